@@ -1,0 +1,71 @@
+import type { ToolDefinition } from '../../workflows/tools';
+
+/** OpenAI Chat Completions shapes: the transcript is stored in this form and sent as it is. */
+export interface ToolCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string };
+}
+
+export type ChatMessage =
+  | { role: 'system'; content: string }
+  | { role: 'user'; content: string }
+  | { role: 'assistant'; content: string | null; tool_calls?: ToolCall[] }
+  | { role: 'tool'; content: string; tool_call_id: string };
+
+export type AssistantMessage = Extract<ChatMessage, { role: 'assistant' }>;
+
+export interface TokenUsage {
+  promptTokens: number;
+  completionTokens: number;
+  totalTokens: number;
+}
+
+export interface ModelRequest {
+  /** Model name for providers that serve several; the provider's default when absent. */
+  model?: string;
+  messages: ChatMessage[];
+  tools: readonly ToolDefinition[];
+}
+
+export interface ModelResponse {
+  message: AssistantMessage;
+  /** `stop`, `tool_calls`, `length`, … as the provider reported it. */
+  finishReason: string;
+  usage: TokenUsage;
+  /** The model that answered, as reported by the provider. */
+  model: string;
+}
+
+export interface ModelProvider {
+  /** `openai` or `scripted`: recorded with every call's usage. */
+  readonly name: string;
+  complete(request: ModelRequest, signal?: AbortSignal): Promise<ModelResponse>;
+}
+
+export type ModelErrorCode =
+  | 'model_rate_limited'
+  | 'model_unavailable'
+  | 'model_timeout'
+  | 'model_auth_failed'
+  | 'model_request_rejected'
+  | 'model_response_malformed'
+  | 'scenario_invalid'
+  | 'scenario_exhausted'
+  | 'scenario_expectation_failed';
+
+/**
+ * A provider failure. `retryable` ones (429, 5xx, timeouts, connection errors) are rethrown as plain
+ * errors so the activity retry policy retries them; the rest become non-retryable typed failures.
+ */
+export class ModelError extends Error {
+  constructor(
+    readonly code: ModelErrorCode,
+    message: string,
+    readonly retryable: boolean,
+    readonly status?: number,
+  ) {
+    super(message);
+    this.name = 'ModelError';
+  }
+}

@@ -1,0 +1,42 @@
+import { ApplicationFailure } from '@temporalio/common';
+
+/**
+ * Every refusal Orchard returns has one of these codes, as the `type` of an ApplicationFailure
+ * (workflows, activities) or the `code` of an OrchardError (client). Callers in any language match on
+ * the code; the message says what to do instead.
+ */
+export const ERROR_CODES = [
+  'invalid_input',
+  'task_empty',
+  'task_too_large',
+  'session_exists',
+  'session_not_found',
+  'session_closed',
+  'model_auth_failed',
+  'model_request_rejected',
+  'model_response_malformed',
+  'scenario_invalid',
+  'scenario_exhausted',
+  'scenario_expectation_failed',
+  'tool_unknown',
+  'tool_args_invalid',
+  'path_outside_worktree',
+  'worktree_create_failed',
+  'repository_not_found',
+] as const;
+
+export type ErrorCode = (typeof ERROR_CODES)[number];
+
+export function isErrorCode(value: unknown): value is ErrorCode {
+  return typeof value === 'string' && (ERROR_CODES as readonly string[]).includes(value);
+}
+
+/** A typed, non-retryable failure: the same input would fail the same way on every attempt. */
+export function orchardFailure(code: ErrorCode, message: string, details?: unknown): ApplicationFailure {
+  return ApplicationFailure.create({
+    type: code,
+    message,
+    nonRetryable: true,
+    details: details === undefined ? undefined : [details],
+  });
+}

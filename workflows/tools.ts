@@ -1,0 +1,94 @@
+/**
+ * The tools a model sees are data: name, description and JSON schema. The code that runs them lives in
+ * `activities/tools/`; a profile is a list of these definitions, so a session can only be offered (and
+ * can only execute) what its profile names.
+ */
+export interface ToolDefinition {
+  readonly name: string;
+  readonly description: string;
+  /** JSON Schema of the arguments object, sent to the model verbatim. */
+  readonly parameters: Record<string, unknown>;
+}
+
+export const bashTool: ToolDefinition = {
+  name: 'bash',
+  description:
+    'Run a bash command in your worktree (cwd is the worktree root). Returns exit code, stdout and stderr; ' +
+    'long output is truncated and long runs are stopped.',
+  parameters: {
+    type: 'object',
+    properties: {
+      command: { type: 'string', description: 'The command line, run with bash -c.' },
+      timeout_seconds: { type: 'number', description: 'Optional time limit, capped by the worker.' },
+    },
+    required: ['command'],
+    additionalProperties: false,
+  },
+};
+
+export const readFileTool: ToolDefinition = {
+  name: 'read_file',
+  description: 'Read a text file from your worktree. Paths are relative to the worktree root.',
+  parameters: {
+    type: 'object',
+    properties: { path: { type: 'string' } },
+    required: ['path'],
+    additionalProperties: false,
+  },
+};
+
+export const writeFileTool: ToolDefinition = {
+  name: 'write_file',
+  description: 'Create or replace a text file in your worktree. Parent directories are created.',
+  parameters: {
+    type: 'object',
+    properties: { path: { type: 'string' }, content: { type: 'string' } },
+    required: ['path', 'content'],
+    additionalProperties: false,
+  },
+};
+
+export const gitStatusTool: ToolDefinition = {
+  name: 'git_status',
+  description: 'Show the git status of your worktree (branch, staged, modified, untracked files).',
+  parameters: { type: 'object', properties: {}, additionalProperties: false },
+};
+
+export const gitDiffTool: ToolDefinition = {
+  name: 'git_diff',
+  description: 'Show the diff of your worktree against HEAD (or of the staged changes with staged=true).',
+  parameters: {
+    type: 'object',
+    properties: { staged: { type: 'boolean' }, path: { type: 'string' } },
+    additionalProperties: false,
+  },
+};
+
+export const gitCommitTool: ToolDefinition = {
+  name: 'git_commit',
+  description: 'Stage all changes in your worktree (or only `paths`) and commit them on your branch.',
+  parameters: {
+    type: 'object',
+    properties: {
+      message: { type: 'string' },
+      paths: { type: 'array', items: { type: 'string' } },
+    },
+    required: ['message'],
+    additionalProperties: false,
+  },
+};
+
+/** What a child session's model is offered. */
+export const CHILD_TOOLS: readonly ToolDefinition[] = [
+  bashTool,
+  readFileTool,
+  writeFileTool,
+  gitStatusTool,
+  gitDiffTool,
+  gitCommitTool,
+];
+
+export type ToolName = 'bash' | 'read_file' | 'write_file' | 'git_status' | 'git_diff' | 'git_commit';
+
+export const TOOL_PROFILES = { child: CHILD_TOOLS } as const;
+export type ToolProfile = keyof typeof TOOL_PROFILES;

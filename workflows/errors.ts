@@ -12,9 +12,13 @@ export const ERROR_CODES = [
   'session_exists',
   'session_not_found',
   'session_closed',
+  'model_rate_limited',
+  'model_unavailable',
+  'model_timeout',
   'model_auth_failed',
   'model_request_rejected',
   'model_response_malformed',
+  'host_unavailable',
   'scenario_invalid',
   'scenario_exhausted',
   'scenario_expectation_failed',
@@ -23,6 +27,10 @@ export const ERROR_CODES = [
   'path_outside_worktree',
   'worktree_create_failed',
   'repository_not_found',
+  'file_not_found',
+  'file_is_directory',
+  'file_not_text',
+  'git_command_failed',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];

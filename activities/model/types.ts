@@ -69,3 +69,20 @@ export class ModelError extends Error {
     this.name = 'ModelError';
   }
 }
+
+/**
+ * Says where a schema check failed, e.g. `turns[0].steps[1].tool_calls[0].name: expected string`, so a
+ * ModelError names the bad field instead of dumping the validator's output.
+ */
+export function describeIssues(issues: readonly { path: readonly PropertyKey[]; message: string }[]): string {
+  return issues
+    .slice(0, 5)
+    .map((issue) => `${issuePath(issue.path) || '(root)'}: ${issue.message}`)
+    .join('; ');
+}
+
+function issuePath(path: readonly PropertyKey[]): string {
+  return path
+    .map((key, i) => (typeof key === 'number' ? `[${key}]` : `${i === 0 ? '' : '.'}${String(key)}`))
+    .join('');
+}

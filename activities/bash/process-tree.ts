@@ -1,0 +1,390 @@
+import { closeSync, openSync, readdirSync, readFileSync, readlinkSync, rmSync, unlinkSync } from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+
+/**
+ * Linux /proc helpers to tear a command down and prove that nothing of it is alive (ARCHITECTURE, "Proving
+ * no process alive"). A command runs as its own process group; we signal the group and also every process
+ * we have seen descend from it, because `setsid` (or `setpgid`) moves a process out of the group.
+ *
+ * Limit: descendants are found through ppid ancestry, so a process that detaches (double fork + setsid) and
+ * is re-parented to init between two snapshots is invisible to the tree. The runner therefore also marks each
+ * command (a tag fd, its stdout/stderr channels, a marker environment variable) and at teardown kills every
+ * process carrying a mark. A detached process that closes all inherited fds AND replaces its environment
+ * (`setsid env -i sh -c 'exec 3<&- …' >/dev/null 2>&1 &`, finishing within one snapshot interval) still
+ * escapes. A cgroup per command is the real fix and needs privileges this worker does not assume.
+ */
+
+export interface ProcessInfo {
+  pid: number;
+  ppid: number;
+  pgid: number;
+  sid: number;
+  /** R, S, D, T, t, Z, X, … as in /proc/<pid>/stat. */
+  state: string;
+  /** Clock ticks after boot: with pid, identifies a process across pid reuse. */
+  startTime: number;
+  comm: string;
+}
+
+/** A process recorded as part of a command's tree; `startTime` guards against signalling a reused pid. */
+export interface TrackedProcess {
+  pid: number;
+  startTime: number;
+  pgid: number;
+  sid: number;
+}
+
+/** pid → the process we saw with that pid. */
+export type TrackedProcesses = Map<number, TrackedProcess>;
+
+/** Parses /proc/<pid>/stat. comm may contain spaces and parentheses, so split at the last ')'. */
+export function parseStat(text: string): ProcessInfo | undefined {
+  const open = text.indexOf('(');
+  const close = text.lastIndexOf(')');
+  if (open < 0 || close < open) return undefined;
+  const pid = Number(text.slice(0, open).trim());
+  const rest = text
+    .slice(close + 1)
+    .trim()
+    .split(/\s+/);
+  // rest[0] is field 3 (state); starttime is field 22.
+  if (rest.length < 20) return undefined;
+  const info: ProcessInfo = {
+    pid,
+    comm: text.slice(open + 1, close),
+    state: rest[0],
+    ppid: Number(rest[1]),
+    pgid: Number(rest[2]),
+    sid: Number(rest[3]),
+    startTime: Number(rest[19]),
+  };
+  return Number.isInteger(info.pid) && Number.isInteger(info.ppid) && Number.isInteger(info.pgid) ? info : undefined;
+}
+
+/** Zombies (Z) and dead tasks (X) have no code left to run: they count as gone. */
+export function isLive(p: ProcessInfo): boolean {
+  return p.state !== 'Z' && p.state !== 'X' && p.state !== 'x';
+}
+
+/** One process, or undefined when it is gone (or hidden from us). Synchronous: a /proc read never waits on disk. */
+export function readProcessSync(pid: number): ProcessInfo | undefined {
+  try {
+    return parseStat(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return undefined; // exited between readdir and read, or not ours to see
+  }
+}
+
+// Read synchronously in batches: /proc reads never wait on disk, while one async read per file costs about ten
+// times as much in thread-pool round trips. Yielding between batches keeps the event loop responsive.
+const SCAN_BATCH = 128;
+const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+export async function listProcesses(): Promise<ProcessInfo[]> {
+  const pids = readdirSync('/proc')
+    .filter((n) => /^\d+$/.test(n))
+    .map(Number);
+  const out: ProcessInfo[] = [];
+  for (let i = 0; i < pids.length; i++) {
+    if (i > 0 && i % SCAN_BATCH === 0) await yieldToEventLoop();
+    const info = readProcessSync(pids[i]);
+    if (info) out.push(info);
+  }
+  return out;
+}
+
+/** Pids of the live (non-zombie) members of a process group. */
+export async function aliveInGroup(pgid: number, processes?: ProcessInfo[]): Promise<number[]> {
+  return (processes ?? (await listProcesses())).filter((p) => p.pgid === pgid && isLive(p)).map((p) => p.pid);
+}
+
+/** Every process below `pid` by ppid ancestry (not including `pid`), as seen right now. */
+export async function descendantsOf(pid: number, processes?: ProcessInfo[]): Promise<ProcessInfo[]> {
+  const all = processes ?? (await listProcesses());
+  return closure(all, new Set([pid])).filter((p) => p.pid !== pid);
+}
+
+function childrenByParent(processes: ProcessInfo[]): Map<number, ProcessInfo[]> {
+  const byParent = new Map<number, ProcessInfo[]>();
+  for (const p of processes) {
+    const siblings = byParent.get(p.ppid);
+    if (siblings) siblings.push(p);
+    else byParent.set(p.ppid, [p]);
+  }
+  return byParent;
+}
+
+/** The processes in `seeds` plus everything below them. */
+function closure(processes: ProcessInfo[], seeds: Set<number>): ProcessInfo[] {
+  const byPid = new Map(processes.map((p) => [p.pid, p]));
+  const byParent = childrenByParent(processes);
+  const seen = new Set<number>();
+  const out: ProcessInfo[] = [];
+  const queue = [...seeds];
+  while (queue.length > 0) {
+    const pid = queue.pop() as number;
+    if (seen.has(pid)) continue;
+    seen.add(pid);
+    const p = byPid.get(pid);
+    if (p) out.push(p);
+    for (const child of byParent.get(pid) ?? []) queue.push(child.pid);
+  }
+  return out;
+}
+
+function sameProcess(t: TrackedProcess, p: ProcessInfo | undefined): p is ProcessInfo {
+  return p !== undefined && p.startTime === t.startTime;
+}
+
+/**
+ * Records into `tracked` the command's processes as they are now: the root's process group and session,
+ * everything
+ * already tracked that is still alive, the groups and sessions that tracked processes lead (a `setsid` child's
+ * own children), and all their descendants. Call it periodically while the command runs, so a process that
+ * escapes the group is recorded while its ancestry still shows where it came from.
+ */
+export async function snapshotTree(
+  rootPid: number,
+  tracked: TrackedProcesses = new Map(),
+  processes?: ProcessInfo[],
+): Promise<TrackedProcesses> {
+  const all = processes ?? (await listProcesses());
+  updateTracked(rootPid, tracked, all);
+  return tracked;
+}
+
+// The root is found through its group (and session, both numbered by the root's pid, since it was spawned
+// detached): a pgid or sid cannot be reused while any process still carries it, whereas a bare pid can.
+function updateTracked(pgid: number, tracked: TrackedProcesses, all: ProcessInfo[]): ProcessInfo[] {
+  const byPid = new Map(all.map((p) => [p.pid, p]));
+  const leaders = new Set<number>([pgid]);
+  const seeds = new Set<number>();
+  for (const t of tracked.values()) {
+    const current = byPid.get(t.pid);
+    if (!sameProcess(t, current)) continue;
+    seeds.add(t.pid);
+    if (t.pid === t.pgid || t.pid === t.sid) leaders.add(t.pid);
+  }
+  for (const p of all) {
+    if (leaders.has(p.pgid) || leaders.has(p.sid)) seeds.add(p.pid);
+  }
+  const members = closure(all, seeds).filter(isLive);
+  for (const p of members) {
+    const known = tracked.get(p.pid);
+    if (!known || known.startTime !== p.startTime) {
+      tracked.set(p.pid, { pid: p.pid, startTime: p.startTime, pgid: p.pgid, sid: p.sid });
+    }
+  }
+  return members;
+}
+
+/**
+ * The link targets (`socket:[n]`, `pipe:[n]`) of a process's file descriptors. Synchronous on purpose: called
+ * right after spawn() returns, before the event loop runs. Best effort: a very short command may already have
+ * exited (its fds are closed) by then, which is why the runner also passes a tag fd (openProcessTag).
+ */
+export function fdLinksSync(pid: number, fds: number[]): string[] {
+  const out: string[] = [];
+  for (const fd of fds) {
+    try {
+      const link = readlinkSync(`/proc/${pid}/fd/${fd}`);
+      // Only anonymous channels identify the command; a file such as /dev/null is shared by everyone.
+      if (/^(?:socket|pipe):\[\d+\]$/.test(link)) out.push(link);
+    } catch {
+      // gone already, or not ours to see
+    }
+  }
+  return out;
+}
+
+export interface ProcessTag {
+  /** Pass to the child as an inherited fd; every descendant that does not close it carries it. */
+  fd: number;
+  /** What /proc/<pid>/fd/<n> reads for a holder of the tag. */
+  links: string[];
+  close(): void;
+}
+
+/**
+ * A file descriptor that marks a command's processes: an unlinked, empty, read-only temp file unique to the run.
+ * Known before the spawn, so unlike the stdout channel it cannot be missed when the leader exits at once. The
+ * caller keeps `fd` open until teardown is over, so the file (and its link text) cannot be reused meanwhile.
+ */
+export function openProcessTag(id: string): ProcessTag | undefined {
+  const file = path.join(os.tmpdir(), `orchard-run-${id}`);
+  try {
+    closeSync(openSync(file, 'wx', 0o400));
+    const fd = openSync(file, 'r');
+    unlinkSync(file);
+    let closed = false;
+    return {
+      fd,
+      links: [`${file} (deleted)`, file],
+      close: () => {
+        if (!closed) closeSync(fd);
+        closed = true;
+      },
+    };
+  } catch {
+    rmSync(file, { force: true });
+    return undefined; // no writable tmp: the other marks still apply
+  }
+}
+
+export interface ProcessMarks {
+  /** fd link targets (fdLinksSync, ProcessTag.links): a process holding any of them is marked. */
+  fdLinks?: readonly string[];
+  /** An environment entry the command was started with (the runner's per-run marker variable). */
+  env?: { name: string; value: string };
+}
+
+/**
+ * Live processes (other than this worker) that carry any of the marks: an fd inherited from the command, or
+ * its marker variable in their initial environment. Finds descendants that left both the process group and
+ * the tree (re-parented to init before any snapshot), unless they closed those fds and replaced their
+ * environment (`env -i`).
+ */
+export async function processesCarrying(marks: ProcessMarks): Promise<ProcessInfo[]> {
+  const links = new Set(marks.fdLinks ?? []);
+  const envEntry = marks.env ? Buffer.from(`${marks.env.name}=${marks.env.value}\0`) : undefined;
+  if (links.size === 0 && !envEntry) return [];
+  const found: ProcessInfo[] = [];
+  let scanned = 0;
+  for (const p of await listProcesses()) {
+    if (p.pid === process.pid || !isLive(p)) continue;
+    if (++scanned % 32 === 0) await yieldToEventLoop();
+    if (envEntry && hasEnvEntry(p.pid, envEntry)) {
+      found.push(p);
+      continue;
+    }
+    if (links.size > 0 && holdsAny(p.pid, links)) found.push(p);
+  }
+  return found;
+}
+
+function hasEnvEntry(pid: number, entry: Buffer): boolean {
+  try {
+    const environ = readFileSync(`/proc/${pid}/environ`);
+    const at = environ.indexOf(entry);
+    return at === 0 || (at > 0 && environ[at - 1] === 0);
+  } catch {
+    return false; // not ours to see, or gone
+  }
+}
+
+function holdsAny(pid: number, links: ReadonlySet<string>): boolean {
+  let fds: string[];
+  try {
+    fds = readdirSync(`/proc/${pid}/fd`);
+  } catch {
+    return false;
+  }
+  for (const fd of fds) {
+    try {
+      // readlink, not stat: stat would follow the link and could block (e.g. on a hung FUSE mount).
+      if (links.has(readlinkSync(`/proc/${pid}/fd/${fd}`))) return true;
+    } catch {
+      // fd closed meanwhile
+    }
+  }
+  return false;
+}
+
+/** Adds processes to `tracked` (e.g. holders of the command's output found at teardown). */
+export function track(tracked: TrackedProcesses, processes: readonly ProcessInfo[]): void {
+  for (const p of processes) tracked.set(p.pid, { pid: p.pid, startTime: p.startTime, pgid: p.pgid, sid: p.sid });
+}
+
+export interface KillOptions {
+  /** Time between SIGTERM and SIGKILL for processes to exit cleanly. */
+  graceMs: number;
+  /** Interval between /proc scans. */
+  pollMs: number;
+  /** Give up after this long (from the call) and report what is still alive. */
+  timeoutMs: number;
+  /** Processes recorded by snapshotTree; those outside the group are signalled one by one. */
+  tracked?: TrackedProcesses;
+}
+
+let ownGroup: { pgid: number; sid: number } | undefined;
+function ownGroupIds(): { pgid: number; sid: number } {
+  if (!ownGroup) {
+    const self = readProcessSync(process.pid);
+    ownGroup = { pgid: self?.pgid ?? process.pid, sid: self?.sid ?? process.pid };
+  }
+  return ownGroup;
+}
+
+function send(target: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(target, signal);
+  } catch {
+    // ESRCH: already gone; EPERM: not ours — it will show up in `remaining`
+  }
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/**
+ * SIGTERM the group (and tracked escapees), wait up to graceMs, SIGKILL, then poll until no live process of
+ * the group or of `tracked` remains, or timeoutMs passes. Returns the pids still alive (empty = proven gone).
+ * Zombies count as gone: they run no code, and orphaned ones may never be reaped here (PID 1 does not reap).
+ */
+export async function killGroupAndWait(pgid: number, options: KillOptions): Promise<{ remaining: number[] }> {
+  const own = ownGroupIds();
+  // process.kill(-0) or -own pgid would signal this worker.
+  if (!Number.isInteger(pgid) || pgid <= 1 || pgid === process.pid || pgid === own.pgid || pgid === own.sid) {
+    throw new Error(`killGroupAndWait: refusing to signal process group ${pgid}`);
+  }
+  const tracked = options.tracked ?? new Map<number, TrackedProcess>();
+  const deadline = Date.now() + options.timeoutMs;
+  const graceEnds = Date.now() + options.graceMs;
+
+  const liveTargets = async (): Promise<ProcessInfo[]> => {
+    const all = await listProcesses();
+    // Re-snapshot on every scan: a process forking during the grace period is caught too.
+    const members = updateTracked(pgid, tracked, all);
+    const byPid = new Map(all.map((p) => [p.pid, p]));
+    const targets = new Map<number, ProcessInfo>();
+    for (const p of members) targets.set(p.pid, p);
+    for (const p of all) if (p.pgid === pgid && isLive(p)) targets.set(p.pid, p);
+    for (const t of tracked.values()) {
+      const p = byPid.get(t.pid);
+      if (sameProcess(t, p) && isLive(p)) targets.set(p.pid, p);
+    }
+    targets.delete(process.pid);
+    return [...targets.values()].filter((p) => p.pgid !== own.pgid && p.pid > 1);
+  };
+
+  const signalAll = (targets: ProcessInfo[], signal: NodeJS.Signals) => {
+    if (targets.some((p) => p.pgid === pgid)) send(-pgid, signal);
+    for (const p of targets) {
+      if (p.pgid !== pgid) send(p.pid, signal);
+      // A stopped process would hold SIGTERM pending forever; SIGKILL works on stopped processes anyway.
+      if (signal === 'SIGTERM' && (p.state === 'T' || p.state === 't')) send(p.pid, 'SIGCONT');
+    }
+  };
+
+  let targets = await liveTargets();
+  if (targets.length === 0) return { remaining: [] };
+  if (options.graceMs > 0) {
+    signalAll(targets, 'SIGTERM');
+    const termed = new Set(targets.map((p) => p.pid));
+    while (Date.now() < graceEnds && Date.now() < deadline) {
+      await sleep(Math.min(options.pollMs, Math.max(0, graceEnds - Date.now())));
+      targets = await liveTargets();
+      if (targets.length === 0) return { remaining: [] };
+      // Processes forked since the first SIGTERM get theirs too.
+      for (const p of targets) if (!termed.has(p.pid)) send(p.pid, 'SIGTERM');
+      for (const p of targets) termed.add(p.pid);
+    }
+  }
+  for (;;) {
+    signalAll(targets, 'SIGKILL');
+    await sleep(options.pollMs);
+    targets = await liveTargets();
+    if (targets.length === 0) return { remaining: [] };
+    if (Date.now() >= deadline) return { remaining: targets.map((p) => p.pid).sort((a, b) => a - b) };
+  }
+}

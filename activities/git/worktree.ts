@@ -1,0 +1,179 @@
+import { promises as fs } from 'node:fs';
+import * as path from 'node:path';
+import { simpleGit, type SimpleGit } from 'simple-git';
+import { sessionBranch, sessionIdProblem } from '../../workflows/session/ids';
+import { sessionHomeDir } from '../bash/env';
+import { WorkspaceError } from '../workspace/paths';
+
+export interface PrepareWorktreeInput {
+  /** The repository the session works on (its main checkout, a linked worktree of it, or a bare repository). */
+  repo: string;
+  sessionId: string;
+  /** Directory that holds this host's session worktrees; the worktree is `<worktreeRoot>/<sessionId>`. */
+  worktreeRoot: string;
+  /** Commit-ish the new branch starts from; HEAD of `repo` by default. Ignored when the branch exists. */
+  baseRef?: string;
+}
+
+export interface PreparedWorktree {
+  worktree: string;
+  branch: string;
+  /** The commit the session branch was created from. */
+  baseCommit: string;
+  /** false when an earlier attempt had already prepared it (a retry after a crash). */
+  created: boolean;
+}
+
+export interface WorktreeEntry {
+  path: string;
+  head?: string;
+  /** Full ref (`refs/heads/…`), absent when detached or bare. */
+  branch?: string;
+  bare: boolean;
+  prunable: boolean;
+}
+
+/** Parses `git worktree list --porcelain -z`: attributes end in NUL, entries in an extra NUL. */
+export function parseWorktreeList(output: string): WorktreeEntry[] {
+  const entries: WorktreeEntry[] = [];
+  let current: WorktreeEntry | undefined;
+  for (const field of output.split('\0')) {
+    if (field === '') {
+      if (current) entries.push(current);
+      current = undefined;
+      continue;
+    }
+    const space = field.indexOf(' ');
+    const key = space < 0 ? field : field.slice(0, space);
+    const value = space < 0 ? '' : field.slice(space + 1);
+    if (key === 'worktree') {
+      if (current) entries.push(current);
+      current = { path: value, bare: false, prunable: false };
+    } else if (current) {
+      if (key === 'HEAD') current.head = value;
+      else if (key === 'branch') current.branch = value;
+      else if (key === 'bare') current.bare = true;
+      else if (key === 'prunable') current.prunable = true;
+    }
+  }
+  if (current) entries.push(current);
+  return entries;
+}
+
+async function samePath(a: string, b: string): Promise<boolean> {
+  const real = (p: string) => fs.realpath(p).catch(() => path.resolve(p));
+  return (await real(a)) === (await real(b));
+}
+
+function message(err: unknown): string {
+  return (err instanceof Error ? err.message : String(err)).trim();
+}
+
+/**
+ * The commit a session branch was created from: the oldest entry of its reflog ("branch: Created from …"),
+ * else its merge base with `fallbackRef`, else its tip.
+ */
+async function branchBase(git: SimpleGit, ref: string, fallbackRef: string): Promise<string> {
+  try {
+    const reflog = (await git.raw(['reflog', 'show', '--format=%H', ref])).trim().split('\n').filter(Boolean);
+    if (reflog.length > 0) return reflog[reflog.length - 1];
+  } catch {
+    // no reflog (core.logAllRefUpdates off, or expired)
+  }
+  try {
+    const base = (await git.raw(['merge-base', ref, fallbackRef])).trim();
+    if (base) return base;
+  } catch {
+    // unrelated histories or a bad fallback
+  }
+  return (await git.raw(['rev-parse', '--verify', `${ref}^{commit}`])).trim();
+}
+
+/**
+ * Creates (or finds again) the session's worktree `<worktreeRoot>/<sessionId>` on branch `orchard/<sessionId>`.
+ * Idempotent, because an activity retried after a worker crash must not fail on its own earlier success:
+ * an existing worktree for that branch is returned with `created: false`, and an existing branch without a
+ * worktree is checked out again (its commits are the session's work). Also creates the session's HOME
+ * (bash/env.ts), so agent commands have a home from their first call.
+ */
+export async function prepareWorktree(input: PrepareWorktreeInput): Promise<PreparedWorktree> {
+  const problem = sessionIdProblem(input.sessionId);
+  if (problem) throw new WorkspaceError('invalid_input', problem);
+  if (input.baseRef !== undefined && (input.baseRef === '' || input.baseRef.startsWith('-'))) {
+    throw new WorkspaceError('invalid_input', `base ref ${JSON.stringify(input.baseRef)} is not a valid ref`);
+  }
+  const repo = path.resolve(input.repo);
+  const stat = await fs.stat(repo).catch(() => undefined);
+  if (!stat?.isDirectory()) throw new WorkspaceError('repository_not_found', `${repo} is not a directory`);
+  const git = simpleGit({ baseDir: repo, timeout: { block: 120_000 } });
+  try {
+    await git.raw(['rev-parse', '--git-dir']);
+  } catch (err) {
+    throw new WorkspaceError('repository_not_found', `${repo} is not a git repository: ${message(err)}`);
+  }
+
+  const branch = sessionBranch(input.sessionId);
+  const ref = `refs/heads/${branch}`;
+  const worktreeRoot = path.resolve(input.worktreeRoot);
+  const worktree = path.join(worktreeRoot, input.sessionId);
+  const fallbackRef = input.baseRef ?? 'HEAD';
+  await fs.mkdir(worktreeRoot, { recursive: true });
+  await fs.mkdir(sessionHomeDir(worktree, input.sessionId), { recursive: true, mode: 0o700 });
+
+  const findExisting = async (): Promise<PreparedWorktree | undefined> => {
+    const entries = parseWorktreeList(await git.raw(['worktree', 'list', '--porcelain', '-z']));
+    let stale = false;
+    for (const entry of entries) {
+      const atPath = await samePath(entry.path, worktree);
+      if (!atPath && entry.branch !== ref) continue;
+      // The directory was deleted but git still has its admin entry: prune it and create the worktree again.
+      if (entry.prunable) {
+        stale = true;
+        continue;
+      }
+      if (atPath && entry.branch === ref) {
+        return { worktree, branch, baseCommit: await branchBase(git, ref, fallbackRef), created: false };
+      }
+      throw new WorkspaceError(
+        'worktree_create_failed',
+        atPath
+          ? `${worktree} is already a worktree of ${entry.branch ?? 'a detached HEAD'}, not of ${branch}`
+          : `${branch} is already checked out in another worktree (${entry.path})`,
+      );
+    }
+    if (stale) await git.raw(['worktree', 'prune']);
+    return undefined;
+  };
+
+  const existing = await findExisting();
+  if (existing) return existing;
+
+  const tip = (await git.raw(['rev-parse', '--verify', '--quiet', ref]).catch(() => '')).trim();
+  let baseCommit: string;
+  try {
+    if (tip) {
+      await git.raw(['worktree', 'add', worktree, branch]);
+      baseCommit = await branchBase(git, ref, fallbackRef);
+    } else {
+      baseCommit = (await git.raw(['rev-parse', '--verify', '--quiet', `${fallbackRef}^{commit}`]).catch(() => ''))
+        .trim();
+      if (!baseCommit) {
+        throw new WorkspaceError(
+          input.baseRef === undefined ? 'worktree_create_failed' : 'invalid_input',
+          input.baseRef === undefined
+            ? `${repo} has no commit at HEAD to start a session branch from`
+            : `base ref ${JSON.stringify(input.baseRef)} does not name a commit in ${repo}`,
+        );
+      }
+      // From the resolved commit, not the ref name: a remote-tracking base must not become the upstream.
+      await git.raw(['worktree', 'add', '--no-track', '-b', branch, worktree, baseCommit]);
+    }
+  } catch (err) {
+    if (err instanceof WorkspaceError) throw err;
+    // An overlapping attempt (a retried activity racing the first) may have created it: that is success too.
+    const raced = await findExisting().catch(() => undefined);
+    if (raced) return raced;
+    throw new WorkspaceError('worktree_create_failed', `could not create ${worktree} on ${branch}: ${message(err)}`);
+  }
+  return { worktree, branch, baseCommit, created: true };
+}

@@ -1,0 +1,110 @@
+import { readFile, stat } from 'node:fs/promises';
+import { extname, resolve } from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { describeIssues, ModelError } from './types';
+
+/**
+ * A scenario scripts what the `scripted` provider answers, turn by turn and step by step. The format is
+ * documented in `scenarios/FORMAT.md`; this schema is its single definition.
+ */
+
+const scriptedToolCall = z.strictObject({
+  name: z.string().min(1),
+  // A string is sent verbatim, so a scenario can hand the tool executor arguments that are not valid JSON.
+  arguments: z.union([z.record(z.string(), z.unknown()), z.string()]).default({}),
+});
+
+const scriptedStep = z
+  .strictObject({
+    content: z.string().optional(),
+    tool_calls: z.array(scriptedToolCall).min(1).optional(),
+    // Replayed for every later step of the turn, so a step limit can be reached without a long script.
+    repeat: z.boolean().optional(),
+  })
+  .refine((step) => step.content !== undefined || step.tool_calls !== undefined, {
+    message: 'a step needs `content`, `tool_calls`, or both',
+  });
+
+const turnExpectation = z.strictObject({
+  /** Each must occur in the turn's task (the last user message). */
+  taskIncludes: z.array(z.string().min(1)).optional(),
+  /** Each must occur somewhere in the request's messages: proves earlier turns' history was carried. */
+  historyIncludes: z.array(z.string().min(1)).optional(),
+});
+
+const scriptedTurn = z
+  .strictObject({
+    steps: z.array(scriptedStep).min(1),
+    expect: turnExpectation.optional(),
+  })
+  .superRefine((turn, ctx) => {
+    turn.steps.forEach((step, i) => {
+      if (step.repeat && i !== turn.steps.length - 1) {
+        ctx.addIssue({ code: 'custom', path: ['steps', i, 'repeat'], message: 'only the last step may repeat' });
+      }
+    });
+  });
+
+export const scenarioSchema = z.strictObject({
+  name: z.string().min(1),
+  description: z.string().optional(),
+  /** Reported as the answering model; `scripted-<name>` when absent. */
+  model: z.string().min(1).optional(),
+  turns: z.array(scriptedTurn).min(1),
+});
+
+export type Scenario = z.infer<typeof scenarioSchema>;
+export type ScriptedTurn = Scenario['turns'][number];
+export type ScriptedStep = ScriptedTurn['steps'][number];
+export type ScriptedToolCall = NonNullable<ScriptedStep['tool_calls']>[number];
+
+/** Validates an already-parsed scenario; `source` names it in the error (a path, or `inline`). */
+export function parseScenario(value: unknown, source = 'inline'): Scenario {
+  const parsed = scenarioSchema.safeParse(value);
+  if (!parsed.success) {
+    const why = describeIssues(parsed.error.issues);
+    throw new ModelError('scenario_invalid', `scenario ${source} is invalid: ${why}`, false);
+  }
+  return parsed.data;
+}
+
+/** Parses scenario text as YAML for `.yaml`/`.yml` paths and as JSON otherwise. */
+export function parseScenarioText(text: string, source: string): Scenario {
+  const yaml = ['.yaml', '.yml'].includes(extname(source).toLowerCase());
+  let value: unknown;
+  try {
+    value = yaml ? parseYaml(text) : JSON.parse(text);
+  } catch (err) {
+    const why = err instanceof Error ? err.message : String(err);
+    const format = yaml ? 'YAML' : 'JSON';
+    throw new ModelError('scenario_invalid', `scenario ${source} is not valid ${format}: ${why}`, false);
+  }
+  return parseScenario(value, source);
+}
+
+/** Scenarios are re-read only when the file changes; a handful of paths at most are in use. */
+const CACHE_LIMIT = 32;
+const cache = new Map<string, { mtimeMs: number; size: number; scenario: Scenario }>();
+
+/** Reads and validates a scenario file, reusing the parsed copy while the file's mtime and size are unchanged. */
+export async function loadScenario(path: string): Promise<Scenario> {
+  const full = resolve(path);
+  let text: string;
+  let mtimeMs: number;
+  let size: number;
+  try {
+    ({ mtimeMs, size } = await stat(full));
+    const cached = cache.get(full);
+    if (cached && cached.mtimeMs === mtimeMs && cached.size === size) return cached.scenario;
+    text = await readFile(full, 'utf8');
+  } catch (err) {
+    const why = err instanceof Error ? err.message : String(err);
+    throw new ModelError('scenario_invalid', `cannot read scenario ${full}: ${why}`, false);
+  }
+  const scenario = parseScenarioText(text, full);
+  cache.delete(full);
+  cache.set(full, { mtimeMs, size, scenario });
+  if (cache.size > CACHE_LIMIT) cache.delete(cache.keys().next().value as string);
+  return scenario;
+}

@@ -1,0 +1,145 @@
+import type { Scenario, ScriptedStep, ScriptedTurn } from './scenario';
+import {
+  ModelError,
+  type AssistantMessage,
+  type ChatMessage,
+  type ModelProvider,
+  type ModelRequest,
+  type ModelResponse,
+  type ToolCall,
+} from './types';
+
+/**
+ * Where a request stands in its scenario, read from the request alone so a retried or replayed call gets
+ * the same answer: every `user` message starts a turn, every `assistant` message after it is a step taken.
+ * Both are 1-based. (Anything that adds or drops user messages, such as a compacted history, moves the turn.)
+ */
+export function scriptPosition(messages: readonly ChatMessage[]): { turn: number; step: number; task?: string } {
+  let turn = 0;
+  let step = 1;
+  let task: string | undefined;
+  for (const message of messages) {
+    if (message.role === 'user') {
+      turn += 1;
+      step = 1;
+      task = message.content;
+    } else if (message.role === 'assistant' && turn > 0) {
+      step += 1;
+    }
+  }
+  return { turn, step, task };
+}
+
+/** The deterministic answer the scenario scripts for this request, or the ModelError saying why there is none. */
+export function scriptedResponse(scenario: Scenario, request: ModelRequest): ModelResponse {
+  const { turn, step, task } = scriptPosition(request.messages);
+  const label = `scenario "${scenario.name}"`;
+  if (turn === 0) {
+    throw new ModelError('scenario_exhausted', `${label}: the request has no user message, so it is in no turn`, false);
+  }
+  const script = scenario.turns[turn - 1];
+  if (!script) {
+    throw new ModelError(
+      'scenario_exhausted',
+      `${label} scripts ${scenario.turns.length} turn(s); this request is turn ${turn} (it has ${turn} user messages)`,
+      false,
+    );
+  }
+  if (step === 1) checkExpectations(script, request.messages, task ?? '', `${label}, turn ${turn}`);
+  const scripted = stepAt(script, step);
+  if (!scripted) {
+    throw new ModelError(
+      'scenario_exhausted',
+      `${label}, turn ${turn} scripts ${script.steps.length} step(s); this request asks for step ${step} ` +
+        `(${step - 1} assistant messages since the last user message)`,
+      false,
+    );
+  }
+  const message = assistantMessage(scripted, turn, step);
+  const promptTokens = syntheticTokens(JSON.stringify(request.messages) + JSON.stringify(request.tools));
+  const completionTokens = syntheticTokens(JSON.stringify(message));
+  return {
+    message,
+    finishReason: message.tool_calls ? 'tool_calls' : 'stop',
+    usage: { promptTokens, completionTokens, totalTokens: promptTokens + completionTokens },
+    model: scenario.model ?? `scripted-${scenario.name}`,
+  };
+}
+
+function stepAt(turn: ScriptedTurn, step: number): ScriptedStep | undefined {
+  const last = turn.steps[turn.steps.length - 1];
+  return turn.steps[step - 1] ?? (last.repeat ? last : undefined);
+}
+
+function checkExpectations(turn: ScriptedTurn, messages: readonly ChatMessage[], task: string, where: string): void {
+  for (const wanted of turn.expect?.taskIncludes ?? []) {
+    if (!task.includes(wanted)) {
+      throw new ModelError(
+        'scenario_expectation_failed',
+        `${where} expects the task to include ${JSON.stringify(wanted)}; the task was ${JSON.stringify(excerpt(task))}`,
+        false,
+      );
+    }
+  }
+  const history = turn.expect?.historyIncludes ?? [];
+  if (history.length === 0) return;
+  const texts = messages.flatMap(messageTexts);
+  for (const wanted of history) {
+    if (!texts.some((text) => text.includes(wanted))) {
+      throw new ModelError(
+        'scenario_expectation_failed',
+        `${where} expects the conversation to include ${JSON.stringify(wanted)}, ` +
+          `but none of the request's ${messages.length} messages does`,
+        false,
+      );
+    }
+  }
+}
+
+/** The text a history expectation can match: contents, and the tool calls an assistant made. */
+function messageTexts(message: ChatMessage): string[] {
+  const texts = message.content === null ? [] : [message.content];
+  if (message.role === 'assistant') {
+    for (const call of message.tool_calls ?? []) texts.push(call.function.name, call.function.arguments);
+  }
+  return texts;
+}
+
+function assistantMessage(step: ScriptedStep, turn: number, stepNumber: number): AssistantMessage {
+  const fill = (text: string) => text.replaceAll('{{turn}}', String(turn)).replaceAll('{{step}}', String(stepNumber));
+  const toolCalls: ToolCall[] = (step.tool_calls ?? []).map((call, i) => ({
+    // Unique within the conversation, including replays of a repeated step, and the same on every retry.
+    id: `call_t${turn}_s${stepNumber}_${i + 1}`,
+    type: 'function',
+    function: {
+      name: call.name,
+      arguments: fill(typeof call.arguments === 'string' ? call.arguments : JSON.stringify(call.arguments)),
+    },
+  }));
+  return {
+    role: 'assistant',
+    content: step.content === undefined ? null : fill(step.content),
+    ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}),
+  };
+}
+
+/** Roughly what a tokenizer would count; only needs to be stable and plausible for usage accounting. */
+function syntheticTokens(text: string): number {
+  return Math.ceil(text.length / 4);
+}
+
+function excerpt(text: string): string {
+  return text.length <= 200 ? text : `${text.slice(0, 200)}…`;
+}
+
+/** Answers from a scenario instead of a model: offline runs, the demo and tests drive the real tools with it. */
+export class ScriptedProvider implements ModelProvider {
+  readonly name = 'scripted';
+
+  constructor(private readonly scenario: Scenario) {}
+
+  async complete(request: ModelRequest, signal?: AbortSignal): Promise<ModelResponse> {
+    if (signal?.aborted) throw signal.reason;
+    return scriptedResponse(this.scenario, request);
+  }
+}

@@ -1,0 +1,93 @@
+import { Context } from '@temporalio/activity';
+import { CancelledFailure } from '@temporalio/common';
+import type { Pool } from 'pg';
+import { orchardFailure } from '../../workflows/errors';
+import { TOOL_PROFILES, type ToolProfile } from '../../workflows/tools';
+import { claimDispatch, markUnknown, settleDispatch, type DispatchKey, type ToolOutput } from '../store/dispatch';
+import { appendEntry, findAssistantMessage } from '../store/transcript';
+import { isExecutableTool, refusal, runTool } from './run-tool';
+
+export interface ExecuteToolInput {
+  sessionId: string;
+  turn: number;
+  step: number;
+  callId: string;
+  /** Position of the call in the assistant message: fixes the tool result's place in the transcript. */
+  index: number;
+  profile: ToolProfile;
+  worktree: string;
+  branch: string;
+  bashTimeoutSeconds: number;
+}
+
+export interface ExecuteToolResult {
+  tool: string;
+  /** settled: ran now; already-settled: an earlier attempt ran it; unknown: claimed earlier, never settled. */
+  outcome: 'settled' | 'already-settled' | 'unknown';
+  ok: boolean;
+}
+
+export interface ExecutorDeps {
+  pool: Pool;
+  hostId: string;
+  maxOutputBytes: number;
+}
+
+const UNKNOWN_OUTCOME =
+  'outcome unknown: an earlier attempt started this tool call and did not record a result (the worker stopped). ' +
+  'It may or may not have taken effect; check the state of the worktree before repeating it.';
+
+/**
+ * Runs one tool call of a model step at most once (invariant 11a). The call's name and arguments are read
+ * from the transcript, where the model step stored them, so workflow history carries only ids.
+ */
+export async function executeTool(deps: ExecutorDeps, input: ExecuteToolInput): Promise<ExecuteToolResult> {
+  const { pool } = deps;
+  const assistant = await findAssistantMessage(pool, input.sessionId, input.turn, input.step);
+  const call = assistant?.tool_calls?.find((c) => c.id === input.callId);
+  if (!call) {
+    throw orchardFailure('invalid_input', `no tool call ${input.callId} in turn ${input.turn} step ${input.step}`);
+  }
+  const tool = call.function.name;
+  const key: DispatchKey = { sessionId: input.sessionId, turn: input.turn, step: input.step, callId: input.callId };
+  const claim = await claimDispatch(pool, key, tool, deps.hostId);
+
+  let output: ToolOutput;
+  let outcome: ExecuteToolResult['outcome'];
+  let cancelled = false;
+  if (claim.kind === 'settled') {
+    output = claim.output;
+    outcome = 'already-settled';
+  } else if (claim.kind === 'unknown') {
+    await markUnknown(pool, key);
+    output = { ok: false, content: UNKNOWN_OUTCOME, durationMs: 0 };
+    outcome = 'unknown';
+  } else {
+    const offered = TOOL_PROFILES[input.profile].some((d) => d.name === tool);
+    const context = Context.current();
+    const result =
+      offered && isExecutableTool(tool)
+        ? await runTool(tool, call.function.arguments, {
+            sessionId: input.sessionId,
+            worktree: input.worktree,
+            branch: input.branch,
+            bashTimeoutMs: input.bashTimeoutSeconds * 1000,
+            maxOutputBytes: deps.maxOutputBytes,
+            signal: context.cancellationSignal,
+            onTick: () => context.heartbeat(),
+          })
+        : refusal('tool_unknown', `there is no tool named ${tool}; use one of the tools you were given`);
+    cancelled = result.cancelled === true;
+    output = result;
+    await settleDispatch(pool, key, tool, output);
+    outcome = 'settled';
+  }
+  await appendEntry(
+    pool,
+    { sessionId: input.sessionId, turn: input.turn, step: input.step, ordinal: input.index + 1 },
+    { role: 'tool', tool_call_id: input.callId, content: output.content },
+  );
+  // The command was stopped and recorded; report the cancellation so the workflow sees the activity end as cancelled.
+  if (cancelled) throw new CancelledFailure('tool call cancelled; its process group was stopped');
+  return { tool, outcome, ok: output.ok };
+}

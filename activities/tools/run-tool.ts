@@ -1,0 +1,120 @@
+import { z } from 'zod';
+import { buildCommandEnv } from '../bash/env';
+import { runBash } from '../bash/runner';
+import { gitCommit, gitDiff, gitStatus } from '../git/repo-tools';
+import { readFileInWorktree, writeFileInWorktree } from '../workspace/files';
+import type { ToolOutput } from '../store/dispatch';
+
+export interface ToolContext {
+  sessionId: string;
+  worktree: string;
+  branch: string;
+  /** Upper bound for one bash command. */
+  bashTimeoutMs: number;
+  /** Bytes kept per stream / per file shown to the model. */
+  maxOutputBytes: number;
+  /** Aborts a running command (activity cancellation). */
+  signal: AbortSignal;
+  /** Called while a command runs, so the activity heartbeats. */
+  onTick: () => void;
+}
+
+export interface ToolResult extends ToolOutput {
+  /** The command was stopped because the activity was cancelled. */
+  cancelled?: boolean;
+}
+
+const argsSchemas = {
+  bash: z.object({ command: z.string().min(1), timeout_seconds: z.number().positive().optional() }).strict(),
+  read_file: z.object({ path: z.string().min(1) }).strict(),
+  write_file: z.object({ path: z.string().min(1), content: z.string() }).strict(),
+  git_status: z.object({}).strict(),
+  git_diff: z.object({ staged: z.boolean().optional(), path: z.string().min(1).optional() }).strict(),
+  git_commit: z.object({ message: z.string().min(1), paths: z.array(z.string().min(1)).optional() }).strict(),
+} as const;
+
+export type ExecutableTool = keyof typeof argsSchemas;
+
+export function isExecutableTool(name: string): name is ExecutableTool {
+  return Object.hasOwn(argsSchemas, name);
+}
+
+/** A refusal or error the model should read: nothing was changed. */
+export function refusal(code: string, message: string): ToolResult {
+  return { ok: false, content: `error (${code}): ${message}`, durationMs: 0 };
+}
+
+/** Parses the model's arguments and runs one tool. Expected failures come back as results, not throws. */
+export async function runTool(name: ExecutableTool, rawArguments: string, ctx: ToolContext): Promise<ToolResult> {
+  let json: unknown;
+  try {
+    json = rawArguments.trim() === '' ? {} : JSON.parse(rawArguments);
+  } catch {
+    return refusal('tool_args_invalid', `arguments of ${name} are not valid JSON`);
+  }
+  const parsed = argsSchemas[name].safeParse(json);
+  if (!parsed.success) {
+    const issues = parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
+    return refusal('tool_args_invalid', `arguments of ${name} do not match its schema: ${issues}`);
+  }
+  const started = performance.now();
+  const done = (ok: boolean, content: string): ToolResult => ({ ok, content, durationMs: performance.now() - started });
+  try {
+    switch (name) {
+      case 'bash': {
+        const args = parsed.data as z.infer<typeof argsSchemas.bash>;
+        const requested = args.timeout_seconds ? args.timeout_seconds * 1000 : ctx.bashTimeoutMs;
+        const result = await runBash({
+          command: args.command,
+          cwd: ctx.worktree,
+          env: buildCommandEnv({ worktree: ctx.worktree, sessionId: ctx.sessionId, branch: ctx.branch }),
+          timeoutMs: Math.min(requested, ctx.bashTimeoutMs),
+          maxOutputBytes: ctx.maxOutputBytes,
+          signal: ctx.signal,
+          onTick: ctx.onTick,
+        });
+        const status = result.cancelled
+          ? 'cancelled (the process group was stopped)'
+          : result.timedOut
+            ? `timed out after ${Math.round(result.durationMs / 1000)} s (the process group was stopped)`
+            : result.exitCode !== null
+              ? `exit code ${result.exitCode}`
+              : `killed by ${result.signal}`;
+        const content = [status, '--- stdout ---', result.stdout, '--- stderr ---', result.stderr].join('\n');
+        return {
+          ok: result.exitCode === 0 && !result.timedOut && !result.cancelled,
+          content,
+          exitCode: result.exitCode,
+          stdout: result.stdout,
+          stderr: result.stderr,
+          durationMs: result.durationMs,
+          cancelled: result.cancelled,
+        };
+      }
+      case 'read_file': {
+        const args = parsed.data as z.infer<typeof argsSchemas.read_file>;
+        return done(true, await readFileInWorktree(ctx.worktree, args.path, { maxBytes: ctx.maxOutputBytes }));
+      }
+      case 'write_file': {
+        const args = parsed.data as z.infer<typeof argsSchemas.write_file>;
+        await writeFileInWorktree(ctx.worktree, args.path, args.content);
+        return done(true, `wrote ${Buffer.byteLength(args.content)} bytes to ${args.path}`);
+      }
+      case 'git_status':
+        return done(true, await gitStatus(ctx.worktree));
+      case 'git_diff': {
+        const args = parsed.data as z.infer<typeof argsSchemas.git_diff>;
+        return done(true, await gitDiff(ctx.worktree, { ...args, maxBytes: ctx.maxOutputBytes }));
+      }
+      case 'git_commit': {
+        const args = parsed.data as z.infer<typeof argsSchemas.git_commit>;
+        const commit = await gitCommit(ctx.worktree, { ...args, branch: ctx.branch });
+        return done(true, commit.summary);
+      }
+    }
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    const message = err instanceof Error ? err.message : String(err);
+    return { ...done(false, ''), content: `error${typeof code === 'string' ? ` (${code})` : ''}: ${message}` };
+  }
+}

@@ -1,0 +1,232 @@
+import { resolve } from 'node:path';
+import { Command, InvalidArgumentError } from 'commander';
+import { OrchardError, OrchardClient } from './client';
+import type { SessionStatusView } from '../workflows/messages';
+import { workerConfigFromEnv } from '../worker/config';
+
+/**
+ * `orchard` — run the stack and workers, and drive sessions from a shell. Client commands find Temporal
+ * through TEMPORAL_ADDRESS, else through the `.orchard/stack.json` a running `orchard dev` wrote.
+ */
+const program = new Command('orchard')
+  .description('Durable orchestration for fleets of AI coding agents, on Temporal')
+  .showHelpAfterError();
+
+const log = (line: string) => console.log(`[orchard] ${line}`);
+
+program
+  .command('dev')
+  .description('boot the embedded stack (Temporal dev server + PGlite unless configured) and a worker, in the foreground')
+  .action(async () => {
+    const { startOrchard } = await import('../worker/runtime');
+    const { writeStackFile, removeStackFile } = await import('../worker/stack');
+    const { PROJECT_ROOT } = await import('../worker/runtime');
+    const orchard = await startOrchard(log);
+    writeStackFile(PROJECT_ROOT, orchard.stack);
+    if (orchard.stack.webUiUrl) log(`Web UI: ${orchard.stack.webUiUrl}`);
+    log(`Temporal ${orchard.stack.temporalAddress}, task queue ${orchard.config.taskQueue}, host ${orchard.config.hostId}. Ctrl-C stops.`);
+    await runUntilSignal(orchard.workersDone, async () => {
+      removeStackFile(PROJECT_ROOT);
+      await orchard.stop();
+    });
+  });
+
+program
+  .command('worker')
+  .description('run a worker against an existing Temporal (TEMPORAL_ADDRESS) and PostgreSQL (DATABASE_URL)')
+  .option('--host-only', 'poll only this host\'s worktree queue (no workflows, no model calls)')
+  .action(async (options: { hostOnly?: boolean }) => {
+    const { startOrchard } = await import('../worker/runtime');
+    const target = await resolveTarget();
+    if (!target.databaseUrl) throw new OrchardError('invalid_input', 'set DATABASE_URL (or run `orchard dev`)');
+    const orchard = await startOrchard(log, {
+      hostOnly: options.hostOnly,
+      stack: {
+        temporalAddress: target.address,
+        namespace: target.namespace,
+        databaseUrl: target.databaseUrl,
+        webUiUrl: target.webUiUrl,
+        embedded: { temporal: false, postgres: false },
+        stop: async () => undefined,
+      },
+    });
+    log(`worker for ${target.address} (${target.namespace}): queue ${orchard.config.taskQueue}${options.hostOnly ? ' (host only)' : ''} + orchard-host-${orchard.config.hostId}`);
+    await runUntilSignal(orchard.workersDone, () => orchard.stop());
+  });
+
+const session = program.command('session').description('create, send to, inspect and cancel child sessions');
+
+session
+  .command('create')
+  .description('start a session on its own worktree of a repository')
+  .requiredOption('--repo <path>', 'git repository on the session\'s host')
+  .requiredOption('--title <text>', 'one line that says what the session is for')
+  .option('--id <id>', 'session id (default: derived from the title)')
+  .option('--task <text>', 'first task')
+  .option('--host <id>', 'host that owns the worktree (default: this host)')
+  .option('--agent <name>', 'agent profile name', 'coder')
+  .option('--base <ref>', 'where the session branch starts (default: the repository HEAD)')
+  .option('--scenario <file>', 'drive the model with a scripted scenario file instead of the worker default')
+  .option('--max-steps <n>', 'model calls per turn', positiveInt)
+  .option('--json', 'print JSON')
+  .action(async (o) => {
+    await withClient(async (client) => {
+      const sessionId: string = o.id ?? `${slug(o.title)}-${Date.now().toString(36)}`;
+      const view = await client.createSession({
+        sessionId,
+        title: o.title,
+        repo: resolve(o.repo),
+        task: o.task,
+        host: o.host,
+        agent: o.agent,
+        baseRef: o.base,
+        model: o.scenario ? { provider: 'scripted', scenario: resolve(o.scenario) } : undefined,
+        limits: o.maxSteps ? { maxStepsPerTurn: o.maxSteps } : undefined,
+      });
+      print(o.json, view, () => `created session ${sessionId} (${view.status}); send to it with: orchard session send ${sessionId} "<task>"`);
+    });
+  });
+
+session
+  .command('send <id> <task...>')
+  .description('relay a task to an existing session (resumes it if idle); never creates one')
+  .option('--signal', 'fire-and-forget signal instead of an update')
+  .option('--request-id <id>', 'idempotency key: a repeated send with the same key is queued once')
+  .option('--wait', 'wait until the session has finished the task')
+  .option('--json', 'print JSON')
+  .action(async (id: string, words: string[], o) => {
+    await withClient(async (client) => {
+      const input = { task: words.join(' '), requestId: o.requestId };
+      if (o.signal) {
+        await client.signalSend(id, input);
+        console.log(`signalled ${id}`);
+        return;
+      }
+      const result = await client.send(id, input);
+      if (!o.wait) return print(o.json, result, () => `${id}: task ${result.taskId} queued at position ${result.position}${result.duplicate ? ' (duplicate request, not queued again)' : ''}`);
+      const before = await client.status(id);
+      const view = await client.waitUntilSettled(id, { afterTurn: before.turnsCompleted + before.queued + (before.currentTask ? 1 : 0), timeoutMs: 3_600_000 });
+      print(o.json, view, () => formatStatus(view));
+    });
+  });
+
+session
+  .command('status <id>')
+  .description('show a session\'s status, current task and last turn')
+  .option('--json', 'print JSON')
+  .action(async (id: string, o) => {
+    await withClient(async (client) => {
+      const view = await client.status(id);
+      print(o.json, view, () => formatStatus(view));
+    });
+  });
+
+session
+  .command('list')
+  .description('list sessions (from Temporal visibility)')
+  .option('--json', 'print JSON')
+  .action(async (o) => {
+    await withClient(async (client) => {
+      const sessions = await client.list();
+      print(o.json, sessions, () =>
+        sessions.length === 0
+          ? 'no sessions'
+          : sessions.map((s) => `${s.sessionId} | ${s.title} | ${s.agent} | ${s.status} | host ${s.host}`).join('\n'),
+      );
+    });
+  });
+
+session
+  .command('cancel <id>')
+  .description('cancel a session: stops its running command and closes it')
+  .option('--reason <text>')
+  .action(async (id: string, o) => {
+    await withClient(async (client) => {
+      const view = await client.cancel(id, o.reason);
+      console.log(`${id}: ${view.status}`);
+    });
+  });
+
+function formatStatus(view: SessionStatusView): string {
+  const lines = [
+    `${view.sessionId} | ${view.title} | ${view.agent} | ${view.status}`,
+    `  host ${view.host}, branch ${view.branch ?? '(preparing)'}, worktree ${view.worktree ?? '(preparing)'}`,
+    `  ${view.turnsCompleted} turn(s) done, ${view.queued} queued, run ${view.runIndex}`,
+  ];
+  if (view.currentTask) lines.push(`  now: turn ${view.currentTask.turn}: ${view.currentTask.excerpt}`);
+  if (view.lastTurn) {
+    const l = view.lastTurn;
+    lines.push(`  last: turn ${l.turn} ${l.outcome} after ${l.steps} step(s), ${l.toolCalls} tool call(s)${l.finalExcerpt ? `: ${l.finalExcerpt}` : ''}`);
+  }
+  if (view.error) lines.push(`  error: ${view.error.code}: ${view.error.message}`);
+  return lines.join('\n');
+}
+
+interface Target {
+  address: string;
+  namespace: string;
+  databaseUrl?: string;
+  webUiUrl?: string;
+}
+
+async function resolveTarget(): Promise<Target> {
+  const config = workerConfigFromEnv();
+  if (config.temporalAddress) return { address: config.temporalAddress, namespace: config.namespace, databaseUrl: config.databaseUrl };
+  const { readStackFile, } = await import('../worker/stack');
+  const { PROJECT_ROOT } = await import('../worker/runtime');
+  const stack = readStackFile(PROJECT_ROOT);
+  if (stack) return { address: stack.temporalAddress, namespace: stack.namespace, databaseUrl: config.databaseUrl ?? stack.databaseUrl, webUiUrl: stack.webUiUrl };
+  throw new OrchardError('invalid_input', 'no Temporal to talk to: set TEMPORAL_ADDRESS, or start `orchard dev` in this project');
+}
+
+async function withClient(fn: (client: OrchardClient) => Promise<void>): Promise<void> {
+  const target = await resolveTarget();
+  const config = workerConfigFromEnv();
+  const client = await OrchardClient.connect({ address: target.address, namespace: target.namespace, taskQueue: config.taskQueue, defaultHost: config.hostId });
+  try {
+    await fn(client);
+  } finally {
+    await client.close();
+  }
+}
+
+async function runUntilSignal(done: Promise<void>, stop: () => Promise<void>): Promise<void> {
+  let stopping = false;
+  const onSignal = () => {
+    if (stopping) return;
+    stopping = true;
+    log('stopping…');
+    void stop().then(() => process.exit(0));
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  await done;
+}
+
+function print(json: boolean | undefined, value: unknown, text: () => string): void {
+  console.log(json ? JSON.stringify(value, null, 2) : text());
+}
+
+function slug(text: string): string {
+  return text.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '').slice(0, 40) || 'session';
+}
+
+function positiveInt(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('must be a positive integer');
+  return n;
+}
+
+export async function main(argv = process.argv): Promise<void> {
+  try {
+    await program.parseAsync(argv);
+  } catch (err) {
+    if (err instanceof OrchardError) {
+      console.error(`orchard: ${err.code}: ${err.message}`);
+      process.exit(2);
+    }
+    throw err;
+  }
+}
+
+if (require.main === module) void main();

@@ -1,0 +1,225 @@
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import {
+  Client,
+  Connection,
+  WorkflowExecutionAlreadyStartedError,
+  WorkflowNotFoundError,
+  WorkflowUpdateFailedError,
+  type WorkflowHandle,
+} from '@temporalio/client';
+import { ApplicationFailure, TypedSearchAttributes, WorkflowIdReusePolicy } from '@temporalio/common';
+import { isErrorCode, type ErrorCode } from '../workflows/errors';
+import {
+  SESSION_WORKFLOW_TYPE,
+  cancelUpdate,
+  createSessionProblem,
+  sendProblem,
+  sendSignal,
+  sendUpdate,
+  sessionIdFromWorkflowId,
+  sessionWorkflowId,
+  statusQuery,
+  transcriptRefsQuery,
+  type CreateSessionInput,
+  type SendInput,
+  type SendResult,
+  type SessionStatus,
+  type SessionStatusView,
+  type TranscriptRefs,
+} from '../workflows/messages';
+import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_PARENT, ORCHARD_STATUS } from '../workflows/search-attributes';
+import type { SessionWorkflowInput } from '../workflows/session/state';
+
+/** A refusal with a typed code (see workflows/errors.ts) and a message that says what to do instead. */
+export class OrchardError extends Error {
+  constructor(
+    readonly code: ErrorCode | 'internal',
+    message: string,
+  ) {
+    super(message);
+    this.name = 'OrchardError';
+  }
+}
+
+export interface OrchardClientOptions {
+  /** The shared task queue the workers poll. */
+  taskQueue: string;
+  /** Host for sessions that do not name one: this machine's ORCHARD_HOST_ID or hostname. */
+  defaultHost?: string;
+}
+
+export interface SessionSummary {
+  sessionId: string;
+  title: string;
+  agent: string;
+  host: string;
+  status: SessionStatus | 'unknown';
+  /** The Temporal execution status (RUNNING, COMPLETED, FAILED, …). */
+  execution: string;
+  startTime: Date;
+}
+
+export type CreateSessionRequest = Omit<CreateSessionInput, 'host'> & { host?: string };
+
+/** The typed client services import: every call maps Temporal errors to an OrchardError with a code. */
+export class OrchardClient {
+  readonly defaultHost: string;
+
+  constructor(
+    readonly temporal: Client,
+    private readonly options: OrchardClientOptions,
+  ) {
+    this.defaultHost = options.defaultHost ?? process.env.ORCHARD_HOST_ID ?? hostname();
+  }
+
+  static async connect(options: OrchardClientOptions & { address: string; namespace?: string }): Promise<OrchardClient> {
+    const connection = await Connection.connect({ address: options.address });
+    return new OrchardClient(new Client({ connection, namespace: options.namespace ?? 'default' }), options);
+  }
+
+  async close(): Promise<void> {
+    await this.temporal.connection.close();
+  }
+
+  /** Starts `session/<id>`. Fails with `session_exists` if that id was ever used. */
+  async createSession(request: CreateSessionRequest): Promise<SessionStatusView> {
+    const input: CreateSessionInput = { ...request, host: request.host ?? this.defaultHost };
+    const problem = createSessionProblem(input);
+    if (problem) throw new OrchardError(problem.code, problem.message);
+    const args: SessionWorkflowInput = { create: input };
+    const searchAttributes = [
+      { key: ORCHARD_KIND, value: 'session' },
+      { key: ORCHARD_STATUS, value: 'progressing' },
+      { key: ORCHARD_HOST, value: input.host },
+      ...(input.parent ? [{ key: ORCHARD_PARENT, value: input.parent }] : []),
+    ];
+    try {
+      const handle = await this.temporal.workflow.start(SESSION_WORKFLOW_TYPE, {
+        workflowId: sessionWorkflowId(input.sessionId),
+        taskQueue: this.options.taskQueue,
+        args: [args],
+        workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
+        typedSearchAttributes: new TypedSearchAttributes(searchAttributes),
+        memo: { title: input.title, agent: input.agent ?? 'coder', host: input.host, repo: input.repo },
+        staticSummary: `session ${input.sessionId}: ${input.title}`,
+        staticDetails: [
+          `**${input.title}**`,
+          `repo \`${input.repo}\` on host \`${input.host}\`, branch \`orchard/${input.sessionId}\``,
+          input.parent ? `parent \`${input.parent}\`` : 'started directly (no orchestrator)',
+        ].join('\n\n'),
+      });
+      return await handle.query(statusQuery);
+    } catch (err) {
+      if (err instanceof WorkflowExecutionAlreadyStartedError) {
+        throw new OrchardError('session_exists', `session ${input.sessionId} already exists: send to it instead`);
+      }
+      throw err;
+    }
+  }
+
+  /** Queues a task (an update: the answer says where it sits, a refusal says why). */
+  async send(sessionId: string, input: SendInput | string): Promise<SendResult> {
+    const send = normalizeSend(input);
+    return this.call(sessionId, (handle) =>
+      handle.executeUpdate(sendUpdate, { args: [send], updateId: send.requestId }),
+    );
+  }
+
+  /** Fire-and-forget send, for services that cannot wait; invalid input is refused here, before signalling. */
+  async signalSend(sessionId: string, input: SendInput | string): Promise<void> {
+    const send = normalizeSend(input);
+    await this.call(sessionId, (handle) => handle.signal(sendSignal, send));
+  }
+
+  async status(sessionId: string): Promise<SessionStatusView> {
+    return this.call(sessionId, (handle) => handle.query(statusQuery));
+  }
+
+  async transcriptRefs(sessionId: string): Promise<TranscriptRefs> {
+    return this.call(sessionId, (handle) => handle.query(transcriptRefsQuery));
+  }
+
+  async cancel(sessionId: string, reason?: string): Promise<SessionStatusView> {
+    return this.call(sessionId, (handle) => handle.executeUpdate(cancelUpdate, { args: [{ reason }] }));
+  }
+
+  /**
+   * Waits until the session has nothing running or queued (idle, failed, cancelled). A client-side wait
+   * for scripts and tests: it asks the status query every `intervalMs`.
+   */
+  async waitUntilSettled(
+    sessionId: string,
+    { timeoutMs = 120_000, intervalMs = 200, afterTurn = 0 }: { timeoutMs?: number; intervalMs?: number; afterTurn?: number } = {},
+  ): Promise<SessionStatusView> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const view = await this.status(sessionId);
+      const settled = view.status !== 'progressing' && view.queued === 0 && !view.currentTask;
+      if (settled && view.turnsCompleted >= afterTurn) return view;
+      if (view.status === 'cancelled') return view;
+      if (Date.now() > deadline) {
+        throw new OrchardError('internal', `session ${sessionId} still ${view.status} after ${timeoutMs} ms`);
+      }
+      await new Promise((r) => setTimeout(r, intervalMs));
+    }
+  }
+
+  async list({ limit = 100 }: { limit?: number } = {}): Promise<SessionSummary[]> {
+    const out: SessionSummary[] = [];
+    for await (const wf of this.temporal.workflow.list({ query: `OrchardKind = 'session'` })) {
+      const memo = (wf.memo ?? {}) as Record<string, string>;
+      out.push({
+        sessionId: sessionIdFromWorkflowId(wf.workflowId) ?? wf.workflowId,
+        title: memo.title ?? '',
+        agent: memo.agent ?? '',
+        host: memo.host ?? '',
+        status: (wf.typedSearchAttributes.get(ORCHARD_STATUS) as SessionStatus | undefined) ?? 'unknown',
+        execution: wf.status.name,
+        startTime: wf.startTime,
+      });
+      if (out.length >= limit) break;
+    }
+    return out;
+  }
+
+  private handle(sessionId: string): WorkflowHandle {
+    return this.temporal.workflow.getHandle(sessionWorkflowId(sessionId));
+  }
+
+  /** Runs a call on the session's workflow and turns Temporal's errors into typed ones. */
+  private async call<T>(sessionId: string, fn: (handle: WorkflowHandle) => Promise<T>): Promise<T> {
+    const handle = this.handle(sessionId);
+    try {
+      return await fn(handle);
+    } catch (err) {
+      if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure) {
+        const code = err.cause.type;
+        throw new OrchardError(isErrorCode(code) ? code : 'internal', err.cause.message);
+      }
+      if (err instanceof WorkflowNotFoundError || isNotFound(err)) {
+        // A send to a finished workflow execution is "not found" to Temporal; tell the caller which it is.
+        const closed = await handle.describe().then(
+          (d) => d.status.name !== 'RUNNING',
+          () => false,
+        );
+        if (closed) throw new OrchardError('session_closed', `session ${sessionId} is closed: create a new session`);
+        throw new OrchardError('session_not_found', `no session ${sessionId}: check the id with \`orchard session list\``);
+      }
+      throw err;
+    }
+  }
+}
+
+function normalizeSend(input: SendInput | string): SendInput {
+  const send: SendInput = typeof input === 'string' ? { task: input } : input;
+  const problem = sendProblem(send);
+  if (problem) throw new OrchardError(problem.code, problem.message);
+  // A request id on every send lets a retried call (network blip) be acknowledged once.
+  return { ...send, requestId: send.requestId ?? randomUUID() };
+}
+
+function isNotFound(err: unknown): boolean {
+  const e = err as { code?: number; cause?: { code?: number } };
+  return e?.code === 5 || e?.cause?.code === 5; // gRPC NOT_FOUND
+}

@@ -1,0 +1,91 @@
+/**
+ * `npm start`: boots the embedded stack and a worker, creates a small fixture repository, and runs the
+ * scripted demo — one session, two tasks, the second using the history of the first. Exits 0 when both
+ * tasks completed in that one session; `--keep` leaves the stack and worker up afterwards.
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { sessionWorkflowId, type SessionStatusView } from '../workflows/messages';
+import { PROJECT_ROOT, startOrchard } from '../worker/runtime';
+
+const keep = process.argv.includes('--keep');
+const log = (line: string) => console.log(`[demo] ${line}`);
+
+function makeFixtureRepo(root: string): string {
+  const dir = join(root, `fixture-${Date.now().toString(36)}`);
+  mkdirSync(dir, { recursive: true });
+  const git = (...args: string[]) => execFileSync('git', args, { cwd: dir, stdio: 'pipe' }).toString().trim();
+  git('init', '-q', '-b', 'main');
+  writeFileSync(join(dir, 'README.md'), '# Fixture\n\nA small repository for the Orchard demo.\n');
+  git('add', '-A');
+  git('-c', 'user.name=Orchard demo', '-c', 'user.email=demo@orchard.invalid', 'commit', '-q', '-m', 'initial commit');
+  return dir;
+}
+
+function workflowUrl(webUiUrl: string | undefined, namespace: string, workflowId: string): string {
+  if (!webUiUrl) return '(no Web UI: the Temporal cluster is external; open your own UI)';
+  return `${webUiUrl}/namespaces/${encodeURIComponent(namespace)}/workflows/${encodeURIComponent(workflowId)}`;
+}
+
+function describeTurn(view: SessionStatusView): string {
+  const t = view.lastTurn;
+  return t ? `turn ${t.turn} ${t.outcome}: ${t.steps} model call(s), ${t.toolCalls} tool call(s) — ${t.finalExcerpt ?? ''}` : 'no turn yet';
+}
+
+async function main(): Promise<void> {
+  const orchard = await startOrchard(log);
+  let ok = false;
+  try {
+    const { client, stack } = orchard;
+    const repo = makeFixtureRepo(resolve(orchard.config.stateDir, 'demo'));
+    log(`fixture repository: ${repo}`);
+    const sessionId = `demo-${Date.now().toString(36)}`;
+    const scenario = resolve(PROJECT_ROOT, 'scenarios/demo.json');
+    await client.createSession({
+      sessionId,
+      title: 'Demo: notes and changelog',
+      repo,
+      model: { provider: 'scripted', scenario },
+      task: 'Create NOTES.md that explains how this session works, check it, and commit it.',
+    });
+    log(`created session ${sessionId} (workflow ${sessionWorkflowId(sessionId)})`);
+    log(`Web UI: ${workflowUrl(stack.webUiUrl, stack.namespace, sessionWorkflowId(sessionId))}`);
+
+    const first = await client.waitUntilSettled(sessionId, { afterTurn: 1 });
+    log(`task 1: ${describeTurn(first)}`);
+    if (first.lastTurn?.outcome !== 'finished') throw new Error(`task 1 did not finish: ${JSON.stringify(first.lastTurn ?? first.error)}`);
+
+    const sent = await client.send(sessionId, 'Add a CHANGELOG.md entry for the notes you wrote, and commit it.');
+    log(`task 2 sent to the same session (${sent.taskId})`);
+    const second = await client.waitUntilSettled(sessionId, { afterTurn: 2 });
+    log(`task 2: ${describeTurn(second)}`);
+    if (second.lastTurn?.outcome !== 'finished') throw new Error(`task 2 did not finish: ${JSON.stringify(second.lastTurn ?? second.error)}`);
+
+    const commits = execFileSync('git', ['log', '--format=%h %s', `orchard/${sessionId}`], { cwd: repo }).toString().trim();
+    log(`branch orchard/${sessionId} in worktree ${second.worktree}:\n${commits.replace(/^/gm, '         ')}`);
+    const files = ['NOTES.md', 'CHANGELOG.md'].filter((f) => existsSync(join(second.worktree!, f)));
+    if (files.length !== 2) throw new Error(`expected NOTES.md and CHANGELOG.md in the worktree, found ${files.join(', ')}`);
+    const mainHead = execFileSync('git', ['log', '-1', '--format=%s', 'main'], { cwd: repo }).toString().trim();
+    log(`main checkout untouched (main is still at "${mainHead}")`);
+    log(`both tasks completed in one session: ${sessionId} (${second.turnsCompleted} turns, status ${second.status})`);
+    ok = true;
+
+    if (keep) {
+      log(`--keep: stack and worker stay up. Web UI: ${stack.webUiUrl ?? '(external)'}; Ctrl-C stops.`);
+      await new Promise<void>((done) => {
+        process.once('SIGINT', done);
+        process.once('SIGTERM', done);
+      });
+    }
+  } finally {
+    log('stopping…');
+    await orchard.stop();
+  }
+  process.exit(ok ? 0 : 1);
+}
+
+main().catch((err) => {
+  console.error(`[demo] failed: ${err instanceof Error ? err.stack ?? err.message : String(err)}`);
+  process.exit(1);
+});

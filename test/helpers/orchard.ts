@@ -1,0 +1,165 @@
+import { execFileSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
+import type { Pool } from 'pg';
+import type { ModelProvider } from '../../activities/model/types';
+import { createPool } from '../../activities/store/db';
+import { migrate } from '../../activities/store/migrate';
+import { createOrchardWorkers, type OrchardWorkers } from '../../worker/worker';
+import { OrchardClient } from '../../client/client';
+
+/** What the `npm test` launcher provides: one dev server and one database for the whole run. */
+export function testStackEnv() {
+  const temporalAddress = process.env.TEMPORAL_ADDRESS;
+  const databaseUrl = process.env.DATABASE_URL;
+  if (!temporalAddress || !databaseUrl) {
+    throw new Error('TEMPORAL_ADDRESS and DATABASE_URL are unset: run the suite with `npm test`, which boots them');
+  }
+  return {
+    temporalAddress,
+    databaseUrl,
+    namespace: process.env.TEMPORAL_NAMESPACE ?? 'default',
+    workflowBundle: process.env.ORCHARD_WORKFLOW_BUNDLE ? { codePath: process.env.ORCHARD_WORKFLOW_BUNDLE } : undefined,
+  };
+}
+
+let migrated: Promise<unknown> | undefined;
+
+// Worker lifecycle chatter drowns test output; warnings and errors still show.
+Runtime.install({ logger: new DefaultLogger('WARN') });
+
+type Teardown = { teardown(fn: () => unknown): void };
+
+export async function testPool(t: Teardown): Promise<Pool> {
+  const pool = createPool(testStackEnv().databaseUrl, { max: 4 });
+  t.teardown(() => pool.end());
+  migrated ??= migrate(pool);
+  await migrated;
+  return pool;
+}
+
+export interface TestOrchard {
+  client: OrchardClient;
+  temporal: Client;
+  pool: Pool;
+  taskQueue: string;
+  connection: NativeConnection;
+  /** Starts (another) worker pair for a host; the first is started by `startOrchard`. */
+  startHost(hostId: string, options?: { hostOnly?: boolean; defaultProvider?: ModelProvider }): Promise<OrchardWorkers>;
+  hostId: string;
+}
+
+/**
+ * A real worker pair (shared queue + host queue) on a task queue of its own, against the run's dev server
+ * and database. Everything stops when the test ends.
+ */
+export async function startOrchard(
+  t: Teardown,
+  options: { defaultProvider?: ModelProvider; maxOutputBytes?: number } = {},
+): Promise<TestOrchard> {
+  const env = testStackEnv();
+  const suffix = randomUUID().slice(0, 8);
+  const taskQueue = `test-${suffix}`;
+  const hostId = `host-${suffix}`;
+  const pool = await testPool(t);
+  const connection = await NativeConnection.connect({ address: env.temporalAddress });
+  const clientConnection = await Connection.connect({ address: env.temporalAddress });
+  const temporal = new Client({ connection: clientConnection, namespace: env.namespace });
+  const worktreeRoot = mkdtempSync(join(tmpdir(), 'orchard-wt-'));
+  const running: { workers: OrchardWorkers; done: Promise<void> }[] = [];
+  const extraConnections: NativeConnection[] = [];
+
+  const startHost: TestOrchard['startHost'] = async (id, hostOptions = {}) => {
+    // Another host is another process in production: it gets a connection of its own (the core SDK refuses
+    // two workers on one queue over one connection).
+    let hostConnection = connection;
+    if (running.length > 0) {
+      hostConnection = await NativeConnection.connect({ address: env.temporalAddress });
+      extraConnections.push(hostConnection);
+    }
+    const workers = await createOrchardWorkers({
+      connection: hostConnection,
+      namespace: env.namespace,
+      taskQueue,
+      hostId: id,
+      worktreeRoot: join(worktreeRoot, id),
+      pool,
+      defaultProvider: hostOptions.defaultProvider ?? options.defaultProvider,
+      workflowBundle: env.workflowBundle,
+      hostOnly: hostOptions.hostOnly,
+      maxOutputBytes: options.maxOutputBytes,
+    });
+    running.push({ workers, done: workers.run() });
+    return workers;
+  };
+  await startHost(hostId);
+
+  t.teardown(async () => {
+    for (const r of running) r.workers.shutdown();
+    await Promise.allSettled(running.map((r) => r.done));
+    for (const c of [...extraConnections, connection]) await c.close();
+    await clientConnection.close();
+  });
+  return {
+    client: new OrchardClient(temporal, { taskQueue, defaultHost: hostId }),
+    temporal,
+    pool,
+    taskQueue,
+    connection,
+    startHost,
+    hostId,
+  };
+}
+
+/** A real git repository with one commit on `main`. */
+export function makeRepo(files: Record<string, string> = { 'README.md': '# fixture\n' }): string {
+  const dir = mkdtempSync(join(tmpdir(), 'orchard-repo-'));
+  const git = (...args: string[]) => execFileSync('git', args, { cwd: dir, stdio: 'pipe' }).toString().trim();
+  git('init', '-q', '-b', 'main');
+  for (const [path, content] of Object.entries(files)) {
+    mkdirSync(join(dir, path, '..'), { recursive: true });
+    writeFileSync(join(dir, path), content);
+  }
+  git('add', '-A');
+  git('-c', 'user.name=fixture', '-c', 'user.email=fixture@example.com', 'commit', '-q', '-m', 'initial');
+  return dir;
+}
+
+export function git(cwd: string, ...args: string[]): string {
+  return execFileSync('git', args, { cwd, stdio: 'pipe' }).toString().trim();
+}
+
+/** Writes a scripted-provider scenario (scenarios/FORMAT.md) to a temp file and returns its path. */
+export function writeScenario(scenario: unknown): string {
+  const dir = mkdtempSync(join(tmpdir(), 'orchard-scenario-'));
+  const path = join(dir, 'scenario.json');
+  writeFileSync(path, JSON.stringify(scenario, null, 2));
+  return path;
+}
+
+export function uniqueId(prefix: string): string {
+  return `${prefix}-${randomUUID().slice(0, 8)}`;
+}
+
+/**
+ * One worker pair shared by every test of a file (workers are the slow part to start): tests use distinct
+ * session ids, so they do not see each other. Call at the top level of a test file.
+ */
+export function sharedOrchard(test: import('ava').TestFn, options: Parameters<typeof startOrchard>[1] = {}): () => TestOrchard {
+  const teardowns: (() => unknown)[] = [];
+  let orchard: TestOrchard | undefined;
+  test.before(async () => {
+    orchard = await startOrchard({ teardown: (fn) => teardowns.push(fn) }, options);
+  });
+  test.after.always(async () => {
+    for (const fn of teardowns.reverse()) await fn();
+  });
+  return () => {
+    if (!orchard) throw new Error('sharedOrchard: the before hook has not run');
+    return orchard;
+  };
+}

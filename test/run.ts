@@ -1,0 +1,94 @@
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { DefaultLogger, bundleWorkflowCode } from '@temporalio/worker';
+import { bootStack, type Stack } from '../worker/stack';
+
+/**
+ * `npm test`: one Temporal dev server (unless TEMPORAL_ADDRESS) and one database (unless DATABASE_URL) for the whole
+ * run, the workflows bundled once, then ava with any arguments passed through (`npm test -- test/unit`).
+ */
+const projectRoot = path.resolve(__dirname, '..');
+const log = (line: string) => console.log(`[test] ${line}`);
+
+async function main(): Promise<number> {
+  const started = Date.now();
+  let stack: Stack | undefined;
+  let ava: ReturnType<typeof spawn> | undefined;
+  let interrupted = false;
+  const onSignal = (signal: NodeJS.Signals) => {
+    interrupted = true;
+    log(`${signal}: stopping`);
+    // ava gets the terminal's SIGINT itself; forward what a supervisor sends to us alone.
+    ava?.kill(signal);
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+
+  try {
+    log('booting the stack…');
+    stack = await bootStack({
+      projectRoot,
+      log: (line) => log(`  ${line}`),
+      // A throwaway server per run: free ports so runs can overlap, headless and in memory since nobody looks.
+      temporal: { port: 0, ui: false, dbFile: null },
+      postgres: { dataDir: 'memory' },
+    });
+    if (interrupted) return 130;
+
+    log('bundling workflows…');
+    const bundleStarted = Date.now();
+    const { code } = await bundleWorkflowCode({
+      workflowsPath: require.resolve('../workflows'),
+      // webpack's module stats at INFO bury the test output; warnings still show.
+      logger: new DefaultLogger('WARN'),
+    });
+    const bundlePath = path.join(projectRoot, '.orchard', 'test', 'workflow-bundle.js');
+    fs.mkdirSync(path.dirname(bundlePath), { recursive: true });
+    fs.writeFileSync(bundlePath, code);
+    log(`bundled workflows into ${path.relative(projectRoot, bundlePath)} (${Math.round(code.length / 1024)} KiB, ${Date.now() - bundleStarted} ms)`);
+    if (interrupted) return 130;
+
+    const args = process.argv.slice(2);
+    log(`running ava ${args.join(' ')}`.trimEnd());
+    ava = spawn('npx', ['ava', ...args], {
+      cwd: projectRoot,
+      stdio: 'inherit',
+      env: {
+        ...process.env,
+        TEMPORAL_ADDRESS: stack.temporalAddress,
+        TEMPORAL_NAMESPACE: stack.namespace,
+        DATABASE_URL: stack.databaseUrl,
+        ORCHARD_WORKFLOW_BUNDLE: bundlePath,
+      },
+    });
+    const child = ava;
+    const exitCode = await new Promise<number>((resolve) => {
+      child.on('error', (err) => {
+        log(`could not start ava: ${err.message}`);
+        resolve(1);
+      });
+      child.on('exit', (code, signal) => resolve(code ?? 128 + (signal ? os.constants.signals[signal] : 0)));
+    });
+    log(`ava exited with code ${exitCode}`);
+    return exitCode;
+  } catch (err) {
+    log(`failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    return 1;
+  } finally {
+    if (stack) {
+      log('stopping the stack…');
+      await stack.stop().catch((err: unknown) => log(`stopping the stack failed: ${String(err)}`));
+    }
+    log(`done in ${Math.round((Date.now() - started) / 1000)}s`);
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    console.error(err);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,72 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import test from 'ava';
+import { sessionWorkflowId } from '../../workflows/messages';
+import { makeRepo, sharedOrchard, uniqueId, writeScenario } from '../helpers/orchard';
+
+const shared = sharedOrchard(test);
+
+/** Live (non-zombie) processes whose command line contains `needle`. */
+function liveProcesses(needle: string): number[] {
+  const found: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8').replace(/\0/g, ' ');
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+      if (cmdline.includes(needle) && state !== 'Z') found.push(Number(entry));
+    } catch {
+      // The process ended while we looked.
+    }
+  }
+  return found;
+}
+
+async function until(check: () => boolean, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+function spawningScenario(seconds: number) {
+  // Grandchildren: two background sleeps and a nested subshell's sleep, all under the tool's bash.
+  const command = `sleep ${seconds} & sleep ${seconds + 1} & (sleep ${seconds + 2} & wait) & wait`;
+  return writeScenario({ name: 'spawner', turns: [{ steps: [{ tool_calls: [{ name: 'bash', arguments: { command } }] }, { content: 'never' }] }] });
+}
+
+for (const how of ['cancel update', 'Temporal cancellation'] as const) {
+  test(`${how} stops a running command and leaves none of its grandchildren alive`, async (t) => {
+    const orchard = shared();
+    const seconds = 4000 + Math.floor(Math.random() * 900);
+    const needle = `sleep ${seconds}`;
+    const sessionId = uniqueId('cancel');
+    await orchard.client.createSession({
+      sessionId,
+      title: 'spawner',
+      repo: makeRepo(),
+      model: { provider: 'scripted', scenario: spawningScenario(seconds) },
+      task: 'spawn',
+    });
+    await until(() => liveProcesses(`sleep ${seconds + 2}`).length > 0);
+    t.true(liveProcesses(needle).length >= 1);
+
+    const handle = orchard.temporal.workflow.getHandle(sessionWorkflowId(sessionId));
+    if (how === 'cancel update') {
+      const view = await orchard.client.cancel(sessionId, 'test');
+      t.is(view.status, 'cancelled');
+      t.is(view.lastTurn?.outcome, 'cancelled');
+      t.is((await handle.describe()).status.name, 'COMPLETED');
+    } else {
+      await handle.cancel();
+      await t.throwsAsync(handle.result());
+      t.is((await handle.describe()).status.name, 'CANCELLED');
+      t.is((await orchard.client.status(sessionId)).status, 'cancelled');
+    }
+    // WAIT_CANCELLATION_COMPLETED: the workflow ended only after the activity verified the group was gone.
+    for (const s of [seconds, seconds + 1, seconds + 2]) t.deepEqual(liveProcesses(`sleep ${s}`), []);
+    const { rows } = await orchard.pool.query(`SELECT state FROM tool_dispatches WHERE session_id = $1`, [sessionId]);
+    t.deepEqual(rows, [{ state: 'settled' }]);
+  });
+}

@@ -1,0 +1,354 @@
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { Connection } from '@temporalio/client';
+import { encodeSearchAttributeIndexedValueType } from '@temporalio/common/lib/search-attributes';
+import { parseDocument } from 'yaml';
+import { z } from 'zod';
+import { resolveTemporalCli } from './temporal-cli';
+
+type Log = (line: string) => void;
+
+export const DEV_CONFIG_FILE = 'temporal-dev.yaml';
+
+/** The CLI's `--search-attribute` type names (it matches them case-insensitively; we accept exactly these). */
+export const SEARCH_ATTRIBUTE_TYPES = ['Text', 'Keyword', 'Int', 'Double', 'Bool', 'Datetime', 'KeywordList'] as const;
+export type SearchAttributeTypeName = (typeof SEARCH_ATTRIBUTE_TYPES)[number];
+
+/** Custom search-attribute slots in the dev server's SQLite store (server v1.29 `sqlDbCustomSearchAttributes`). */
+const SQLITE_SLOTS: Record<SearchAttributeTypeName, number> = {
+  Text: 3,
+  Keyword: 10,
+  Int: 3,
+  Double: 3,
+  Bool: 3,
+  Datetime: 3,
+  KeywordList: 3,
+};
+
+const port = z.number().int().min(0).max(65535);
+
+const devConfigSchema = z
+  .strictObject({
+    ip: z.string().min(1).default('127.0.0.1'),
+    /** 0 picks a free port at start (tests). */
+    port: port.default(7233),
+    uiPort: port.default(8233),
+    /** false runs the server headless. */
+    ui: z.boolean().default(true),
+    namespace: z.string().min(1).default('default'),
+    /** Relative to the project root; null keeps everything in memory. */
+    dbFile: z.string().min(1).nullable().default('.orchard/temporal.db'),
+    logLevel: z.enum(['debug', 'info', 'warn', 'error', 'never']).default('warn'),
+    searchAttributes: z
+      .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an identifier'), z.enum(SEARCH_ATTRIBUTE_TYPES))
+      .default({}),
+    dynamicConfig: z.record(z.string().regex(/^[A-Za-z0-9_.]+$/, 'must be a dotted identifier'), z.json()).default({}),
+  })
+  .superRefine((config, ctx) => {
+    const used = new Map<SearchAttributeTypeName, number>();
+    for (const type of Object.values(config.searchAttributes)) used.set(type, (used.get(type) ?? 0) + 1);
+    for (const [type, count] of used) {
+      if (count > SQLITE_SLOTS[type]) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['searchAttributes'],
+          message: `${count} ${type} attributes, but the dev server's SQLite store has only ${SQLITE_SLOTS[type]} ${type} slots`,
+        });
+      }
+    }
+  });
+
+/** temporal-dev.yaml after validation, with `dbFile` made absolute. */
+export type DevConfig = z.output<typeof devConfigSchema>;
+export type DevConfigOverrides = Partial<DevConfig>;
+
+/** temporal-dev.yaml is missing, is not YAML, or does not match the schema; `problems` lists each one. */
+export class DevConfigError extends Error {
+  readonly code = 'dev_config_invalid';
+  constructor(
+    readonly file: string,
+    readonly problems: readonly string[],
+  ) {
+    super(`${file}: ${problems.join('; ')}`);
+    this.name = 'DevConfigError';
+  }
+}
+
+/** Parses and validates the text of a temporal-dev.yaml; pure, so tests need no file. */
+export function parseDevConfig(
+  text: string,
+  opts: { file: string; projectRoot: string; overrides?: DevConfigOverrides },
+): DevConfig {
+  const doc = parseDocument(text);
+  if (doc.errors.length > 0) throw new DevConfigError(opts.file, doc.errors.map((e) => e.message.split('\n')[0].replace(/:$/, '')));
+  const raw: unknown = doc.toJS() ?? {};
+  if (typeof raw !== 'object' || Array.isArray(raw)) throw new DevConfigError(opts.file, ['the top level must be a mapping']);
+  const parsed = devConfigSchema.safeParse({ ...raw, ...opts.overrides });
+  if (!parsed.success) {
+    throw new DevConfigError(
+      opts.file,
+      parsed.error.issues.map((issue) => (issue.path.length ? `${issue.path.join('.')}: ${issue.message}` : issue.message)),
+    );
+  }
+  const config = parsed.data;
+  return { ...config, dbFile: config.dbFile === null ? null : path.resolve(opts.projectRoot, config.dbFile) };
+}
+
+/** Reads `<projectRoot>/temporal-dev.yaml`; `overrides` win over the file (tests pass `{ port: 0, dbFile: null }`). */
+export function loadDevConfig(projectRoot: string, overrides?: DevConfigOverrides): DevConfig {
+  const file = path.join(projectRoot, DEV_CONFIG_FILE);
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new DevConfigError(file, [`cannot read it (${(err as NodeJS.ErrnoException).code ?? String(err)})`]);
+  }
+  return parseDevConfig(text, { file, projectRoot, overrides });
+}
+
+/** One `--search-attribute NAME=TYPE` per attribute. */
+export function searchAttributeArgs(config: Pick<DevConfig, 'searchAttributes'>): string[] {
+  return Object.entries(config.searchAttributes).flatMap(([name, type]) => ['--search-attribute', `${name}=${type}`]);
+}
+
+/** One `--dynamic-config-value KEY=JSON` per entry (the CLI parses the value as JSON). */
+export function dynamicConfigArgs(config: Pick<DevConfig, 'dynamicConfig'>): string[] {
+  return Object.entries(config.dynamicConfig).flatMap(([key, value]) => [
+    '--dynamic-config-value',
+    `${key}=${JSON.stringify(value)}`,
+  ]);
+}
+
+/** argv for `temporal server start-dev` (flags as in CLI v1.5.1). Ports must be concrete: resolve 0 first. */
+export function devServerArgs(config: DevConfig): string[] {
+  if (config.port === 0 || (config.ui && config.uiPort === 0)) {
+    throw new Error('devServerArgs needs concrete ports; startDevServer picks free ones for port 0');
+  }
+  return [
+    'server',
+    'start-dev',
+    '--ip',
+    config.ip,
+    '--port',
+    String(config.port),
+    ...(config.ui ? ['--ui-port', String(config.uiPort)] : ['--headless']),
+    '--namespace',
+    config.namespace,
+    ...(config.dbFile ? ['--db-filename', config.dbFile] : []),
+    '--log-level',
+    config.logLevel,
+    ...searchAttributeArgs(config),
+    ...dynamicConfigArgs(config),
+  ];
+}
+
+export interface DevServer {
+  /** host:port of the frontend gRPC service. */
+  readonly address: string;
+  readonly namespace: string;
+  readonly webUiUrl?: string;
+  /** True when a server already answered on the port and we use it instead of starting one. */
+  readonly reused: boolean;
+  /** SIGTERM, then SIGKILL after a grace period; resolves once the process has exited. A no-op when reused. */
+  stop(): Promise<void>;
+}
+
+export interface StartDevServerOptions {
+  /** Path to `temporal`; resolved (and built if need be) with `resolveTemporalCli` when absent. */
+  readonly cliPath?: string;
+  /** How long the frontend may take to answer; a cold start with a new db file takes a few seconds. */
+  readonly readyTimeoutMs?: number;
+  /** Pass the server's own log lines to `log` (they are always kept for error messages). */
+  readonly forwardServerLogs?: boolean;
+}
+
+/** A free TCP port on `ip`, from the kernel. Another process could take it before we bind: a small, accepted race. */
+export function freePort(ip: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, ip, () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+function formatAddress(ip: string, port: number): string {
+  return `${ip.includes(':') ? `[${ip}]` : ip}:${port}`;
+}
+
+/** True when a Temporal frontend answers `GetSystemInfo` at `address` within `timeoutMs`. */
+export async function temporalAnswers(address: string, timeoutMs = 1000): Promise<boolean> {
+  // lazy + ensureConnected rather than connect(): a failed connect() leaves its channel open, and with it the socket.
+  const connection = Connection.lazy({ address, connectTimeout: timeoutMs });
+  try {
+    await connection.ensureConnected();
+    await connection.workflowService.getSystemInfo({});
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await connection.close().catch(() => undefined);
+  }
+}
+
+async function httpAnswers(url: string, timeoutMs = 1000): Promise<boolean> {
+  try {
+    await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Registers every search attribute in `wanted` that the namespace lacks. The dev server registers them only when it
+ * creates the namespace, so a db file from an older temporal-dev.yaml (or a reused server) may miss some.
+ */
+export async function ensureSearchAttributes(
+  address: string,
+  namespace: string,
+  wanted: Record<string, SearchAttributeTypeName>,
+  log: Log,
+): Promise<void> {
+  if (Object.keys(wanted).length === 0) return;
+  const connection = await Connection.connect({ address });
+  try {
+    const { customAttributes } = await connection.operatorService.listSearchAttributes({ namespace });
+    const missing: Record<string, number> = {};
+    for (const [name, type] of Object.entries(wanted)) {
+      const expected = indexedValueType(type);
+      const existing = customAttributes?.[name];
+      if (existing === undefined || existing === null) missing[name] = expected;
+      else if (existing !== expected) {
+        throw new Error(`search attribute ${name} exists in namespace ${namespace} with another type than ${type}`);
+      }
+    }
+    if (Object.keys(missing).length === 0) return;
+    log(`registering search attributes ${Object.keys(missing).join(', ')} in namespace ${namespace}`);
+    await connection.operatorService.addSearchAttributes({ namespace, searchAttributes: missing });
+  } finally {
+    await connection.close().catch(() => undefined);
+  }
+}
+
+function indexedValueType(type: SearchAttributeTypeName): number {
+  const name = type === 'KeywordList' ? 'KEYWORD_LIST' : (type.toUpperCase() as Uppercase<Exclude<SearchAttributeTypeName, 'KeywordList'>>);
+  const encoded = encodeSearchAttributeIndexedValueType(name);
+  if (encoded === undefined) throw new Error(`unknown search attribute type ${type}`);
+  return encoded;
+}
+
+/**
+ * Starts `temporal server start-dev` from `config` and waits until its frontend answers. When the configured port
+ * already answers as a Temporal frontend, that server is reused instead.
+ */
+export async function startDevServer(config: DevConfig, log: Log, opts: StartDevServerOptions = {}): Promise<DevServer> {
+  if (config.port !== 0) {
+    const address = formatAddress(config.ip, config.port);
+    if (await temporalAnswers(address)) {
+      const uiUrl = config.ui ? `http://${formatAddress(config.ip, config.uiPort)}` : undefined;
+      const webUiUrl = uiUrl && (await httpAnswers(uiUrl)) ? uiUrl : undefined;
+      log(`Temporal already answers on ${address}; reusing it instead of starting a second server`);
+      await ensureSearchAttributes(address, config.namespace, config.searchAttributes, log);
+      return { address, namespace: config.namespace, webUiUrl, reused: true, stop: async () => undefined };
+    }
+  }
+
+  const resolved: DevConfig = {
+    ...config,
+    port: config.port || (await freePort(config.ip)),
+    uiPort: config.ui && config.uiPort === 0 ? await freePort(config.ip) : config.uiPort,
+  };
+  const address = formatAddress(resolved.ip, resolved.port);
+  const webUiUrl = resolved.ui ? `http://${formatAddress(resolved.ip, resolved.uiPort)}` : undefined;
+  const cliPath = opts.cliPath ?? (await resolveTemporalCli(log));
+  if (resolved.dbFile) fs.mkdirSync(path.dirname(resolved.dbFile), { recursive: true });
+  log(
+    `booting Temporal dev server on ${address} (${webUiUrl ? `Web UI ${webUiUrl}` : 'headless'}, ` +
+      `${resolved.dbFile ? `state in ${resolved.dbFile}` : 'in memory'})…`,
+  );
+  const started = Date.now();
+
+  const child = spawn(cliPath, devServerArgs(resolved), { stdio: ['ignore', 'pipe', 'pipe'] });
+  const output = new OutputTail(60);
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    child.on('exit', (code, signal) => resolve({ code, signal }));
+  });
+  let spawnError: Error | undefined;
+  child.on('error', (err) => (spawnError = err));
+  child.stdout?.on('data', (chunk: Buffer) => output.push(chunk));
+  child.stderr?.on('data', (chunk: Buffer) => {
+    const lines = output.push(chunk);
+    if (opts.forwardServerLogs) for (const line of lines) log(`temporal: ${line}`);
+  });
+  // If this process exits without stop() (an uncaught error, process.exit), take the server down with it.
+  const killOnExit = () => child.kill('SIGKILL');
+  process.once('exit', killOnExit);
+
+  let stopping: Promise<void> | undefined;
+  const stop = (): Promise<void> => {
+    stopping ??= (async () => {
+      process.removeListener('exit', killOnExit);
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGTERM');
+      const killTimer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      await exited;
+      clearTimeout(killTimer);
+    })();
+    return stopping;
+  };
+
+  const deadline = Date.now() + (opts.readyTimeoutMs ?? 60_000);
+  for (;;) {
+    const ended = await Promise.race([exited, delay(250).then(() => undefined)]);
+    if (spawnError || ended) {
+      await stop();
+      const how = spawnError ? spawnError.message : ended?.signal ? `signal ${ended.signal}` : `exit code ${ended?.code}`;
+      throw new Error(`temporal server start-dev (${cliPath}) ended during startup (${how}):\n${output.text()}`);
+    }
+    if (await temporalAnswers(address, 1000)) break;
+    if (Date.now() > deadline) {
+      await stop();
+      throw new Error(`Temporal dev server did not answer on ${address} within ${opts.readyTimeoutMs ?? 60_000} ms:\n${output.text()}`);
+    }
+  }
+
+  try {
+    await ensureSearchAttributes(address, resolved.namespace, resolved.searchAttributes, log);
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  log(`Temporal dev server ready on ${address}, namespace ${resolved.namespace} (${Date.now() - started} ms)`);
+  return { address, namespace: resolved.namespace, webUiUrl, reused: false, stop };
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** The last lines a child printed, for error messages. */
+class OutputTail {
+  private lines: string[] = [];
+  private partial = '';
+  constructor(private readonly max: number) {}
+
+  /** Adds a chunk; returns the complete lines it finished. */
+  push(chunk: Buffer): string[] {
+    const parts = (this.partial + chunk.toString()).split('\n');
+    this.partial = parts.pop() ?? '';
+    const complete = parts.map((line) => line.trimEnd()).filter((line) => line.length > 0);
+    this.lines.push(...complete);
+    if (this.lines.length > this.max) this.lines.splice(0, this.lines.length - this.max);
+    return complete;
+  }
+
+  text(): string {
+    return [...this.lines, this.partial].filter(Boolean).join('\n') || '(no output)';
+  }
+}

@@ -1,0 +1,234 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import {
+  type DevConfig,
+  type DevConfigOverrides,
+  dynamicConfigArgs,
+  freePort,
+  loadDevConfig,
+  searchAttributeArgs,
+  startDevServer,
+} from './dev-server';
+import { startEmbeddedPostgres } from './pglite';
+import { TemporalCliUnavailableError } from './temporal-cli';
+
+type Log = (line: string) => void;
+
+/** What the worker, the CLI and the tests need to reach Temporal and PostgreSQL, whoever runs them. */
+export interface Stack {
+  readonly temporalAddress: string;
+  readonly namespace: string;
+  readonly webUiUrl?: string;
+  readonly databaseUrl: string;
+  /** Which parts this process started (and stop() stops). */
+  readonly embedded: { readonly temporal: boolean; readonly postgres: boolean };
+  stop(): Promise<void>;
+}
+
+export interface BootStackOptions {
+  readonly projectRoot: string;
+  readonly log: Log;
+  /** Overrides for temporal-dev.yaml (tests: `{ port: 0, ui: false, dbFile: null }`). */
+  readonly temporal?: DevConfigOverrides;
+  /** Where PGlite keeps its data; default `<projectRoot>/.orchard/pglite`. */
+  readonly postgres?: { readonly dataDir: string | 'memory' };
+  /** Read instead of process.env (tests). */
+  readonly env?: NodeJS.ProcessEnv;
+}
+
+interface Part<T> {
+  readonly value: T;
+  readonly embedded: boolean;
+  stop(): Promise<void>;
+}
+
+/**
+ * Temporal from TEMPORAL_ADDRESS, else the dev server from temporal-dev.yaml (else, with no binary and no Go, the
+ * SDK's downloaded dev server); PostgreSQL from DATABASE_URL, else PGlite. Both are started in parallel; if one fails
+ * the other is stopped again.
+ */
+export async function bootStack(opts: BootStackOptions): Promise<Stack> {
+  const env = opts.env ?? process.env;
+  const [temporal, postgres] = await Promise.allSettled([bootTemporal(opts, env), bootPostgres(opts, env)]);
+  if (temporal.status === 'rejected' || postgres.status === 'rejected') {
+    await Promise.all([temporal, postgres].map((r) => (r.status === 'fulfilled' ? r.value.stop() : undefined)));
+    throw temporal.status === 'rejected' ? temporal.reason : (postgres as PromiseRejectedResult).reason;
+  }
+  const t = temporal.value;
+  const p = postgres.value;
+  let stopping: Promise<void> | undefined;
+  return {
+    ...t.value,
+    databaseUrl: p.value,
+    embedded: { temporal: t.embedded, postgres: p.embedded },
+    stop: () =>
+      (stopping ??= (async () => {
+        removeStackFile(opts.projectRoot, { onlyIfOwnedBy: process.pid });
+        await Promise.all([t.stop(), p.stop()]);
+      })()),
+  };
+}
+
+interface TemporalTarget {
+  temporalAddress: string;
+  namespace: string;
+  webUiUrl?: string;
+}
+
+async function bootTemporal(opts: BootStackOptions, env: NodeJS.ProcessEnv): Promise<Part<TemporalTarget>> {
+  const log = opts.log;
+  if (env.TEMPORAL_ADDRESS) {
+    const namespace = env.TEMPORAL_NAMESPACE || 'default';
+    log(`using TEMPORAL_ADDRESS ${env.TEMPORAL_ADDRESS} (namespace ${namespace})`);
+    return {
+      value: { temporalAddress: env.TEMPORAL_ADDRESS, namespace },
+      embedded: false,
+      stop: async () => undefined,
+    };
+  }
+  const config = loadDevConfig(opts.projectRoot, opts.temporal);
+  try {
+    const server = await startDevServer(config, log);
+    return {
+      value: { temporalAddress: server.address, namespace: server.namespace, webUiUrl: server.webUiUrl },
+      embedded: !server.reused,
+      stop: () => server.stop(),
+    };
+  } catch (err) {
+    if (!(err instanceof TemporalCliUnavailableError)) throw err;
+    log(`${err.message}`);
+    return bootSdkDevServer(config, log);
+  }
+}
+
+/**
+ * Last resort: the SDK downloads a Temporal CLI release into the temp directory and runs it. Needs network access,
+ * and the download is whatever CLI version the SDK picks, not the pinned one.
+ */
+async function bootSdkDevServer(config: DevConfig, log: Log): Promise<Part<TemporalTarget>> {
+  const port = config.port || (await freePort(config.ip));
+  const uiPort = config.ui ? config.uiPort || (await freePort(config.ip)) : undefined;
+  log(`falling back to the Temporal SDK's downloaded dev server on ${config.ip}:${port} (needs network)…`);
+  const testEnv = await TestWorkflowEnvironment.createLocal({
+    server: {
+      ip: config.ip,
+      port,
+      ui: config.ui,
+      uiPort,
+      namespace: config.namespace,
+      dbFilename: config.dbFile ?? undefined,
+      log: { format: 'pretty', level: config.logLevel },
+      extraArgs: [...searchAttributeArgs(config), ...dynamicConfigArgs(config)],
+    },
+  });
+  return {
+    value: {
+      temporalAddress: testEnv.address,
+      namespace: config.namespace,
+      webUiUrl: uiPort ? `http://${config.ip}:${uiPort}` : undefined,
+    },
+    embedded: true,
+    stop: () => testEnv.teardown(),
+  };
+}
+
+async function bootPostgres(opts: BootStackOptions, env: NodeJS.ProcessEnv): Promise<Part<string>> {
+  if (env.DATABASE_URL) {
+    opts.log(`using DATABASE_URL ${redactUrl(env.DATABASE_URL)}`);
+    return { value: env.DATABASE_URL, embedded: false, stop: async () => undefined };
+  }
+  const dataDir = opts.postgres?.dataDir ?? path.join(opts.projectRoot, '.orchard', 'pglite');
+  opts.log(`starting embedded PostgreSQL (PGlite, ${dataDir === 'memory' ? 'in memory' : `data in ${dataDir}`})…`);
+  const pg = await startEmbeddedPostgres({ dataDir, log: opts.log });
+  return { value: pg.url, embedded: true, stop: () => pg.stop() };
+}
+
+/** A connection URL fit to print: the password (in the userinfo or a `password=` parameter) replaced by `***`. */
+export function redactUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = '***';
+    if (parsed.searchParams.has('password')) parsed.searchParams.set('password', '***');
+    return parsed.toString();
+  } catch {
+    // Not a URL (a libpq key=value string, say): blank anything that looks like a password.
+    return url.replace(/(password\s*=\s*)('[^']*'|\S+)/gi, '$1***');
+  }
+}
+
+/** `.orchard/stack.json`: how CLI commands find the stack a running `orchard dev` booted. */
+export interface StackFile {
+  readonly temporalAddress: string;
+  readonly namespace: string;
+  readonly webUiUrl?: string;
+  /** Carries credentials when DATABASE_URL has them, hence the file's 0600 mode. */
+  readonly databaseUrl: string;
+  readonly pid: number;
+  readonly startedAt: string;
+}
+
+export function stackFilePath(projectRoot: string): string {
+  return path.join(projectRoot, '.orchard', 'stack.json');
+}
+
+export function writeStackFile(projectRoot: string, stack: Stack): void {
+  const file = stackFilePath(projectRoot);
+  const content: StackFile = {
+    temporalAddress: stack.temporalAddress,
+    namespace: stack.namespace,
+    webUiUrl: stack.webUiUrl,
+    databaseUrl: stack.databaseUrl,
+    pid: process.pid,
+    startedAt: new Date().toISOString(),
+  };
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  // Write then rename, so a reader never sees half a file.
+  const tmp = `${file}.${process.pid}.tmp`;
+  fs.writeFileSync(tmp, `${JSON.stringify(content, null, 2)}\n`, { mode: 0o600 });
+  fs.renameSync(tmp, file);
+}
+
+/** The stack file of a running `orchard dev`, or undefined when there is none or the process that wrote it is gone. */
+export function readStackFile(projectRoot: string): StackFile | undefined {
+  let content: Partial<StackFile>;
+  try {
+    content = JSON.parse(fs.readFileSync(stackFilePath(projectRoot), 'utf8')) as Partial<StackFile>;
+  } catch {
+    return undefined;
+  }
+  if (
+    typeof content.temporalAddress !== 'string' ||
+    typeof content.namespace !== 'string' ||
+    typeof content.databaseUrl !== 'string' ||
+    typeof content.pid !== 'number'
+  ) {
+    return undefined;
+  }
+  // A file left by a crashed `orchard dev` points at servers that died with it.
+  if (!isAlive(content.pid)) return undefined;
+  return content as StackFile;
+}
+
+/** Removes the stack file; with `onlyIfOwnedBy`, only when that pid wrote it (another `orchard dev` may own it). */
+export function removeStackFile(projectRoot: string, opts: { onlyIfOwnedBy?: number } = {}): void {
+  const file = stackFilePath(projectRoot);
+  if (opts.onlyIfOwnedBy !== undefined) {
+    try {
+      const { pid } = JSON.parse(fs.readFileSync(file, 'utf8')) as { pid?: unknown };
+      if (pid !== opts.onlyIfOwnedBy) return;
+    } catch {
+      return;
+    }
+  }
+  fs.rmSync(file, { force: true });
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}

@@ -1,0 +1,93 @@
+import { NativeConnection, Worker, bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import type { Pool } from 'pg';
+import { createHostActivities, createSharedActivities } from '../activities';
+import type { ModelProvider } from '../activities/model/types';
+import { hostTaskQueue } from '../workflows/messages';
+
+export interface OrchardWorkerOptions {
+  connection: NativeConnection;
+  namespace: string;
+  /** Shared queue: workflows and the activities that need no particular host. */
+  taskQueue: string;
+  hostId: string;
+  worktreeRoot: string;
+  pool: Pool;
+  defaultProvider?: ModelProvider;
+  /** A prebuilt bundle (tests bundle once per run); otherwise the workflows are bundled at start. */
+  workflowBundle?: { codePath: string } | WorkflowBundleWithSourceMap;
+  /** Run only the host queue (a host that holds worktrees but runs no workflows). */
+  hostOnly?: boolean;
+  /** Bytes of command output a tool result keeps. */
+  maxOutputBytes?: number;
+}
+
+export interface OrchardWorkers {
+  hostQueue: string;
+  /** Resolves when both workers have stopped. */
+  run(): Promise<void>;
+  shutdown(): void;
+}
+
+/**
+ * Cancellation reaches an activity only through heartbeats, and the TS worker throttles them to 0.8 ×
+ * heartbeatTimeout (up to 60 s) by default: one second keeps a cancel (or a handoff) within seconds.
+ */
+const HEARTBEAT_THROTTLE = '1 second';
+
+export async function bundleWorkflows(): Promise<WorkflowBundleWithSourceMap> {
+  return bundleWorkflowCode({ workflowsPath: require.resolve('../workflows'), logger: quietBundlerLogger });
+}
+
+/** Two workers in one process: the shared queue (workflows, model, store) and this host's queue (worktrees). */
+export async function createOrchardWorkers(options: OrchardWorkerOptions): Promise<OrchardWorkers> {
+  const hostQueue = hostTaskQueue(options.hostId);
+  const hostWorker = await Worker.create({
+    connection: options.connection,
+    namespace: options.namespace,
+    taskQueue: hostQueue,
+    identity: `orchard-host@${options.hostId}`,
+    activities: createHostActivities({
+      pool: options.pool,
+      hostId: options.hostId,
+      worktreeRoot: options.worktreeRoot,
+      maxOutputBytes: options.maxOutputBytes,
+    }),
+    maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
+    defaultHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
+    shutdownGraceTime: '10 seconds',
+  });
+  const workers: Worker[] = [hostWorker];
+  if (!options.hostOnly) {
+    workers.push(
+      await Worker.create({
+        connection: options.connection,
+        namespace: options.namespace,
+        taskQueue: options.taskQueue,
+        identity: `orchard@${options.hostId}`,
+        workflowBundle: options.workflowBundle ?? (await bundleWorkflows()),
+        activities: createSharedActivities({ pool: options.pool, defaultProvider: options.defaultProvider }),
+        maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
+        defaultHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
+        shutdownGraceTime: '10 seconds',
+      }),
+    );
+  }
+  return {
+    hostQueue,
+    run: async () => {
+      await Promise.all(workers.map((w) => w.run()));
+    },
+    shutdown: () => {
+      for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
+    },
+  };
+}
+
+const quietBundlerLogger = {
+  log: () => undefined,
+  trace: () => undefined,
+  debug: () => undefined,
+  info: () => undefined,
+  warn: (message: string, meta?: unknown) => console.warn(message, meta ?? ''),
+  error: (message: string, meta?: unknown) => console.error(message, meta ?? ''),
+};

@@ -1,0 +1,1 @@
+export { childSession } from './session/workflow';

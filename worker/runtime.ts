@@ -10,6 +10,7 @@ import { createPool } from '../activities/store/db';
 import { migrate } from '../activities/store/migrate';
 import { OrchardClient } from '../client/client';
 import { workerConfigFromEnv, type WorkerConfig } from './config';
+import { createLogger, installSdkLogger } from './logging';
 import { bootStack, type Stack } from './stack';
 import { createOrchardWorkers } from './worker';
 
@@ -45,6 +46,7 @@ export async function startOrchard(
   log: (line: string) => void,
   options: { hostOnly?: boolean; stack?: Stack } = {},
 ): Promise<RunningOrchard> {
+  installSdkLogger(createLogger());
   const stack = options.stack ?? (await bootStack({ projectRoot: PROJECT_ROOT, log }));
   const config = { ...workerConfigFromEnv(process.env, PROJECT_ROOT), temporalAddress: stack.temporalAddress, namespace: stack.namespace };
   const pool = createPool(stack.databaseUrl);

@@ -29,6 +29,8 @@ export function loadMigrations(dir = MIGRATIONS_DIR): Migration[] {
     .sort((a, b) => a.version - b.version);
 }
 
+const LOCK = `SELECT pg_advisory_xact_lock(hashtext('orchard_migrations'))`;
+
 export interface MigrationReport {
   applied: string[];
   alreadyApplied: string[];
@@ -40,16 +42,20 @@ export interface MigrationReport {
  * pool) makes them take turns. A recorded migration whose file changed is an error, not a silent skip.
  */
 export async function migrate(pool: Pool, migrations = loadMigrations()): Promise<MigrationReport> {
-  await pool.query(`CREATE TABLE IF NOT EXISTS orchard_migrations (
-    version    integer PRIMARY KEY,
-    name       text NOT NULL,
-    checksum   text NOT NULL,
-    applied_at timestamptz NOT NULL DEFAULT now()
-  )`);
+  // CREATE TABLE IF NOT EXISTS is not safe against itself under concurrency: it takes the lock too.
+  await withTransaction(pool, async (client) => {
+    await client.query(LOCK);
+    await client.query(`CREATE TABLE IF NOT EXISTS orchard_migrations (
+      version    integer PRIMARY KEY,
+      name       text NOT NULL,
+      checksum   text NOT NULL,
+      applied_at timestamptz NOT NULL DEFAULT now()
+    )`);
+  });
   const report: MigrationReport = { applied: [], alreadyApplied: [] };
   for (const migration of migrations) {
     await withTransaction(pool, async (client) => {
-      await client.query(`SELECT pg_advisory_xact_lock(hashtext('orchard_migrations'))`);
+      await client.query(LOCK);
       const { rows } = await client.query<{ checksum: string }>(
         'SELECT checksum FROM orchard_migrations WHERE version = $1',
         [migration.version],

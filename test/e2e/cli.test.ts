@@ -1,0 +1,57 @@
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import test from 'ava';
+import { makeRepo, sharedOrchard, testStackEnv, uniqueId } from '../helpers/orchard';
+
+const run = promisify(execFile);
+const shared = sharedOrchard(test);
+const ORCHARD = join(__dirname, '../../bin/orchard');
+const DEMO = join(__dirname, '../../scenarios/demo.json');
+
+/** Runs the real CLI against the test run's dev server and this file's worker. */
+async function orchard(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const o = shared();
+  const env = { ...process.env, TEMPORAL_ADDRESS: testStackEnv().temporalAddress, ORCHARD_TASK_QUEUE: o.taskQueue, ORCHARD_HOST_ID: o.hostId };
+  try {
+    const { stdout, stderr } = await run(ORCHARD, args, { env, timeout: 120_000 });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+
+test('the CLI creates a session, sends it a second task and shows it in status and list', async (t) => {
+  const id = uniqueId('cli');
+  const repo = makeRepo();
+  const created = await orchard(['session', 'create', '--repo', repo, '--title', 'cli demo', '--id', id, '--scenario', DEMO, '--task', 'Create NOTES.md please']);
+  t.is(created.code, 0, created.stderr);
+  t.regex(created.stdout, new RegExp(`created session ${id}`));
+  await shared().client.waitUntilSettled(id, { afterTurn: 1 });
+
+  const sent = await orchard(['session', 'send', id, 'Add', 'a', 'CHANGELOG', 'entry', '--wait', '--json']);
+  t.is(sent.code, 0, sent.stderr);
+  const view = JSON.parse(sent.stdout);
+  t.is(view.sessionId, id);
+  t.is(view.turnsCompleted, 2);
+  t.is(view.lastTurn.outcome, 'finished');
+
+  const status = await orchard(['session', 'status', id]);
+  t.is(status.code, 0);
+  t.regex(status.stdout, /\| idle/);
+
+  // Visibility is eventually consistent: the list shows the session once its search attributes are indexed.
+  let listed = '';
+  for (let i = 0; i < 50 && !listed.includes(id); i++) {
+    listed = (await orchard(['session', 'list'])).stdout;
+    if (!listed.includes(id)) await new Promise((r) => setTimeout(r, 200));
+  }
+  t.regex(listed, new RegExp(`${id} \\| cli demo \\| coder \\| idle`));
+});
+
+test('the CLI refuses a send to an unknown session with a typed error and exit code 2', async (t) => {
+  const result = await orchard(['session', 'send', uniqueId('ghost'), 'hello']);
+  t.is(result.code, 2);
+  t.regex(result.stderr, /session_not_found/);
+});

@@ -1,0 +1,53 @@
+import { randomUUID } from 'node:crypto';
+import test from 'ava';
+import { createPool } from '../../activities/store/db';
+import { loadMigrations, migrate } from '../../activities/store/migrate';
+import { testStackEnv } from '../helpers/orchard';
+
+/** Each test migrates a schema of its own, so it starts from nothing whatever the database already holds. */
+async function freshSchema(t: import('ava').ExecutionContext) {
+  const schema = `mig_${randomUUID().slice(0, 8)}`;
+  const admin = createPool(testStackEnv().databaseUrl, { max: 1 });
+  await admin.query(`CREATE SCHEMA ${schema}`);
+  const pool = createPool(testStackEnv().databaseUrl, { max: 2, schema });
+  t.teardown(async () => {
+    await pool.end();
+    await admin.query(`DROP SCHEMA ${schema} CASCADE`);
+    await admin.end();
+  });
+  return { pool, schema };
+}
+
+test('applying the migrations twice is a no-op the second time', async (t) => {
+  const { pool, schema } = await freshSchema(t);
+  const all = loadMigrations().map((m) => m.name);
+  t.true(all.length >= 1);
+  const first = await migrate(pool);
+  t.deepEqual(first, { applied: all, alreadyApplied: [] });
+  const tables = async () =>
+    (await pool.query(`SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1`, [schema])).rows.map(
+      (r) => r.table_name,
+    );
+  const before = await tables();
+  t.true(before.includes('transcript_entries') && before.includes('tool_dispatches'));
+  const second = await migrate(pool);
+  t.deepEqual(second, { applied: [], alreadyApplied: all });
+  t.deepEqual(await tables(), before);
+  const { rows } = await pool.query('SELECT count(*)::int AS n FROM orchard_migrations');
+  t.is(rows[0].n, all.length);
+});
+
+test('two workers migrating at once apply each migration exactly once', async (t) => {
+  const { pool } = await freshSchema(t);
+  const [a, b] = await Promise.all([migrate(pool), migrate(pool)]);
+  t.is(a.applied.length + b.applied.length, loadMigrations().length);
+  const { rows } = await pool.query('SELECT count(*)::int AS n FROM orchard_migrations');
+  t.is(rows[0].n, loadMigrations().length);
+});
+
+test('a migration edited after it was applied is refused, not skipped', async (t) => {
+  const { pool } = await freshSchema(t);
+  await migrate(pool);
+  const edited = loadMigrations().map((m, i) => (i === 0 ? { ...m, checksum: 'changed' } : m));
+  await t.throwsAsync(migrate(pool, edited), { message: /changed after it was applied/ });
+});

@@ -8,6 +8,7 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { sessionWorkflowId, type SessionStatusView } from '../workflows/messages';
 import { PROJECT_ROOT, startOrchard } from '../worker/runtime';
+import { removeStackFile, writeStackFile } from '../worker/stack';
 
 const keep = process.argv.includes('--keep');
 const log = (line: string) => console.log(`[demo] ${line}`);
@@ -72,13 +73,15 @@ async function main(): Promise<void> {
     ok = true;
 
     if (keep) {
-      log(`--keep: stack and worker stay up. Web UI: ${stack.webUiUrl ?? '(external)'}; Ctrl-C stops.`);
+      writeStackFile(PROJECT_ROOT, stack);
+      log(`--keep: stack and worker stay up (other shells reach it through .orchard/stack.json). Web UI: ${stack.webUiUrl ?? '(external)'}; Ctrl-C stops.`);
       await new Promise<void>((done) => {
         process.once('SIGINT', done);
         process.once('SIGTERM', done);
       });
     }
   } finally {
+    if (keep) removeStackFile(PROJECT_ROOT);
     log('stopping…');
     await orchard.stop();
   }

@@ -14,13 +14,18 @@ const LEVELS: Record<LogLevel, pino.Level> = { TRACE: 'trace', DEBUG: 'debug', I
 
 /** Routes the Temporal SDK's logs (worker, workflow and activity loggers) into pino. */
 export function installSdkLogger(logger: pino.Logger): void {
+  const write = (level: LogLevel, message: string, meta?: LogMetadata) => {
+    // A host-queue worker runs no workflows by design; the SDK warns about that on every start.
+    const effective = message.startsWith('No workflows registered') ? 'DEBUG' : level;
+    logger[LEVELS[effective]](meta ?? {}, message);
+  };
   const sdkLogger: Logger = {
-    log: (level: LogLevel, message: string, meta?: LogMetadata) => logger[LEVELS[level]](meta ?? {}, message),
-    trace: (message, meta) => logger.trace(meta ?? {}, message),
-    debug: (message, meta) => logger.debug(meta ?? {}, message),
-    info: (message, meta) => logger.info(meta ?? {}, message),
-    warn: (message, meta) => logger.warn(meta ?? {}, message),
-    error: (message, meta) => logger.error(meta ?? {}, message),
+    log: write,
+    trace: (message, meta) => write('TRACE', message, meta),
+    debug: (message, meta) => write('DEBUG', message, meta),
+    info: (message, meta) => write('INFO', message, meta),
+    warn: (message, meta) => write('WARN', message, meta),
+    error: (message, meta) => write('ERROR', message, meta),
   };
   Runtime.install({ logger: sdkLogger });
 }

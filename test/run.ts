@@ -60,6 +60,9 @@ async function main(): Promise<number> {
         TEMPORAL_ADDRESS: stack.temporalAddress,
         TEMPORAL_NAMESPACE: stack.namespace,
         DATABASE_URL: stack.databaseUrl,
+        // PGlite is one database session behind every socket connection: tests that need a database of their
+        // own must start one instead of changing session settings that every other connection would share.
+        ORCHARD_TEST_EMBEDDED_PG: stack.embedded.postgres ? '1' : '',
         ORCHARD_WORKFLOW_BUNDLE: bundlePath,
       },
     });

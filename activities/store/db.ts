@@ -11,14 +11,23 @@ export interface PoolOptions {
 
 export function createPool(connectionString: string, options: PoolOptions = {}): Pool {
   const settings = [
-    `-c statement_timeout=${options.statementTimeoutMs ?? 30_000}`,
-    '-c idle_in_transaction_session_timeout=60000',
+    `SET statement_timeout = ${options.statementTimeoutMs ?? 30_000}`,
+    'SET idle_in_transaction_session_timeout = 60000',
   ];
-  if (options.schema) settings.push(`-c search_path=${options.schema}`);
-  const pool = new Pool({ connectionString, max: options.max ?? 8, options: settings.join(' ') });
+  if (options.schema) settings.push(`SET search_path TO ${quoteIdent(options.schema)}`);
+  const pool = new Pool({ connectionString, max: options.max ?? 8 });
+  // Set per connection rather than as startup options: PGlite's socket server ignores startup parameters.
+  // pg queues these before any query of the client that just connected.
+  pool.on('connect', (client) => {
+    client.query(settings.join('; ')).catch(() => undefined);
+  });
   // An idle client that loses its server emits 'error' on the pool; without a listener it kills the process.
   pool.on('error', () => undefined);
   return pool;
+}
+
+function quoteIdent(name: string): string {
+  return `"${name.replace(/"/g, '""')}"`;
 }
 
 /** One client per transaction; a client whose transaction broke is discarded, not returned to the pool. */

@@ -2,10 +2,24 @@ import { randomUUID } from 'node:crypto';
 import test from 'ava';
 import { createPool } from '../../activities/store/db';
 import { loadMigrations, migrate } from '../../activities/store/migrate';
+import { startEmbeddedPostgres } from '../../worker/pglite';
 import { testStackEnv } from '../helpers/orchard';
 
-/** Each test migrates a schema of its own, so it starts from nothing whatever the database already holds. */
+/**
+ * Each test migrates an empty database of its own, whatever the shared one already holds: a schema of its own
+ * on a real server; on embedded PGlite (one session behind every connection, so a search_path would leak into
+ * every other test) a private in-memory PGlite.
+ */
 async function freshSchema(t: import('ava').ExecutionContext) {
+  if (process.env.ORCHARD_TEST_EMBEDDED_PG) {
+    const pg = await startEmbeddedPostgres({ dataDir: 'memory', log: () => undefined });
+    const pool = createPool(pg.url, { max: 2 });
+    t.teardown(async () => {
+      await pool.end();
+      await pg.stop();
+    });
+    return { pool, schema: 'public' };
+  }
   const schema = `mig_${randomUUID().slice(0, 8)}`;
   const admin = createPool(testStackEnv().databaseUrl, { max: 1 });
   await admin.query(`CREATE SCHEMA ${schema}`);

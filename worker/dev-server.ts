@@ -160,7 +160,7 @@ export interface StartDevServerOptions {
   readonly cliPath?: string;
   /** How long the frontend may take to answer; a cold start with a new db file takes a few seconds. */
   readonly readyTimeoutMs?: number;
-  /** Pass the server's own log lines to `log` (they are always kept for error messages). */
+  /** Pass all the server's log lines to `log`, not only its errors (the last lines are always kept for error messages). */
   readonly forwardServerLogs?: boolean;
 }
 
@@ -231,6 +231,9 @@ export async function ensureSearchAttributes(
     if (Object.keys(missing).length === 0) return;
     log(`registering search attributes ${Object.keys(missing).join(', ')} in namespace ${namespace}`);
     await connection.operatorService.addSearchAttributes({ namespace, searchAttributes: missing });
+  } catch (err) {
+    const reason = err instanceof Error ? err.message : String(err);
+    throw new Error(`search attributes of namespace ${namespace} on ${address}: ${reason}`, { cause: err });
   } finally {
     await connection.close().catch(() => undefined);
   }
@@ -276,6 +279,7 @@ export async function startDevServer(config: DevConfig, log: Log, opts: StartDev
 
   const child = spawn(cliPath, devServerArgs(resolved), { stdio: ['ignore', 'pipe', 'pipe'] });
   const output = new OutputTail(60);
+  let stopping: Promise<void> | undefined;
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
     child.on('exit', (code, signal) => resolve({ code, signal }));
   });
@@ -283,15 +287,16 @@ export async function startDevServer(config: DevConfig, log: Log, opts: StartDev
   child.on('error', (err) => (spawnError = err));
   child.stdout?.on('data', (chunk: Buffer) => output.push(chunk));
   child.stderr?.on('data', (chunk: Buffer) => {
-    const lines = output.push(chunk);
-    if (opts.forwardServerLogs) for (const line of lines) log(`temporal: ${line}`);
+    for (const line of output.push(chunk)) {
+      // Warnings are mostly poller chatter (a flood of them at shutdown); errors are worth a line while it runs.
+      if (opts.forwardServerLogs || (!stopping && line.includes('level=ERROR'))) log(`temporal: ${line}`);
+    }
   });
   // If this process exits without stop() (an uncaught error, process.exit), take the server down with it.
   const killOnExit = () => child.kill('SIGKILL');
   process.once('exit', killOnExit);
-
-  let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> => {
+
     stopping ??= (async () => {
       process.removeListener('exit', killOnExit);
       if (child.exitCode !== null || child.signalCode !== null) return;

@@ -15,11 +15,14 @@ export function createPool(connectionString: string, options: PoolOptions = {}):
     'SET idle_in_transaction_session_timeout = 60000',
   ];
   if (options.schema) settings.push(`SET search_path TO ${quoteIdent(options.schema)}`);
-  const pool = new Pool({ connectionString, max: options.max ?? 8 });
-  // Set per connection rather than as startup options: PGlite's socket server ignores startup parameters.
-  // pg queues these before any query of the client that just connected.
-  pool.on('connect', (client) => {
-    client.query(settings.join('; ')).catch(() => undefined);
+  const pool = new Pool({
+    connectionString,
+    max: options.max ?? 8,
+    // Set per connection rather than as startup options: PGlite's socket server ignores startup parameters.
+    // The pool hands the client out only after this resolves.
+    onConnect: async (client) => {
+      await client.query(settings.join('; '));
+    },
   });
   // An idle client that loses its server emits 'error' on the pool; without a listener it kills the process.
   pool.on('error', () => undefined);

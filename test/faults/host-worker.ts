@@ -1,0 +1,29 @@
+/**
+ * A host-only worker in a process of its own, so a fault test can SIGKILL it mid-activity:
+ *   tsx test/faults/host-worker.ts <hostId> <worktreeRoot>
+ * Prints `ready` once it polls.
+ */
+import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
+import { createPool } from '../../activities/store/db';
+import { createOrchardWorkers } from '../../worker/worker';
+
+async function main(): Promise<void> {
+  const [hostId, worktreeRoot] = process.argv.slice(2);
+  Runtime.install({ logger: new DefaultLogger('ERROR') });
+  const pool = createPool(process.env.DATABASE_URL!, { max: 2 });
+  const connection = await NativeConnection.connect({ address: process.env.TEMPORAL_ADDRESS! });
+  const workers = await createOrchardWorkers({
+    connection,
+    namespace: process.env.TEMPORAL_NAMESPACE ?? 'default',
+    taskQueue: 'unused-host-only',
+    hostId,
+    worktreeRoot,
+    pool,
+    hostOnly: true,
+  });
+  const done = workers.run();
+  console.log('ready');
+  await done;
+}
+
+void main();

@@ -47,7 +47,8 @@ async function main(): Promise<number> {
     const bundlePath = path.join(projectRoot, '.orchard', 'test', 'workflow-bundle.js');
     fs.mkdirSync(path.dirname(bundlePath), { recursive: true });
     fs.writeFileSync(bundlePath, code);
-    log(`bundled workflows into ${path.relative(projectRoot, bundlePath)} (${Math.round(code.length / 1024)} KiB, ${Date.now() - bundleStarted} ms)`);
+    const size = `${Math.round(code.length / 1024)} KiB`;
+    log(`bundled workflows into ${path.relative(projectRoot, bundlePath)} (${size}, ${Date.now() - bundleStarted} ms)`);
     if (interrupted) return 130;
 
     const args = process.argv.slice(2);

@@ -54,7 +54,7 @@ const devConfigSchema = z
         ctx.addIssue({
           code: 'custom',
           path: ['searchAttributes'],
-          message: `${count} ${type} attributes, but the dev server's SQLite store has only ${SQLITE_SLOTS[type]} ${type} slots`,
+          message: `${count} ${type} attributes, but the dev server's SQLite store has only ${SQLITE_SLOTS[type]}`,
         });
       }
     }
@@ -82,14 +82,23 @@ export function parseDevConfig(
   opts: { file: string; projectRoot: string; overrides?: DevConfigOverrides },
 ): DevConfig {
   const doc = parseDocument(text);
-  if (doc.errors.length > 0) throw new DevConfigError(opts.file, doc.errors.map((e) => e.message.split('\n')[0].replace(/:$/, '')));
+  if (doc.errors.length > 0) {
+    throw new DevConfigError(
+      opts.file,
+      doc.errors.map((e) => e.message.split('\n')[0].replace(/:$/, '')),
+    );
+  }
   const raw: unknown = doc.toJS() ?? {};
-  if (typeof raw !== 'object' || Array.isArray(raw)) throw new DevConfigError(opts.file, ['the top level must be a mapping']);
+  if (typeof raw !== 'object' || Array.isArray(raw)) {
+    throw new DevConfigError(opts.file, ['the top level must be a mapping']);
+  }
   const parsed = devConfigSchema.safeParse({ ...raw, ...opts.overrides });
   if (!parsed.success) {
     throw new DevConfigError(
       opts.file,
-      parsed.error.issues.map((issue) => (issue.path.length ? `${issue.path.join('.')}: ${issue.message}` : issue.message)),
+      parsed.error.issues.map((issue) =>
+        issue.path.length ? `${issue.path.join('.')}: ${issue.message}` : issue.message,
+      ),
     );
   }
   const config = parsed.data;
@@ -160,7 +169,7 @@ export interface StartDevServerOptions {
   readonly cliPath?: string;
   /** How long the frontend may take to answer; a cold start with a new db file takes a few seconds. */
   readonly readyTimeoutMs?: number;
-  /** Pass all the server's log lines to `log`, not only its errors (the last lines are always kept for error messages). */
+  /** Pass all the server's log lines to `log`, not only errors (the last lines are kept for error messages anyway). */
   readonly forwardServerLogs?: boolean;
 }
 
@@ -172,7 +181,9 @@ export function freePort(ip: string): Promise<number> {
     server.on('error', reject);
     server.listen(0, ip, () => {
       const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+      server.close(() =>
+        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
+      );
     });
   });
 }
@@ -240,7 +251,10 @@ export async function ensureSearchAttributes(
 }
 
 function indexedValueType(type: SearchAttributeTypeName): number {
-  const name = type === 'KeywordList' ? 'KEYWORD_LIST' : (type.toUpperCase() as Uppercase<Exclude<SearchAttributeTypeName, 'KeywordList'>>);
+  const name =
+    type === 'KeywordList'
+      ? 'KEYWORD_LIST'
+      : (type.toUpperCase() as Uppercase<Exclude<SearchAttributeTypeName, 'KeywordList'>>);
   const encoded = encodeSearchAttributeIndexedValueType(name);
   if (encoded === undefined) throw new Error(`unknown search attribute type ${type}`);
   return encoded;
@@ -250,7 +264,11 @@ function indexedValueType(type: SearchAttributeTypeName): number {
  * Starts `temporal server start-dev` from `config` and waits until its frontend answers. When the configured port
  * already answers as a Temporal frontend, that server is reused instead.
  */
-export async function startDevServer(config: DevConfig, log: Log, opts: StartDevServerOptions = {}): Promise<DevServer> {
+export async function startDevServer(
+  config: DevConfig,
+  log: Log,
+  opts: StartDevServerOptions = {},
+): Promise<DevServer> {
   if (config.port !== 0) {
     const address = formatAddress(config.ip, config.port);
     if (await temporalAnswers(address)) {
@@ -296,10 +314,10 @@ export async function startDevServer(config: DevConfig, log: Log, opts: StartDev
   const killOnExit = () => child.kill('SIGKILL');
   process.once('exit', killOnExit);
   const stop = (): Promise<void> => {
-
     stopping ??= (async () => {
       process.removeListener('exit', killOnExit);
-      if (child.exitCode !== null || child.signalCode !== null) return;
+      // No pid: it never started (spawn error), so there is no exit to wait for.
+      if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return;
       child.kill('SIGTERM');
       const killTimer = setTimeout(() => child.kill('SIGKILL'), 10_000);
       await exited;
@@ -308,18 +326,27 @@ export async function startDevServer(config: DevConfig, log: Log, opts: StartDev
     return stopping;
   };
 
-  const deadline = Date.now() + (opts.readyTimeoutMs ?? 60_000);
+  let ready = false;
+  void exited.then(({ code, signal }) => {
+    // After startup nobody is waiting on the process: say so when it dies under us.
+    if (ready && !stopping) {
+      log(`Temporal dev server on ${address} exited (${signal ?? `code ${code}`}):\n${output.text()}`);
+    }
+  });
+
+  const readyTimeoutMs = opts.readyTimeoutMs ?? 60_000;
+  const deadline = Date.now() + readyTimeoutMs;
   for (;;) {
     const ended = await Promise.race([exited, delay(250).then(() => undefined)]);
     if (spawnError || ended) {
       await stop();
-      const how = spawnError ? spawnError.message : ended?.signal ? `signal ${ended.signal}` : `exit code ${ended?.code}`;
+      const how = spawnError?.message ?? (ended?.signal ? `signal ${ended.signal}` : `exit code ${ended?.code}`);
       throw new Error(`temporal server start-dev (${cliPath}) ended during startup (${how}):\n${output.text()}`);
     }
     if (await temporalAnswers(address, 1000)) break;
     if (Date.now() > deadline) {
       await stop();
-      throw new Error(`Temporal dev server did not answer on ${address} within ${opts.readyTimeoutMs ?? 60_000} ms:\n${output.text()}`);
+      throw new Error(`Temporal dev server did not answer on ${address} within ${readyTimeoutMs} ms:\n${output.text()}`);
     }
   }
 
@@ -329,6 +356,7 @@ export async function startDevServer(config: DevConfig, log: Log, opts: StartDev
     await stop();
     throw err;
   }
+  ready = true;
   log(`Temporal dev server ready on ${address}, namespace ${resolved.namespace} (${Date.now() - started} ms)`);
   return { address, namespace: resolved.namespace, webUiUrl, reused: false, stop };
 }

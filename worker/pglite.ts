@@ -24,10 +24,15 @@ export interface EmbeddedPostgres {
 
 /**
  * PGlite (single-user Postgres in WASM) served over a local socket, so the same `pg` code runs as against a real
- * server. Limits: one backend behind all connections, so the socket server runs one statement at a time and, while a
- * connection is inside BEGIN…COMMIT, serves only that connection: transactions are serialised, never concurrent, and a
- * connection that idles inside a transaction stalls every other one. There is no TLS, no auth and no LISTEN/NOTIFY
- * across connections.
+ * server. Limits, all from there being one backend session behind every connection:
+ * - one statement at a time, and while a connection is inside BEGIN…COMMIT (or between Parse and Sync) only that
+ *   connection is served: transactions are serialised, never concurrent, and a connection idling inside a
+ *   transaction stalls all the others;
+ * - session state is shared: a `SET` on one connection is seen by all, and startup options (`pg`'s `options:
+ *   '-c statement_timeout=…'`, `search_path`) are ignored; use `SET LOCAL` inside transactions;
+ * - `statement_timeout` is not enforced, and setting `idle_in_transaction_session_timeout` (with SET) freezes the
+ *   whole process at the next statement after an idle spell inside a transaction (PGlite 0.5.14): never set it here;
+ * - no TLS, no auth, no LISTEN/NOTIFY between connections, no COPY.
  */
 export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> {
   const inMemory = opts.dataDir === 'memory';
@@ -58,7 +63,8 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
 
   const port = Number(server.getServerConn().split(':').pop());
   const url = `postgres://postgres@127.0.0.1:${port}/postgres?sslmode=disable`;
-  opts.log(`embedded PostgreSQL (PGlite ${inMemory ? 'in memory' : `in ${opts.dataDir}`}) listening on 127.0.0.1:${port}`);
+  const where = inMemory ? 'in memory' : `in ${opts.dataDir}`;
+  opts.log(`embedded PostgreSQL (PGlite ${where}) listening on 127.0.0.1:${port}`);
 
   const runningDb = db;
   const runningServer = server;
@@ -148,7 +154,8 @@ function lockDataDir(dataDir: string): () => void {
     const pid = Number.parseInt(fs.readFileSync(lockPath, 'utf8'), 10);
     if (Number.isInteger(pid) && pid > 0 && isAlive(pid)) {
       throw new Error(
-        `PGlite data directory ${dataDir} is in use by pid ${pid} (another orchard dev?); stop it, or share one database with DATABASE_URL`,
+        `PGlite data directory ${dataDir} is in use by pid ${pid} (another orchard dev?); ` +
+          'stop it, or share one database with DATABASE_URL',
       );
     }
     // Left by a process that died: take it over.

@@ -6,7 +6,7 @@ import path from 'node:path';
 /** The Temporal CLI Go module we build when no binary is installed; pinned so every machine runs the same server. */
 export const TEMPORAL_CLI_MODULE = 'github.com/temporalio/cli/cmd/temporal@v1.5.1';
 
-/** Thrown when no `temporal` binary exists and none can be built here (no Go): the caller falls back to the SDK download. */
+/** No `temporal` binary exists and none can be built here (no Go): the caller falls back to the SDK download. */
 export class TemporalCliUnavailableError extends Error {
   readonly code = 'temporal_cli_unavailable';
   constructor(message: string) {
@@ -31,7 +31,9 @@ type Log = (line: string) => void;
 
 /** Orchard's cache directory, `${XDG_CACHE_HOME:-~/.cache}/orchard`, shared by every checkout on the machine. */
 export function temporalCacheDir(env: NodeJS.ProcessEnv = process.env): string {
-  const base = env.XDG_CACHE_HOME && path.isAbsolute(env.XDG_CACHE_HOME) ? env.XDG_CACHE_HOME : path.join(os.homedir(), '.cache');
+  const xdg = env.XDG_CACHE_HOME;
+  // The XDG spec says to ignore a relative value.
+  const base = xdg && path.isAbsolute(xdg) ? xdg : path.join(os.homedir(), '.cache');
   return path.join(base, 'orchard');
 }
 
@@ -40,7 +42,7 @@ export function cachedTemporalCliPath(env: NodeJS.ProcessEnv = process.env): str
   return path.join(temporalCacheDir(env), 'bin', 'temporal');
 }
 
-/** True when `go install` failed because the checksum database could not be reached (an offline or firewalled machine). */
+/** True when `go install` failed because the checksum database was unreachable (an offline or firewalled machine). */
 export function isChecksumDbUnreachable(output: string): boolean {
   return /sum\.golang\.org|checksum database/i.test(output) && !/SECURITY ERROR|checksum mismatch/i.test(output);
 }
@@ -92,7 +94,8 @@ export async function resolveTemporalCli(log: Log, env: NodeJS.ProcessEnv = proc
   if (!go) {
     if (await isExecutableFile(cached)) return cached;
     throw new TemporalCliUnavailableError(
-      `no temporal binary on PATH, in ORCHARD_TEMPORAL_CLI or at ${cached}, and no go to build ${TEMPORAL_CLI_MODULE}; ` +
+      `no temporal binary on PATH, in ORCHARD_TEMPORAL_CLI or at ${cached}, ` +
+        `and no go to build ${TEMPORAL_CLI_MODULE}; ` +
         'install the Temporal CLI, or let the SDK download its dev server (needs network)',
     );
   }
@@ -113,15 +116,22 @@ async function buildTemporalCli(go: string, cacheDir: string, target: string, lo
   // Build into a private GOBIN and rename, so nobody ever runs a half-copied binary.
   const staging = await fs.mkdtemp(path.join(cacheDir, 'bin-staging-'));
   try {
-    log(`building the Temporal CLI (go install ${TEMPORAL_CLI_MODULE}) into ${path.dirname(target)}; the first build takes several minutes…`);
+    log(
+      `building the Temporal CLI (go install ${TEMPORAL_CLI_MODULE}) into ${path.dirname(target)}; ` +
+        'the first build takes several minutes…',
+    );
     const started = Date.now();
     let result = await runGoInstall(go, { ...env, GOBIN: staging }, log);
     if (result.code !== 0 && isChecksumDbUnreachable(result.output) && env.GOSUMDB !== 'off') {
-      log('sum.golang.org is unreachable; retrying once with GOSUMDB=off (module hashes then come only from the Go module proxy/cache)');
+      log(
+        'sum.golang.org is unreachable; retrying once with GOSUMDB=off ' +
+          '(module hashes are then trusted from the Go module proxy/cache unchecked)',
+      );
       result = await runGoInstall(go, { ...env, GOBIN: staging, GOSUMDB: 'off' }, log);
     }
     if (result.code !== 0) {
-      throw new TemporalCliBuildError(`go install ${TEMPORAL_CLI_MODULE} failed (exit ${result.code})`, tail(result.output, 30));
+      const message = `go install ${TEMPORAL_CLI_MODULE} failed (exit ${result.code})`;
+      throw new TemporalCliBuildError(message, tail(result.output, 30));
     }
     await fs.mkdir(path.dirname(target), { recursive: true });
     await fs.rename(path.join(staging, 'temporal'), target);
@@ -136,7 +146,8 @@ function runGoInstall(go: string, env: NodeJS.ProcessEnv, log: Log): Promise<{ c
     const child = spawn(go, ['install', TEMPORAL_CLI_MODULE], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
     const started = Date.now();
-    const ticker = setInterval(() => log(`still building the Temporal CLI… ${Math.round((Date.now() - started) / 1000)}s`), 20_000);
+    const seconds = () => Math.round((Date.now() - started) / 1000);
+    const ticker = setInterval(() => log(`still building the Temporal CLI… ${seconds()}s`), 20_000);
     const onChunk = (chunk: Buffer) => {
       const text = chunk.toString();
       output = (output + text).slice(-64 * 1024);
@@ -215,7 +226,9 @@ async function acquireBuildLock(lockPath: string, log: Log): Promise<() => Promi
     }
     const waited = Date.now() - started;
     if (waited > LOCK_WAIT_LIMIT_MS) {
-      throw new TemporalCliUnavailableError(`gave up waiting ${Math.round(waited / 60_000)} min for the build lock ${lockPath} (pid ${holder})`);
+      throw new TemporalCliUnavailableError(
+        `gave up waiting ${Math.round(waited / 60_000)} min for the build lock ${lockPath} (pid ${holder})`,
+      );
     }
     if (lastReport === undefined || Date.now() - lastReport >= 20_000) {
       log(`another process (pid ${holder}) is building the Temporal CLI; waiting… ${Math.round(waited / 1000)}s`);

@@ -81,7 +81,7 @@ for (const [name, text, problem] of [
   [
     'more Text attributes than the SQLite store has slots',
     'searchAttributes:\n  A: Text\n  B: Text\n  C: Text\n  D: Text\n',
-    /only 3 Text slots/,
+    /4 Text attributes, but .* only 3/,
   ],
   ['an invalid log level', 'logLevel: loud\n', /logLevel/],
 ] as const) {

@@ -2,10 +2,17 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import test from 'ava';
-import { type Stack, readStackFile, redactUrl, removeStackFile, stackFilePath, writeStackFile } from '../../worker/stack';
+import {
+  type Stack,
+  readStackFile,
+  redactUrl,
+  removeStackFile,
+  stackFilePath,
+  writeStackFile,
+} from '../../worker/stack';
 
 test('printed database URLs never carry the password', (t) => {
-  t.is(redactUrl('postgres://orchard:s3cret@db.internal:5432/orchard'), 'postgres://orchard:***@db.internal:5432/orchard');
+  t.is(redactUrl('postgres://orchard:s3cret@db.internal/orchard'), 'postgres://orchard:***@db.internal/orchard');
   t.is(redactUrl('postgres://postgres@127.0.0.1:5432/test'), 'postgres://postgres@127.0.0.1:5432/test');
   t.is(redactUrl('postgres://db/x?user=a&password=hunter2'), 'postgres://db/x?user=a&password=***');
   t.is(redactUrl("host=db user=a password='p w' dbname=x"), 'host=db user=a password=*** dbname=x');

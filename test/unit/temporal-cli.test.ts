@@ -36,7 +36,9 @@ function fakeGo(bin: string, opts: { sumdbOffline?: boolean } = {}) {
       'PATH="$PATH:/usr/bin:/bin"',
       'echo run >> "$(dirname "$0")/go-runs"',
       opts.sumdbOffline
-        ? 'if [ "$GOSUMDB" != off ]; then echo "verifying github.com/temporalio/cli@v1.5.1: Get \\"https://sum.golang.org/lookup/x\\": dial tcp: lookup sum.golang.org: no such host" >&2; exit 1; fi'
+        ? 'if [ "$GOSUMDB" != off ]; then ' +
+          'echo "verifying github.com/temporalio/cli@v1.5.1: dial tcp: lookup sum.golang.org: no such host" >&2; ' +
+          'exit 1; fi'
         : '',
       'echo "go: downloading go.temporal.io/server v1.29.1" >&2',
       'sleep 0.3',
@@ -44,7 +46,8 @@ function fakeGo(bin: string, opts: { sumdbOffline?: boolean } = {}) {
       'chmod +x "$GOBIN/temporal"',
     ].join('\n'),
   );
-  return () => (fs.existsSync(path.join(bin, 'go-runs')) ? fs.readFileSync(path.join(bin, 'go-runs'), 'utf8').split('\n').filter(Boolean).length : 0);
+  const runs = path.join(bin, 'go-runs');
+  return () => (fs.existsSync(runs) ? fs.readFileSync(runs, 'utf8').split('\n').filter(Boolean).length : 0);
 }
 
 test('the cache follows XDG_CACHE_HOME, else ~/.cache', (t) => {
@@ -55,9 +58,13 @@ test('the cache follows XDG_CACHE_HOME, else ~/.cache', (t) => {
 });
 
 test('an unreachable checksum database is told apart from other build failures', (t) => {
-  t.true(isChecksumDbUnreachable('verifying m@v: Get "https://sum.golang.org/lookup/m@v": dial tcp: lookup sum.golang.org: no such host'));
+  t.true(
+    isChecksumDbUnreachable('verifying m@v: Get "https://sum.golang.org/lookup/m@v": dial tcp: lookup sum.golang.org: no such host'),
+  );
   t.false(isChecksumDbUnreachable('go: github.com/x@v1: reading https://proxy.golang.org/...: 404 Not Found'));
-  t.false(isChecksumDbUnreachable('verifying m@v: checksum mismatch\n\tdownloaded: h1:a\n\tsum.golang.org: h1:b\nSECURITY ERROR'));
+  t.false(
+    isChecksumDbUnreachable('verifying m@v: checksum mismatch\n\tdownloaded: h1:a\n\tsum.golang.org: h1:b\nSECURITY ERROR'),
+  );
 });
 
 test('a temporal on PATH wins', async (t) => {

@@ -12,6 +12,7 @@ test('the dev stack registers the four Orchard search attributes as Keyword', as
   const { customAttributes } = await connection.operatorService.listSearchAttributes({ namespace });
   const keyword = encodeSearchAttributeIndexedValueType('KEYWORD');
   for (const name of ['OrchardKind', 'OrchardStatus', 'OrchardParent', 'OrchardHost']) {
-    t.true(keyword !== undefined && customAttributes?.[name] === keyword, `${name} is a Keyword search attribute (got ${customAttributes?.[name]})`);
+    const actual = customAttributes?.[name];
+    t.true(keyword !== undefined && actual === keyword, `${name} is a Keyword search attribute (got ${actual})`);
   }
 });

@@ -90,7 +90,8 @@ test('a Parse from one connection is not replaced by another connection before i
   let received = Buffer.alloc(0);
   socket.on('data', (d) => (received = Buffer.concat([received, d])));
   await new Promise((resolve) => socket.once('connect', resolve));
-  const startupBody = Buffer.concat([int32(196608), cstr('user'), cstr('postgres'), cstr('database'), cstr('postgres'), cstr('')]);
+  const params = ['user', 'postgres', 'database', 'postgres', ''].map(cstr);
+  const startupBody = Buffer.concat([int32(196608), ...params]);
   socket.write(Buffer.concat([int32(startupBody.length + 4), startupBody]));
   const until = async (pred: () => boolean) => {
     for (let i = 0; i < 200 && !pred(); i++) await new Promise((resolve) => setTimeout(resolve, 10));
@@ -99,7 +100,8 @@ test('a Parse from one connection is not replaced by another connection before i
   received = Buffer.alloc(0);
 
   // A: Parse + Flush, no Sync yet.
-  socket.write(Buffer.concat([frame('P', Buffer.concat([cstr(''), cstr('SELECT $1::int AS from_a'), int16(0)])), frame('H', Buffer.alloc(0))]));
+  const parse = frame('P', Buffer.concat([cstr(''), cstr('SELECT $1::int AS from_a'), int16(0)]));
+  socket.write(Buffer.concat([parse, frame('H', Buffer.alloc(0))]));
   await until(() => received.length > 0);
   // B: an ordinary query with its own unnamed statement, which must wait for A's Sync.
   const b = pool.query('SELECT $1::text AS from_b', ['b']);

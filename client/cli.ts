@@ -46,7 +46,7 @@ program
         namespace: target.namespace,
         databaseUrl: target.databaseUrl,
         webUiUrl: target.webUiUrl,
-        embedded: { temporal: false, postgres: false },
+        embedded: { temporal: false, postgres: target.databaseEmbedded === true },
         stop: async () => undefined,
       },
     });
@@ -166,6 +166,8 @@ interface Target {
   address: string;
   namespace: string;
   databaseUrl?: string;
+  /** The database is the embedded PGlite of a running `orchard dev`. */
+  databaseEmbedded?: boolean;
   webUiUrl?: string;
 }
 
@@ -175,7 +177,15 @@ async function resolveTarget(): Promise<Target> {
   const { readStackFile, } = await import('../worker/stack');
   const { PROJECT_ROOT } = await import('../worker/runtime');
   const stack = readStackFile(PROJECT_ROOT);
-  if (stack) return { address: stack.temporalAddress, namespace: stack.namespace, databaseUrl: config.databaseUrl ?? stack.databaseUrl, webUiUrl: stack.webUiUrl };
+  if (stack) {
+    return {
+      address: stack.temporalAddress,
+      namespace: stack.namespace,
+      databaseUrl: config.databaseUrl ?? stack.databaseUrl,
+      databaseEmbedded: !config.databaseUrl && stack.databaseEmbedded === true,
+      webUiUrl: stack.webUiUrl,
+    };
+  }
   throw new OrchardError('invalid_input', 'no Temporal to talk to: set TEMPORAL_ADDRESS, or start `orchard dev` in this project');
 }
 

@@ -49,7 +49,7 @@ export async function startOrchard(
   installSdkLogger(createLogger());
   const stack = options.stack ?? (await bootStack({ projectRoot: PROJECT_ROOT, log }));
   const config = { ...workerConfigFromEnv(process.env, PROJECT_ROOT), temporalAddress: stack.temporalAddress, namespace: stack.namespace };
-  const pool = createPool(stack.databaseUrl);
+  const pool = createPool(stack.databaseUrl, { embedded: stack.embedded.postgres });
   let connection: NativeConnection | undefined;
   let clientConnection: Connection | undefined;
   try {

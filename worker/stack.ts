@@ -164,6 +164,8 @@ export interface StackFile {
   readonly webUiUrl?: string;
   /** Carries credentials when DATABASE_URL has them, hence the file's 0600 mode. */
   readonly databaseUrl: string;
+  /** The database is the dev process's embedded PGlite (pools must not send session settings to it). */
+  readonly databaseEmbedded?: boolean;
   readonly pid: number;
   readonly startedAt: string;
 }
@@ -179,6 +181,7 @@ export function writeStackFile(projectRoot: string, stack: Stack): void {
     namespace: stack.namespace,
     webUiUrl: stack.webUiUrl,
     databaseUrl: stack.databaseUrl,
+    databaseEmbedded: stack.embedded.postgres,
     pid: process.pid,
     startedAt: new Date().toISOString(),
   };

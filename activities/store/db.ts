@@ -5,32 +5,31 @@ export interface PoolOptions {
   max?: number;
   /** Per-statement bound: a stuck query fails the activity (which retries) instead of hanging it. */
   statementTimeoutMs?: number;
-  /** Search path, for tests that isolate a schema. */
+  /** Search path, for tests that isolate a schema (real servers only). */
   schema?: string;
+  /**
+   * The database is embedded PGlite behind its socket server: one backend session shared by every connection,
+   * which ignores startup parameters, shares every SET, does not enforce statement_timeout, and freezes the
+   * whole process when idle_in_transaction_session_timeout fires. No session settings are sent to it.
+   */
+  embedded?: boolean;
 }
 
 export function createPool(connectionString: string, options: PoolOptions = {}): Pool {
+  if (options.embedded && options.schema) throw new Error('a schema per pool needs a real PostgreSQL server');
   const settings = [
-    `SET statement_timeout = ${options.statementTimeoutMs ?? 30_000}`,
-    'SET idle_in_transaction_session_timeout = 60000',
+    `-c statement_timeout=${options.statementTimeoutMs ?? 30_000}`,
+    '-c idle_in_transaction_session_timeout=60000',
+    ...(options.schema ? [`-c search_path=${options.schema}`] : []),
   ];
-  if (options.schema) settings.push(`SET search_path TO ${quoteIdent(options.schema)}`);
   const pool = new Pool({
     connectionString,
     max: options.max ?? 8,
-    // Set per connection rather than as startup options: PGlite's socket server ignores startup parameters.
-    // The pool hands the client out only after this resolves.
-    onConnect: async (client) => {
-      await client.query(settings.join('; '));
-    },
+    options: options.embedded ? undefined : settings.join(' '),
   });
   // An idle client that loses its server emits 'error' on the pool; without a listener it kills the process.
   pool.on('error', () => undefined);
   return pool;
-}
-
-function quoteIdent(name: string): string {
-  return `"${name.replace(/"/g, '""')}"`;
 }
 
 /** One client per transaction; a client whose transaction broke is discarded, not returned to the pool. */

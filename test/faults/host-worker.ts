@@ -10,7 +10,7 @@ import { createOrchardWorkers } from '../../worker/worker';
 async function main(): Promise<void> {
   const [hostId, worktreeRoot] = process.argv.slice(2);
   Runtime.install({ logger: new DefaultLogger('ERROR') });
-  const pool = createPool(process.env.DATABASE_URL!, { max: 2 });
+  const pool = createPool(process.env.DATABASE_URL!, { max: 2, embedded: process.env.ORCHARD_TEST_EMBEDDED_PG === '1' });
   const connection = await NativeConnection.connect({ address: process.env.TEMPORAL_ADDRESS! });
   const workers = await createOrchardWorkers({
     connection,

@@ -22,6 +22,8 @@ export function testStackEnv() {
   return {
     temporalAddress,
     databaseUrl,
+    /** The launcher started PGlite (see createPool's `embedded`). */
+    embedded: process.env.ORCHARD_TEST_EMBEDDED_PG === '1',
     namespace: process.env.TEMPORAL_NAMESPACE ?? 'default',
     workflowBundle: process.env.ORCHARD_WORKFLOW_BUNDLE ? { codePath: process.env.ORCHARD_WORKFLOW_BUNDLE } : undefined,
   };
@@ -35,7 +37,7 @@ Runtime.install({ logger: new DefaultLogger('WARN') });
 type Teardown = { teardown(fn: () => unknown): void };
 
 export async function testPool(t: Teardown): Promise<Pool> {
-  const pool = createPool(testStackEnv().databaseUrl, { max: 4 });
+  const pool = createPool(testStackEnv().databaseUrl, { max: 4, embedded: testStackEnv().embedded });
   t.teardown(() => pool.end());
   migrated ??= migrate(pool);
   await migrated;

@@ -11,9 +11,9 @@ import { testStackEnv } from '../helpers/orchard';
  * every other test) a private in-memory PGlite.
  */
 async function freshSchema(t: import('ava').ExecutionContext) {
-  if (process.env.ORCHARD_TEST_EMBEDDED_PG) {
+  if (testStackEnv().embedded) {
     const pg = await startEmbeddedPostgres({ dataDir: 'memory', log: () => undefined });
-    const pool = createPool(pg.url, { max: 2 });
+    const pool = createPool(pg.url, { max: 2, embedded: true });
     t.teardown(async () => {
       await pool.end();
       await pg.stop();

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
 import { temporalCacheDir } from './temporal-cli';
+import { isProcessAlive } from './pid';
 
 type Log = (line: string) => void;
 
@@ -152,7 +153,7 @@ function lockDataDir(dataDir: string): () => void {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
     }
     const pid = Number.parseInt(fs.readFileSync(lockPath, 'utf8'), 10);
-    if (Number.isInteger(pid) && pid > 0 && isAlive(pid)) {
+    if (Number.isInteger(pid) && pid > 0 && isProcessAlive(pid)) {
       throw new Error(
         `PGlite data directory ${dataDir} is in use by pid ${pid} (another orchard dev?); ` +
           'stop it, or share one database with DATABASE_URL',
@@ -163,11 +164,3 @@ function lockDataDir(dataDir: string): () => void {
   }
 }
 
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}

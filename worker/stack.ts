@@ -12,6 +12,7 @@ import {
 } from './dev-server';
 import { startEmbeddedPostgres } from './pglite';
 import { TemporalCliUnavailableError } from './temporal-cli';
+import { isProcessAlive } from './pid';
 
 type Log = (line: string) => void;
 
@@ -209,7 +210,7 @@ export function readStackFile(projectRoot: string): StackFile | undefined {
     return undefined;
   }
   // A file left by a crashed `orchard dev` points at servers that died with it.
-  if (!isAlive(content.pid)) return undefined;
+  if (!isProcessAlive(content.pid)) return undefined;
   return content as StackFile;
 }
 
@@ -227,11 +228,3 @@ export function removeStackFile(projectRoot: string, opts: { onlyIfOwnedBy?: num
   fs.rmSync(file, { force: true });
 }
 
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}

@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { constants as fsConstants, promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { isProcessAlive } from './pid';
 
 /** The Temporal CLI Go module we build when no binary is installed; pinned so every machine runs the same server. */
 export const TEMPORAL_CLI_MODULE = 'github.com/temporalio/cli/cmd/temporal@v1.5.1';
@@ -171,15 +172,6 @@ function tail(text: string, lines: number): string {
   return text.trimEnd().split('\n').slice(-lines).join('\n');
 }
 
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    // EPERM: the process exists but belongs to someone else.
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 /** The pid holding the lock file, or undefined when there is no lock or its holder is dead. */
 async function lockHolder(lockPath: string): Promise<number | undefined> {
@@ -195,7 +187,7 @@ async function lockHolder(lockPath: string): Promise<number | undefined> {
     const stat = await fs.stat(lockPath).catch(() => undefined);
     return stat && Date.now() - stat.mtimeMs < 10_000 ? -1 : undefined;
   }
-  return isAlive(pid) ? pid : undefined;
+  return isProcessAlive(pid) ? pid : undefined;
 }
 
 const LOCK_WAIT_LIMIT_MS = 30 * 60_000;

@@ -1,4 +1,4 @@
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import type { Pool } from 'pg';
 import { isErrorCode, orchardFailure } from '../workflows/errors';
 import type { ModelSpec } from '../workflows/messages';
@@ -7,6 +7,8 @@ import { loadScenario } from './model/scenario';
 import { ScriptedProvider } from './model/scripted';
 import { modelStep, type ModelStepInput } from './model/step';
 import type { ModelProvider } from './model/types';
+import { aliveInGroup } from './bash/process-tree';
+import { acquireLease, openProcessGroups, releaseLease, type HolderLiveness, type Lease } from './store/leases';
 import { appendEntry } from './store/transcript';
 import { executeTool, type ExecuteToolInput } from './tools/execute';
 
@@ -23,6 +25,8 @@ export interface HostActivityDeps {
   worktreeRoot: string;
   /** Bytes of a command's stdout/stderr (and of a file read) that a tool result keeps. */
   maxOutputBytes?: number;
+  /** Whether a lease holder's workflow execution chain is still running (asked of Temporal). */
+  holderLiveness: (holder: string) => Promise<HolderLiveness>;
 }
 
 export interface RecordTaskInput {
@@ -61,21 +65,60 @@ export interface PrepareWorktreeInput {
   sessionId: string;
   repo: string;
   baseRef?: string;
+  /** The session's execution chain (`session/<id>@<firstRunId>`), which takes the worktree's lease. */
+  holder: string;
 }
+
+/** Leases are keyed by host and path: two hosts may use the same path for different worktrees. */
+export const leaseKey = (hostId: string, worktree: string): string => `${hostId}:${worktree}`;
 
 /** Activities bound to the disk that holds a worktree. They run on `orchard-host-<hostId>`. */
 export function createHostActivities(deps: HostActivityDeps) {
   const maxOutputBytes = deps.maxOutputBytes ?? 64 * 1024;
   return {
+    /**
+     * Takes the worktree's lease, then creates (or re-enters) the worktree. A live holder is never joined by a
+     * second agent (`worktree_held`); a holder that cannot be proven gone is refused (`worktree_liveness_unknown`).
+     */
     async prepareWorktree(input: PrepareWorktreeInput) {
+      const path = join(resolve(deps.worktreeRoot), input.sessionId);
+      const outcome = await acquireLease(
+        deps.pool,
+        { worktree: leaseKey(deps.hostId, path), host: deps.hostId, holder: input.holder },
+        {
+          holderLiveness: deps.holderLiveness,
+          aliveProcesses: async (worktree, generation) => {
+            const groups = await openProcessGroups(deps.pool, worktree, generation);
+            return (await Promise.all(groups.map((pgid) => aliveInGroup(pgid)))).flat();
+          },
+        },
+      );
+      if (outcome.kind === 'bound') {
+        throw orchardFailure(
+          'worktree_held',
+          `worktree ${path} is held by the live session ${outcome.holder}: no second agent on one worktree; ` +
+            `route the work to it with \`session send <that session id> <task>\``,
+          { holder: outcome.holder },
+        );
+      }
+      if (outcome.kind === 'unknown') {
+        throw orchardFailure('worktree_liveness_unknown', `worktree ${path} is held by ${outcome.holder} and ${outcome.reason}`, {
+          holder: outcome.holder,
+        });
+      }
       try {
         const prepared = await prepareWorktree({ ...input, worktreeRoot: deps.worktreeRoot });
-        return { ...prepared, host: deps.hostId };
+        return { ...prepared, host: deps.hostId, lease: outcome.lease, leaseOutcome: outcome.kind };
       } catch (err) {
+        await releaseLease(deps.pool, outcome.lease);
         const code = (err as { code?: unknown }).code;
         const message = err instanceof Error ? err.message : String(err);
         throw orchardFailure(isErrorCode(code) ? code : 'worktree_create_failed', message);
       }
+    },
+    /** Release-if-current, when the session closes: a stale holder's release changes nothing. */
+    async releaseWorktree(lease: Lease): Promise<boolean> {
+      return releaseLease(deps.pool, lease);
     },
     async executeTool(input: ExecuteToolInput) {
       return executeTool({ pool: deps.pool, hostId: deps.hostId, maxOutputBytes }, input);

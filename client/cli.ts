@@ -72,7 +72,7 @@ session
   .action(async (o) => {
     await withClient(async (client) => {
       const sessionId: string = o.id ?? `${slug(o.title)}-${Date.now().toString(36)}`;
-      const view = await client.createSession({
+      const result = await client.createSession({
         sessionId,
         title: o.title,
         repo: resolve(o.repo),
@@ -83,7 +83,7 @@ session
         model: o.scenario ? { provider: 'scripted', scenario: resolve(o.scenario) } : undefined,
         limits: o.maxSteps ? { maxStepsPerTurn: o.maxSteps } : undefined,
       });
-      print(o.json, view, () => `created session ${sessionId} (${view.status}); send to it with: orchard session send ${sessionId} "<task>"`);
+      print(o.json, result, () => `${result.message} (${result.session.status}); send to it with: orchard session send ${sessionId} "<task>"`);
     });
   });
 

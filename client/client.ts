@@ -8,7 +8,7 @@ import {
   WorkflowUpdateFailedError,
   type WorkflowHandle,
 } from '@temporalio/client';
-import { ApplicationFailure, TypedSearchAttributes, WorkflowIdReusePolicy } from '@temporalio/common';
+import { ApplicationFailure, TypedSearchAttributes, WorkflowIdConflictPolicy, WorkflowIdReusePolicy } from '@temporalio/common';
 import { isErrorCode, type ErrorCode } from '../workflows/errors';
 import {
   SESSION_WORKFLOW_TYPE,
@@ -62,6 +62,17 @@ export interface SessionSummary {
 
 export type CreateSessionRequest = Omit<CreateSessionInput, 'host'> & { host?: string };
 
+export interface CreateSessionResult {
+  /**
+   * created: a new session (or a new run of a closed one, which re-enters its worktree once the old run is
+   * provably gone); bound: the session is already running — no second agent was started, the task (if any)
+   * was routed to it.
+   */
+  readonly outcome: 'created' | 'bound';
+  readonly session: SessionStatusView;
+  readonly message: string;
+}
+
 /** The typed client services import: every call maps Temporal errors to an OrchardError with a code. */
 export class OrchardClient {
   readonly defaultHost: string;
@@ -82,8 +93,12 @@ export class OrchardClient {
     await this.temporal.connection.close();
   }
 
-  /** Starts `session/<id>`. Fails with `session_exists` if that id was ever used. */
-  async createSession(request: CreateSessionRequest): Promise<SessionStatusView> {
+  /**
+   * Find-or-start `session/<id>`. A running session is bound, never duplicated: the task, if any, is sent to
+   * it. A closed one gets a new run on the same worktree and branch (its lease is taken over only when the old
+   * run is provably gone; otherwise the new run fails with `worktree_liveness_unknown`).
+   */
+  async createSession(request: CreateSessionRequest): Promise<CreateSessionResult> {
     const input: CreateSessionInput = { ...request, host: request.host ?? this.defaultHost };
     const problem = createSessionProblem(input);
     if (problem) throw new OrchardError(problem.code, problem.message);
@@ -99,7 +114,8 @@ export class OrchardClient {
         workflowId: sessionWorkflowId(input.sessionId),
         taskQueue: this.options.taskQueue,
         args: [args],
-        workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
+        workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE,
+        workflowIdConflictPolicy: WorkflowIdConflictPolicy.FAIL,
         typedSearchAttributes: new TypedSearchAttributes(searchAttributes),
         memo: { title: input.title, agent: input.agent ?? 'coder', host: input.host, repo: input.repo },
         staticSummary: `session ${input.sessionId}: ${input.title}`,
@@ -109,12 +125,18 @@ export class OrchardClient {
           input.parent ? `parent \`${input.parent}\`` : 'started directly (no orchestrator)',
         ].join('\n\n'),
       });
-      return await handle.query(statusQuery);
+      return { outcome: 'created', session: await handle.query(statusQuery), message: `created session ${input.sessionId}` };
     } catch (err) {
-      if (err instanceof WorkflowExecutionAlreadyStartedError) {
-        throw new OrchardError('session_exists', `session ${input.sessionId} already exists: send to it instead`);
-      }
-      throw err;
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+      // Running already: bind to the live holder instead of starting a second agent on its worktree.
+      if (input.task) await this.send(input.sessionId, { task: input.task, from: input.parent });
+      return {
+        outcome: 'bound',
+        session: await this.status(input.sessionId),
+        message:
+          `session ${input.sessionId} is already running on its worktree: bound to it, no second agent started` +
+          (input.task ? '; the task was sent to it' : ''),
+      };
     }
   }
 

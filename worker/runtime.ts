@@ -57,6 +57,8 @@ export async function startOrchard(
     log(`migrations: ${report.applied.length} applied, ${report.alreadyApplied.length} already applied`);
     const provider = await defaultProviderFromEnv();
     connection = await NativeConnection.connect({ address: stack.temporalAddress });
+    clientConnection = await Connection.connect({ address: stack.temporalAddress });
+    const temporal = new Client({ connection: clientConnection, namespace: stack.namespace });
     log(`worker: bundling workflows and polling ${config.taskQueue} + orchard-host-${config.hostId}`);
     const workers = await createOrchardWorkers({
       connection,
@@ -67,10 +69,10 @@ export async function startOrchard(
       pool,
       defaultProvider: provider,
       hostOnly: options.hostOnly,
+      client: temporal,
     });
     const workersDone = workers.run();
-    clientConnection = await Connection.connect({ address: stack.temporalAddress });
-    const client = new OrchardClient(new Client({ connection: clientConnection, namespace: stack.namespace }), {
+    const client = new OrchardClient(temporal, {
       taskQueue: config.taskQueue,
       defaultHost: config.hostId,
     });

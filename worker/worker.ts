@@ -1,8 +1,10 @@
 import { NativeConnection, Worker, bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import type { Client } from '@temporalio/client';
 import type { Pool } from 'pg';
 import { createHostActivities, createSharedActivities } from '../activities';
 import type { ModelProvider } from '../activities/model/types';
 import { hostTaskQueue } from '../workflows/messages';
+import { holderLivenessFrom } from './holder-liveness';
 
 export interface OrchardWorkerOptions {
   connection: NativeConnection;
@@ -12,6 +14,8 @@ export interface OrchardWorkerOptions {
   hostId: string;
   worktreeRoot: string;
   pool: Pool;
+  /** Asked whether a worktree lease's holder still runs before anyone takes the lease over. */
+  client: Client;
   defaultProvider?: ModelProvider;
   /** A prebuilt bundle (tests bundle once per run); otherwise the workflows are bundled at start. */
   workflowBundle?: { codePath: string } | WorkflowBundleWithSourceMap;
@@ -51,6 +55,7 @@ export async function createOrchardWorkers(options: OrchardWorkerOptions): Promi
       hostId: options.hostId,
       worktreeRoot: options.worktreeRoot,
       maxOutputBytes: options.maxOutputBytes,
+      holderLiveness: holderLivenessFrom(options.client),
     }),
     maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
     defaultHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,

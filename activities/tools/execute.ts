@@ -4,6 +4,7 @@ import type { Pool } from 'pg';
 import { orchardFailure } from '../../workflows/errors';
 import { TOOL_PROFILES, type ToolProfile } from '../../workflows/tools';
 import { claimDispatch, markUnknown, settleDispatch, type DispatchKey, type ToolOutput } from '../store/dispatch';
+import { endProcessGroup, leaseIsCurrent, recordProcessGroup, renewLease, type Lease } from '../store/leases';
 import { appendEntry, findAssistantMessage } from '../store/transcript';
 import { isExecutableTool, refusal, runTool } from './run-tool';
 
@@ -18,6 +19,8 @@ export interface ExecuteToolInput {
   worktree: string;
   branch: string;
   bashTimeoutSeconds: number;
+  /** The session's worktree lease: revalidated immediately before every side effect. */
+  lease: Lease;
 }
 
 export interface ExecuteToolResult {
@@ -32,6 +35,9 @@ export interface ExecutorDeps {
   hostId: string;
   maxOutputBytes: number;
 }
+
+/** How often a running command renews its lease; a failed renewal (the lease moved) stops the command. */
+const RENEW_EVERY_MS = 5000;
 
 const UNKNOWN_OUTCOME =
   'outcome unknown: an earlier attempt started this tool call and did not record a result (the worker stopped). ' +
@@ -49,12 +55,15 @@ export async function executeTool(deps: ExecutorDeps, input: ExecuteToolInput): 
     throw orchardFailure('invalid_input', `no tool call ${input.callId} in turn ${input.turn} step ${input.step}`);
   }
   const tool = call.function.name;
+  // A stale holder (the lease moved to a new generation) is refused before anything is written.
+  if (!(await leaseIsCurrent(pool, input.lease))) throw staleLease(input.lease);
   const key: DispatchKey = { sessionId: input.sessionId, turn: input.turn, step: input.step, callId: input.callId };
   const claim = await claimDispatch(pool, key, tool, deps.hostId);
 
   let output: ToolOutput;
   let outcome: ExecuteToolResult['outcome'];
   let cancelled = false;
+  let leaseLost = false;
   if (claim.kind === 'settled') {
     output = claim.output;
     outcome = 'already-settled';
@@ -65,6 +74,10 @@ export async function executeTool(deps: ExecutorDeps, input: ExecuteToolInput): 
   } else {
     const offered = TOOL_PROFILES[input.profile].some((d) => d.name === tool);
     const context = Context.current();
+    const callKey = `${input.sessionId}/${input.turn}/${input.step}/${input.callId}`;
+    // The command stops when the activity is cancelled or when the lease is found to have moved.
+    const lost = new AbortController();
+    let lastRenewal = Date.now();
     const result =
       offered && isExecutableTool(tool)
         ? await runTool(tool, call.function.arguments, {
@@ -73,11 +86,29 @@ export async function executeTool(deps: ExecutorDeps, input: ExecuteToolInput): 
             branch: input.branch,
             bashTimeoutMs: input.bashTimeoutSeconds * 1000,
             maxOutputBytes: deps.maxOutputBytes,
-            signal: context.cancellationSignal,
-            onTick: () => context.heartbeat(),
+            signal: AbortSignal.any([context.cancellationSignal, lost.signal]),
+            onTick: () => {
+              context.heartbeat();
+              if (Date.now() - lastRenewal < RENEW_EVERY_MS) return;
+              lastRenewal = Date.now();
+              void renewLease(pool, input.lease).then((current) => {
+                if (!current) {
+                  leaseLost = true;
+                  lost.abort();
+                }
+              }, () => undefined);
+            },
+            beforeSideEffect: async () => {
+              if (!(await leaseIsCurrent(pool, input.lease))) {
+                leaseLost = true;
+                throw staleLease(input.lease);
+              }
+            },
+            onSpawn: (pgid) => recordProcessGroup(pool, input.lease, deps.hostId, pgid, callKey),
+            onGroupGone: (pgid) => endProcessGroup(pool, input.lease, pgid, callKey),
           })
         : refusal('tool_unknown', `there is no tool named ${tool}; use one of the tools you were given`);
-    cancelled = result.cancelled === true;
+    cancelled = result.cancelled === true && !leaseLost;
     output = result;
     await settleDispatch(pool, key, tool, output);
     outcome = 'settled';
@@ -89,5 +120,14 @@ export async function executeTool(deps: ExecutorDeps, input: ExecuteToolInput): 
   );
   // The command was stopped and recorded; report the cancellation so the workflow sees the activity end as cancelled.
   if (cancelled) throw new CancelledFailure('tool call cancelled; its process group was stopped');
+  if (leaseLost) throw staleLease(input.lease);
   return { tool, outcome, ok: output.ok };
+}
+
+function staleLease(lease: Lease) {
+  return orchardFailure(
+    'lease_stale',
+    `the lease on ${lease.worktree} is no longer held by ${lease.holder} at generation ${lease.generation}: ` +
+      'another execution owns this worktree now, so this call changed nothing',
+  );
 }

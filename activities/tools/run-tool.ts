@@ -17,6 +17,12 @@ export interface ToolContext {
   signal: AbortSignal;
   /** Called while a command runs, so the activity heartbeats. */
   onTick: () => void;
+  /** Revalidates the lease; called immediately before each side effect, throws when the caller is stale. */
+  beforeSideEffect: () => Promise<void>;
+  /** The command's process group, recorded against the lease as soon as it exists. */
+  onSpawn?: (pgid: number) => Promise<void>;
+  /** Called once teardown verified that nothing of the group is alive. */
+  onGroupGone?: (pgid: number) => Promise<void>;
 }
 
 export interface ToolResult extends ToolOutput {
@@ -34,6 +40,9 @@ const argsSchemas = {
 } as const;
 
 export type ExecutableTool = keyof typeof argsSchemas;
+
+/** Tools whose side effects change the worktree or its branch: fenced by the lease. */
+const MUTATING: ReadonlySet<ExecutableTool> = new Set(['bash', 'write_file', 'git_commit']);
 
 export function isExecutableTool(name: string): name is ExecutableTool {
   return Object.hasOwn(argsSchemas, name);
@@ -59,10 +68,20 @@ export async function runTool(name: ExecutableTool, rawArguments: string, ctx: T
   }
   const started = performance.now();
   const done = (ok: boolean, content: string): ToolResult => ({ ok, content, durationMs: performance.now() - started });
+  // Tools that change the worktree check the fence right before they do; read-only ones need no lease.
+  if (MUTATING.has(name)) {
+    try {
+      await ctx.beforeSideEffect();
+    } catch (err) {
+      const code = (err as { type?: string }).type ?? 'lease_stale';
+      return refusal(code, err instanceof Error ? err.message : String(err));
+    }
+  }
   try {
     switch (name) {
       case 'bash': {
         const args = parsed.data as z.infer<typeof argsSchemas.bash>;
+        let pendingRecord: Promise<void> | undefined;
         const requested = args.timeout_seconds ? args.timeout_seconds * 1000 : ctx.bashTimeoutMs;
         const result = await runBash({
           command: args.command,
@@ -72,7 +91,12 @@ export async function runTool(name: ExecutableTool, rawArguments: string, ctx: T
           maxOutputBytes: ctx.maxOutputBytes,
           signal: ctx.signal,
           onTick: ctx.onTick,
+          onSpawn: (pgid) => {
+            pendingRecord = ctx.onSpawn?.(pgid).catch(() => undefined);
+          },
         });
+        await pendingRecord;
+        if (result.pgid !== null && result.remaining.length === 0) await ctx.onGroupGone?.(result.pgid);
         const status = result.cancelled
           ? 'cancelled (the process group was stopped)'
           : result.timedOut

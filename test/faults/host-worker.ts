@@ -3,6 +3,7 @@
  *   tsx test/faults/host-worker.ts <hostId> <worktreeRoot>
  * Prints `ready` once it polls.
  */
+import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import { createPool } from '../../activities/store/db';
 import { createOrchardWorkers } from '../../worker/worker';
@@ -19,6 +20,7 @@ async function main(): Promise<void> {
     hostId,
     worktreeRoot,
     pool,
+    client: new Client({ connection: await Connection.connect({ address: process.env.TEMPORAL_ADDRESS! }) }),
     hostOnly: true,
   });
   const done = workers.run();

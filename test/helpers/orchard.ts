@@ -90,6 +90,7 @@ export async function startOrchard(
       hostId: id,
       worktreeRoot: join(worktreeRoot, id),
       pool,
+      client: temporal,
       defaultProvider: hostOptions.defaultProvider ?? options.defaultProvider,
       workflowBundle: env.workflowBundle,
       hostOnly: hostOptions.hostOnly,

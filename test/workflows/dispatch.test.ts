@@ -13,10 +13,19 @@ import { makeRepo, testPool, uniqueId } from '../helpers/orchard';
 async function setup(t: import('ava').ExecutionContext) {
   const pool = await testPool(t);
   const repo = makeRepo();
-  const host = createHostActivities({ pool, hostId: 'dispatch-test', worktreeRoot: join(repo, '..', `${repo.split('/').pop()}-wt`) });
+  const host = createHostActivities({
+    pool,
+    hostId: 'dispatch-test',
+    worktreeRoot: join(repo, '..', `${repo.split('/').pop()}-wt`),
+    holderLiveness: async () => 'running',
+  });
   const sessionId = uniqueId('dispatch');
   const env = new MockActivityEnvironment();
-  const prepared: Awaited<ReturnType<typeof host.prepareWorktree>> = await env.run(host.prepareWorktree, { sessionId, repo });
+  const prepared: Awaited<ReturnType<typeof host.prepareWorktree>> = await env.run(host.prepareWorktree, {
+    sessionId,
+    repo,
+    holder: `session/${sessionId}@run-1`,
+  });
   const counter = join(prepared.worktree, 'counter.txt');
   const callOnce = async (step: number) => {
     await appendEntry(pool, { sessionId, turn: 1, step, ordinal: 0 }, {
@@ -35,10 +44,11 @@ async function setup(t: import('ava').ExecutionContext) {
         worktree: prepared.worktree,
         branch: prepared.branch,
         bashTimeoutSeconds: 30,
+        lease: prepared.lease,
       });
   };
   const runs = () => readFileSync(counter, 'utf8').split('\n').filter(Boolean).length;
-  return { pool, sessionId, callOnce, runs, counter };
+  return { pool, sessionId, callOnce, runs, counter, prepared };
 }
 
 test('a retried tool call that finds its recorded result returns it and does not run the tool again', async (t) => {
@@ -70,4 +80,20 @@ test('a retried tool call that finds only the claim reports unknown and does not
   t.is(rows[0].state, 'unknown');
   t.regex(rows[0].content, /outcome unknown/);
   t.false(existsSync(counter), 'the command never ran');
+});
+
+test('a stale attempt after the lease moved to a new generation is refused and changes nothing', async (t) => {
+  const { callOnce, pool, sessionId, counter, prepared } = await setup(t);
+  const attempt = await callOnce(3);
+  // Another execution took the worktree over (what a handoff or a re-created session does).
+  await pool.query(`UPDATE worktree_leases SET holder = 'session/other@run-2', generation = generation + 1 WHERE worktree = $1`, [
+    prepared.lease.worktree,
+  ]);
+  const err = await t.throwsAsync(attempt(1));
+  t.is((err as { type?: string }).type, 'lease_stale');
+  t.false(existsSync(counter), 'the command never ran');
+  const claims = await pool.query(`SELECT count(*)::int AS n FROM tool_dispatches WHERE session_id = $1`, [sessionId]);
+  t.is(claims.rows[0].n, 0, 'nothing was written, not even the claim');
+  const tools = await pool.query(`SELECT count(*)::int AS n FROM transcript_entries WHERE session_id = $1 AND role = 'tool'`, [sessionId]);
+  t.is(tools.rows[0].n, 0);
 });

@@ -96,13 +96,28 @@ test('a cancelled session refuses sends with session_closed', async (t) => {
   t.is((again as OrchardError).code, 'session_closed');
 });
 
-test('creating a session id twice is refused with session_exists', async (t) => {
+test('creating a running session again binds to it: no second agent, the task is routed to it', async (t) => {
   const orchard = shared();
   const sessionId = uniqueId('twice');
-  const input = { sessionId, title: 'once', repo: makeRepo(), model: { provider: 'scripted' as const, scenario: DEMO } };
-  await orchard.client.createSession(input);
-  const err = await t.throwsAsync(orchard.client.createSession(input), { instanceOf: OrchardError });
-  t.is((err as OrchardError).code, 'session_exists');
+  const scenario = writeScenario({
+    name: 'two-tasks',
+    turns: [1, 2].map((n) => ({ steps: [{ content: `done ${n}` }] })),
+  });
+  const input = { sessionId, title: 'once', repo: makeRepo(), model: { provider: 'scripted' as const, scenario } };
+  // Two concurrent starts of one session: exactly one workflow (and so one lease holder); the other binds.
+  const [a, b] = await Promise.all([orchard.client.createSession(input), orchard.client.createSession(input)]);
+  t.deepEqual([a.outcome, b.outcome].sort(), ['bound', 'created']);
+  const again = await orchard.client.createSession({ ...input, task: 'routed, not created' });
+  t.is(again.outcome, 'bound');
+  t.regex(again.message, /no second agent/);
+  const view = await orchard.client.waitUntilSettled(sessionId, { afterTurn: 1 });
+  t.is(view.turnsCompleted, 1);
+  // One execution chain: the current run is the first run of the id.
+  const description = await orchard.temporal.workflow.getHandle(sessionWorkflowId(sessionId)).describe();
+  t.is(description.raw.workflowExecutionInfo?.firstRunId, description.runId);
+  const { rows } = await orchard.pool.query(`SELECT holder, generation FROM worktree_leases WHERE worktree LIKE $1`, [`%/${sessionId}`]);
+  t.is(rows.length, 1);
+  t.is(Number(rows[0].generation), 1);
 });
 
 test('a repeated requestId is acknowledged once and queued once; a signal send queues a task', async (t) => {

@@ -30,3 +30,17 @@ export function sessionIdProblem(id: unknown): string | undefined {
 export function sessionBranch(sessionId: string): string {
   return `${SESSION_BRANCH_PREFIX}${sessionId}`;
 }
+
+/**
+ * The holder of a session's worktree lease: its execution chain, `<workflowId>@<firstRunId>`. Continue-as-new
+ * keeps the chain (and so the lease); a new session started on the same worktree is a different holder.
+ */
+export function leaseHolder(workflowId: string, firstRunId: string): string {
+  return `${workflowId}@${firstRunId}`;
+}
+
+export function parseLeaseHolder(holder: string): { workflowId: string; firstRunId: string } | undefined {
+  const at = holder.lastIndexOf('@');
+  if (at <= 0 || at === holder.length - 1) return undefined;
+  return { workflowId: holder.slice(0, at), firstRunId: holder.slice(at + 1) };
+}

@@ -2,6 +2,7 @@
  * The pure state of one child session: its queue, dedupe window, status and turn refs. The workflow
  * wires handlers to it; everything here is plain data so it survives continue-as-new as JSON.
  */
+import type { Lease } from '../../activities/store/leases';
 import {
   DEFAULT_LIMITS,
   type CreateSessionInput,
@@ -20,6 +21,13 @@ export interface QueuedTask {
   readonly from?: string;
 }
 
+/** The session's worktree and the lease that fences every write to it (carried across continue-as-new). */
+export interface SessionWorktree {
+  readonly path: string;
+  readonly branch: string;
+  readonly lease: Lease;
+}
+
 /** Carried across continue-as-new: JSON-safe (arrays and plain objects, never a Map). */
 export interface CarriedSessionState {
   readonly status: SessionStatus;
@@ -30,7 +38,7 @@ export interface CarriedSessionState {
   /** [requestId, taskId] pairs, newest last: built-in update dedupe does not cross runs, this does. */
   readonly seenRequests: readonly (readonly [string, string])[];
   readonly turns: readonly TurnRef[];
-  readonly worktree?: { readonly path: string; readonly branch: string };
+  readonly worktree?: SessionWorktree;
   readonly error?: { readonly code: string; readonly message: string };
 }
 
@@ -53,7 +61,7 @@ export class SessionState {
   readonly runIndex: number;
   seenRequests: [string, string][];
   turns: TurnRef[];
-  worktree?: { path: string; branch: string };
+  worktree?: SessionWorktree;
   error?: { code: string; message: string };
   current?: { taskId: string; turn: number; excerpt: string };
   cancelRequested?: { reason: string };
@@ -68,7 +76,7 @@ export class SessionState {
     this.runIndex = carried ? carried.runIndex + 1 : 0;
     this.seenRequests = (carried?.seenRequests ?? []).map(([r, t]) => [r, t]);
     this.turns = [...(carried?.turns ?? [])];
-    this.worktree = carried?.worktree ? { ...carried.worktree } : undefined;
+    this.worktree = carried?.worktree;
     this.error = carried?.error;
     if (!carried && create.task) this.enqueue({ task: create.task, from: create.parent });
   }

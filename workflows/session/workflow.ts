@@ -17,7 +17,7 @@ import {
 } from '@temporalio/workflow';
 import { TimeoutType, type SearchAttributeUpdatePair } from '@temporalio/common';
 import type { HostActivities, SharedActivities } from '../../activities';
-import { orchardFailure } from '../errors';
+import { isErrorCode, orchardFailure } from '../errors';
 import {
   cancelUpdate,
   hostTaskQueue,
@@ -30,6 +30,7 @@ import {
   type TurnRef,
 } from '../messages';
 import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_PARENT, ORCHARD_STATUS } from '../search-attributes';
+import { leaseHolder } from './ids';
 import { SessionState, excerpt, type QueuedTask, type SessionWorkflowInput } from './state';
 
 /**
@@ -162,6 +163,7 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
               worktree: worktree.path,
               branch: worktree.branch,
               bashTimeoutSeconds: limits.bashTimeoutSeconds,
+              lease: worktree.lease,
             });
             toolCalls += 1;
           }
@@ -183,19 +185,21 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
   try {
     if (!state.worktree) {
       try {
+        const info = workflowInfo();
         const prepared = await worktreeActs.prepareWorktree({
           sessionId: create.sessionId,
           repo: create.repo,
           baseRef: create.baseRef,
+          holder: leaseHolder(info.workflowId, info.firstExecutionRunId),
         });
-        state.worktree = { path: prepared.worktree, branch: prepared.branch };
+        state.worktree = { path: prepared.worktree, branch: prepared.branch, lease: prepared.lease };
       } catch (err) {
         if (isCancellation(err) || !(err instanceof ActivityFailure)) throw err;
         const error = failureOf(err);
         state.failSetup(error);
         publish();
         await condition(allHandlersFinished);
-        throw orchardFailure(error.code === 'host_unavailable' ? 'host_unavailable' : 'worktree_create_failed', error.message);
+        throw orchardFailure(isErrorCode(error.code) ? error.code : 'worktree_create_failed', error.message);
       }
     }
     for (;;) {
@@ -215,17 +219,30 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
         await continueAsNew<typeof childSession>({ create, carried: state.carry() });
       }
     }
+    await releaseWorktree();
     state.markCancelled(state.cancelRequested!.reason);
     publish();
     await condition(allHandlersFinished);
     return state.view();
   } catch (err) {
     if (isCancellation(err)) {
-      // Cancelled through Temporal (Web UI, `temporal workflow cancel`): record it, then end as cancelled.
+      // Cancelled through Temporal (Web UI, `temporal workflow cancel`): release, record it, end as cancelled.
+      await CancellationScope.nonCancellable(releaseWorktree);
       state.markCancelled('cancelled through Temporal');
       publish();
     }
     throw err;
+  }
+
+  /** The session is closing: its tool activities have ended, so the lease goes back (if still ours). */
+  async function releaseWorktree(): Promise<void> {
+    if (!state.worktree) return;
+    try {
+      await worktreeActs.releaseWorktree(state.worktree.lease);
+    } catch (err) {
+      // An unreleased lease is taken over later once its holder is provably closed; closing must not fail on it.
+      log.warn('worktree lease not released', { error: String(err) });
+    }
   }
 }
 

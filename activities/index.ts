@@ -2,6 +2,7 @@ import { join, resolve } from 'node:path';
 import type { Pool } from 'pg';
 import { isErrorCode, orchardFailure } from '../workflows/errors';
 import type { ModelSpec } from '../workflows/messages';
+import { installRefBackstop, markWorktreeIsolated } from './git/backstop';
 import { prepareWorktree } from './git/worktree';
 import { loadScenario } from './model/scenario';
 import { ScriptedProvider } from './model/scripted';
@@ -67,6 +68,8 @@ export interface PrepareWorktreeInput {
   baseRef?: string;
   /** The session's execution chain (`session/<id>@<firstRunId>`), which takes the worktree's lease. */
   holder: string;
+  /** An isolated child may only move its own branch: the worktree is marked for the ref backstop hook. */
+  isolated?: boolean;
 }
 
 /** Leases are keyed by host and path: two hosts may use the same path for different worktrees. */
@@ -108,6 +111,11 @@ export function createHostActivities(deps: HostActivityDeps) {
       }
       try {
         const prepared = await prepareWorktree({ ...input, worktreeRoot: deps.worktreeRoot });
+        if (input.isolated) {
+          // The git-level backstop behind the bash guard: scripts the guard cannot see still cannot move other refs.
+          await installRefBackstop(input.repo);
+          await markWorktreeIsolated(prepared.worktree, prepared.branch);
+        }
         return { ...prepared, host: deps.hostId, lease: outcome.lease, leaseOutcome: outcome.kind };
       } catch (err) {
         await releaseLease(deps.pool, outcome.lease);

@@ -21,6 +21,8 @@ export interface ExecuteToolInput {
   bashTimeoutSeconds: number;
   /** The session's worktree lease: revalidated immediately before every side effect. */
   lease: Lease;
+  /** A child created by an orchestrator: its bash may only touch its own branch (guard + backstop). */
+  isolated?: boolean;
 }
 
 export interface ExecuteToolResult {
@@ -84,6 +86,7 @@ export async function executeTool(deps: ExecutorDeps, input: ExecuteToolInput): 
             sessionId: input.sessionId,
             worktree: input.worktree,
             branch: input.branch,
+            isolated: input.isolated === true,
             bashTimeoutMs: input.bashTimeoutSeconds * 1000,
             maxOutputBytes: deps.maxOutputBytes,
             signal: AbortSignal.any([context.cancellationSignal, lost.signal]),

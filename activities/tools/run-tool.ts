@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import { buildCommandEnv } from '../bash/env';
+import { noticeForBash } from '../bash/conflict-notice';
 import { runBash } from '../bash/runner';
+import { ISOLATED_BRANCH_ENV } from '../git/backstop';
 import { gitCommit, gitDiff, gitStatus } from '../git/repo-tools';
 import { readFileInWorktree, writeFileInWorktree } from '../workspace/files';
 import type { ToolOutput } from '../store/dispatch';
@@ -9,6 +11,8 @@ export interface ToolContext {
   sessionId: string;
   worktree: string;
   branch: string;
+  /** Isolated children get the guard before and the ref backstop's branch in their environment. */
+  isolated: boolean;
   /** Upper bound for one bash command. */
   bashTimeoutMs: number;
   /** Bytes kept per stream / per file shown to the model. */
@@ -86,7 +90,13 @@ export async function runTool(name: ExecutableTool, rawArguments: string, ctx: T
         const result = await runBash({
           command: args.command,
           cwd: ctx.worktree,
-          env: buildCommandEnv({ worktree: ctx.worktree, sessionId: ctx.sessionId, branch: ctx.branch }),
+          env: buildCommandEnv({
+            worktree: ctx.worktree,
+            sessionId: ctx.sessionId,
+            branch: ctx.branch,
+            // Holds scripts that leave the worktree (`cd ../main && git …`) to the child's branch in the backstop hook.
+            extra: ctx.isolated ? { [ISOLATED_BRANCH_ENV]: ctx.branch } : undefined,
+          }),
           timeoutMs: Math.min(requested, ctx.bashTimeoutMs),
           maxOutputBytes: ctx.maxOutputBytes,
           signal: ctx.signal,
@@ -104,7 +114,11 @@ export async function runTool(name: ExecutableTool, rawArguments: string, ctx: T
             : result.exitCode !== null
               ? `exit code ${result.exitCode}`
               : `killed by ${result.signal}`;
-        const content = [status, '--- stdout ---', result.stdout, '--- stderr ---', result.stderr].join('\n');
+        // Annotates, never blocks: a conflicted index after the call, or a -X ours/theirs intent in the command.
+        const notice = await noticeForBash({ worktree: ctx.worktree, branch: ctx.branch, command: args.command, result });
+        const content = [notice.before, status, '--- stdout ---', result.stdout, '--- stderr ---', result.stderr, notice.after]
+          .filter((part) => part !== undefined)
+          .join('\n');
         return {
           ok: result.exitCode === 0 && !result.timedOut && !result.cancelled,
           content,

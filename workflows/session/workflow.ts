@@ -164,6 +164,7 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
               branch: worktree.branch,
               bashTimeoutSeconds: limits.bashTimeoutSeconds,
               lease: worktree.lease,
+              isolated: create.isolated === true,
             });
             toolCalls += 1;
           }
@@ -191,6 +192,7 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
           repo: create.repo,
           baseRef: create.baseRef,
           holder: leaseHolder(info.workflowId, info.firstExecutionRunId),
+          isolated: create.isolated === true,
         });
         state.worktree = { path: prepared.worktree, branch: prepared.branch, lease: prepared.lease };
       } catch (err) {

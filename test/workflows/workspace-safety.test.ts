@@ -1,0 +1,84 @@
+import test from 'ava';
+import { git, makeRepo, sharedOrchard, uniqueId, writeScenario } from '../helpers/orchard';
+
+const shared = sharedOrchard(test);
+
+async function toolResults(sessionId: string): Promise<string[]> {
+  const { rows } = await shared().pool.query(
+    `SELECT content FROM transcript_entries WHERE session_id = $1 AND role = 'tool' ORDER BY turn, step, ordinal`,
+    [sessionId],
+  );
+  return rows.map((r) => r.content);
+}
+
+test('a bash call that leaves a conflicted merge gets the ownership rule and the exact abort command appended', async (t) => {
+  const orchard = shared();
+  const repo = makeRepo({ 'notes.txt': 'base\n' });
+  const sessionId = uniqueId('conflict');
+  git(repo, 'checkout', '-q', '-b', 'theirs');
+  git(repo, '-c', 'user.name=x', '-c', 'user.email=x@y', 'commit', '-q', '-am', 'x', '--allow-empty');
+  const scenario = writeScenario({
+    name: 'conflict',
+    turns: [
+      {
+        steps: [
+          {
+            tool_calls: [
+              {
+                name: 'bash',
+                arguments: {
+                  command:
+                    "git switch -q -c side && echo side > notes.txt && git commit -qam side && git switch -q - && " +
+                    'echo mine > notes.txt && git commit -qam mine && git merge side',
+                },
+              },
+            ],
+          },
+          { tool_calls: [{ name: 'bash', arguments: { command: 'git merge --abort && git status --short' } }] },
+          { content: 'done' },
+        ],
+      },
+    ],
+  });
+  git(repo, 'checkout', '-q', 'main');
+  await orchard.client.createSession({ sessionId, title: 'conflict', repo, model: { provider: 'scripted', scenario }, task: 'merge' });
+  const view = await orchard.client.waitUntilSettled(sessionId, { afterTurn: 1 });
+  t.is(view.lastTurn?.outcome, 'finished');
+  const [conflicted, aborted] = await toolResults(sessionId);
+  t.regex(conflicted, /git merge --abort/);
+  t.regex(conflicted, /session send <owner-session-id>/);
+  t.regex(conflicted, /notes\.txt/);
+  t.notRegex(aborted, /git merge --abort/, 'after the abort there is nothing to annotate');
+});
+
+test('an isolated child running a script that moves another branch: the backstop hook keeps the ref in place', async (t) => {
+  const orchard = shared();
+  const repo = makeRepo();
+  git(repo, 'branch', 'other');
+  const otherBefore = git(repo, 'rev-parse', 'other');
+  const mainBefore = git(repo, 'rev-parse', 'main');
+  const sessionId = uniqueId('isolated');
+  const scenario = writeScenario({
+    name: 'script',
+    turns: [
+      {
+        steps: [
+          {
+            tool_calls: [
+              { name: 'write_file', arguments: { path: 'build.sh', content: 'echo x > f.txt\ngit add f.txt\ngit commit -qm f\ngit branch -f other HEAD\ngit update-ref refs/heads/main HEAD\n' } },
+              { name: 'bash', arguments: { command: 'bash build.sh; echo exit=$?' } },
+            ],
+          },
+          { content: 'done' },
+        ],
+      },
+    ],
+  });
+  await orchard.client.createSession({ sessionId, title: 'isolated', repo, isolated: true, model: { provider: 'scripted', scenario }, task: 'build' });
+  const view = await orchard.client.waitUntilSettled(sessionId, { afterTurn: 1 });
+  t.is(view.lastTurn?.outcome, 'finished');
+  t.is(git(repo, 'rev-parse', 'other'), otherBefore);
+  t.is(git(repo, 'rev-parse', 'main'), mainBefore);
+  // Its own branch did move: the commit in the script landed on orchard/<id>.
+  t.is(git(repo, 'log', '-1', '--format=%s', `orchard/${sessionId}`), 'f');
+});

@@ -9,6 +9,7 @@ import {
   continueAsNew,
   isCancellation,
   log,
+  patched,
   proxyActivities,
   setCurrentDetails,
   setHandler,
@@ -238,7 +239,8 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
 
   /** The session is closing: its tool activities have ended, so the lease goes back (if still ours). */
   async function releaseWorktree(): Promise<void> {
-    if (!state.worktree) return;
+    // Sessions that started before leases existed close without this activity (their histories replay as kept).
+    if (!state.worktree || !patched('release-worktree-lease')) return;
     try {
       await worktreeActs.releaseWorktree(state.worktree.lease);
     } catch (err) {

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { buildCommandEnv } from '../bash/env';
 import { noticeForBash } from '../bash/conflict-notice';
+import { formatRefusal, guardCommand } from '../bash/guard';
 import { runBash } from '../bash/runner';
 import { ISOLATED_BRANCH_ENV } from '../git/backstop';
 import { gitCommit, gitDiff, gitStatus } from '../git/repo-tools';
@@ -72,6 +73,12 @@ export async function runTool(name: ExecutableTool, rawArguments: string, ctx: T
   }
   const started = performance.now();
   const done = (ok: boolean, content: string): ToolResult => ({ ok, content, durationMs: performance.now() - started });
+  // An isolated child's command is refused before anything runs when it would reach beyond its own branch.
+  if (name === 'bash' && ctx.isolated) {
+    const { command } = parsed.data as z.infer<typeof argsSchemas.bash>;
+    const decision = await guardCommand(command, { branch: ctx.branch, worktree: ctx.worktree, isolated: true });
+    if (!decision.allowed) return { ok: false, content: formatRefusal(decision), durationMs: performance.now() - started };
+  }
   // Tools that change the worktree check the fence right before they do; read-only ones need no lease.
   if (MUTATING.has(name)) {
     try {

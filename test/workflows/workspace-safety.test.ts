@@ -82,3 +82,41 @@ test('an isolated child running a script that moves another branch: the backstop
   // Its own branch did move: the commit in the script landed on orchard/<id>.
   t.is(git(repo, 'log', '-1', '--format=%s', `orchard/${sessionId}`), 'f');
 });
+
+test('an isolated child\'s bash is refused by the guard with a typed reason and nothing runs; plain text mentioning git is not', async (t) => {
+  const orchard = shared();
+  const repo = makeRepo();
+  git(repo, 'branch', 'other');
+  const otherBefore = git(repo, 'rev-parse', 'other');
+  const sessionId = uniqueId('guarded');
+  const scenario = writeScenario({
+    name: 'guarded',
+    turns: [
+      {
+        steps: [
+          {
+            tool_calls: [
+              { name: 'bash', arguments: { command: 'touch ran.txt && git branch -f other HEAD' } },
+              { name: 'bash', arguments: { command: 'sh -c "git merge other"' } },
+              { name: 'bash', arguments: { command: 'echo "git merge other" > said.txt && git status --short' } },
+            ],
+          },
+          { content: 'done' },
+        ],
+      },
+    ],
+  });
+  await orchard.client.createSession({ sessionId, title: 'guarded', repo, isolated: true, model: { provider: 'scripted', scenario }, task: 'try' });
+  const view = await orchard.client.waitUntilSettled(sessionId, { afterTurn: 1 });
+  t.is(view.lastTurn?.outcome, 'finished');
+  const [branchForce, merge, echo] = await toolResults(sessionId);
+  t.regex(branchForce, /Refused by the workspace guard \(\w+\)/);
+  t.regex(merge, /Refused by the workspace guard \(integration_policy\)/);
+  t.regex(echo, /exit code 0/);
+  t.is(git(repo, 'rev-parse', 'other'), otherBefore);
+  const { existsSync } = await import('node:fs');
+  t.false(existsSync(`${view.worktree}/ran.txt`), 'a refused command runs no part of itself');
+  t.true(existsSync(`${view.worktree}/said.txt`));
+  const { rows } = await orchard.pool.query(`SELECT count(*)::int AS n FROM lease_process_groups WHERE call_key LIKE $1`, [`${sessionId}/%`]);
+  t.is(rows[0].n, 1, 'only the allowed command spawned a process group');
+});

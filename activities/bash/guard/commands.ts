@@ -1,0 +1,533 @@
+import { posix } from 'node:path';
+import { checkAssignment, splitAssignmentWord } from './env';
+import { decideGit } from './git-argv';
+import type { GuardScope, Invocation, ScriptAnalyzer, ShellState } from './invocation';
+import {
+  EDITORS,
+  OTHER_SHELLS,
+  POSIX_SHELLS,
+  decideAwk,
+  decideEditor,
+  decideInterpreter,
+  decideSed,
+  interpreterGrammarFor,
+  planShell,
+  zshBlindSpot,
+} from './launchers';
+import { checkWriteTarget, resolvePath, type Cwd } from './paths';
+import { refusal, type GuardReason, type Refusal } from './reasons';
+import { exactValue, literalWord, type Word } from './words';
+import { WRAPPERS, unwrap } from './wrappers';
+
+/**
+ * One program invocation, decided: wrappers are peeled, git goes to the git model, shells and interpreters to
+ * the launchers, builtins that change the shell (cd, eval, trap, alias …) are handled here, and every other
+ * program is checked for file writes outside the worktree and for arguments that look like a launched git.
+ */
+
+const MAX_HOPS = 16;
+
+export function decideInvocation(inv: Invocation, scope: GuardScope, state: ShellState, analyzer: ScriptAnalyzer, hops = 0): Refusal | undefined {
+  const deny = (reason: GuardReason, why: string, instead?: string) => refusal(reason, inv.text, why, instead);
+  if (hops > MAX_HOPS) return deny('unresolved_launcher', 'too many nested wrappers to follow');
+  for (const a of inv.assignments) {
+    const bad = checkAssignment(a.name, a.value, 'prefix', inv.cwd, scope.worktree, inv.text);
+    if (bad) return bad;
+  }
+  const [first, ...args] = inv.argv;
+  if (!first) return undefined;
+  const name = exactValue(first);
+  if (name === undefined) {
+    return deny('dynamic_command', `the command name \`${first.text}\` is computed at run time (${first.dynamic ?? 'glob'})`);
+  }
+  if (name === '') return undefined;
+  const hasSlash = name.includes('/');
+  const base = hasSlash ? posix.basename(name) : name;
+
+  if (!hasSlash) {
+    const builtin = decideBuiltin(inv, name, args, scope, state);
+    if (builtin !== 'not_builtin') return builtin;
+  }
+
+  if (Object.prototype.hasOwnProperty.call(WRAPPERS, base)) {
+    const out = unwrap(inv, base, scope);
+    if (!out || out.kind === 'nothing') return undefined;
+    if (out.kind === 'refuse') return out.refusal;
+    for (const inner of out.invocations) {
+      const bad = decideInvocation(inner, scope, state, analyzer, hops + 1);
+      if (bad) return bad;
+    }
+    if (out.shellString) {
+      return analyzer.script(out.shellString.source, { ...state, cwd: out.shellString.cwd, stack: [...state.stack] }, { origin: `\`${base} -c\``, stdin: inv.stdin });
+    }
+    return undefined;
+  }
+
+  if (base === 'git' || base === 'hub') {
+    return decideGit({ argv: args, trailingDynamic: inv.trailingDynamic, cwd: inv.cwd, text: inv.text }, scope);
+  }
+  if (base.startsWith('git-')) {
+    return decideGit({ argv: [literalWord(base.slice(4)), ...args], trailingDynamic: inv.trailingDynamic, cwd: inv.cwd, text: inv.text }, scope);
+  }
+
+  if (POSIX_SHELLS.has(base)) {
+    const plan = planShell(inv, base);
+    if (plan.kind === 'refuse') return plan.refusal;
+    if (plan.kind === 'file') return undefined; // a script file: not read by the guard (see known gaps)
+    if (plan.zsh) {
+      const spot = zshBlindSpot(plan.source);
+      if (spot) return deny('parser_blind_spot', spot);
+    }
+    return analyzer.script(plan.source, { ...state, cwd: inv.cwd, stack: [...state.stack], loopDepth: 0 }, { zsh: plan.zsh, origin: `\`${base} -c\``, stdin: inv.stdin });
+  }
+  if (OTHER_SHELLS.has(base)) {
+    if (args.length === 0) return deny('shell_from_stdin', `\`${base}\` without arguments reads commands from stdin`);
+    return deny('unresolved_launcher', `\`${base}\` is not a POSIX shell; the guard does not parse its code`);
+  }
+
+  const grammar = interpreterGrammarFor(base);
+  if (grammar) return decideInterpreter(inv, base, grammar);
+  if (['awk', 'gawk', 'mawk', 'nawk'].includes(base)) return decideAwk(inv, base);
+  if (base === 'sed' || base === 'gsed') return decideSed(inv, scope.worktree);
+  if (EDITORS.has(base)) return decideEditor(inv, base);
+  if (base === 'gh' || base === 'glab') return decideForge(inv, base, args);
+
+  const write = WRITERS[base];
+  if (write) {
+    const bad = write(inv, args, scope);
+    if (bad) return bad;
+    return undefined;
+  }
+  if (DATA_ONLY.has(base)) return undefined;
+  if (STRING_LAUNCHERS.has(base)) {
+    for (const a of args) {
+      const v = a.value ?? a.prefix;
+      if (LAUNCHED_CODE.test(v) || launchesByName(v)) {
+        return deny('unresolved_launcher', `\`${base}\` runs \`${a.text}\` as a command, which the guard does not follow`);
+      }
+    }
+    return undefined;
+  }
+  for (const a of args) {
+    const v = exactValue(a);
+    if (v !== undefined && launchesByName(v)) {
+      return deny('unresolved_launcher', `\`${base}\` is given \`${v}\` as an argument; it may run it, and the guard does not model \`${base}\``);
+    }
+  }
+  return undefined;
+}
+
+/** Names that, as an argument of an unknown program, suggest it launches them. */
+function launchesByName(v: string): boolean {
+  const b = posix.basename(v);
+  return (
+    b === 'git' || b.startsWith('git-') || b === 'hub' || POSIX_SHELLS.has(b) || OTHER_SHELLS.has(b) || interpreterGrammarFor(b) !== undefined ||
+    Object.prototype.hasOwnProperty.call(WRAPPERS, b) || b === 'eval' || b === 'source'
+  );
+}
+
+const LAUNCHED_CODE = /(^|[\s;&|(`'"=/])(git|sh|bash|zsh|dash|eval|source)(\s|$|[;&|)])/;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Builtins that change the shell itself.
+
+type BuiltinVerdict = Refusal | undefined | 'not_builtin';
+
+function decideBuiltin(inv: Invocation, name: string, args: readonly Word[], scope: GuardScope, state: ShellState): BuiltinVerdict {
+  const deny = (reason: GuardReason, why: string) => refusal(reason, inv.text, why);
+  switch (name) {
+    case 'eval':
+      return deny('eval_or_source', '`eval` runs a string as code');
+    case 'source':
+    case '.':
+      return deny('eval_or_source', `\`${name}\` runs a file (or process substitution) as code in this shell`);
+    case 'fc':
+      return deny('eval_or_source', '`fc` re-runs commands from history');
+    case 'trap': {
+      const values = args.map((a) => a.value);
+      if (values.length === 0 || values.every((v) => v === '-l' || v === '-p' || (v !== undefined && /^-?[A-Z0-9]+$/.test(v) && values[0] === '-p'))) return undefined;
+      // Resetting (`trap - SIG`) or ignoring (`trap '' SIG`) a signal runs nothing.
+      if ((values[0] === '' || values[0] === '-') && values.slice(1).every((v) => v !== undefined && /^[A-Z0-9+-]+$/.test(v))) return undefined;
+      return deny('trap', '`trap` runs its action later (on exit or a signal), outside the guard\'s view');
+    }
+    case 'alias':
+      if (args.some((a) => a.value === undefined || a.value.includes('='))) return deny('function_or_alias', '`alias` defines a name that runs other commands');
+      return undefined;
+    case 'hash':
+      if (args.some((a) => (a.value ?? '-p').startsWith('-') && (a.value ?? '-p').includes('p'))) return deny('function_or_alias', '`hash -p` makes a command name run another program');
+      return undefined;
+    case 'enable':
+      if (args.length > 0) return deny('function_or_alias', '`enable` turns builtins on or off, or loads new ones');
+      return undefined;
+    case 'shopt': {
+      const set = args.some((a) => a.value === '-s');
+      if (!set) return undefined;
+      for (const a of args) {
+        const v = a.value;
+        if (v === undefined) return deny('dynamic_argument', 'the `shopt` option is computed at run time');
+        if (v === 'expand_aliases') return deny('function_or_alias', '`shopt -s expand_aliases` lets aliases run');
+        if (v === 'extglob' || v === 'dotglob' || v === 'nocaseglob') return deny('parser_blind_spot', `\`shopt -s ${v}\` changes how later words parse or glob`);
+      }
+      return undefined;
+    }
+    case 'set':
+      for (let k = 0; k < args.length; k++) {
+        const v = args[k].value;
+        if (v === '--' || v === '-') break;
+        if (v === undefined) return deny('dynamic_argument', 'a `set` option is computed at run time');
+        if (/^-[a-zA-Z]*k/.test(v)) return deny('parser_blind_spot', '`set -k` turns later `NAME=value` arguments into environment assignments');
+        if (/^-[a-zA-Z]*a/.test(v) || (v === '-o' && args[k + 1]?.value === 'allexport')) {
+          return deny('shell_env_override', '`set -a` exports every later assignment (for example a GIT_DIR set by `read` or `for`)');
+        }
+        if (v === '-o' && args[k + 1]?.value === 'keyword') return deny('parser_blind_spot', '`set -o keyword` turns later `NAME=value` arguments into environment assignments');
+        if (!v.startsWith('-') && !v.startsWith('+')) break;
+      }
+      return undefined;
+    case 'cd':
+    case 'pushd':
+    case 'popd':
+      changeDirectory(name, args, scope, state);
+      return undefined;
+    case 'export':
+    case 'declare':
+    case 'typeset':
+    case 'local':
+    case 'readonly':
+      return declarationWords(inv, name, args, scope);
+    case 'unset':
+      for (const a of args) {
+        if (a.value?.startsWith('-')) continue;
+        const bad = nameArgument(inv, a, 'unset');
+        if (bad) return bad;
+      }
+      return undefined;
+    case 'read': {
+      const valued = new Set(['-d', '-i', '-n', '-N', '-p', '-t', '-u']);
+      for (let k = 0; k < args.length; k++) {
+        const v = args[k].value;
+        if (v === '-a') {
+          const bad = args[k + 1] ? nameArgument(inv, args[++k], 'read -a') : undefined;
+          if (bad) return bad;
+          continue;
+        }
+        if (v !== undefined && valued.has(v)) {
+          k++;
+          continue;
+        }
+        if (v !== undefined && v.startsWith('-')) continue;
+        const bad = nameArgument(inv, args[k], 'read');
+        if (bad) return bad;
+      }
+      return undefined;
+    }
+    case 'mapfile':
+    case 'readarray': {
+      if (args.some((a) => a.value === undefined ? !a.prefix || a.prefix.startsWith('-') : /^-[a-zA-Z]*C/.test(a.value))) {
+        return deny('hidden_execution', `\`${name} -C\` runs a callback command (or an option is computed at run time)`);
+      }
+      const valued = new Set(['-d', '-n', '-O', '-s', '-u', '-c']);
+      for (let k = 0; k < args.length; k++) {
+        const v = args[k].value;
+        if (v !== undefined && valued.has(v)) {
+          k++;
+          continue;
+        }
+        if (v !== undefined && v.startsWith('-')) continue;
+        const bad = nameArgument(inv, args[k], name);
+        if (bad) return bad;
+      }
+      return undefined;
+    }
+    case 'printf':
+    case 'wait':
+      for (let k = 0; k < args.length; k++) {
+        if (args[k].value === (name === 'printf' ? '-v' : '-p')) {
+          const bad = args[k + 1] ? nameArgument(inv, args[k + 1], `${name} ${args[k].value}`) : undefined;
+          if (bad) return bad;
+        }
+      }
+      return undefined;
+    case 'getopts':
+      return args[1] ? nameArgument(inv, args[1], 'getopts') : undefined;
+    case 'test':
+    case '[':
+      for (let k = 0; k < args.length; k++) {
+        if ((args[k].value === '-v' || args[k].value === '-R') && args[k + 1]) {
+          const bad = nameArgument(inv, args[k + 1], `test ${args[k].value}`);
+          if (bad) return bad;
+        }
+      }
+      return undefined;
+    case 'let':
+      for (const a of args) {
+        const v = exactValue(a);
+        if (v === undefined || !/^([A-Za-z_][A-Za-z0-9_]*\s*(\+\+|--|[-+*/%]?=))?[0-9+\-*/%()<>=!&|^~?:\s]*$/.test(v)) {
+          return deny('hidden_execution', '`let` evaluates variables arithmetically, which can run code hidden in their values');
+        }
+      }
+      return undefined;
+    case 'compgen':
+    case 'complete':
+      if (args.some((a) => a.value === undefined || /^-[a-zA-Z]*[CF]/.test(a.value))) return deny('eval_or_source', `\`${name} -C/-F\` runs a command or function`);
+      return undefined;
+    default:
+      return 'not_builtin';
+  }
+}
+
+const PLAIN_NAME = /^[A-Za-z_][A-Za-z0-9_]*(\[[0-9]+\]|\[[@*]\])?$/;
+
+/** Builtins that take variable names evaluate array subscripts in them: only plain literal names pass. */
+function nameArgument(inv: Invocation, w: Word, what: string): Refusal | undefined {
+  const v = exactValue(w);
+  if (v !== undefined && PLAIN_NAME.test(v)) return undefined;
+  return refusal('hidden_execution', inv.text, `\`${what} ${w.text}\`: a name that is computed or has a subscript can run code when bash evaluates it`);
+}
+
+function declarationWords(inv: Invocation, name: string, args: readonly Word[], scope: GuardScope): Refusal | undefined {
+  let integer = false;
+  let nameref = false;
+  for (const a of args) {
+    const v = a.value;
+    if (v !== undefined && /^[-+][a-zA-Z]+$/.test(v)) {
+      if (v.startsWith('-') && v.includes('i')) integer = true;
+      if (v.startsWith('-') && v.includes('n')) nameref = true;
+      if (v.startsWith('-') && /[fF]/.test(v) && !/[aAgilnrtux]/.test(v)) return undefined; // prints functions
+      continue;
+    }
+    const assignment = splitAssignmentWord(a);
+    const target = assignment ? assignment.name : v;
+    if (target === undefined || !PLAIN_NAME.test(target)) {
+      return refusal('hidden_execution', inv.text, `\`${name} ${a.text}\`: a name that is computed or has a subscript can run code when bash evaluates it`);
+    }
+    const bad = declarationCheck(inv, name, target, assignment?.value, integer, nameref, scope);
+    if (bad) return bad;
+  }
+  return undefined;
+}
+
+/** Shared by declaration commands as parsed (declaration_command) and as reached through wrappers. */
+export function declarationCheck(
+  inv: { text: string; cwd: Cwd },
+  keyword: string,
+  name: string,
+  value: Word | undefined,
+  integer: boolean,
+  nameref: boolean,
+  scope: GuardScope,
+): Refusal | undefined {
+  if (integer) {
+    return refusal('hidden_execution', inv.text, `\`${keyword} -i\` makes every assignment to \`${name}\` arithmetic, which can run code hidden in values`);
+  }
+  if (nameref) {
+    return refusal('hidden_execution', inv.text, `\`${keyword} -n ${name}\`: a name reference redirects later assignments and expansions to another variable`);
+  }
+  const place = keyword === 'local' && !value ? 'prefix' : 'persistent';
+  return checkAssignment(name, value ?? literalWord(''), place, inv.cwd, scope.worktree, inv.text);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// cd / pushd / popd: the working directory for the rest of the list.
+
+function changeDirectory(name: string, args: readonly Word[], scope: GuardScope, state: ShellState): void {
+  const operands = args.filter((a, k) => !(a.value !== undefined && /^-[LPe@]+$/.test(a.value)) && !(a.value === '--' && k === 0));
+  const go = (next: Cwd) => {
+    state.oldCwd = state.cwd;
+    state.cwd = next;
+  };
+  if (name === 'popd') {
+    if (operands.length > 0) return go({ kind: 'unknown', why: '`popd` with arguments' });
+    const top = state.stack.pop();
+    return go(top ?? { kind: 'unknown', why: '`popd` with an empty directory stack' });
+  }
+  if (name === 'pushd' && operands.length === 0) {
+    const top = state.stack.pop();
+    if (!top) return go({ kind: 'unknown', why: '`pushd` with an empty directory stack' });
+    state.stack.push(state.cwd);
+    return go(top);
+  }
+  if (name === 'pushd') state.stack.push(state.cwd);
+  const target = operands[0];
+  let next: Cwd;
+  if (!target) next = { kind: 'unknown', why: '`cd` without an argument goes to $HOME' };
+  else if (target.value === '-') next = state.oldCwd ?? { kind: 'unknown', why: '`cd -` with no previous directory' };
+  else if (exactValue(target) === undefined) next = { kind: 'unknown', why: `\`${name} ${target.text}\` is computed at run time` };
+  else if (name === 'pushd' && /^[+-]\d+$/.test(target.value as string)) next = { kind: 'unknown', why: '`pushd ±N` rotates the stack' };
+  else next = resolvePath(state.cwd, target.value as string, scope.worktree);
+  // In a loop body a relative `cd` can run any number of times.
+  if (state.loopDepth > 0 && target && !(target.value ?? '').startsWith('/')) {
+    const up = (target.value ?? '..').split('/').includes('..') || target.value === '-';
+    next = up || next.kind === 'unknown' ? { kind: 'unknown', why: `\`${name}\` inside a loop` } : { kind: 'inside' };
+    if (next.kind === 'inside' && state.cwd.kind === 'unknown') next = state.cwd;
+  }
+  go(next);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Programs that write files named in their arguments.
+
+type Writer = (inv: Invocation, args: readonly Word[], scope: GuardScope) => Refusal | undefined;
+
+function checkTargets(inv: Invocation, words: readonly Word[], scope: GuardScope, program: string): Refusal | undefined {
+  for (const w of words) {
+    const verdict = checkWriteTarget(w, inv.cwd, scope.worktree);
+    if (verdict.ok) continue;
+    const reason = verdict.kind === 'metadata' ? 'git_metadata_write' : verdict.kind === 'dynamic' ? 'dynamic_argument' : 'outside_worktree';
+    return refusal(reason, inv.text, `\`${program}\`: ${verdict.detail}`);
+  }
+  return undefined;
+}
+
+/** Splits operands from options; `valued` options take the next word; `targetDir` options name a destination. */
+function operandsOf(args: readonly Word[], valued: readonly string[] = [], targetDir: readonly string[] = []): { operands: Word[]; targets: Word[] } {
+  const operands: Word[] = [];
+  const targets: Word[] = [];
+  let options = true;
+  for (let k = 0; k < args.length; k++) {
+    const w = args[k];
+    const v = w.value;
+    if (options && v === '--') {
+      options = false;
+      continue;
+    }
+    if (options && v !== undefined && v.startsWith('-') && v !== '-') {
+      const eq = v.indexOf('=');
+      const flag = eq < 0 ? v : v.slice(0, eq);
+      if (targetDir.includes(flag)) {
+        const value = eq >= 0 ? { ...w, value: v.slice(eq + 1), prefix: v.slice(eq + 1) } : args[++k];
+        if (value) targets.push(value);
+        continue;
+      }
+      if (targetDir.some((t) => t.length === 2 && v.startsWith(t) && v.length > 2 && !v.startsWith('--'))) {
+        targets.push({ ...w, value: v.slice(2), prefix: v.slice(2) });
+        continue;
+      }
+      if (valued.includes(flag) && eq < 0) k++;
+      continue;
+    }
+    operands.push(w);
+  }
+  return { operands, targets };
+}
+
+const allOperands = (valued: string[] = []): Writer => (inv, args, scope) => {
+  const { operands } = operandsOf(args, valued);
+  return checkTargets(inv, operands, scope, posix.basename(inv.argv[0].value ?? ''));
+};
+
+const lastOperand = (valued: string[], allWritten = false): Writer => (inv, args, scope) => {
+  const { operands, targets } = operandsOf(args, valued, ['-t', '--target-directory']);
+  const program = posix.basename(inv.argv[0].value ?? '');
+  if (targets.length > 0) return checkTargets(inv, allWritten ? [...targets, ...operands] : targets, scope, program);
+  if (operands.length === 0) return undefined;
+  if (allWritten) return checkTargets(inv, operands, scope, program);
+  const dest = operands.length === 1 && program === 'ln' ? literalWord('.') : operands[operands.length - 1];
+  if (program === 'install' && args.some((a) => a.value === '-d' || a.value === '--directory')) return checkTargets(inv, operands, scope, program);
+  return checkTargets(inv, [dest], scope, program);
+};
+
+const afterFirst = (valued: string[] = []): Writer => (inv, args, scope) => {
+  const reference = args.some((a) => (a.value ?? '').startsWith('--reference'));
+  const { operands } = operandsOf(args, valued);
+  return checkTargets(inv, reference ? operands : operands.slice(1), scope, posix.basename(inv.argv[0].value ?? ''));
+};
+
+const optionTargets = (flags: string[], valued: string[] = []): Writer => (inv, args, scope) => {
+  const { targets } = operandsOf(args, valued, flags);
+  return checkTargets(inv, targets, scope, posix.basename(inv.argv[0].value ?? ''));
+};
+
+const WRITERS: Record<string, Writer> = {
+  rm: allOperands(), rmdir: allOperands(), unlink: allOperands(), shred: allOperands(['-n', '-s']),
+  touch: allOperands(['-d', '-t', '-r']), mkdir: allOperands(['-m']), truncate: allOperands(['-s', '-r']),
+  tee: allOperands(), mkfifo: allOperands(['-m']),
+  chmod: afterFirst(), chown: afterFirst(), chgrp: afterFirst(),
+  cp: lastOperand(['-S', '--suffix']), install: lastOperand(['-m', '-o', '-g', '-S', '--mode', '--owner', '--group', '--suffix']),
+  ln: (inv, args, scope) => {
+    const bad = lastOperand(['-S', '--suffix'])(inv, args, scope);
+    if (bad) return bad;
+    // A symlink to a place outside the worktree would let later commands (`git -C link …`) leave it unseen.
+    const symbolic = args.some((a) => a.value === '--symbolic' || (a.value !== undefined && /^-[a-zA-Z]*s/.test(a.value) && !a.value.startsWith('--')));
+    if (!symbolic) return undefined;
+    const { operands, targets } = operandsOf(args, ['-S', '--suffix'], ['-t', '--target-directory']);
+    const linkTargets = targets.length > 0 || operands.length === 1 ? operands : operands.slice(0, -1);
+    return checkTargets(inv, linkTargets, scope, 'ln -s (link target)');
+  },
+  mv: lastOperand(['-S', '--suffix'], true),
+  rsync: (inv, args, scope) => {
+    const { operands } = operandsOf(args, ['-e', '--rsh', '--exclude', '--include', '--filter', '-f']);
+    const local = operands.filter((w) => !/^[^/]*:/.test(w.value ?? w.prefix));
+    const removes = args.some((a) => a.value === '--remove-source-files');
+    const dest = operands[operands.length - 1];
+    const written = removes ? local : dest && local.includes(dest) ? [dest] : [];
+    if (args.some((a) => (a.value ?? a.prefix).startsWith('-e') || (a.value ?? a.prefix).startsWith('--rsh'))) {
+      return refusal('unresolved_launcher', inv.text, '`rsync -e` runs a remote shell command');
+    }
+    return checkTargets(inv, written, scope, 'rsync');
+  },
+  dd: (inv, args, scope) => {
+    const targets = args
+      .filter((a) => (a.value ?? a.prefix).startsWith('of='))
+      .map((a) => (a.value !== undefined ? { ...a, value: a.value.slice(3), prefix: a.value.slice(3) } : { ...a, prefix: a.prefix.slice(3) }));
+    return checkTargets(inv, targets, scope, 'dd');
+  },
+  sort: optionTargets(['-o', '--output'], ['-k', '-t', '-S', '-T', '--key', '--field-separator', '--buffer-size', '--temporary-directory']),
+  uniq: (inv, args, scope) => {
+    const { operands } = operandsOf(args, ['-f', '-s', '-w']);
+    return checkTargets(inv, operands.slice(1, 2), scope, 'uniq');
+  },
+  patch: optionTargets(['-o', '--output', '-d', '--directory'], ['-p', '-i', '--input', '-F', '-z', '-B', '-Y', '-r']),
+  tar: optionTargets(['-C', '--directory'], ['-f', '--file', '-T', '-X', '--exclude']),
+  unzip: optionTargets(['-d'], ['-x']),
+  curl: optionTargets(['-o', '--output', '--output-dir', '-c', '--cookie-jar', '-D', '--dump-header', '--trace', '--trace-ascii', '--stderr'], ['-d', '-H', '-X', '-u', '-A', '-e', '-F', '--data', '--header', '--request', '--user']),
+  wget: optionTargets(['-O', '--output-document', '-P', '--directory-prefix', '-o', '--output-file', '-a', '--append-output']),
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// GitHub / GitLab CLIs: their merge and checkout verbs integrate or switch branches from outside git.
+
+function decideForge(inv: Invocation, base: string, args: readonly Word[]): Refusal | undefined {
+  const words = args.filter((a) => !(a.value ?? '-').startsWith('-')).map((a) => a.value);
+  const [group, action] = words;
+  const request = base === 'gh' ? 'pr' : 'mr';
+  if (group === request && action === 'merge') {
+    return refusal('integration_policy', inv.text, `\`${base} ${request} merge\` integrates branches on the forge; that is the orchestrator's job`);
+  }
+  if (group === request && (action === 'checkout' || action === 'co')) {
+    return refusal('switches_branch', inv.text, `\`${base} ${request} checkout\` switches this worktree to another branch`);
+  }
+  if (group === 'repo' && action === 'sync') return refusal('moves_other_ref', inv.text, `\`${base} repo sync\` moves local or remote branches`);
+  if (group === 'api') {
+    for (let k = 0; k < args.length; k++) {
+      const v = args[k].value ?? '';
+      const method = v === '-X' || v === '--method' ? args[k + 1]?.value : v.startsWith('--method=') ? v.slice(9) : v.startsWith('-X') && v.length > 2 ? v.slice(2) : undefined;
+      if (method !== undefined && method.toUpperCase() !== 'GET') {
+        return refusal('moves_other_ref', inv.text, `\`${base} api -X ${method}\` can change remote refs and pull requests directly`);
+      }
+    }
+  }
+  return undefined;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Programs whose arguments are data: `echo "git merge"` and `grep -r checkout .` never refuse.
+
+const DATA_ONLY = new Set([
+  'echo', 'printf', 'cat', 'tac', 'nl', 'head', 'tail', 'less', 'more', 'most', 'bat', 'batcat', 'grep', 'egrep', 'fgrep', 'rg', 'ag', 'ack',
+  'ls', 'tree', 'wc', 'cut', 'tr', 'paste', 'join', 'column', 'fold', 'fmt', 'expand', 'unexpand', 'rev', 'od', 'xxd', 'hexdump',
+  'strings', 'file', 'stat', 'du', 'df', 'pwd', 'basename', 'dirname', 'realpath', 'readlink', 'which', 'whereis', 'type', 'date',
+  'sleep', 'true', 'false', ':', 'seq', 'yes', 'printenv', 'id', 'whoami', 'uname', 'hostname', 'test', '[', 'jq', 'yq', 'diff',
+  'cmp', 'comm', 'md5sum', 'sha1sum', 'sha256sum', 'sha512sum', 'b2sum', 'cksum', 'base64', 'base32', 'man', 'help', 'info',
+  'tput', 'clear', 'locale', 'nproc', 'free', 'uptime', 'ps', 'pgrep', 'lsof', 'history', 'dirs', 'jobs', 'kill', 'ulimit', 'umask',
+  'shift', 'return', 'exit', 'break', 'continue', 'getconf', 'tty', 'wait', 'times', 'unalias', 'caller', 'disown', 'logout',
+  'fd', 'fdfind', 'locate', 'sha224sum', 'sha384sum', 'zcat', 'zgrep', 'bzcat', 'xzcat', 'iconv', 'numfmt', 'factor', 'expr',
+  'apt', 'apt-get', 'apt-cache', 'dpkg', 'yum', 'dnf', 'apk', 'brew', 'pip', 'pip3', 'cargo', 'go', 'rustc', 'tsc', 'jest', 'eslint', 'prettier',
+]);
+
+/** Programs that run a command given as a string (or argv) in ways not modelled: refused when it looks like one. */
+const STRING_LAUNCHERS = new Set([
+  'watch', 'script', 'su', 'runuser', 'ssh', 'parallel', 'tmux', 'screen', 'expect', 'at', 'batch', 'hyperfine', 'entr', 'nodemon',
+  'dtach', 'systemd-run', 'nsenter', 'unshare', 'chroot', 'bwrap', 'firejail', 'strace', 'ltrace', 'valgrind', 'gdb', 'perf',
+  'taskset', 'chrt', 'numactl', 'prlimit', 'cgexec', 'catchsegv', 'sg', 'docker', 'podman', 'kubectl', 'npx', 'pnpm', 'yarn', 'bunx',
+  'uvx', 'pipx', 'npm', 'make', 'cron', 'crontab', 'setpriv', 'pkexec', 'daemonize', 'start-stop-daemon', 'xterm', 'sshpass',
+]);

@@ -1,0 +1,54 @@
+import type { Parser } from 'web-tree-sitter';
+import type { ShellState } from './invocation';
+import { loadBashParser } from './parser';
+import { normalizeWorktree } from './paths';
+import { GUARD_REASONS, type GuardContext, type GuardDecision } from './reasons';
+import { analyzeScript } from './walk';
+
+/**
+ * The bash guard for an isolated child session: decides, before a command runs, whether it may run in the
+ * child's worktree W on its branch B. Synchronous once the parser is loaded; the same code backs the bash
+ * activity and `orchard guard`.
+ *
+ * Limits, stated where they apply: the guard reads command text, not files. A script file the agent wrote
+ * (`bash x.sh`, `npm test`, a Makefile, a hook in a `core.hooksPath` inside W), a symlink inside W that points
+ * outside it, and repository config that changes what a plain command does (push.default=matching,
+ * remote.<name>.mirror) are outside its view; the reference-transaction backstop covers ref moves there.
+ */
+export function decideCommand(parser: Parser, command: string, context: GuardContext): GuardDecision {
+  if (!context.isolated) return { allowed: true };
+  if (!context.branch || /\s/.test(context.branch)) throw new TypeError(`guard context: invalid branch ${JSON.stringify(context.branch)}`);
+  const worktree = normalizeWorktree(context.worktree);
+  const scope = { branch: context.branch, worktree };
+  const state: ShellState = { cwd: { kind: 'known', path: worktree }, oldCwd: undefined, stack: [], loopDepth: 0 };
+  const refused = analyzeScript(parser, command, scope, state, { depth: 0, stdin: { kind: 'inherited' } });
+  if (!refused) return { allowed: true };
+  const fill = (text: string) => text.replaceAll('{branch}', context.branch).replaceAll('{worktree}', worktree);
+  return {
+    allowed: false,
+    reason: refused.reason,
+    refused: refused.refused,
+    why: fill(refused.why),
+    instead: fill(refused.instead ?? GUARD_REASONS[refused.reason].instead),
+  };
+}
+
+/** Loads the parser (once per process) and decides. */
+export async function guardCommand(command: string, context: GuardContext): Promise<GuardDecision> {
+  if (!context.isolated) return { allowed: true };
+  return decideCommand(await loadBashParser(), command, context);
+}
+
+/** The refusal as the bash tool returns it to the model: what, why, and what to do instead. */
+export function formatRefusal(decision: GuardDecision): string {
+  if (decision.allowed) return 'allowed';
+  return [
+    `Refused by the workspace guard (${decision.reason}): ${decision.refused}`,
+    `Why: ${decision.why}`,
+    `Instead: ${decision.instead}`,
+  ].join('\n');
+}
+
+export { loadBashParser, parseBash } from './parser';
+export { GUARD_REASONS, GUARD_REASON_CODES, INTEGRATION_ROUTE, isGuardReason } from './reasons';
+export type { GuardContext, GuardDecision, GuardReason } from './reasons';

@@ -1,0 +1,43 @@
+import type { Cwd } from './paths';
+import type { Refusal } from './reasons';
+import type { Word } from './words';
+
+/** Where a command's stdin comes from, as far as the text shows. */
+export type Stdin =
+  | { readonly kind: 'inherited' }
+  | { readonly kind: 'pipe' }
+  | { readonly kind: 'file' }
+  | { readonly kind: 'literal'; readonly text: string }
+  | { readonly kind: 'dynamic' };
+
+/** One program about to run: its argv as resolved words, and the context the text gives it. */
+export interface Invocation {
+  readonly argv: readonly Word[];
+  /** More words of unknown value follow (xargs input, `find -exec … {} +`). */
+  readonly trailingDynamic: boolean;
+  readonly cwd: Cwd;
+  /** Source text of the whole command, for messages. */
+  readonly text: string;
+  /** Environment assignments for this program (prefix assignments, `env NAME=…`). */
+  readonly assignments: readonly { readonly name: string; readonly value: Word }[];
+  readonly stdin: Stdin;
+}
+
+export interface GuardScope {
+  readonly branch: string;
+  readonly worktree: string;
+}
+
+/** Mutable shell state that flows through a command list: the working directory and the pushd stack. */
+export interface ShellState {
+  cwd: Cwd;
+  oldCwd: Cwd | undefined;
+  stack: Cwd[];
+  /** Nesting depth of loops: a `cd` in a loop body may run any number of times. */
+  loopDepth: number;
+}
+
+/** Recursion into shell code found in arguments (`sh -c '…'`, `flock -c '…'`). */
+export interface ScriptAnalyzer {
+  script(source: string, state: ShellState, options: { readonly zsh?: boolean; readonly origin: string; readonly stdin?: Stdin }): Refusal | undefined;
+}

@@ -1,0 +1,83 @@
+import { posix } from 'node:path';
+import { globToRegExp, type Word } from './words';
+
+/**
+ * Where a command runs, as far as the text tells: a known directory, somewhere inside the worktree, or unknown.
+ * Resolution is lexical: symlinks inside the worktree that point outside it are not seen (a known gap; the
+ * reference-transaction backstop covers ref moves).
+ */
+export type Cwd =
+  | { readonly kind: 'known'; readonly path: string }
+  | { readonly kind: 'inside' }
+  | { readonly kind: 'unknown'; readonly why: string };
+
+export function normalizeWorktree(worktree: string): string {
+  if (!posix.isAbsolute(worktree)) throw new TypeError(`guard context: worktree must be an absolute path, got ${JSON.stringify(worktree)}`);
+  return posix.normalize(worktree).replace(/(.)\/+$/, '$1');
+}
+
+export function isInside(path: string, worktree: string): boolean {
+  return path === worktree || path.startsWith(worktree === '/' ? '/' : worktree + '/');
+}
+
+/** Resolves a literal path against `cwd`; 'inside' when it stays under the worktree without a known base. */
+export function resolvePath(cwd: Cwd, path: string, worktree: string): Cwd {
+  if (posix.isAbsolute(path)) return { kind: 'known', path: posix.normalize(path).replace(/(.)\/+$/, '$1') };
+  if (cwd.kind === 'known') return { kind: 'known', path: posix.resolve(cwd.path, path) };
+  if (cwd.kind === 'inside') {
+    const up = path.split('/').some((c) => c === '..');
+    return up ? { kind: 'unknown', why: `\`${path}\` relative to an unknown directory` } : cwd;
+  }
+  return cwd;
+}
+
+export function cwdInside(cwd: Cwd, worktree: string): boolean {
+  return cwd.kind === 'inside' || (cwd.kind === 'known' && isInside(cwd.path, worktree));
+}
+
+export function describeCwd(cwd: Cwd): string {
+  return cwd.kind === 'known' ? cwd.path : cwd.kind === 'inside' ? 'a directory inside the worktree' : `an unknown directory (${cwd.why})`;
+}
+
+const WRITABLE_DEVICES = /^\/dev\/(null|stdout|stderr|tty|fd\/\d+)$|^\/proc\/self\/fd\/\d+$/;
+const WRITABLE_ROOTS = ['/tmp', '/var/tmp'];
+
+export type WriteVerdict = { readonly ok: true } | { readonly ok: false; readonly kind: 'outside' | 'metadata' | 'dynamic'; readonly detail: string };
+
+/**
+ * May a command write `target`? Inside the worktree (but never into a `.git` entry), under /tmp or /var/tmp,
+ * or to /dev/null-like devices. Globs are checked by their directory part and whether they could match `.git`;
+ * anything computed at run time is refused.
+ */
+export function checkWriteTarget(word: Word, cwd: Cwd, worktree: string): WriteVerdict {
+  if (word.value === undefined) return { ok: false, kind: 'dynamic', detail: `write target \`${word.text}\` is computed at run time` };
+  const path = word.value;
+  if (WRITABLE_DEVICES.test(path)) return { ok: true };
+  let literal = path;
+  if (word.glob) {
+    const components = path.split('/');
+    const firstGlob = components.findIndex((c) => /[*?[]/.test(c));
+    for (const c of components.slice(firstGlob)) {
+      if (/[*?[]/.test(c) && c.startsWith('.') && globToRegExp(c).test('.git')) {
+        return { ok: false, kind: 'metadata', detail: `\`${path}\` can match .git` };
+      }
+      if (!/[*?[]/.test(c) && c === '.git') return { ok: false, kind: 'metadata', detail: `\`${path}\` names .git` };
+    }
+    literal = components.slice(0, firstGlob).join('/') || (path.startsWith('/') ? '/' : '.');
+  }
+  const where = resolvePath(cwd, literal, worktree);
+  if (where.kind === 'unknown') return { ok: false, kind: 'outside', detail: `\`${path}\` from ${describeCwd(cwd)}` };
+  if (where.kind === 'inside') {
+    if (path.split('/').includes('.git')) return { ok: false, kind: 'metadata', detail: `\`${path}\` is inside .git` };
+    return { ok: true };
+  }
+  if (isInside(where.path, worktree)) {
+    const rel = posix.relative(worktree, where.path);
+    if (rel.split('/').includes('.git') || path.split('/').includes('.git')) {
+      return { ok: false, kind: 'metadata', detail: `\`${path}\` is git metadata` };
+    }
+    return { ok: true };
+  }
+  if (WRITABLE_ROOTS.some((root) => isInside(where.path, root) && where.path !== root)) return { ok: true };
+  return { ok: false, kind: 'outside', detail: `\`${path}\` resolves to ${where.path}, outside ${worktree}` };
+}

@@ -1,0 +1,510 @@
+import type { Node, Parser } from 'web-tree-sitter';
+import { decideInvocation, declarationCheck } from './commands';
+import { checkAssignment } from './env';
+import type { GuardScope, Invocation, ShellState, Stdin } from './invocation';
+import { parseBash } from './parser';
+import { checkWriteTarget } from './paths';
+import { prescan } from './prescan';
+import { refusal, type GuardReason, type Refusal } from './reasons';
+import { exactValue, resolveAssignmentValue, resolveWord, type Word } from './words';
+
+/**
+ * The AST walk: every node kind is on an allowlist, every command at every depth (lists, pipelines, subshells,
+ * substitutions, heredoc bodies, `sh -c` strings) is decided in document order, and the working directory
+ * flows through the list. Text the parser did not see as code (the blind spots of GUARD.md §2.1) is refused.
+ */
+
+export const MAX_SCRIPT_DEPTH = 8;
+
+export interface ScriptOptions {
+  readonly depth: number;
+  readonly stdin: Stdin;
+  readonly origin?: string;
+  readonly zsh?: boolean;
+}
+
+export function analyzeScript(parser: Parser, source: string, scope: GuardScope, state: ShellState, options: ScriptOptions): Refusal | undefined {
+  const within = (r: Refusal | undefined): Refusal | undefined =>
+    r && options.origin && !r.why.startsWith('inside ') ? { ...r, why: `inside ${options.origin}: ${r.why}` } : r;
+  if (options.depth > MAX_SCRIPT_DEPTH) {
+    return refusal('unresolved_launcher', source, `shell code nested more than ${MAX_SCRIPT_DEPTH} levels deep`);
+  }
+  const early = prescan(source);
+  if (early) return within(early);
+  const tree = parseBash(parser, source);
+  try {
+    const root = tree.rootNode;
+    if (root.hasError) {
+      const bad = firstError(root);
+      const where = bad ? ` near \`${snippet(bad.text || source.slice(bad.startIndex, bad.startIndex + 20))}\`` : '';
+      return within(refusal('parse_error', source, `tree-sitter-bash reports a syntax error${where}`));
+    }
+    const spot = blindSpot(root, source, false);
+    if (spot) return within(refusal('parser_blind_spot', snippet(spot.text, 200), spot.why));
+    const walker = new Walker(parser, source, scope, state, options);
+    return within(walker.visit(root));
+  } finally {
+    tree.delete();
+  }
+}
+
+function firstError(node: Node): Node | undefined {
+  if (node.isError || node.isMissing) return node;
+  for (const child of node.children) {
+    if (child && (child.hasError || child.isMissing || child.isError)) {
+      const found = firstError(child);
+      if (found) return found;
+    }
+  }
+  return undefined;
+}
+
+const snippet = (text: string, max = 80) => (text.length > max ? `${text.slice(0, max)}…` : text);
+
+// ---------------------------------------------------------------------------------------------------------------
+// Blind spots: code-like text outside the nodes the parser recognised as code.
+
+const INERT = new Set(['comment', 'raw_string', 'ansi_c_string']);
+
+function blindSpot(node: Node, source: string, inBacktick: boolean): { text: string; why: string } | undefined {
+  if (INERT.has(node.type)) return undefined;
+  if (node.type === 'heredoc_body' && isQuotedHeredoc(node.parent)) return undefined;
+  if (node.type === 'subshell' && node.text.startsWith('((')) {
+    return { text: node.text, why: '`((…))` is arithmetic to bash (nested subshells need a space: `( (…) )`)' };
+  }
+  if (node.type === 'command_substitution' && node.text.startsWith('$((')) {
+    return { text: node.text, why: '`$((…))` here is parsed as a command substitution, but bash evaluates it as arithmetic' };
+  }
+  if (node.type === 'heredoc_redirect') {
+    const early = heredocTerminator(node);
+    if (early) return early;
+  }
+  // Backtick substitutions are un-escaped and parsed again by the walker, which checks them then.
+  if (node.type === 'command_substitution' && node.child(0)?.type === '`') return undefined;
+  const backtick = inBacktick;
+  if (node.childCount === 0) {
+    if (!node.isNamed) return undefined;
+    return codeInText(node.text, backtick);
+  }
+  let at = node.startIndex;
+  for (const child of node.children) {
+    if (!child) continue;
+    const gap = codeInText(source.slice(at, child.startIndex), backtick);
+    if (gap) return gap;
+    const inner = blindSpot(child, source, backtick);
+    if (inner) return inner;
+    at = child.endIndex;
+  }
+  return codeInText(source.slice(at, node.endIndex), backtick);
+}
+
+/** Backticks, `$(`, `${` or `$[` in text the parser treated as plain: bash would run or expand them. */
+function codeInText(text: string, inBacktick: boolean): { text: string; why: string } | undefined {
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    const dollar = c === '$' && (text[i + 1] === '(' || text[i + 1] === '{' || text[i + 1] === '[');
+    if (c !== '`' && !dollar) continue;
+    let slashes = 0;
+    for (let j = i - 1; j >= 0 && text[j] === '\\'; j--) slashes++;
+    if (slashes % 2 === 1 && !inBacktick) continue;
+    const what = c === '`' ? 'a backtick' : `\`${text.slice(i, i + 2)}\``;
+    return {
+      text,
+      why: `${what} in text the parser does not treat as code (${inBacktick ? 'nested backticks' : 'e.g. inside ${…} patterns or heredoc bodies'}); bash may run it`,
+    };
+  }
+  return undefined;
+}
+
+function isQuotedHeredoc(redirect: Node | null): boolean {
+  const start = redirect?.children.find((c) => c?.type === 'heredoc_start');
+  return !!start && /['"\\]/.test(start.text);
+}
+
+/** Bash ends a heredoc at the first line equal to its delimiter; if the parser's body holds such a line, they disagree. */
+function heredocTerminator(redirect: Node): { text: string; why: string } | undefined {
+  const start = redirect.children.find((c) => c?.type === 'heredoc_start');
+  const body = redirect.children.find((c) => c?.type === 'heredoc_body');
+  if (!start || !body) return undefined;
+  const delimiter = start.text.replace(/['"\\]/g, '');
+  const dash = redirect.children.some((c) => c?.type === '<<-');
+  const lines = body.text.split('\n');
+  for (const line of lines) {
+    const candidate = dash ? line.replace(/^\t+/, '') : line;
+    if (candidate === delimiter) return { text: redirect.text, why: `the heredoc body contains its own delimiter line \`${delimiter}\`: bash ends the heredoc there` };
+  }
+  return undefined;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+
+const PASS_THROUGH = new Set([
+  'program', 'list', 'pipeline', 'subshell', 'negated_command', 'do_group', 'elif_clause', 'else_clause', 'if_statement',
+  'case_statement', 'case_item', 'redirected_statement', 'herestring_redirect', 'heredoc_body', 'concatenation', 'string',
+  'command_name', 'heredoc_start', 'heredoc_end', 'heredoc_content', 'string_content', 'word', 'raw_string', 'ansi_c_string',
+  'number', 'comment', 'variable_name', 'special_variable_name', 'file_descriptor', 'test_operator', 'regex', 'simple_expansion',
+  'translated_string', 'brace_expression', 'array', 'process_substitution', 'unary_expression',
+  'binary_expression', 'parenthesized_expression', 'postfix_expression', 'ternary_expression', 'variable_assignments',
+]);
+
+const ARITHMETIC_OK = new Set(['number', 'binary_expression', 'unary_expression', 'parenthesized_expression', 'ternary_expression']);
+const ARITHMETIC_TEST_OPS = new Set(['-eq', '-ne', '-lt', '-le', '-gt', '-ge']);
+const SAFE_SPECIALS = new Set(['#', '?', '$', '!']);
+const RESERVED = new Set(['if', 'then', 'else', 'elif', 'fi', 'case', 'esac', 'for', 'select', 'while', 'until', 'do', 'done', 'in', 'function', '{', '}', '[[', ']]', '!']);
+
+class Walker {
+  constructor(
+    private readonly parser: Parser,
+    private readonly source: string,
+    private readonly scope: GuardScope,
+    private readonly state: ShellState,
+    private readonly options: ScriptOptions,
+  ) {}
+
+  private deny(reason: GuardReason, node: Node, why: string): Refusal {
+    return refusal(reason, snippet(node.text, 200), why);
+  }
+
+  visit(node: Node): Refusal | undefined {
+    if (!node.isNamed) return undefined;
+    const type = node.type;
+    switch (type) {
+      case 'command': {
+        const inner = this.children(node);
+        return inner ?? this.command(node);
+      }
+      case 'function_definition':
+        return this.deny('function_or_alias', node, 'a function definition changes what a command name runs');
+      case 'declaration_command':
+        return this.children(node) ?? this.declaration(node);
+      case 'unset_command':
+        return this.children(node) ?? this.unset(node);
+      case 'variable_assignment':
+        return this.assignment(node) ?? this.children(node);
+      case 'file_redirect':
+        return this.fileRedirect(node) ?? this.children(node);
+      case 'heredoc_redirect':
+        if (node.childrenForFieldName('argument').length > 0) {
+          return this.deny('parser_blind_spot', node, 'words after a heredoc marker are arguments of the command, but the parser attaches them to the heredoc; put them before `<<`');
+        }
+        return this.children(node);
+      case 'arithmetic_expansion':
+        if (node.child(0)?.type === '$[') return this.deny('hidden_execution', node, '`$[ … ]` is deprecated arithmetic the parser reads poorly');
+        return this.arithmetic(node, node) ?? this.children(node);
+      case 'compound_statement':
+        if (node.child(0)?.type === '((') return this.arithmetic(node, node) ?? this.children(node);
+        return this.children(node);
+      case 'c_style_for_statement':
+        return this.arithmetic(node, node, true) ?? this.loop(node);
+      case 'while_statement':
+      case 'for_statement':
+        return this.loop(node);
+      case 'expansion':
+        return this.expansion(node) ?? this.children(node);
+      case 'subscript':
+        return this.subscript(node) ?? this.children(node);
+      case 'test_command':
+        return this.testCommand(node) ?? this.children(node);
+      case 'command_substitution':
+        if (node.child(0)?.type === '`') return this.backtick(node);
+        return this.children(node);
+      case 'extglob_pattern':
+        return this.deny('unsupported_syntax', node, 'extended glob patterns are not analysed');
+      default:
+        if (PASS_THROUGH.has(type)) return this.children(node);
+        return this.deny('unsupported_syntax', node, `the guard does not analyse \`${type}\` nodes`);
+    }
+  }
+
+  private children(node: Node): Refusal | undefined {
+    for (const child of node.children) {
+      if (!child) continue;
+      const r = this.visit(child);
+      if (r) return r;
+    }
+    return undefined;
+  }
+
+  /**
+   * Bash reads the text between backticks again after removing the backslash before `\\`, `` ` `` and `$`, so
+   * `` `\$CMD x` `` runs `$CMD x`. The parser does not; the un-escaped text is analysed as a script instead.
+   * (A `\"` inside double quotes is left escaped: that can only show the guard more code, never less.)
+   */
+  private backtick(node: Node): Refusal | undefined {
+    const open = node.child(0);
+    const close = node.child(node.childCount - 1);
+    if (!open || !close || close.type !== '`' || close.id === open.id) {
+      return this.deny('parser_blind_spot', node, 'an unterminated backtick substitution');
+    }
+    const inner = this.source.slice(open.endIndex, close.startIndex).replace(/\\([\\`$])/g, '$1');
+    const state: ShellState = { ...this.state, stack: [...this.state.stack] };
+    const r = analyzeScript(this.parser, inner, this.scope, state, { depth: this.options.depth + 1, stdin: this.options.stdin, origin: 'a backtick substitution' });
+    this.state.cwd = state.cwd; // a subshell really, but a cd in it still poisons what follows (conservative)
+    return r;
+  }
+
+  private loop(node: Node): Refusal | undefined {
+    this.state.loopDepth++;
+    try {
+      return this.children(node);
+    } finally {
+      this.state.loopDepth--;
+    }
+  }
+
+  private command(node: Node): Refusal | undefined {
+    const blind = this.keywordConfusion(node);
+    if (blind) return blind;
+    const assignments: { name: string; value: Word }[] = [];
+    for (const child of node.namedChildren) {
+      if (child?.type !== 'variable_assignment') continue;
+      const nameNode = child.childForFieldName('name');
+      const name = nameNode?.type === 'subscript' ? nameNode.childForFieldName('name')?.text ?? '' : nameNode?.text ?? '';
+      assignments.push({ name, value: resolveAssignmentValue(child.childForFieldName('value')) });
+    }
+    const nameNode = node.childForFieldName('name');
+    const argv: Word[] = [];
+    if (nameNode) {
+      const inner = nameNode.namedChild(0);
+      argv.push(inner ? resolveWord(inner) : resolveWord(nameNode));
+    }
+    for (const arg of node.childrenForFieldName('argument')) if (arg) argv.push(resolveWord(arg));
+    const inv: Invocation = {
+      argv,
+      trailingDynamic: false,
+      cwd: this.state.cwd,
+      text: snippet(node.text, 200),
+      assignments,
+      stdin: this.stdinOf(node),
+    };
+    const analyzer = {
+      script: (source: string, state: ShellState, o: { zsh?: boolean; origin: string; stdin?: Stdin }) =>
+        analyzeScript(this.parser, source, this.scope, state, { depth: this.options.depth + 1, stdin: o.stdin ?? inv.stdin, origin: o.origin, zsh: o.zsh }),
+    };
+    return decideInvocation(inv, this.scope, this.state, analyzer);
+  }
+
+  /**
+   * tree-sitter-bash does not know `time`/`coproc` as keywords: `time { cd ..; git status; }` parses as a
+   * command `time {` followed by unrelated commands, and `then`/`done`/`}` become command names. Bash runs
+   * the group. Refuse whenever a reserved word shows up where the parser made it a plain word.
+   */
+  private keywordConfusion(node: Node): Refusal | undefined {
+    const name = node.childForFieldName('name')?.namedChild(0);
+    if (name?.type === 'word' && RESERVED.has(name.text)) {
+      return this.deny('parser_blind_spot', node, `\`${name.text}\` is a shell keyword here, but the parser read it as a command name`);
+    }
+    if (name?.type === 'word' && (name.text === 'time' || name.text === 'coproc')) {
+      const first = node.childrenForFieldName('argument')[0];
+      const odd = node.namedChildren.some((c) => c && c.type !== 'command_name' && c.type !== 'variable_assignment' && !/redirect$/.test(c.type) && !node.childrenForFieldName('argument').some((a) => a?.id === c.id));
+      if (odd || (first && (RESERVED.has(first.text) || first.text === '{' || first.text.startsWith('[[') || first.text.startsWith('((')))) {
+        return this.deny('parser_blind_spot', node, `\`${name.text}\` takes a compound command here, which the parser does not see`);
+      }
+    }
+    for (const arg of node.childrenForFieldName('argument')) {
+      if (arg?.type === 'word' && (arg.text === '{' || arg.text === '}')) {
+        return this.deny('parser_blind_spot', node, 'a bare `{` or `}` word: bash may read a command group the parser does not see');
+      }
+    }
+    return undefined;
+  }
+
+  /** Where the command's stdin comes from: its own redirects, an enclosing redirect, or the pipe before it. */
+  private stdinOf(node: Node): Stdin {
+    const own = this.redirectStdin(node.children.filter((c): c is Node => !!c && /redirect$/.test(c.type)));
+    if (own) return own;
+    let cur: Node = node;
+    for (let parent = cur.parent; parent; cur = parent, parent = parent.parent) {
+      if (parent.type === 'pipeline') {
+        const index = parent.children.findIndex((c) => c?.id === cur.id);
+        const before = parent.children.slice(0, index);
+        if (before.some((c) => c?.type === '|' || c?.type === '|&')) return { kind: 'pipe' };
+      }
+      if (parent.type === 'redirected_statement' && parent.childForFieldName('body')?.id === cur.id) {
+        const r = this.redirectStdin(parent.childrenForFieldName('redirect').filter((c): c is Node => !!c));
+        if (r) return r;
+      }
+      if (parent.type === 'heredoc_redirect') return { kind: 'pipe' };
+    }
+    return this.options.stdin;
+  }
+
+  private redirectStdin(redirects: readonly Node[]): Stdin | undefined {
+    let found: Stdin | undefined;
+    for (const r of redirects) {
+      if (r.type === 'herestring_redirect') {
+        const content = r.namedChildren.find((c) => !!c);
+        const w = content ? resolveWord(content) : undefined;
+        found = w?.value !== undefined ? { kind: 'literal', text: w.value } : { kind: 'dynamic' };
+      } else if (r.type === 'heredoc_redirect') {
+        const body = r.children.find((c) => c?.type === 'heredoc_body');
+        const literal = isQuotedHeredoc(r) || !body || body.namedChildren.every((c) => c?.type === 'heredoc_content');
+        found = literal ? { kind: 'literal', text: body?.text ?? '' } : { kind: 'dynamic' };
+      } else if (r.type === 'file_redirect') {
+        const op = r.children.find((c) => c && !c.isNamed)?.type ?? '';
+        const fd = r.childForFieldName('descriptor')?.text;
+        if ((op === '<' || op === '<&' || op === '<>') && (fd === undefined || fd === '0')) found = { kind: 'file' };
+      }
+    }
+    return found;
+  }
+
+  private declaration(node: Node): Refusal | undefined {
+    const keyword = node.child(0)?.type ?? 'declare';
+    let integer = false;
+    let nameref = false;
+    for (const child of node.namedChildren) {
+      if (!child) continue;
+      if (child.type === 'word' && /^[-+][a-zA-Z]+$/.test(child.text)) {
+        if (child.text.startsWith('-') && child.text.includes('i')) integer = true;
+        if (child.text.startsWith('-') && child.text.includes('n')) nameref = true;
+        continue;
+      }
+      let name: string | undefined;
+      let value: Word | undefined;
+      if (child.type === 'variable_assignment') {
+        const n = child.childForFieldName('name');
+        name = n?.type === 'variable_name' ? n.text : undefined;
+        if (n?.type === 'subscript') {
+          const index = n.childForFieldName('index');
+          if (index?.type === 'number') name = n.childForFieldName('name')?.text;
+        }
+        value = resolveAssignmentValue(child.childForFieldName('value'));
+      } else if (child.type === 'variable_name') {
+        name = child.text;
+      }
+      if (name === undefined) {
+        return this.deny('hidden_execution', node, `\`${keyword} ${child.text}\`: a name that is computed or has a subscript can run code when bash evaluates it`);
+      }
+      const bad = declarationCheck({ text: snippet(node.text, 200), cwd: this.state.cwd }, keyword, name, value, integer, nameref, this.scope);
+      if (bad) return bad;
+    }
+    return undefined;
+  }
+
+  private unset(node: Node): Refusal | undefined {
+    for (const child of node.namedChildren) {
+      if (!child || child.type === 'variable_name') continue;
+      const w = resolveWord(child);
+      const v = exactValue(w);
+      if (v !== undefined && (v.startsWith('-') || /^[A-Za-z_][A-Za-z0-9_]*$/.test(v))) continue;
+      return this.deny('hidden_execution', node, `\`unset ${child.text}\`: a name that is computed or has a subscript can run code when bash evaluates it`);
+    }
+    return undefined;
+  }
+
+  private assignment(node: Node): Refusal | undefined {
+    const parent = node.parent?.type;
+    if (parent === 'command' || parent === 'declaration_command' || parent === 'c_style_for_statement') return undefined;
+    const nameNode = node.childForFieldName('name');
+    const name = nameNode?.type === 'subscript' ? nameNode.childForFieldName('name')?.text ?? '' : nameNode?.text ?? '';
+    const value = resolveAssignmentValue(node.childForFieldName('value'));
+    return checkAssignment(name, value, 'persistent', this.state.cwd, this.scope.worktree, snippet(node.text, 200));
+  }
+
+  private fileRedirect(node: Node): Refusal | undefined {
+    const destinations = node.childrenForFieldName('destination').filter((d): d is Node => !!d);
+    if (destinations.length > 1) {
+      return this.deny(
+        'parser_blind_spot',
+        node.parent ?? node,
+        'words after a redirection target are arguments of the command, but the parser attaches them to the redirection; put redirections at the end',
+      );
+    }
+    const op = node.children.find((c) => c && !c.isNamed)?.type ?? '';
+    const dest = destinations[0];
+    if (!dest) return undefined;
+    const writes = ['>', '>>', '&>', '&>>', '>|', '<>'].includes(op);
+    const dup = op === '>&' || op === '<&';
+    if (!writes && !(dup && !/^(\d+|-)$/.test(dest.text))) return undefined;
+    if (dup && op === '<&') return undefined;
+    if (dest.type === 'process_substitution') return undefined; // writes to a pipe; the inner command is walked
+    const target = resolveWord(dest);
+    const verdict = checkWriteTarget(target, this.state.cwd, this.scope.worktree);
+    if (verdict.ok) return undefined;
+    const reason: GuardReason = verdict.kind === 'metadata' ? 'git_metadata_write' : verdict.kind === 'dynamic' ? 'dynamic_argument' : 'outside_worktree';
+    return this.deny(reason, node.parent ?? node, `redirection \`${op} ${dest.text}\`: ${verdict.detail}`);
+  }
+
+  /** Arithmetic evaluates variable values as expressions, and an array subscript in a value runs `$(…)`. */
+  private arithmetic(node: Node, root: Node, skipBody = false): Refusal | undefined {
+    const check = (n: Node): Node | undefined => {
+      for (const child of n.namedChildren) {
+        if (!child) continue;
+        if (skipBody && child.type === 'do_group') continue;
+        if (skipBody && child.type === 'compound_statement' && n === root) continue;
+        if (child.type === 'simple_expansion' && SAFE_SPECIALS.has(child.namedChild(0)?.text ?? '') && child.namedChild(0)?.type === 'special_variable_name') continue;
+        if (!ARITHMETIC_OK.has(child.type)) return child;
+        const bad = check(child);
+        if (bad) return bad;
+      }
+      return undefined;
+    };
+    const bad = check(node);
+    if (!bad) return undefined;
+    return this.deny('hidden_execution', root, `arithmetic on \`${snippet(bad.text, 40)}\`: bash evaluates variable values (and array subscripts in them) as code`);
+  }
+
+  private expansion(node: Node): Refusal | undefined {
+    const text = node.text;
+    if (text.startsWith('${!') && !/^\$\{![A-Za-z_][A-Za-z0-9_]*(\*|@|\[[@*]\])\}$/.test(text)) {
+      return this.deny('hidden_execution', node, `indirect expansion \`${snippet(text, 40)}\` evaluates a name computed at run time (subscripts in it run code)`);
+    }
+    const children = node.children;
+    for (let k = 0; k < children.length; k++) {
+      const child = children[k];
+      if (!child || node.fieldNameForChild(k) !== 'operator') continue;
+      if (child.type === '@') return this.deny('hidden_execution', node, `\`${snippet(text, 40)}\`: parameter transformations (\`@P\` runs command substitutions in the value)`);
+      if (child.type === ':') {
+        const next = children[k + 1];
+        if (next && next.isNamed && next.type !== 'number') {
+          return this.deny('hidden_execution', node, `substring offset \`${snippet(text, 40)}\` is arithmetic on a variable`);
+        }
+      }
+    }
+    return undefined;
+  }
+
+  private subscript(node: Node): Refusal | undefined {
+    const index = node.childForFieldName('index');
+    if (!index) return undefined;
+    if (index.type === 'number' || index.text === '@' || index.text === '*') return undefined;
+    return this.deny('hidden_execution', node, `array subscript \`${snippet(node.text, 40)}\` is arithmetic on a variable (its value can run code)`);
+  }
+
+  private testCommand(node: Node): Refusal | undefined {
+    const double = node.child(0)?.type === '[[';
+    const visit = (n: Node): Refusal | undefined => {
+      for (const child of n.namedChildren) {
+        if (!child || child.type === 'command_substitution' || child.type === 'process_substitution') continue;
+        if (child.type === 'binary_expression' && double) {
+          const op = child.childForFieldName('operator');
+          if (op && ARITHMETIC_TEST_OPS.has(op.text)) {
+            for (const side of [child.childForFieldName('left'), child.childForFieldName('right')]) {
+              if (!side) continue;
+              const special = side.type === 'simple_expansion' && side.namedChild(0)?.type === 'special_variable_name' && SAFE_SPECIALS.has(side.namedChild(0)?.text ?? '');
+              if (side.type !== 'number' && !special) {
+                return this.deny('hidden_execution', node, `\`[[ … ${op.text} … ]]\` evaluates \`${snippet(side.text, 30)}\` arithmetically (a value can run code)`);
+              }
+            }
+          }
+        }
+        if (child.type === 'unary_expression') {
+          const op = child.childForFieldName('operator') ?? child.child(0);
+          if (op && (op.text === '-v' || op.text === '-R')) {
+            const operand = child.namedChildren.find((c) => c && c.type !== 'test_operator');
+            const w = operand ? resolveWord(operand) : undefined;
+            const v = w ? exactValue(w) : undefined;
+            if (v === undefined || !/^[A-Za-z_][A-Za-z0-9_]*(\[[0-9]+\])?$/.test(v)) {
+              return this.deny('hidden_execution', node, `\`${op.text} ${operand?.text ?? ''}\`: a computed or subscripted name can run code when evaluated`);
+            }
+          }
+        }
+        const inner = visit(child);
+        if (inner) return inner;
+      }
+      return undefined;
+    };
+    return visit(node);
+  }
+}

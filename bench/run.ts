@@ -1,0 +1,74 @@
+import { spawnSync } from 'node:child_process';
+import { decideCommand, loadBashParser } from '../activities/bash/guard';
+import { BRANCH, CORPUS_ENTRIES, WORKTREE } from '../test/unit/guard-corpus';
+
+/**
+ * `npm run bench`: the guard's decision time over the corpus (warm parser, many rounds) against the cost of
+ * spawning `bash -n -c <command>` for the same commands, the cheapest thing a bash tool call does anyway.
+ * Figures are printed, never asserted; compare the ratio within one run.
+ */
+
+const GUARD_ROUNDS = Number(process.env.BENCH_GUARD_ROUNDS ?? 40);
+const BASH_ROUNDS = Number(process.env.BENCH_BASH_ROUNDS ?? 2);
+
+function percentile(sorted: readonly number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  const index = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[index];
+}
+
+const ms = (ns: bigint) => Number(ns) / 1e6;
+const fmt = (x: number) => (x < 1 ? `${(x * 1000).toFixed(1)} µs` : `${x.toFixed(3)} ms`);
+
+async function main(): Promise<void> {
+  const started = process.hrtime.bigint();
+  const context = { branch: BRANCH, worktree: WORKTREE, isolated: true };
+  // NUL cannot be passed in argv, so those commands are left out of both measurements.
+  const commands = CORPUS_ENTRIES.map((e) => e.command).filter((c) => !c.includes('\0'));
+
+  const loadStart = process.hrtime.bigint();
+  const parser = await loadBashParser();
+  const loadMs = ms(process.hrtime.bigint() - loadStart);
+
+  for (let round = 0; round < 3; round++) for (const c of commands) decideCommand(parser, c, context); // warm-up
+
+  const guardSamples: number[] = [];
+  let refused = 0;
+  for (let round = 0; round < GUARD_ROUNDS; round++) {
+    for (const c of commands) {
+      const t0 = process.hrtime.bigint();
+      const d = decideCommand(parser, c, context);
+      guardSamples.push(ms(process.hrtime.bigint() - t0));
+      if (round === 0 && !d.allowed) refused++;
+    }
+  }
+
+  const bashSamples: number[] = [];
+  for (let round = 0; round < BASH_ROUNDS; round++) {
+    for (const c of commands) {
+      const t0 = process.hrtime.bigint();
+      spawnSync('bash', ['-n', '-c', c], { stdio: 'ignore' });
+      bashSamples.push(ms(process.hrtime.bigint() - t0));
+    }
+  }
+
+  guardSamples.sort((a, b) => a - b);
+  bashSamples.sort((a, b) => a - b);
+  const g50 = percentile(guardSamples, 50);
+  const g99 = percentile(guardSamples, 99);
+  const b50 = percentile(bashSamples, 50);
+  const b99 = percentile(bashSamples, 99);
+  const row = (name: string, n: number, p50: number, p99: number, max: number) =>
+    `${name.padEnd(26)} ${String(n).padStart(7)}  p50 ${fmt(p50).padStart(10)}  p99 ${fmt(p99).padStart(10)}  max ${fmt(max).padStart(10)}`;
+
+  console.log(`bash guard benchmark: ${commands.length} corpus commands (${refused} refused), parser load ${fmt(loadMs)}`);
+  console.log(row('guard decideCommand', guardSamples.length, g50, g99, guardSamples[guardSamples.length - 1]));
+  console.log(row('spawn bash -n -c', bashSamples.length, b50, b99, bashSamples[bashSamples.length - 1]));
+  console.log(`ratio (guard / bash -n spawn): p50 ${(g50 / b50).toFixed(4)}  p99 ${(g99 / b99).toFixed(4)}`);
+  console.log(`bash -n spawn is ${(b50 / g50).toFixed(0)}x the guard's p50 decision time; total ${fmt(ms(process.hrtime.bigint() - started))}`);
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});

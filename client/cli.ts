@@ -1,6 +1,7 @@
 import { resolve } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
 import { OrchardError, OrchardClient } from './client';
+import { registerGuardCommand } from './guard-command';
 import type { SessionStatusView } from '../workflows/messages';
 import { workerConfigFromEnv } from '../worker/config';
 
@@ -146,6 +147,8 @@ session
       console.log(`${id}: ${view.status}`);
     });
   });
+
+registerGuardCommand(program);
 
 function formatStatus(view: SessionStatusView): string {
   const lines = [

@@ -155,6 +155,7 @@ export const CORPUS: Readonly<Record<string, readonly CorpusEntry[]>> = {
     deny('integration_policy', 'git reset --soft HEAD^'),
     deny('integration_policy', 'git checkout -B orchard/s1 main', 'resetting B is a reset'),
     deny('integration_policy', 'gh pr merge 12 --squash'),
+    deny('moves_other_ref', 'gh api repos/o/r/merges -f base=main -f head=orchard/s1', 'fields make it a POST'),
     allow('git merge --abort'),
     allow('git rebase --abort'),
     allow('git cherry-pick --abort'),
@@ -249,6 +250,8 @@ export const CORPUS: Readonly<Record<string, readonly CorpusEntry[]>> = {
     deny('outside_worktree', 'cd "$OLDPWD" && git status', 'a computed cd poisons later git'),
     deny('outside_worktree', 'cd; git status'),
     deny('outside_worktree', 'for d in a b; do cd ..; done; git status', 'cd in a loop'),
+    deny('outside_worktree', 'cd src; OLDPWD=/work/main; cd -; git status', '`cd -` follows OLDPWD, which the command sets'),
+    deny('outside_worktree', 'read PWD < f; cd .; git status', 'logical `cd` starts from $PWD'),
     deny('outside_worktree', 'find /work -execdir git status \\;'),
     deny('outside_worktree', "echo 'ref: refs/heads/x' > ../main/.git/HEAD"),
     deny('outside_worktree', 'git diff --output=../main/README.md'),
@@ -264,6 +267,11 @@ export const CORPUS: Readonly<Record<string, readonly CorpusEntry[]>> = {
     allow('ls ../main && cat ../main/README.md', 'reading outside is fine'),
     allow('mkdir -p build && echo ok > build/out.txt'),
     allow('echo x > /tmp/x 2>/dev/null'),
+    deny('outside_worktree', 'ln -s ../main m && git -C m checkout other', 'a symlink out of the worktree'),
+    deny('outside_worktree', 'git status > >(tee ../main/log)', 'the process substitution is walked'),
+    deny('dynamic_argument', 'echo ../main | xargs git -C', 'the -C value comes from input'),
+    deny('dynamic_argument', 'echo x | xargs git log', 'input may add --output=…'),
+    allow('ln -s src/a.ts b.ts'),
   ],
 
   'git metadata': [
@@ -294,6 +302,11 @@ export const CORPUS: Readonly<Record<string, readonly CorpusEntry[]>> = {
     allow('GIT_AUTHOR_NAME=bot GIT_AUTHOR_EMAIL=bot@example.com git commit -m x'),
     allow('env NODE_ENV=test npm test'),
     allow('export PATH="$PATH:./node_modules/.bin"'),
+    deny('shell_env_override', 'set -a; for GIT_DIR in ../main/.git; do git status; done', 'allexport exports loop variables'),
+    deny('shell_env_override', "bash -ac 'GIT_DIR=x; git status'"),
+    deny('hidden_execution', 'declare -n r=GIT_DIR; export r=../main/.git', 'a nameref exports another name'),
+    deny('shell_env_override', "LESSOPEN='|git merge main %s' less f"),
+    deny('outside_worktree', "env -S 'GIT_DIR=../main/.git git status'"),
   ],
 
   'config overrides that run programs': [
@@ -309,6 +322,8 @@ export const CORPUS: Readonly<Record<string, readonly CorpusEntry[]>> = {
     deny('git_config_override', 'git -c remote.origin.url=. push origin HEAD'),
     deny('git_config_override', 'git -c url./work/main/.insteadOf=origin push origin HEAD'),
     deny('git_config_override', 'git --namespace=other push origin HEAD'),
+    deny('git_config_override', 'git -c push.followTags=true push origin HEAD', 'would push tags too'),
+    deny('git_config_override', 'git -c format.outputDirectory=../main format-patch -1'),
     deny('unknown_git_option', 'git --git-d=/work/main/.git status', 'global options are exact'),
     allow('git -c user.name=Bot -c user.email=bot@example.com commit -m x'),
   ],
@@ -323,6 +338,9 @@ export const CORPUS: Readonly<Record<string, readonly CorpusEntry[]>> = {
     deny('git_runs_program', "git grep -O'sh -c id' foo"),
     deny('git_runs_program', 'git hook run pre-commit'),
     deny('git_runs_program', 'git difftool'),
+    deny('git_runs_program', "git fetch 'ext::sh -c touch% /tmp/x' main", 'remote helpers run programs'),
+    deny('git_runs_program', "git push 'ext::sh -c id' HEAD"),
+    deny('git_runs_program', 'git ls-remote foo::bar'),
   ],
 
   'dynamic command names': [
@@ -364,6 +382,8 @@ export const CORPUS: Readonly<Record<string, readonly CorpusEntry[]>> = {
     deny('function_or_alias', 'shopt -s expand_aliases\nalias g=git\ng merge main'),
     deny('function_or_alias', 'hash -p /tmp/evil git'),
     deny('function_or_alias', 'enable -n cd'),
+    allow("trap '' INT", 'ignoring a signal runs nothing'),
+    deny('eval_or_source', "compgen -C 'git merge main' x"),
   ],
 
   'hidden execution in data (GUARD.md §2.2)': [
@@ -400,6 +420,8 @@ export const CORPUS: Readonly<Record<string, readonly CorpusEntry[]>> = {
     deny('shell_from_stdin', 'sh -s < commands.txt'),
     deny('shell_from_stdin', "cat <<'EOF' | bash\ngit merge main\nEOF"),
     deny('shell_from_stdin', 'bash /dev/stdin < x'),
+    deny('shell_from_stdin', 'bash <<EOF\ngit merge main\nEOF'),
+    allow("node <<'EOF'\nconsole.log(1)\nEOF", 'visible inline code without process spawning'),
   ],
 
   'interpreters and inline code': [
@@ -437,6 +459,13 @@ export const CORPUS: Readonly<Record<string, readonly CorpusEntry[]>> = {
     deny('unresolved_launcher', 'env --frobnicate git merge main'),
     deny('unresolved_launcher', 'strace -f git push origin HEAD:main'),
     deny('unresolved_launcher', 'somewrapper git merge main', 'an unknown program handed git'),
+    deny('unresolved_launcher', "su -c 'git merge main' bob"),
+    deny('unresolved_launcher', 'parallel git merge ::: main'),
+    deny('unresolved_launcher', "zip -TT 'git merge main' a.zip f", 'a command hidden in an option'),
+    deny('unresolved_launcher', "man -P 'git merge main' ls"),
+    deny('unresolved_launcher', "tar --to-command='git merge main' -xf a.tar"),
+    deny('unresolved_launcher', 'fd -x git checkout main'),
+    deny('unresolved_launcher', "sqlite3 db '.shell git merge main'"),
   ],
 
   'wrappers (GUARD.md §2.3)': [
@@ -547,6 +576,19 @@ export const CORPUS: Readonly<Record<string, readonly CorpusEntry[]>> = {
     deny('parser_blind_spot', 'set -k; git status GIT_DIR=../main/.git'),
     allow('git commit \\\n  -m "line continuation between words"'),
     allow("cat <<'EOF' > notes.md\nrun `git merge main` later, $(not now)\nEOF", 'quoted heredoc: literal'),
+    deny('parser_blind_spot', 'x=1; echo ${x/`git merge main`/y}'),
+    deny('parser_blind_spot', 'time { cd ..; git status; }', 'tree-sitter-bash does not know `time` takes a group'),
+    deny('parser_blind_spot', 'time if true; then cd ..; fi; git status'),
+    deny('parser_blind_spot', 'coproc { cd ..; git status; }'),
+    deny('parser_blind_spot', "x='a[$(git merge main)]'; time ((x))", '`((` is arithmetic to bash'),
+    deny('parser_blind_spot', 'nohup { cd ..; git status; }', 'a bare `{` word'),
+    deny('parser_blind_spot', 'cat <<EOF\n\\\\$(x)\n\\git merge main\nEOF', 'heredoc line starting with a backslash'),
+    deny('integration_policy', 'echo ` echo hi\ngit merge main`', 'a backtick substitution spanning lines (#278)'),
+    deny('parser_blind_spot', 'git status\n\\git merge main', 'the parser glues `⏎\\git` onto the previous command (found by the property test)'),
+    allow('git add -A &&\\\ngit commit -m wip', 'continuation after an operator'),
+    deny('parser_blind_spot', 'true\n\\\n${x:-}git merge main', 'a continuation at the start of a line: the parser swallows the newline before it (found by differential fuzzing)'),
+    deny('parser_blind_spot', 'git checkout main"\n"\\`', 'one word to bash, two to the parser (found by differential fuzzing)'),
+    deny('parser_blind_spot', "git checkout main\n\\ $'\\n'", 'the parser joins the next line into the command (found by differential fuzzing)'),
   ],
 
   'syntax the guard does not analyse': [
@@ -565,6 +607,7 @@ export const CORPUS: Readonly<Record<string, readonly CorpusEntry[]>> = {
     deny('unsupported_input', 'git status\r'),
     deny('unsupported_input', 'git status\u0000; git merge main'),
     deny('unsupported_input', `echo ${'x'.repeat(10_001)}`),
+    deny('unsupported_input', `echo ${'$('.repeat(3000)}x${')'.repeat(3000)}`, 'nesting too deep for the walk'),
   ],
 
   'text is not a command': [

@@ -92,6 +92,10 @@ export function decideInvocation(inv: Invocation, scope: GuardScope, state: Shel
   if (EDITORS.has(base)) return decideEditor(inv, base);
   if (base === 'gh' || base === 'glab') return decideForge(inv, base, args);
 
+  const execOption = EXEC_OPTIONS[base]?.find((o) => args.some((a) => (a.value ?? a.prefix).startsWith(o)));
+  if (execOption) {
+    return deny('unresolved_launcher', `\`${base} ${execOption}…\` runs a command given as an option, which the guard does not follow`);
+  }
   const write = WRITERS[base];
   if (write) {
     const bad = write(inv, args, scope);
@@ -117,9 +121,13 @@ export function decideInvocation(inv: Invocation, scope: GuardScope, state: Shel
   return undefined;
 }
 
+// Wrapper names that are also common subcommand words (`docker exec`, `hyperfine time`) are left out.
+const LAUNCHER_NAMES_IGNORED = new Set(['command', 'builtin', 'exec', 'coproc', 'time', 'find', 'R']);
+
 /** Names that, as an argument of an unknown program, suggest it launches them. */
 function launchesByName(v: string): boolean {
   const b = posix.basename(v);
+  if (LAUNCHER_NAMES_IGNORED.has(b)) return false;
   return (
     b === 'git' || b.startsWith('git-') || b === 'hub' || POSIX_SHELLS.has(b) || OTHER_SHELLS.has(b) || interpreterGrammarFor(b) !== undefined ||
     Object.prototype.hasOwnProperty.call(WRAPPERS, b) || b === 'eval' || b === 'source'
@@ -322,8 +330,7 @@ export function declarationCheck(
   if (nameref) {
     return refusal('hidden_execution', inv.text, `\`${keyword} -n ${name}\`: a name reference redirects later assignments and expansions to another variable`);
   }
-  const place = keyword === 'local' && !value ? 'prefix' : 'persistent';
-  return checkAssignment(name, value ?? literalWord(''), place, inv.cwd, scope.worktree, inv.text);
+  return checkAssignment(name, value ?? literalWord(''), 'persistent', inv.cwd, scope.worktree, inv.text);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -333,7 +340,7 @@ function changeDirectory(name: string, args: readonly Word[], scope: GuardScope,
   const operands = args.filter((a, k) => !(a.value !== undefined && /^-[LPe@]+$/.test(a.value)) && !(a.value === '--' && k === 0));
   const go = (next: Cwd) => {
     state.oldCwd = state.cwd;
-    state.cwd = next;
+    state.cwd = state.dirVars ? { kind: 'unknown', why: `\`${name}\` after the command names PWD, OLDPWD, DIRSTACK or CDPATH` } : next;
   };
   if (name === 'popd') {
     if (operands.length > 0) return go({ kind: 'unknown', why: '`popd` with arguments' });
@@ -498,6 +505,12 @@ function decideForge(inv: Invocation, base: string, args: readonly Word[]): Refu
   }
   if (group === 'repo' && action === 'sync') return refusal('moves_other_ref', inv.text, `\`${base} repo sync\` moves local or remote branches`);
   if (group === 'api') {
+    // Fields make `gh api` default to POST.
+    const fields = args.some((a) => /^(-[fF]|--field|--raw-field|--input)/.test(a.value ?? a.prefix));
+    const method = args.findIndex((a) => a.value === '-X' || a.value === '--method');
+    if (fields && method < 0 && !args.some((a) => /^(-X|--method=)/.test(a.value ?? '') && (a.value ?? '').length > 2)) {
+      return refusal('moves_other_ref', inv.text, `\`${base} api\` with fields sends a POST, which can change remote refs and pull requests`);
+    }
     for (let k = 0; k < args.length; k++) {
       const v = args[k].value ?? '';
       const method = v === '-X' || v === '--method' ? args[k + 1]?.value : v.startsWith('--method=') ? v.slice(9) : v.startsWith('-X') && v.length > 2 ? v.slice(2) : undefined;
@@ -508,6 +521,22 @@ function decideForge(inv: Invocation, base: string, args: readonly Word[]): Refu
   }
   return undefined;
 }
+
+/** Options that make an otherwise ordinary program run a command (prefix match on the word). */
+const EXEC_OPTIONS: Record<string, readonly string[]> = {
+  sort: ['--compress-program'],
+  split: ['--filter'],
+  zip: ['-TT', '--unzip-command'],
+  tar: ['--to-command', '--checkpoint-action', '-I', '--use-compress-program', '--rsh-command', '--info-script', '--new-volume-script', '-F'],
+  less: ['+', '-+'],
+  more: ['+'],
+  man: ['-P', '--pager', '-H', '--html'],
+  bat: ['--pager'],
+  batcat: ['--pager'],
+  rg: ['--pre'],
+  fd: ['-x', '--exec', '-X', '--exec-batch'],
+  fdfind: ['-x', '--exec', '-X', '--exec-batch'],
+};
 
 // ---------------------------------------------------------------------------------------------------------------
 // Programs whose arguments are data: `echo "git merge"` and `grep -r checkout .` never refuse.
@@ -521,7 +550,7 @@ const DATA_ONLY = new Set([
   'tput', 'clear', 'locale', 'nproc', 'free', 'uptime', 'ps', 'pgrep', 'lsof', 'history', 'dirs', 'jobs', 'kill', 'ulimit', 'umask',
   'shift', 'return', 'exit', 'break', 'continue', 'getconf', 'tty', 'wait', 'times', 'unalias', 'caller', 'disown', 'logout',
   'fd', 'fdfind', 'locate', 'sha224sum', 'sha384sum', 'zcat', 'zgrep', 'bzcat', 'xzcat', 'iconv', 'numfmt', 'factor', 'expr',
-  'apt', 'apt-get', 'apt-cache', 'dpkg', 'yum', 'dnf', 'apk', 'brew', 'pip', 'pip3', 'cargo', 'go', 'rustc', 'tsc', 'jest', 'eslint', 'prettier',
+  'tsc', 'jest', 'eslint', 'prettier',
 ]);
 
 /** Programs that run a command given as a string (or argv) in ways not modelled: refused when it looks like one. */
@@ -530,4 +559,5 @@ const STRING_LAUNCHERS = new Set([
   'dtach', 'systemd-run', 'nsenter', 'unshare', 'chroot', 'bwrap', 'firejail', 'strace', 'ltrace', 'valgrind', 'gdb', 'perf',
   'taskset', 'chrt', 'numactl', 'prlimit', 'cgexec', 'catchsegv', 'sg', 'docker', 'podman', 'kubectl', 'npx', 'pnpm', 'yarn', 'bunx',
   'uvx', 'pipx', 'npm', 'make', 'cron', 'crontab', 'setpriv', 'pkexec', 'daemonize', 'start-stop-daemon', 'xterm', 'sshpass',
+  'sqlite3', 'psql', 'mysql', 'duckdb', 'cargo', 'go', 'apt-get', 'apt', 'dpkg', 'yum', 'dnf', 'apk', 'brew', 'pip', 'pip3',
 ]);

@@ -136,7 +136,7 @@ const CONFIG_ALLOW = [
   /^core\.(quotepath|abbrev|autocrlf|safecrlf|eol|filemode|whitespace|commentchar|commentstring|precomposeunicode|longpaths|checkstat|trustctime|untrackedcache|preloadindex)$/,
   /^(commit|tag)\.(gpgsign|verbose|cleanup|status|sort)$/,
   /^log\.(date|decorate|abbrevcommit|follow|graphcolors|showroot|showsignature|mailmap|excludedecoration|initialdecorationset|diffmerges)$/,
-  /^format\.(pretty|numbered|signoff|coverletter|suffix|outputdirectory|subjectprefix|useautobase|thread|notes|headers|to|cc|from|signature|mboxrd|filenamemaxlength|forceinbodyfrom)$/,
+  /^format\.(pretty|numbered|signoff|coverletter|suffix|subjectprefix|useautobase|thread|notes|headers|to|cc|from|signature|mboxrd|filenamemaxlength|forceinbodyfrom)$/,
   /^diff\.(noprefix|mnemonicprefix|renames|renamelimit|algorithm|context|interhunkcontext|indentheuristic|colormoved|colormovedws|relative|statgraphwidth|statnamewidth|submodule|ignoresubmodules|wserrorhighlight|suppressblankempty|dirstat|orderfile|srcprefix|dstprefix|autorefreshindex)$/,
   /^merge\.(conflictstyle|renames|renamelimit|stat|log|verbosity)$/,
   /^status\./,
@@ -147,7 +147,6 @@ const CONFIG_ALLOW = [
   /^gc\.auto$/,
   /^maintenance\.auto$/,
   /^(fetch|submodule)\.(parallel|writecommitgraph|showforcedupdates|recursesubmodules)$/,
-  /^push\.(followtags)$/,
   /^pack\.threads$/,
 ];
 
@@ -514,6 +513,11 @@ const PUSH: OptSpec[] = [
   { key: 'ipv6', short: '6', long: ['ipv6'] },
 ];
 
+/** `<transport>::<address>` runs the remote helper `git-remote-<transport>` (and `ext::` runs any command). */
+export function remoteHelperProblem(v: string): string | undefined {
+  return /^[A-Za-z][A-Za-z0-9+.-]*::/.test(v) ? `\`${v}\` makes git run the remote helper \`git-remote-${v.slice(0, v.indexOf('::'))}\` (ext:: runs any command)` : undefined;
+}
+
 /** A repository argument that is a local path may be this very repository (its shared ref store). */
 function localRepository(v: string): boolean {
   return v === '.' || v === '..' || v.startsWith('/') || v.startsWith('./') || v.startsWith('../') || v.startsWith('file:') || v.startsWith('~');
@@ -540,6 +544,8 @@ const push: Rule = (input) => {
     return input.deny('implicit_target', '`git push` without a refspec pushes whatever push.default / remote.<name>.push select');
   }
   const [repo, ...refspecs] = words;
+  const helper = remoteHelperProblem(repo);
+  if (helper) return input.deny('git_runs_program', helper);
   if (localRepository(repo)) {
     return input.deny('moves_other_ref', `pushing into the local repository \`${repo}\` writes refs in a shared ref store`);
   }
@@ -633,6 +639,10 @@ const fetch: Rule = (input) => {
   if (bad) return bad;
   const words = literalOperands(input, [...p.positionals, ...p.afterDashDash], 'repository or refspec');
   if (isRefusal(words)) return words;
+  for (const w of words) {
+    const helper = remoteHelperProblem(w);
+    if (helper) return input.deny('git_runs_program', helper);
+  }
   if (has(p, 'all') || has(p, 'multiple')) return undefined; // operands are remote names
   const refspecs = words.slice(1);
   for (let k = 0; k < refspecs.length; k++) {
@@ -740,6 +750,9 @@ const config: Rule = (input) => {
   const words = [...p.positionals, ...p.afterDashDash];
   const action = words[0] ? exactValue(words[0]) : undefined;
   if (words[0] && action === undefined) return input.deny('dynamic_argument', `the \`git config\` key or action \`${words[0].text}\` is computed at run time`);
+  if (action !== undefined && ['set', 'unset', 'rename-section', 'remove-section', 'edit'].includes(action) && !has(p, 'read')) {
+    return input.deny('shared_state', `\`git config ${action}\` writes configuration that every worktree (and session) shares`);
+  }
   if (has(p, 'read') || action === 'get' || action === 'list') return undefined;
   if (words.length <= 1) return undefined; // `git config <key>` reads
   return input.deny('shared_state', '`git config <key> <value>` writes configuration that every worktree (and session) shares');
@@ -872,7 +885,8 @@ const clone: Rule = (input) => {
   return undefined;
 };
 
-const apply = watched({ exec: [], writes: [] });
+// No option of apply/fsck writes elsewhere or runs a program, but a computed word could still be one.
+const apply = watched({});
 const applyRule: Rule = (input) => {
   for (const w of input.args) {
     const v = w.value ?? w.prefix;
@@ -888,9 +902,19 @@ const readTree = watched({ writes: ['index-output'] });
 const grep = watched({ exec: ['open-files-in-pager'], execShort: 'O' });
 const archive = watched({ writes: ['output'], writeShort: 'o', exec: ['exec'] });
 const formatPatch = watched({ writes: ['output-directory', 'output'], writeShort: 'o' });
-const lsRemote = watched({ exec: ['upload-pack'] });
+const lsRemoteWatched = watched({ exec: ['upload-pack'] });
+/** Any word of these may name a repository: refuse remote-helper transports. */
+const noRemoteHelper = (rule: Rule): Rule => (input) => {
+  for (const w of input.args) {
+    const v = w.value ?? '';
+    const helper = remoteHelperProblem(v.startsWith('--remote=') ? v.slice('--remote='.length) : v);
+    if (helper) return input.deny('git_runs_program', helper);
+  }
+  return rule(input);
+};
+const lsRemote = noRemoteHelper(lsRemoteWatched);
 const fastExport = watched({ writes: ['export-marks'] });
-const fsck = watched({ exec: [] });
+const fsck = watched({});
 const fsckRule: Rule = (input) => {
   if (input.args.some((w) => (w.value ?? '').startsWith('--lost') || (w.value ?? '') === '--lost-found')) {
     return input.deny('shared_state', '`git fsck --lost-found` writes into the shared git directory');
@@ -927,14 +951,14 @@ const SUBCOMMANDS: Record<string, Rule> = {
   'fmt-merge-msg': free, 'show-index': free, 'unpack-file': free, 'diff-pairs': free,
   diff: logFamily, log: logFamily, show: logFamily, whatchanged: logFamily, shortlog: logFamily, 'range-diff': logFamily,
   'diff-tree': logFamily, 'diff-files': logFamily, 'diff-index': logFamily,
-  grep, archive, 'format-patch': formatPatch, 'ls-remote': lsRemote, 'fast-export': fastExport, fsck: fsckRule,
+  grep, archive: noRemoteHelper(archive), 'format-patch': formatPatch, 'ls-remote': lsRemote, 'fast-export': fastExport, fsck: fsckRule,
   mailsplit, mailinfo: free, 'merge-file': mergeFile, 'interpret-trailers': interpretTrailers, bundle,
   // writes to this worktree's files, index and branch
   add: free, stage: free, rm: free, mv: free, restore: free, commit: free, clean: free, 'cherry-pick': free, revert: free,
   am: free, apply: applyRule, 'update-index': free, 'write-tree': free, 'read-tree': readTree, 'checkout-index': checkoutIndex,
   // need a closer look
   checkout, switch: switchRule, branch, push, fetch, config, tag, stash, worktree, remote, submodule, reflog, notes,
-  'symbolic-ref': symbolicRef, replace, init, clone, 'sparse-checkout': sparse, 'commit-graph': commitGraph,
+  'symbolic-ref': symbolicRef, replace, init, clone: noRemoteHelper(clone), 'sparse-checkout': sparse, 'commit-graph': commitGraph,
   'multi-pack-index': multiPack, rerere, refs: refsCmd,
   // integration is the orchestrator's job
   merge: integration, rebase: integration, pull: integration, reset,

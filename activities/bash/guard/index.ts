@@ -2,7 +2,7 @@ import type { Parser } from 'web-tree-sitter';
 import type { ShellState } from './invocation';
 import { loadBashParser } from './parser';
 import { normalizeWorktree } from './paths';
-import { GUARD_REASONS, type GuardContext, type GuardDecision } from './reasons';
+import { GUARD_REASONS, type GuardContext, type GuardDecision, type Refusal } from './reasons';
 import { analyzeScript } from './walk';
 
 /**
@@ -10,18 +10,27 @@ import { analyzeScript } from './walk';
  * child's worktree W on its branch B. Synchronous once the parser is loaded; the same code backs the bash
  * activity and `orchard guard`.
  *
- * Limits, stated where they apply: the guard reads command text, not files. A script file the agent wrote
- * (`bash x.sh`, `npm test`, a Makefile, a hook in a `core.hooksPath` inside W), a symlink inside W that points
- * outside it, and repository config that changes what a plain command does (push.default=matching,
- * remote.<name>.mirror) are outside its view; the reference-transaction backstop covers ref moves there.
+ * Limits, stated where they apply: the guard reads command text, not files. Code in files the agent wrote
+ * (`bash x.sh`, `npm test`, a Makefile, `python3 -m`, a hook under a `core.hooksPath` inside W, a
+ * `~/.gitconfig` in the session HOME written by such a program), a symlink inside W that points outside it,
+ * and repository config that changes what a plain command does (remote.<name>.mirror, fetch refspecs into
+ * refs/heads) are outside its view; the reference-transaction backstop covers ref moves there. Inline
+ * interpreter code is judged by a heuristic (mentions of git or process spawning).
  */
 export function decideCommand(parser: Parser, command: string, context: GuardContext): GuardDecision {
   if (!context.isolated) return { allowed: true };
   if (!context.branch || /\s/.test(context.branch)) throw new TypeError(`guard context: invalid branch ${JSON.stringify(context.branch)}`);
   const worktree = normalizeWorktree(context.worktree);
   const scope = { branch: context.branch, worktree };
-  const state: ShellState = { cwd: { kind: 'known', path: worktree }, oldCwd: undefined, stack: [], loopDepth: 0 };
-  const refused = analyzeScript(parser, command, scope, state, { depth: 0, stdin: { kind: 'inherited' } });
+  const state: ShellState = { cwd: { kind: 'known', path: worktree }, oldCwd: undefined, stack: [], loopDepth: 0, dirVars: false };
+  let refused: Refusal | undefined;
+  try {
+    refused = analyzeScript(parser, command, scope, state, { depth: 0, stdin: { kind: 'inherited' } });
+  } catch (err) {
+    // Pathological nesting exhausts the stack of the recursive walk: refuse rather than fail the tool call.
+    if (!(err instanceof RangeError)) throw err;
+    refused = { reason: 'unsupported_input', refused: command.length > 80 ? `${command.slice(0, 80)}…` : command, why: 'the command is nested too deeply to analyse' };
+  }
   if (!refused) return { allowed: true };
   const fill = (text: string) => text.replaceAll('{branch}', context.branch).replaceAll('{worktree}', worktree);
   return {

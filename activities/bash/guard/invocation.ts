@@ -35,6 +35,8 @@ export interface ShellState {
   stack: Cwd[];
   /** Nesting depth of loops: a `cd` in a loop body may run any number of times. */
   loopDepth: number;
+  /** The code names PWD, OLDPWD, DIRSTACK or CDPATH outside an expansion: `cd` targets can no longer be trusted. */
+  dirVars: boolean;
 }
 
 /** Recursion into shell code found in arguments (`sh -c '…'`, `flock -c '…'`). */

@@ -95,7 +95,7 @@ export function zshBlindSpot(source: string): string | undefined {
 // Inline code: any mention of git, or of a way to start a process, is refused. A heuristic, stated as such:
 // obfuscated code can evade it, as can code in files (which the guard does not read at all).
 const SPAWN =
-  /\bgit\b|child_process|subprocess|\bos\s*\.\s*(system|exec|spawn|popen|fork|posix_spawn)|\bpopen|\bspawn|\bexec[lv]?p?e?\s*\(|execSync|execFile|\bsystem\s*\(|\bsystem\b|`|%x|\bqx\b|IO\.popen|Open3|\bpty\b|\bfork\b|\beval\b|__import__|importlib|getattr|ctypes|process\.binding|Deno\s*\.\s*(run|Command)|Bun\s*\.\s*spawn|shell_exec|passthru|proc_open|pcntl_exec|do shell script|os\.execute|io\.popen|Runtime\s*\.\s*getRuntime|ProcessBuilder|Start-Process|Invoke-Expression|\biex\b|new\s+Function|\bFunction\s*\(|(require|import)\s*\(\s*(?!(?<q>['"])[^'"]*\k<q>\s*\))|open\s*\(?[^)]*\|/i;
+  /\bgit\b|child_process|subprocess|\bos\s*\.\s*(system|exec|spawn|popen|fork|posix_spawn)|\bpopen|\bspawn|\bexec[lv]?p?e?\s*\(|\bexec\b|execSync|execFile|\bsystem\s*\(|\bsystem\b|`|%x|\bqx\b|IO\.popen|Open3|\bpty\b|\bfork\b|\beval\b|__import__|importlib|getattr|ctypes|process\.binding|Deno\s*\.\s*(run|Command)|Bun\s*\.\s*spawn|shell_exec|passthru|proc_open|pcntl_exec|do shell script|os\.execute|io\.popen|Runtime\s*\.\s*getRuntime|ProcessBuilder|Start-Process|Invoke-Expression|\biex\b|new\s+Function|\bFunction\s*\(|(require|import)\s*\(\s*(?!(?<q>['"])[^'"]*\k<q>\s*\))|open\s*\(?[^)]*\|/i;
 
 export function inlineCodeProblem(code: string): string | undefined {
   const m = SPAWN.exec(code);

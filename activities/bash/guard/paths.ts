@@ -50,6 +50,8 @@ export type WriteVerdict = { readonly ok: true } | { readonly ok: false; readonl
  * anything computed at run time is refused.
  */
 export function checkWriteTarget(word: Word, cwd: Cwd, worktree: string): WriteVerdict {
+  // `>(cmd)` is a pipe into a command the walker checks on its own.
+  if (word.dynamic === 'process_substitution' && word.prefix === '') return { ok: true };
   if (word.value === undefined) return { ok: false, kind: 'dynamic', detail: `write target \`${word.text}\` is computed at run time` };
   const path = word.value;
   if (WRITABLE_DEVICES.test(path)) return { ok: true };

@@ -22,12 +22,16 @@ export function prescan(source: string): Refusal | undefined {
   for (let m = continuation.exec(source); m; m = continuation.exec(source)) {
     const slashes = m[0].length - 1;
     if (slashes % 2 === 0) continue; // an escaped backslash, then a real newline
+    // After a blank or an operator both read a continuation; at the start of a line tree-sitter-bash also
+    // swallows the newline before it (`a⏎\⏎b` becomes one command `a b`), so that is refused too.
     const before = m.index === 0 ? '' : source[m.index - 1];
-    if (before === '' || before === ' ' || before === '\t' || before === '\n') continue;
+    const lineStart = source.lastIndexOf('\n', m.index - 1);
+    const blankLine = /^[ \t]*$/.test(source.slice(lineStart + 1, m.index));
+    if (!blankLine && (before === ' ' || before === '\t' || before === '&' || before === '|' || before === ';')) continue;
     return refusal(
       'parser_blind_spot',
       around(source, m.index),
-      'a backslash-newline inside a word: bash joins the two lines into one word, the parser sees two',
+      'a backslash-newline inside a word or at the start of a line: bash joins the lines, the parser reads them differently',
     );
   }
   return undefined;

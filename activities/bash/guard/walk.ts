@@ -31,6 +31,8 @@ export function analyzeScript(parser: Parser, source: string, scope: GuardScope,
   }
   const early = prescan(source);
   if (early) return within(early);
+  // `OLDPWD=/elsewhere; cd -`, `read PWD; cd .`, `DIRSTACK[1]=…; popd`, `read CDPATH; cd x`: cd follows these.
+  if (/(^|[^$\w{])(OLDPWD|DIRSTACK|PWD|CDPATH)\b/.test(source)) state.dirVars = true;
   const tree = parseBash(parser, source);
   try {
     const root = tree.rootNode;
@@ -39,7 +41,7 @@ export function analyzeScript(parser: Parser, source: string, scope: GuardScope,
       const where = bad ? ` near \`${snippet(bad.text || source.slice(bad.startIndex, bad.startIndex + 20))}\`` : '';
       return within(refusal('parse_error', source, `tree-sitter-bash reports a syntax error${where}`));
     }
-    const spot = blindSpot(root, source, false);
+    const spot = blindSpot(root, source);
     if (spot) return within(refusal('parser_blind_spot', snippet(spot.text, 200), spot.why));
     const walker = new Walker(parser, source, scope, state, options);
     return within(walker.visit(root));
@@ -66,7 +68,7 @@ const snippet = (text: string, max = 80) => (text.length > max ? `${text.slice(0
 
 const INERT = new Set(['comment', 'raw_string', 'ansi_c_string']);
 
-function blindSpot(node: Node, source: string, inBacktick: boolean): { text: string; why: string } | undefined {
+function blindSpot(node: Node, source: string): { text: string; why: string } | undefined {
   if (INERT.has(node.type)) return undefined;
   if (node.type === 'heredoc_body' && isQuotedHeredoc(node.parent)) return undefined;
   if (node.type === 'subshell' && node.text.startsWith('((')) {
@@ -81,37 +83,72 @@ function blindSpot(node: Node, source: string, inBacktick: boolean): { text: str
   }
   // Backtick substitutions are un-escaped and parsed again by the walker, which checks them then.
   if (node.type === 'command_substitution' && node.child(0)?.type === '`') return undefined;
-  const backtick = inBacktick;
   if (node.childCount === 0) {
     if (!node.isNamed) return undefined;
-    return codeInText(node.text, backtick);
+    if ((node.type === 'word' || node.type === 'number') && unescapedBlank(node.text)) {
+      return { text: node.text, why: 'an unquoted word containing a newline or blank: bash splits it (a new command may start there), the parser did not' };
+    }
+    return codeInText(node.text);
   }
   let at = node.startIndex;
   for (const child of node.children) {
     if (!child) continue;
-    const gap = codeInText(source.slice(at, child.startIndex), backtick);
+    const gap = codeInText(source.slice(at, child.startIndex)) ?? oddGap(node, source.slice(at, child.startIndex));
     if (gap) return gap;
-    const inner = blindSpot(child, source, backtick);
+    const inner = blindSpot(child, source);
     if (inner) return inner;
     at = child.endIndex;
   }
-  return codeInText(source.slice(at, node.endIndex), backtick);
+  return codeInText(source.slice(at, node.endIndex)) ?? oddGap(node, source.slice(at, node.endIndex));
 }
 
-/** Backticks, `$(`, `${` or `$[` in text the parser treated as plain: bash would run or expand them. */
-function codeInText(text: string, inBacktick: boolean): { text: string; why: string } | undefined {
+const TEXT_NODES = new Set(['string', 'translated_string', 'heredoc_body', 'heredoc_redirect']);
+const WORD_LISTS = new Set(['command', 'declaration_command', 'unset_command', 'file_redirect', 'herestring_redirect']);
+
+/**
+ * Between the words of a command only blanks and `\⏎` continuations belong. A backslash that escapes something
+ * else, or a bare newline, there means the parser dropped text bash reads (seen: `main⏎\ x` read as one command).
+ */
+function oddGap(node: Node, gap: string): { text: string; why: string } | undefined {
+  if (TEXT_NODES.has(node.type)) return undefined;
+  for (let i = 0; i < gap.length; i++) {
+    if (gap[i] === '\\') {
+      if (gap[i + 1] === '\n') {
+        i++;
+        continue;
+      }
+      return { text: node.text, why: 'a backslash the parser skipped between words (bash reads it as an escaped character)' };
+    }
+    if (gap[i] === '\n' && WORD_LISTS.has(node.type) && gap[i - 1] !== '\\') {
+      return { text: node.text, why: 'a newline inside one command: bash ends the command there, the parser continued it' };
+    }
+  }
+  return undefined;
+}
+
+/** A blank the lexer kept inside an unquoted word (seen: `git status⏎\\git merge main` as one command). */
+function unescapedBlank(text: string): boolean {
+  for (let i = 0; i < text.length; i++) {
+    if (text[i] === '\\') {
+      i++;
+      continue;
+    }
+    if (text[i] === '\n' || text[i] === ' ' || text[i] === '\t') return true;
+  }
+  return false;
+}
+
+/** Unescaped backticks, `$(`, `${` or `$[` in text the parser treated as plain: bash would run or expand them. */
+function codeInText(text: string): { text: string; why: string } | undefined {
   for (let i = 0; i < text.length; i++) {
     const c = text[i];
     const dollar = c === '$' && (text[i + 1] === '(' || text[i + 1] === '{' || text[i + 1] === '[');
     if (c !== '`' && !dollar) continue;
     let slashes = 0;
     for (let j = i - 1; j >= 0 && text[j] === '\\'; j--) slashes++;
-    if (slashes % 2 === 1 && !inBacktick) continue;
+    if (slashes % 2 === 1) continue;
     const what = c === '`' ? 'a backtick' : `\`${text.slice(i, i + 2)}\``;
-    return {
-      text,
-      why: `${what} in text the parser does not treat as code (${inBacktick ? 'nested backticks' : 'e.g. inside ${…} patterns or heredoc bodies'}); bash may run it`,
-    };
+    return { text, why: `${what} in text the parser does not treat as code (e.g. inside \${…} patterns or heredoc bodies); bash may run it` };
   }
   return undefined;
 }
@@ -304,6 +341,14 @@ class Walker {
     for (const arg of node.childrenForFieldName('argument')) {
       if (arg?.type === 'word' && (arg.text === '{' || arg.text === '}')) {
         return this.deny('parser_blind_spot', node, 'a bare `{` or `}` word: bash may read a command group the parser does not see');
+      }
+    }
+    // Two argv words with nothing between them are one word to bash (seen: `main"⏎"\`` split in two).
+    const words = [node.childForFieldName('name'), ...node.childrenForFieldName('argument')].filter((w): w is Node => !!w);
+    words.sort((a, b) => a.startIndex - b.startIndex);
+    for (let k = 1; k < words.length; k++) {
+      if (words[k - 1].endIndex === words[k].startIndex) {
+        return this.deny('parser_blind_spot', node, `\`${snippet(words[k - 1].text + words[k].text, 40)}\` is one word to bash, but the parser split it in two`);
       }
     }
     return undefined;

@@ -83,13 +83,27 @@ function partsOf(node: Node, inDouble: boolean): Part[] {
       return decoded === undefined ? [{ kind: 'dyn', why: 'ansi_c', quoted: true }] : [litUnits(decoded, true)];
     }
     case 'string': {
+      // The parser leaves some of a string's text (newlines, for one) between its children: read the gaps too.
       const out: Part[] = [];
+      const text = node.text;
+      let at = 0;
+      const gap = (end: number) => {
+        if (end > at) out.push(...unquoteDouble(text.slice(at, end)));
+      };
       for (const child of node.children) {
         if (!child) continue;
-        if (child.type === '"') continue;
+        const start = child.startIndex - node.startIndex;
+        const end = child.endIndex - node.startIndex;
+        if (child.type === '"') {
+          if (start > 0) gap(start);
+          at = end;
+          continue;
+        }
+        gap(start);
         if (child.type === 'string_content') out.push(...unquoteDouble(child.text));
         else if (child.type === '$') out.push(litUnits('$', true));
         else out.push(...partsOf(child, true));
+        at = end;
       }
       return out;
     }

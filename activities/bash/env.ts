@@ -29,6 +29,9 @@ export const FIXED_ENV: Readonly<Record<string, string>> = {
   GIT_MERGE_AUTOEDIT: 'no',
   // The system gitconfig may name a credential helper or other host-wide settings meant for operators.
   GIT_CONFIG_NOSYSTEM: '1',
+  // The session HOME is writable by any program the agent runs: a ~/.gitconfig written there could make an
+  // allowed `git status` run an fsmonitor, alias or hooksPath program. Git reads no global config at all.
+  GIT_CONFIG_GLOBAL: '/dev/null',
 };
 
 /** The identity git records for an agent's commits (GIT_AUTHOR_* and GIT_COMMITTER_*). */

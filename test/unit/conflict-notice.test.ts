@@ -13,27 +13,12 @@ import {
   type ConflictState,
 } from '../../activities/bash/conflict-notice';
 
-const GIT_ENV: NodeJS.ProcessEnv = {
-  PATH: process.env.PATH,
-  HOME: tmpdir(),
-  LC_ALL: 'C',
-  GIT_AUTHOR_NAME: 'Test',
-  GIT_AUTHOR_EMAIL: 'test@example.invalid',
-  GIT_COMMITTER_NAME: 'Test',
-  GIT_COMMITTER_EMAIL: 'test@example.invalid',
-  GIT_CONFIG_NOSYSTEM: '1',
-  GIT_CONFIG_GLOBAL: '/dev/null',
-  GIT_EDITOR: 'true',
-  GIT_MERGE_AUTOEDIT: 'no',
-};
-
-function git(cwd: string, ...args: string[]): string {
-  return execFileSync('git', args, { cwd, env: GIT_ENV, encoding: 'utf8', stdio: 'pipe' }).trim();
-}
+import { GIT_TEST_ENV, gitIn } from '../helpers/git';
+const git = gitIn;
 
 /** Runs `command` with bash in `cwd`, as the bash tool does. */
 function bash(cwd: string, command: string) {
-  const r = spawnSync('bash', ['-c', command], { cwd, env: GIT_ENV, encoding: 'utf8' });
+  const r = spawnSync('bash', ['-c', command], { cwd, env: GIT_TEST_ENV, encoding: 'utf8' });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 

@@ -9,19 +9,8 @@ import { parseWorktreeList, prepareWorktree } from '../../activities/git/worktre
 import { WorkspaceError } from '../../activities/workspace/paths';
 import { sessionIdProblem } from '../../workflows/session/ids';
 
-const GIT_ENV = {
-  ...process.env,
-  GIT_AUTHOR_NAME: 'Test',
-  GIT_AUTHOR_EMAIL: 'test@example.invalid',
-  GIT_COMMITTER_NAME: 'Test',
-  GIT_COMMITTER_EMAIL: 'test@example.invalid',
-  GIT_CONFIG_NOSYSTEM: '1',
-  GIT_CONFIG_GLOBAL: '/dev/null',
-};
-
-function git(cwd: string, ...args: string[]): string {
-  return execFileSync('git', args, { cwd, env: GIT_ENV, encoding: 'utf8' }).trim();
-}
+import { GIT_TEST_ENV, gitIn } from '../helpers/git';
+const git = gitIn;
 
 const created: string[] = [];
 test.after.always(() => created.forEach((dir) => rmSync(dir, { recursive: true, force: true })));

@@ -13,25 +13,12 @@ import {
   unmarkWorktree,
 } from '../../activities/git/backstop';
 
-const GIT_ENV: NodeJS.ProcessEnv = {
-  PATH: process.env.PATH,
-  HOME: tmpdir(),
-  LC_ALL: 'C',
-  GIT_AUTHOR_NAME: 'Test',
-  GIT_AUTHOR_EMAIL: 'test@example.invalid',
-  GIT_COMMITTER_NAME: 'Test',
-  GIT_COMMITTER_EMAIL: 'test@example.invalid',
-  GIT_CONFIG_NOSYSTEM: '1',
-  GIT_CONFIG_GLOBAL: '/dev/null',
-};
-
-function git(cwd: string, ...args: string[]): string {
-  return execFileSync('git', args, { cwd, env: GIT_ENV, encoding: 'utf8', stdio: 'pipe' }).trim();
-}
+import { GIT_TEST_ENV, gitIn } from '../helpers/git';
+const git = gitIn;
 
 /** The value of `ref`, or '' when it does not exist. */
 function rev(cwd: string, ref: string): string {
-  const r = spawnSync('git', ['rev-parse', '--verify', '--quiet', ref], { cwd, env: GIT_ENV, encoding: 'utf8' });
+  const r = spawnSync('git', ['rev-parse', '--verify', '--quiet', ref], { cwd, env: GIT_TEST_ENV, encoding: 'utf8' });
   return r.stdout.trim();
 }
 
@@ -39,7 +26,7 @@ function rev(cwd: string, ref: string): string {
 function script(cwd: string, body: string, env: NodeJS.ProcessEnv = {}) {
   const file = path.join(cwd, 'evil.sh');
   writeFileSync(file, `set -e\n${body}\n`);
-  const r = spawnSync('bash', ['./evil.sh'], { cwd, env: { ...GIT_ENV, ...env }, encoding: 'utf8' });
+  const r = spawnSync('bash', ['./evil.sh'], { cwd, env: { ...GIT_TEST_ENV, ...env }, encoding: 'utf8' });
   rmSync(file, { force: true });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }

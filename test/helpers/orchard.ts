@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,6 +10,7 @@ import { createPool } from '../../activities/store/db';
 import { migrate } from '../../activities/store/migrate';
 import { createOrchardWorkers, type OrchardWorkers } from '../../worker/worker';
 import { OrchardClient } from '../../client/client';
+import { gitIn } from './git';
 
 /** What the `npm test` launcher provides: one dev server and one database for the whole run. */
 export function testStackEnv() {
@@ -121,20 +121,18 @@ export async function startOrchard(
 /** A real git repository with one commit on `main`. */
 export function makeRepo(files: Record<string, string> = { 'README.md': '# fixture\n' }): string {
   const dir = mkdtempSync(join(tmpdir(), 'orchard-repo-'));
-  const git = (...args: string[]) => execFileSync('git', args, { cwd: dir, stdio: 'pipe' }).toString().trim();
-  git('init', '-q', '-b', 'main');
+  git(dir, 'init', '-q', '-b', 'main');
   for (const [path, content] of Object.entries(files)) {
     mkdirSync(join(dir, path, '..'), { recursive: true });
     writeFileSync(join(dir, path), content);
   }
-  git('add', '-A');
-  git('-c', 'user.name=fixture', '-c', 'user.email=fixture@example.com', 'commit', '-q', '-m', 'initial');
+  git(dir, 'add', '-A');
+  git(dir, 'commit', '-q', '-m', 'initial');
   return dir;
 }
 
-export function git(cwd: string, ...args: string[]): string {
-  return execFileSync('git', args, { cwd, stdio: 'pipe' }).toString().trim();
-}
+/** Git in a fixture repository, with the tests' fixed identity and no machine config. */
+export const git = gitIn;
 
 /** Writes a scripted-provider scenario (scenarios/FORMAT.md) to a temp file and returns its path. */
 export function writeScenario(scenario: unknown): string {

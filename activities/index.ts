@@ -9,14 +9,22 @@ import { ScriptedProvider } from './model/scripted';
 import { modelStep, type ModelStepInput } from './model/step';
 import type { ModelProvider } from './model/types';
 import { aliveInGroup } from './bash/process-tree';
-import { acquireLease, openProcessGroups, releaseLease, type HolderLiveness, type Lease } from './store/leases';
+import { Context } from '@temporalio/activity';
+import { CancelledFailure } from '@temporalio/common';
+import { resolveLimits, type SessionLimits } from '../workflows/messages';
+import { acquireLease, openProcessGroups, releaseHolder, releaseLease, type HolderLiveness, type Lease } from './store/leases';
+import { turnKeyOf } from './store/keys';
+import { endTasks, storeTasks, type StoredTask, type TaskEnd } from './store/tasks';
 import { appendEntry } from './store/transcript';
 import { executeTool, type ExecuteToolInput } from './tools/execute';
+import { limitsFromEnv } from './limits';
 
 export interface SharedActivityDeps {
   pool: Pool;
   /** The provider for `{ provider: 'default' }` sessions; undefined when none is configured. */
   defaultProvider?: ModelProvider;
+  /** The environment session defaults are read from when a session starts (process.env by default). */
+  env?: NodeJS.ProcessEnv;
 }
 
 export interface HostActivityDeps {
@@ -28,6 +36,13 @@ export interface HostActivityDeps {
   maxOutputBytes?: number;
   /** Whether a lease holder's workflow execution chain is still running (asked of Temporal). */
   holderLiveness: (holder: string) => Promise<HolderLiveness>;
+  /** Test hooks that widen race windows (e.g. hold worktree preparation until a cancel is sent). */
+  hooks?: HostActivityHooks;
+}
+
+export interface HostActivityHooks {
+  /** Awaited at the start of prepareWorktree (after its first heartbeat); a rejection fails the preparation. */
+  beforePrepare?: (input: PrepareWorktreeInput, signal: AbortSignal) => Promise<void>;
 }
 
 export interface RecordTaskInput {
@@ -47,14 +62,24 @@ export function createSharedActivities(deps: SharedActivityDeps) {
     return deps.defaultProvider;
   };
   return {
-    /** The task becomes the user message that opens the turn. */
+    /** Sessions from histories recorded before execution keys: the task becomes the user message of its turn. */
     async recordTask(input: RecordTaskInput): Promise<void> {
-      await appendEntry(
-        deps.pool,
-        { sessionId: input.sessionId, turn: input.turn, step: 0, ordinal: 0 },
-        { role: 'user', content: input.task },
-        input.taskId,
-      );
+      await appendEntry(deps.pool, { ...turnKeyOf(input), step: 0, ordinal: 0 }, { role: 'user', content: input.task }, input.taskId);
+    },
+    /**
+     * Resolves a session's limits once, when its execution chain starts (a local activity: the answer is recorded
+     * in history, so a replay never reads the worker's environment again).
+     */
+    async resolveSessionLimits(requested: Partial<SessionLimits> | undefined): Promise<SessionLimits> {
+      return resolveLimits(requested, limitsFromEnv(deps.env ?? process.env));
+    },
+    /** Accepted tasks' text goes to Postgres; history and continue-as-new carry their ids (local activity). */
+    async storeTasks(tasks: StoredTask[]): Promise<void> {
+      await storeTasks(deps.pool, tasks);
+    },
+    /** Terminal states of tasks (local activity); a terminal row never changes again. */
+    async endTasks(input: { executionId: string; ends: TaskEnd[] }): Promise<void> {
+      await endTasks(deps.pool, input.executionId, input.ends);
     },
     async modelStep(input: ModelStepInput) {
       return modelStep(deps.pool, resolveProvider, input);
@@ -84,6 +109,39 @@ export function createHostActivities(deps: HostActivityDeps) {
      * second agent (`worktree_held`); a holder that cannot be proven gone is refused (`worktree_liveness_unknown`).
      */
     async prepareWorktree(input: PrepareWorktreeInput) {
+      // Heartbeats for the whole preparation: a dead worker is noticed within the heartbeat timeout, and a
+      // cancel (the session closing while it prepares) reaches this attempt.
+      const context = Context.current();
+      context.heartbeat();
+      const beat = setInterval(() => context.heartbeat(), 1000);
+      try {
+        await deps.hooks?.beforePrepare?.(input, context.cancellationSignal);
+        // Cancelled before anything was taken: stop here (after the lease, the closing session releases it).
+        if (context.cancellationSignal.aborted) throw new CancelledFailure('worktree preparation cancelled');
+        return await prepare(input);
+      } finally {
+        clearInterval(beat);
+      }
+    },
+    /** Release-if-current, when the session closes: a stale holder's release changes nothing. */
+    async releaseWorktree(lease: Lease): Promise<boolean> {
+      return releaseLease(deps.pool, lease);
+    },
+    /**
+     * The session is closing: releases what its chain holds on this host, also when it never learned its lease
+     * (a preparation cancelled after the lease was taken). Holders are unique to one chain, so this releases
+     * nothing of anyone else's; a takeover changed the holder, so a stale chain's release changes nothing.
+     */
+    async releaseSessionWorktree(input: { holder: string; lease?: Lease }): Promise<boolean> {
+      if (input.lease) return releaseLease(deps.pool, input.lease);
+      return releaseHolder(deps.pool, deps.hostId, input.holder);
+    },
+    async executeTool(input: ExecuteToolInput) {
+      return executeTool({ pool: deps.pool, hostId: deps.hostId, maxOutputBytes }, input);
+    },
+  };
+
+  async function prepare(input: PrepareWorktreeInput) {
       const path = join(resolve(deps.worktreeRoot), input.sessionId);
       const outcome = await acquireLease(
         deps.pool,
@@ -123,15 +181,7 @@ export function createHostActivities(deps: HostActivityDeps) {
         const message = err instanceof Error ? err.message : String(err);
         throw orchardFailure(isErrorCode(code) ? code : 'worktree_create_failed', message);
       }
-    },
-    /** Release-if-current, when the session closes: a stale holder's release changes nothing. */
-    async releaseWorktree(lease: Lease): Promise<boolean> {
-      return releaseLease(deps.pool, lease);
-    },
-    async executeTool(input: ExecuteToolInput) {
-      return executeTool({ pool: deps.pool, hostId: deps.hostId, maxOutputBytes }, input);
-    },
-  };
+  }
 }
 
 export type SharedActivities = ReturnType<typeof createSharedActivities>;

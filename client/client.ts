@@ -3,9 +3,9 @@ import { hostname } from 'node:os';
 import {
   Client,
   Connection,
-  WorkflowExecutionAlreadyStartedError,
   WorkflowNotFoundError,
   WorkflowUpdateFailedError,
+  WithStartWorkflowOperation,
   type WorkflowHandle,
 } from '@temporalio/client';
 import { ApplicationFailure, TypedSearchAttributes, WorkflowIdConflictPolicy, WorkflowIdReusePolicy } from '@temporalio/common';
@@ -14,6 +14,7 @@ import {
   SESSION_WORKFLOW_TYPE,
   cancelUpdate,
   createSessionProblem,
+  createUpdate,
   sendProblem,
   sendSignal,
   sendUpdate,
@@ -64,12 +65,16 @@ export type CreateSessionRequest = Omit<CreateSessionInput, 'host'> & { host?: s
 
 export interface CreateSessionResult {
   /**
-   * created: a new session (or a new run of a closed one, which re-enters its worktree once the old run is
-   * provably gone); bound: the session is already running — no second agent was started, the task (if any)
-   * was routed to it.
+   * created: this request started the session (or a new run of a closed one, which re-enters its worktree once
+   * the old run is provably gone); bound: the session was already running — no second agent was started, the
+   * task (if any) was routed to it.
    */
   readonly outcome: 'created' | 'bound';
   readonly session: SessionStatusView;
+  /** The first task's acknowledgement, when a task was given. */
+  readonly task?: SendResult;
+  /** The create's idempotency key: the same key again is answered the same way and queues the task once. */
+  readonly requestId: string;
   readonly message: string;
 }
 
@@ -99,45 +104,48 @@ export class OrchardClient {
    * run is provably gone; otherwise the new run fails with `worktree_liveness_unknown`).
    */
   async createSession(request: CreateSessionRequest): Promise<CreateSessionResult> {
-    const input: CreateSessionInput = { ...request, host: request.host ?? this.defaultHost };
+    const requestId = request.requestId ?? randomUUID();
+    const input: CreateSessionInput = { ...request, host: request.host ?? this.defaultHost, requestId };
     const problem = createSessionProblem(input);
     if (problem) throw new OrchardError(problem.code, problem.message);
-    const args: SessionWorkflowInput = { create: input };
+    // The task travels in the update, not in the start input: it is queued (and stored) once, and continue-as-new
+    // never carries it again.
+    const args: SessionWorkflowInput = { create: { ...input, task: undefined } };
     const searchAttributes = [
       { key: ORCHARD_KIND, value: 'session' },
       { key: ORCHARD_STATUS, value: 'progressing' },
       { key: ORCHARD_HOST, value: input.host },
       ...(input.parent ? [{ key: ORCHARD_PARENT, value: input.parent }] : []),
     ];
-    try {
-      const handle = await this.temporal.workflow.start(SESSION_WORKFLOW_TYPE, {
-        workflowId: sessionWorkflowId(input.sessionId),
-        taskQueue: this.options.taskQueue,
-        args: [args],
-        workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE,
-        workflowIdConflictPolicy: WorkflowIdConflictPolicy.FAIL,
-        typedSearchAttributes: new TypedSearchAttributes(searchAttributes),
-        memo: { title: input.title, agent: input.agent ?? 'coder', host: input.host, repo: input.repo },
-        staticSummary: `session ${input.sessionId}: ${input.title}`,
-        staticDetails: [
-          `**${input.title}**`,
-          `repo \`${input.repo}\` on host \`${input.host}\`, branch \`orchard/${input.sessionId}\``,
-          input.parent ? `parent \`${input.parent}\`` : 'started directly (no orchestrator)',
-        ].join('\n\n'),
-      });
-      return { outcome: 'created', session: await handle.query(statusQuery), message: `created session ${input.sessionId}` };
-    } catch (err) {
-      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
-      // Running already: bind to the live holder instead of starting a second agent on its worktree.
-      if (input.task) await this.send(input.sessionId, { task: input.task, from: input.parent });
-      return {
-        outcome: 'bound',
-        session: await this.status(input.sessionId),
-        message:
-          `session ${input.sessionId} is already running on its worktree: bound to it, no second agent started` +
-          (input.task ? '; the task was sent to it' : ''),
-      };
-    }
+    // One idempotent call (update-with-start): starts the session unless it runs, then binds this request to it.
+    const start = new WithStartWorkflowOperation(SESSION_WORKFLOW_TYPE, {
+      workflowId: sessionWorkflowId(input.sessionId),
+      taskQueue: this.options.taskQueue,
+      args: [args],
+      workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE,
+      workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
+      typedSearchAttributes: new TypedSearchAttributes(searchAttributes),
+      memo: { title: input.title, agent: input.agent ?? 'coder', host: input.host, repo: input.repo },
+      staticSummary: `session ${input.sessionId}: ${input.title}`,
+      staticDetails: [
+        `**${input.title}**`,
+        `repo \`${input.repo}\` on host \`${input.host}\`, branch \`orchard/${input.sessionId}\``,
+        input.parent ? `parent \`${input.parent}\`` : 'started directly (no orchestrator)',
+      ].join('\n\n'),
+    });
+    const result = await this.mapErrors(input.sessionId, () =>
+      this.temporal.workflow.executeUpdateWithStart(createUpdate, {
+        args: [{ requestId, task: input.task, from: input.parent }],
+        updateId: requestId,
+        startWorkflowOperation: start,
+      }),
+    );
+    const message =
+      result.outcome === 'created'
+        ? `created session ${input.sessionId}`
+        : `session ${input.sessionId} is already running on its worktree: bound to it, no second agent started` +
+          (input.task ? '; the task was sent to it' : '');
+    return { outcome: result.outcome, session: result.session, task: result.task, requestId, message };
   }
 
   /** Queues a task (an update: the answer says where it sits, a refusal says why). */
@@ -212,8 +220,13 @@ export class OrchardClient {
   /** Runs a call on the session's workflow and turns Temporal's errors into typed ones. */
   private async call<T>(sessionId: string, fn: (handle: WorkflowHandle) => Promise<T>): Promise<T> {
     const handle = this.handle(sessionId);
+    return this.mapErrors(sessionId, () => fn(handle));
+  }
+
+  private async mapErrors<T>(sessionId: string, fn: () => Promise<T>): Promise<T> {
+    const handle = this.handle(sessionId);
     try {
-      return await fn(handle);
+      return await fn();
     } catch (err) {
       if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure) {
         const code = err.cause.type;

@@ -16,10 +16,16 @@ export const sessionIdFromWorkflowId = (workflowId: string): string | undefined 
 /** Activities that touch a worktree run on the queue of the host whose disk holds it. */
 export const hostTaskQueue = (hostId: string): string => `orchard-host-${hostId}`;
 
-/** A task longer than this belongs in a file in the repository, not in workflow history. */
-export const MAX_TASK_CHARS = 32_000;
+/**
+ * A task longer than this belongs in a file in the repository. Its text crosses workflow history once (the
+ * send's input); it is stored in Postgres and history carries its id from then on.
+ */
+export const MAX_TASK_CHARS = 256 * 1024;
 
 export type SessionStatus = 'progressing' | 'idle' | 'failed' | 'cancelled';
+
+/** queued → running → done | failed | cancelled: every task a session accepted ends in a terminal state. */
+export type TaskState = 'queued' | 'running' | 'done' | 'failed' | 'cancelled';
 
 export type ModelSpec =
   /** The worker's configured provider (OpenAI-compatible when ORCHARD_MODEL_URL is set, else scripted). */
@@ -39,14 +45,32 @@ export interface SessionLimits {
    * fails with `host_unavailable` instead of waiting forever for a host that is gone.
    */
   readonly hostWaitSeconds: number;
+  /** Tasks waiting in the queue at most; a send beyond it is refused with `queue_full`. */
+  readonly maxQueuedTasks: number;
+  /**
+   * Bytes of history one workflow run may reach before sends are refused with `queue_full` until the session
+   * has continued-as-new: each accepted task's text crosses history once, so this bounds a run's history.
+   */
+  readonly historyBudgetBytes: number;
+  /** Characters of conversation a model request carries at most; the oldest turns are left out beyond it. */
+  readonly contextChars: number;
 }
 
+/** Code defaults; a worker's environment may override them (activities/limits.ts) for sessions it starts. */
 export const DEFAULT_LIMITS: SessionLimits = {
   maxStepsPerTurn: 24,
   turnsPerRun: 20,
   bashTimeoutSeconds: 300,
   hostWaitSeconds: 60,
+  maxQueuedTasks: 200,
+  historyBudgetBytes: 8 * 1024 * 1024,
+  contextChars: 400_000,
 };
+
+/** A session's limits: what its creator asked for, else the worker's defaults, else the code's. */
+export function resolveLimits(requested: Partial<SessionLimits> | undefined, defaults: Partial<SessionLimits> = {}): SessionLimits {
+  return { ...DEFAULT_LIMITS, ...defaults, ...requested };
+}
 
 export interface CreateSessionInput {
   /** Becomes the workflow id `session/<sessionId>`; letters, digits, `.`, `_`, `-`. */
@@ -69,6 +93,11 @@ export interface CreateSessionInput {
   readonly limits?: Partial<SessionLimits>;
   /** A first task, queued before the worktree exists, so create+send is one call. */
   readonly task?: string;
+  /**
+   * The create request that started this execution chain (update-with-start): a retried create with the same
+   * id is answered `created` again instead of `bound`, and its task is queued once.
+   */
+  readonly requestId?: string;
 }
 
 export interface SendInput {
@@ -87,6 +116,24 @@ export interface SendResult {
   readonly status: SessionStatus;
   /** True when the requestId was seen before and nothing new was queued. */
   readonly duplicate: boolean;
+  /** Where the task stands now (a duplicate's task may have run already). */
+  readonly taskState?: TaskState;
+}
+
+/** The update that update-with-start sends: binds the caller to the session, optionally with a first task. */
+export interface CreateRequest {
+  /** Idempotency key of the create: the same key is answered the same way, its task queued once. */
+  readonly requestId: string;
+  readonly task?: string;
+  readonly from?: string;
+}
+
+export interface CreateResult {
+  /** created: this request started the session's execution chain; bound: it was already running. */
+  readonly outcome: 'created' | 'bound';
+  /** The first task, when one was given. */
+  readonly task?: SendResult;
+  readonly session: SessionStatusView;
 }
 
 export interface CancelInput {
@@ -97,6 +144,8 @@ export type TurnOutcome = 'finished' | 'step_limit' | 'failed' | 'cancelled';
 
 export interface TurnRef {
   readonly turn: number;
+  /** The turn attempt's id: its transcript, model calls and tool claims are stored under it. */
+  readonly turnId?: string;
   readonly taskId: string;
   readonly outcome: TurnOutcome;
   readonly steps: number;
@@ -124,15 +173,46 @@ export interface SessionStatusView {
   /** How many times this session has continued-as-new. */
   readonly runIndex: number;
   readonly error?: { readonly code: string; readonly message: string };
+  /** The execution chain every stored effect of this session is keyed by (absent before execution keys). */
+  readonly executionId?: string;
+  /** A cancel was accepted: sends are refused with `session_closing` until the session is closed. */
+  readonly closing?: boolean;
+  /** Tasks accepted over the whole chain, by state. */
+  readonly tasks?: Readonly<Record<TaskState, number>>;
+  /** The most recent tasks that reached a terminal state, newest last (the full record is in `session_tasks`). */
+  readonly recentTasks?: readonly TaskRecord[];
+  /** Signalled sends that were refused (a signal cannot be answered): how many, and the latest few. */
+  readonly refusedSignals?: { readonly count: number; readonly recent: readonly RefusedSend[] };
+  /** The limits resolved when the session started (carried across continue-as-new). */
+  readonly limits?: SessionLimits;
 }
 
-/** Where the bulky evidence lives: transcript rows in Postgres are keyed by (sessionId, turn). */
+export interface TaskRecord {
+  readonly taskId: string;
+  readonly state: TaskState;
+  readonly excerpt: string;
+  readonly turn?: number;
+  /** The turn outcome for done/failed tasks, or why a task never ran. */
+  readonly outcome?: string;
+  readonly reason?: string;
+}
+
+export interface RefusedSend {
+  readonly code: ErrorCode;
+  readonly requestId?: string;
+  readonly excerpt: string;
+}
+
+/** Where the bulky evidence lives: transcript rows in Postgres are keyed by (executionId, turnId). */
 export interface TranscriptRefs {
   readonly sessionId: string;
+  /** The execution chain the rows are stored under (`execution_id`); each turn ref names its `turn_id`. */
+  readonly executionId?: string;
   readonly turns: readonly TurnRef[];
 }
 
 export const sendUpdate = defineUpdate<SendResult, [SendInput]>('send');
+export const createUpdate = defineUpdate<CreateResult, [CreateRequest]>('create');
 export const sendSignal = defineSignal<[SendInput]>('send');
 export const cancelUpdate = defineUpdate<SessionStatusView, [CancelInput]>('cancel');
 export const statusQuery = defineQuery<SessionStatusView>('status');
@@ -146,20 +226,41 @@ export interface Problem {
 export function sendProblem(input: unknown): Problem | undefined {
   if (typeof input !== 'object' || input === null) return { code: 'invalid_input', message: 'send needs an object { task }' };
   const { task, requestId, from } = input as Record<string, unknown>;
+  return taskProblem(task, 'send') ?? requestIdProblem(requestId) ?? fromProblem(from);
+}
+
+/** The create update's input: a request id always, a task only when one is given. */
+export function createRequestProblem(input: unknown): Problem | undefined {
+  if (typeof input !== 'object' || input === null) return { code: 'invalid_input', message: 'create needs an object { requestId }' };
+  const { task, requestId, from } = input as Record<string, unknown>;
+  if (requestId === undefined) return { code: 'invalid_input', message: 'create needs a requestId (its idempotency key)' };
+  return (task === undefined ? undefined : taskProblem(task, 'create')) ?? requestIdProblem(requestId) ?? fromProblem(from);
+}
+
+/** Why `task` cannot be a task of `verb` (which the message names, so a caller knows which call was wrong). */
+export function taskProblem(task: unknown, verb: 'send' | 'create'): Problem | undefined {
   if (typeof task !== 'string' || task.trim() === '') {
-    return { code: 'task_empty', message: 'send needs a non-empty task: say what the session should do' };
+    const what = verb === 'create' ? 'create was given an empty task: give the first task text, or leave the task out' : 'send needs a non-empty task: say what the session should do';
+    return { code: 'task_empty', message: what };
   }
   if (task.length > MAX_TASK_CHARS) {
     return {
       code: 'task_too_large',
-      message: `task is ${task.length} characters; the limit is ${MAX_TASK_CHARS}: put the detail in a file and reference it`,
+      message: `${verb}: the task is ${task.length} characters; the limit is ${MAX_TASK_CHARS}: put the detail in a file and reference it`,
     };
   }
+  return undefined;
+}
+
+function requestIdProblem(requestId: unknown): Problem | undefined {
   if (requestId !== undefined && (typeof requestId !== 'string' || requestId.length === 0 || requestId.length > 200)) {
     return { code: 'invalid_input', message: 'requestId must be a non-empty string of at most 200 characters' };
   }
-  if (from !== undefined && typeof from !== 'string') return { code: 'invalid_input', message: 'from must be a string' };
   return undefined;
+}
+
+function fromProblem(from: unknown): Problem | undefined {
+  return from !== undefined && typeof from !== 'string' ? { code: 'invalid_input', message: 'from must be a string' } : undefined;
 }
 
 export function createSessionProblem(input: unknown): Problem | undefined {
@@ -191,6 +292,6 @@ export function createSessionProblem(input: unknown): Problem | undefined {
       }
     }
   }
-  if (i.task !== undefined) return sendProblem({ task: i.task });
-  return undefined;
+  if (i.task !== undefined) return taskProblem(i.task, 'create');
+  return requestIdProblem(i.requestId);
 }

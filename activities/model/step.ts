@@ -4,18 +4,27 @@ import type { Pool } from 'pg';
 import { orchardFailure } from '../../workflows/errors';
 import type { ModelSpec } from '../../workflows/messages';
 import { TOOL_PROFILES, type ToolProfile } from '../../workflows/tools';
+import { turnKeyOf, type TurnKey } from '../store/keys';
+import { markTaskRunning, taskText } from '../store/tasks';
 import { appendEntry, findAssistantMessage, loadConversation } from '../store/transcript';
 import { recordModelCall } from '../store/usage';
 import { systemPrompt, type SessionContext } from './prompt';
-import { ModelError, type AssistantMessage, type ModelProvider } from './types';
+import { ModelError, type AssistantMessage, type ModelProvider, type ToolCall } from './types';
 
 export interface ModelStepInput {
   sessionId: string;
+  /** The execution chain and the turn attempt (absent in histories recorded before execution keys). */
+  executionId?: string;
+  turnId?: string;
   turn: number;
   step: number;
+  /** On a turn's first step: the task that opens it, whose text is read from the task store. */
+  taskId?: string;
   model: ModelSpec;
   profile: ToolProfile;
   context: SessionContext;
+  /** Characters of conversation sent at most; older turns are left out whole beyond it. */
+  contextChars?: number;
 }
 
 export interface ModelStepResult {
@@ -33,13 +42,15 @@ const HEARTBEAT_MS = 1000;
 /**
  * One model call of a turn. The answer is written to the transcript before the activity returns, and
  * a retried attempt that finds it there returns it without calling the model again (no double spend,
- * no divergent answer).
+ * no divergent answer). The first step of a turn also opens it: the task's text becomes its user message.
  */
 export async function modelStep(pool: Pool, resolve: ProviderResolver, input: ModelStepInput): Promise<ModelStepResult> {
-  const recorded = await findAssistantMessage(pool, input.sessionId, input.turn, input.step);
+  const key = turnKeyOf(input);
+  const recorded = await findAssistantMessage(pool, key.turnId, input.step);
   if (recorded) return summarize(recorded);
+  if (input.taskId !== undefined) await openTurn(pool, key, input.taskId);
 
-  const history = await loadConversation(pool, input.sessionId);
+  const { messages: history, omittedTurns } = await loadConversation(pool, key, input.contextChars);
   let provider: ModelProvider;
   try {
     provider = await resolve(input.model);
@@ -47,13 +58,18 @@ export async function modelStep(pool: Pool, resolve: ProviderResolver, input: Mo
     throw toFailure(err);
   }
   const context = Context.current();
-  // Heartbeats carry cancellation to a long model call; the signal aborts the HTTP request.
+  // Heartbeats carry cancellation to a long model call (and tell Temporal the worker lives); the signal aborts
+  // the HTTP request.
+  context.heartbeat();
   const beat = setInterval(() => context.heartbeat(), HEARTBEAT_MS);
   const started = performance.now();
   let response;
   try {
     response = await provider.complete(
-      { messages: [{ role: 'system', content: systemPrompt(input.context) }, ...history], tools: TOOL_PROFILES[input.profile] },
+      {
+        messages: [{ role: 'system', content: systemPrompt({ ...input.context, omittedTurns }) }, ...history],
+        tools: TOOL_PROFILES[input.profile],
+      },
       context.cancellationSignal,
     );
   } catch (err) {
@@ -61,14 +77,35 @@ export async function modelStep(pool: Pool, resolve: ProviderResolver, input: Mo
   } finally {
     clearInterval(beat);
   }
-  await appendEntry(pool, { sessionId: input.sessionId, turn: input.turn, step: input.step, ordinal: 0 }, response.message);
-  await recordModelCall(
-    pool,
-    { sessionId: input.sessionId, turn: input.turn, step: input.step, provider: provider.name, latencyMs: performance.now() - started },
-    response,
-  );
+  const message = withUniqueCallIds(response.message);
+  await appendEntry(pool, { ...key, step: input.step, ordinal: 0 }, message);
+  await recordModelCall(pool, { ...key, step: input.step, provider: provider.name, latencyMs: performance.now() - started }, response);
   // Return what stands in the store: if a concurrent attempt won the insert, its answer is the answer.
-  return summarize((await findAssistantMessage(pool, input.sessionId, input.turn, input.step)) ?? response.message);
+  return summarize((await findAssistantMessage(pool, key.turnId, input.step)) ?? message);
+}
+
+/** The task's text becomes the turn's user message (idempotent), and the task is marked running. */
+async function openTurn(pool: Pool, key: TurnKey, taskId: string): Promise<void> {
+  const text = await taskText(pool, key.executionId, taskId);
+  if (text === undefined) throw orchardFailure('invalid_input', `task ${taskId} of execution ${key.executionId} is not stored`);
+  await appendEntry(pool, { ...key, step: 0, ordinal: 0 }, { role: 'user', content: text }, taskId);
+  await markTaskRunning(pool, key.executionId, taskId, key.turnId);
+}
+
+/**
+ * Tool results are matched to calls by id, and claims are keyed by it: a model that repeats an id (or sends
+ * none) would make two calls one. Repeats and blanks get a suffix; the stored message is what the model sees.
+ */
+export function withUniqueCallIds(message: AssistantMessage): AssistantMessage {
+  if (!message.tool_calls?.length) return message;
+  const seen = new Set<string>();
+  const calls: ToolCall[] = message.tool_calls.map((call, i) => {
+    let id = call.id.trim() === '' ? `call_${i + 1}` : call.id;
+    for (let n = 2; seen.has(id); n++) id = `${call.id || 'call'}_${n}`;
+    seen.add(id);
+    return id === call.id ? call : { ...call, id };
+  });
+  return { ...message, tool_calls: calls };
 }
 
 function summarize(message: AssistantMessage): ModelStepResult {

@@ -130,6 +130,15 @@ export async function releaseLease(pool: Pool, l: Lease): Promise<boolean> {
   return rowCount === 1;
 }
 
+/** Releases whatever `holder` holds on `host` (a chain closing without knowing its lease's generation). */
+export async function releaseHolder(pool: Pool, host: string, holder: string): Promise<boolean> {
+  const { rowCount } = await pool.query(
+    `UPDATE worktree_leases SET state = 'released', released_at = now() WHERE host = $1 AND holder = $2 AND state = 'held'`,
+    [host, holder],
+  );
+  return (rowCount ?? 0) > 0;
+}
+
 export async function recordProcessGroup(pool: Pool, l: Lease, host: string, pgid: number, callKey: string): Promise<void> {
   await pool.query(
     `INSERT INTO lease_process_groups (worktree, generation, host, pgid, call_key) VALUES ($1, $2, $3, $4, $5)

@@ -1,7 +1,9 @@
 import type { Pool } from 'pg';
 import type { AssistantMessage, ChatMessage, ToolCall } from '../model/types';
+import type { TurnKey } from './keys';
 
 interface EntryRow {
+  turn_id: string;
   turn: number;
   step: number;
   ordinal: number;
@@ -11,12 +13,20 @@ interface EntryRow {
   tool_call_id: string | null;
 }
 
-export interface EntryKey {
-  sessionId: string;
-  turn: number;
-  step: number;
-  ordinal: number;
+export interface EntryKey extends TurnKey {
+  /** 0 for the task (the user message that opens the turn), 1.. for model calls. */
+  readonly step: number;
+  /** 0: the user message (step 0) or the assistant message of a step; 1..: tool results in call order. */
+  readonly ordinal: number;
 }
+
+/** What the model is told about a tool call whose claim exists but has no recorded result. */
+export const UNKNOWN_OUTCOME =
+  'outcome unknown: an earlier attempt started this tool call and did not record a result (the worker stopped). ' +
+  'It may or may not have taken effect; check the state of the worktree before repeating it.';
+
+/** What the model is told about a tool call that was never claimed (the turn ended before it ran). */
+export const NOT_EXECUTED = 'not executed: the turn ended before this tool call ran';
 
 /** Idempotent: a retried activity writes the same key again and the first write stands. */
 export async function appendEntry(
@@ -25,70 +35,130 @@ export async function appendEntry(
   message: Exclude<ChatMessage, { role: 'system' }>,
   taskId?: string,
 ): Promise<void> {
+  const toolCalls = message.role === 'assistant' && message.tool_calls?.length ? JSON.stringify(message.tool_calls) : null;
   await pool.query(
-    `INSERT INTO transcript_entries (session_id, turn, step, ordinal, role, content, tool_calls, tool_call_id, task_id)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-     ON CONFLICT (session_id, turn, step, ordinal) DO NOTHING`,
+    `INSERT INTO transcript_entries (session_id, execution_id, turn_id, turn, step, ordinal, role, content, tool_calls,
+                                     tool_call_id, task_id, chars)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+     ON CONFLICT (turn_id, step, ordinal) DO NOTHING`,
     [
       key.sessionId,
+      key.executionId,
+      key.turnId,
       key.turn,
       key.step,
       key.ordinal,
       message.role,
       message.content,
-      message.role === 'assistant' && message.tool_calls?.length ? JSON.stringify(message.tool_calls) : null,
+      toolCalls,
       message.role === 'tool' ? message.tool_call_id : null,
       taskId ?? null,
+      (message.content?.length ?? 0) + (toolCalls?.length ?? 0),
     ],
   );
 }
 
-export async function findAssistantMessage(
-  pool: Pool,
-  sessionId: string,
-  turn: number,
-  step: number,
-): Promise<AssistantMessage | undefined> {
+export async function findAssistantMessage(pool: Pool, turnId: string, step: number): Promise<AssistantMessage | undefined> {
   const { rows } = await pool.query<EntryRow>(
-    `SELECT turn, step, ordinal, role, content, tool_calls, tool_call_id FROM transcript_entries
-     WHERE session_id = $1 AND turn = $2 AND step = $3 AND ordinal = 0 AND role = 'assistant'`,
-    [sessionId, turn, step],
+    `SELECT turn_id, turn, step, ordinal, role, content, tool_calls, tool_call_id FROM transcript_entries
+     WHERE turn_id = $1 AND step = $2 AND ordinal = 0 AND role = 'assistant'`,
+    [turnId, step],
   );
   return rows[0] ? (toMessage(rows[0]) as AssistantMessage) : undefined;
 }
 
-/**
- * The session's whole conversation in order. An assistant tool call without a recorded result (a turn
- * cancelled mid-step) gets a synthetic one, because providers reject a request where a tool call has
- * no answer — and the model should know that call did not complete.
- */
-export async function loadConversation(pool: Pool, sessionId: string): Promise<ChatMessage[]> {
-  const { rows } = await pool.query<EntryRow>(
-    `SELECT turn, step, ordinal, role, content, tool_calls, tool_call_id FROM transcript_entries
-     WHERE session_id = $1 ORDER BY turn, step, ordinal`,
-    [sessionId],
+/** The content of a tool call's recorded result, if the transcript has one. */
+export async function findToolResult(pool: Pool, turnId: string, step: number, callId: string): Promise<string | undefined> {
+  const { rows } = await pool.query<{ content: string | null }>(
+    `SELECT content FROM transcript_entries WHERE turn_id = $1 AND step = $2 AND role = 'tool' AND tool_call_id = $3`,
+    [turnId, step, callId],
   );
+  return rows[0] ? (rows[0].content ?? '') : undefined;
+}
+
+export interface Conversation {
+  messages: ChatMessage[];
+  /** Earlier turns left out to keep the request within the context budget. */
+  omittedTurns: number;
+}
+
+/**
+ * The conversation a model call of `key`'s turn sees: every earlier turn of the same execution chain (for a
+ * turn number that a reset ran twice, the newest attempt) and the current attempt of this turn, in order.
+ * Older turns are left out whole when the total would pass `contextChars` (the current turn always stays).
+ *
+ * An assistant tool call without a recorded result gets a synthetic one, because providers reject a request
+ * where a tool call has no answer — and it says truthfully what is known: `unknown` when the call was claimed
+ * (it may have run), `not executed` only when it never was.
+ */
+export async function loadConversation(pool: Pool, key: TurnKey, contextChars = Number.MAX_SAFE_INTEGER): Promise<Conversation> {
+  const { rows: turns } = await pool.query<{ turn_id: string; chars: string }>(
+    `WITH attempts AS (
+       SELECT turn, turn_id, min(seq) AS first_seq, sum(chars) AS chars FROM transcript_entries
+       WHERE execution_id = $1 AND turn < $2
+       GROUP BY turn, turn_id
+     )
+     SELECT DISTINCT ON (turn) turn, turn_id, chars FROM attempts ORDER BY turn DESC, first_seq DESC`,
+    [key.executionId, key.turn],
+  );
+  const { rows: current } = await pool.query<{ chars: string }>(
+    `SELECT coalesce(sum(chars), 0) AS chars FROM transcript_entries WHERE turn_id = $1`,
+    [key.turnId],
+  );
+  let budget = contextChars - Number(current[0]?.chars ?? 0);
+  const kept = [key.turnId];
+  let omittedTurns = 0;
+  for (const turn of turns) {
+    const chars = Number(turn.chars);
+    if (omittedTurns === 0 && chars <= budget) {
+      budget -= chars;
+      kept.push(turn.turn_id);
+    } else {
+      omittedTurns += 1;
+    }
+  }
+  const { rows } = await pool.query<EntryRow>(
+    `SELECT turn_id, turn, step, ordinal, role, content, tool_calls, tool_call_id FROM transcript_entries
+     WHERE turn_id = ANY($1) ORDER BY turn, step, ordinal`,
+    [kept],
+  );
+  return { messages: await withSyntheticResults(pool, rows), omittedTurns };
+}
+
+/** Conversation rows in order, with a result for every tool call that has none (see loadConversation). */
+async function withSyntheticResults(pool: Pool, rows: EntryRow[]): Promise<ChatMessage[]> {
+  const answered = new Set(rows.filter((r) => r.role === 'tool').map((r) => `${r.turn_id}/${r.step}/${r.tool_call_id}`));
+  const missing = rows.flatMap((r) =>
+    r.role === 'assistant' && r.tool_calls?.length
+      ? r.tool_calls.filter((c) => !answered.has(`${r.turn_id}/${r.step}/${c.id}`)).map((c) => ({ row: r, call: c }))
+      : [],
+  );
+  const claimed = new Set<string>();
+  if (missing.length > 0) {
+    const { rows: claims } = await pool.query<{ turn_id: string; step: number; call_id: string }>(
+      `SELECT turn_id, step, call_id FROM tool_dispatches WHERE turn_id = ANY($1)`,
+      [[...new Set(missing.map((m) => m.row.turn_id))]],
+    );
+    for (const c of claims) claimed.add(`${c.turn_id}/${c.step}/${c.call_id}`);
+  }
   const messages: ChatMessage[] = [];
-  let pending: ToolCall[] = [];
+  let pending: { row: EntryRow; call: ToolCall }[] = [];
   const flushPending = () => {
-    for (const call of pending) {
-      messages.push({
-        role: 'tool',
-        tool_call_id: call.id,
-        content: 'not executed: the turn ended before this tool call ran',
-      });
+    for (const { row, call } of pending) {
+      const wasClaimed = claimed.has(`${row.turn_id}/${row.step}/${call.id}`);
+      messages.push({ role: 'tool', tool_call_id: call.id, content: wasClaimed ? UNKNOWN_OUTCOME : NOT_EXECUTED });
     }
     pending = [];
   };
   for (const row of rows) {
     const message = toMessage(row);
     if (message.role === 'tool') {
-      pending = pending.filter((call) => call.id !== message.tool_call_id);
+      pending = pending.filter(({ call }) => call.id !== message.tool_call_id);
     } else {
       flushPending();
     }
     messages.push(message);
-    if (message.role === 'assistant' && message.tool_calls) pending = [...message.tool_calls];
+    if (message.role === 'assistant' && message.tool_calls) pending = message.tool_calls.map((call) => ({ row, call }));
   }
   flushPending();
   return messages;

@@ -1,18 +1,21 @@
 import type { Pool } from 'pg';
 import type { ModelResponse } from '../model/types';
+import type { TurnKey } from './keys';
 
 export async function recordModelCall(
   pool: Pool,
-  call: { sessionId: string; turn: number; step: number; provider: string; latencyMs: number },
+  call: TurnKey & { step: number; provider: string; latencyMs: number },
   response: ModelResponse,
 ): Promise<void> {
   await pool.query(
-    `INSERT INTO model_calls (session_id, turn, step, provider, model, prompt_tokens, completion_tokens, total_tokens,
-                              finish_reason, latency_ms)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-     ON CONFLICT (session_id, turn, step) DO NOTHING`,
+    `INSERT INTO model_calls (session_id, execution_id, turn_id, turn, step, provider, model, prompt_tokens,
+                              completion_tokens, total_tokens, finish_reason, latency_ms)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+     ON CONFLICT (turn_id, step) DO NOTHING`,
     [
       call.sessionId,
+      call.executionId,
+      call.turnId,
       call.turn,
       call.step,
       call.provider,

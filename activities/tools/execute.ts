@@ -1,15 +1,19 @@
 import { Context } from '@temporalio/activity';
-import { CancelledFailure } from '@temporalio/common';
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import type { Pool } from 'pg';
 import { orchardFailure } from '../../workflows/errors';
 import { TOOL_PROFILES, type ToolProfile } from '../../workflows/tools';
-import { claimDispatch, markUnknown, settleDispatch, type DispatchKey, type ToolOutput } from '../store/dispatch';
+import { claimDispatch, markUnknown, settleDispatch, storeOutput, type DispatchKey, type ToolOutput } from '../store/dispatch';
+import { turnKeyOf } from '../store/keys';
 import { endProcessGroup, leaseIsCurrent, recordProcessGroup, renewLease, type Lease } from '../store/leases';
-import { appendEntry, findAssistantMessage } from '../store/transcript';
-import { isExecutableTool, refusal, runTool } from './run-tool';
+import { UNKNOWN_OUTCOME, appendEntry, findAssistantMessage, findToolResult } from '../store/transcript';
+import { isExecutableTool, isMutatingTool, refusal, runTool } from './run-tool';
 
 export interface ExecuteToolInput {
   sessionId: string;
+  /** The execution chain and the turn attempt (absent in histories recorded before execution keys). */
+  executionId?: string;
+  turnId?: string;
   turn: number;
   step: number;
   callId: string;
@@ -41,17 +45,20 @@ export interface ExecutorDeps {
 /** How often a running command renews its lease; a failed renewal (the lease moved) stops the command. */
 const RENEW_EVERY_MS = 5000;
 
-const UNKNOWN_OUTCOME =
-  'outcome unknown: an earlier attempt started this tool call and did not record a result (the worker stopped). ' +
+const INTERRUPTED =
+  'interrupted: the worker running this command was shut down before it finished, and the command was stopped. ' +
   'It may or may not have taken effect; check the state of the worktree before repeating it.';
 
 /**
- * Runs one tool call of a model step at most once (invariant 11a). The call's name and arguments are read
- * from the transcript, where the model step stored them, so workflow history carries only ids.
+ * Runs one tool call of a model step. A mutating tool runs at most once (invariant 11a): its claim is recorded
+ * before it starts, a retry that finds the result returns it, and one that finds only the claim reports the
+ * outcome as unknown. Read-only tools change nothing, so a retry runs them again. The call's name and arguments
+ * are read from the transcript, where the model step stored them, so workflow history carries only ids.
  */
 export async function executeTool(deps: ExecutorDeps, input: ExecuteToolInput): Promise<ExecuteToolResult> {
   const { pool } = deps;
-  const assistant = await findAssistantMessage(pool, input.sessionId, input.turn, input.step);
+  const turnKey = turnKeyOf(input);
+  const assistant = await findAssistantMessage(pool, turnKey.turnId, input.step);
   const call = assistant?.tool_calls?.find((c) => c.id === input.callId);
   if (!call) {
     throw orchardFailure('invalid_input', `no tool call ${input.callId} in turn ${input.turn} step ${input.step}`);
@@ -59,72 +66,104 @@ export async function executeTool(deps: ExecutorDeps, input: ExecuteToolInput): 
   const tool = call.function.name;
   // A stale holder (the lease moved to a new generation) is refused before anything is written.
   if (!(await leaseIsCurrent(pool, input.lease))) throw staleLease(input.lease);
-  const key: DispatchKey = { sessionId: input.sessionId, turn: input.turn, step: input.step, callId: input.callId };
-  const claim = await claimDispatch(pool, key, tool, deps.hostId);
+  const key: DispatchKey = { ...turnKey, step: input.step, callId: input.callId };
+  const record = (content: string) =>
+    appendEntry(pool, { ...turnKey, step: input.step, ordinal: input.index + 1 }, { role: 'tool', tool_call_id: input.callId, content });
 
-  let output: ToolOutput;
-  let outcome: ExecuteToolResult['outcome'];
-  let cancelled = false;
-  let leaseLost = false;
-  if (claim.kind === 'settled') {
-    output = claim.output;
-    outcome = 'already-settled';
-  } else if (claim.kind === 'unknown') {
-    await markUnknown(pool, key);
-    output = { ok: false, content: UNKNOWN_OUTCOME, durationMs: 0 };
-    outcome = 'unknown';
-  } else {
-    const offered = TOOL_PROFILES[input.profile].some((d) => d.name === tool);
-    const context = Context.current();
-    const callKey = `${input.sessionId}/${input.turn}/${input.step}/${input.callId}`;
-    // The command stops when the activity is cancelled or when the lease is found to have moved.
-    const lost = new AbortController();
-    let lastRenewal = Date.now();
-    const result =
-      offered && isExecutableTool(tool)
-        ? await runTool(tool, call.function.arguments, {
-            sessionId: input.sessionId,
-            worktree: input.worktree,
-            branch: input.branch,
-            isolated: input.isolated === true,
-            bashTimeoutMs: input.bashTimeoutSeconds * 1000,
-            maxOutputBytes: deps.maxOutputBytes,
-            signal: AbortSignal.any([context.cancellationSignal, lost.signal]),
-            onTick: () => {
-              context.heartbeat();
-              if (Date.now() - lastRenewal < RENEW_EVERY_MS) return;
-              lastRenewal = Date.now();
-              void renewLease(pool, input.lease).then((current) => {
-                if (!current) {
-                  leaseLost = true;
-                  lost.abort();
-                }
-              }, () => undefined);
-            },
-            beforeSideEffect: async () => {
-              if (!(await leaseIsCurrent(pool, input.lease))) {
-                leaseLost = true;
-                throw staleLease(input.lease);
-              }
-            },
-            onSpawn: (pgid) => recordProcessGroup(pool, input.lease, deps.hostId, pgid, callKey),
-            onGroupGone: (pgid) => endProcessGroup(pool, input.lease, pgid, callKey),
-          })
-        : refusal('tool_unknown', `there is no tool named ${tool}; use one of the tools you were given`);
-    cancelled = result.cancelled === true && !leaseLost;
-    output = result;
-    await settleDispatch(pool, key, tool, output);
-    outcome = 'settled';
+  if (!isMutatingTool(tool)) {
+    const result = await run(deps, input, tool, call.function.arguments);
+    await storeOutput(pool, key, tool, result.output);
+    await record(result.output.content);
+    return { tool, outcome: 'settled', ok: result.output.ok };
   }
-  await appendEntry(
-    pool,
-    { sessionId: input.sessionId, turn: input.turn, step: input.step, ordinal: input.index + 1 },
-    { role: 'tool', tool_call_id: input.callId, content: output.content },
-  );
+
+  const claim = await claimDispatch(pool, key, tool, deps.hostId);
+  if (claim.kind === 'settled') {
+    await record(claim.output.content);
+    return { tool, outcome: 'already-settled', ok: claim.output.ok };
+  }
+  if (claim.kind === 'unknown') {
+    await markUnknown(pool, key, 'a retried attempt found the claim without a result');
+    await record(UNKNOWN_OUTCOME);
+    return { tool, outcome: 'unknown', ok: false };
+  }
+  const result = await run(deps, input, tool, call.function.arguments);
+  const shutdown = result.stoppedBy === 'worker_shutdown';
+  if (shutdown) {
+    // The worker is going away mid-command: the claim says `unknown` and the next attempt (on another worker)
+    // tells the model so. Nothing is recorded as a result of this attempt.
+    await markUnknown(pool, key, 'the worker shut down while the command ran; it was stopped');
+    await storeOutput(pool, key, tool, { ...result.output, content: `${INTERRUPTED}\n${result.output.content}` });
+    throw ApplicationFailure.retryable('the worker shut down mid-command; the claim is recorded as unknown', 'worker_shutdown');
+  }
+  const { settled } = await settleDispatch(pool, key, tool, result.output);
+  // Another attempt declared this claim unknown while this one ran: the transcript keeps what the model was told.
+  await record(settled ? result.output.content : ((await findToolResult(pool, key.turnId, key.step, key.callId)) ?? UNKNOWN_OUTCOME));
   // The command was stopped and recorded; report the cancellation so the workflow sees the activity end as cancelled.
-  if (cancelled) throw new CancelledFailure('tool call cancelled; its process group was stopped');
-  if (leaseLost) throw staleLease(input.lease);
-  return { tool, outcome, ok: output.ok };
+  if (result.stoppedBy === 'cancel') throw new CancelledFailure('tool call cancelled; its process group was stopped');
+  if (result.stoppedBy === 'lease_lost') throw staleLease(input.lease);
+  return { tool, outcome: settled ? 'settled' : 'unknown', ok: settled && result.output.ok };
+}
+
+interface RunOutcome {
+  output: ToolOutput;
+  /** Why a running command was stopped before it ended on its own. */
+  stoppedBy?: 'cancel' | 'lease_lost' | 'worker_shutdown';
+}
+
+async function run(deps: ExecutorDeps, input: ExecuteToolInput, tool: string, args: string): Promise<RunOutcome> {
+  const { pool } = deps;
+  const offered = TOOL_PROFILES[input.profile].some((d) => d.name === tool);
+  if (!offered || !isExecutableTool(tool)) {
+    return { output: refusal('tool_unknown', `there is no tool named ${tool}; use one of the tools you were given`) };
+  }
+  const context = Context.current();
+  const callKey = `${input.turnId ?? `${input.sessionId}/${input.turn}`}/${input.step}/${input.callId}`;
+  // The command stops when the activity is cancelled or when the lease is found to have moved.
+  const lost = new AbortController();
+  let leaseLost = false;
+  let lastRenewal = Date.now();
+  const result = await runTool(tool, args, {
+    sessionId: input.sessionId,
+    worktree: input.worktree,
+    branch: input.branch,
+    isolated: input.isolated === true,
+    bashTimeoutMs: input.bashTimeoutSeconds * 1000,
+    maxOutputBytes: deps.maxOutputBytes,
+    signal: AbortSignal.any([context.cancellationSignal, lost.signal]),
+    onTick: () => {
+      context.heartbeat();
+      if (Date.now() - lastRenewal < RENEW_EVERY_MS) return;
+      lastRenewal = Date.now();
+      void renewLease(pool, input.lease).then(
+        (current) => {
+          if (!current) {
+            leaseLost = true;
+            lost.abort();
+          }
+        },
+        () => undefined,
+      );
+    },
+    beforeSideEffect: async () => {
+      if (!(await leaseIsCurrent(pool, input.lease))) {
+        leaseLost = true;
+        throw staleLease(input.lease);
+      }
+    },
+    onSpawn: (pgid) => recordProcessGroup(pool, input.lease, deps.hostId, pgid, callKey),
+    onGroupGone: (pgid) => endProcessGroup(pool, input.lease, pgid, callKey),
+  });
+  const stoppedBy = !result.cancelled
+    ? leaseLost
+      ? 'lease_lost'
+      : undefined
+    : leaseLost
+      ? 'lease_lost'
+      : context.cancellationDetails?.workerShutdown
+        ? 'worker_shutdown'
+        : 'cancel';
+  return { output: result, stoppedBy };
 }
 
 function staleLease(lease: Lease) {

@@ -46,8 +46,13 @@ const argsSchemas = {
 
 export type ExecutableTool = keyof typeof argsSchemas;
 
-/** Tools whose side effects change the worktree or its branch: fenced by the lease. */
+/** Tools whose side effects change the worktree or its branch: fenced by the lease, run at most once. */
 const MUTATING: ReadonlySet<ExecutableTool> = new Set(['bash', 'write_file', 'git_commit']);
+
+/** Read-only tools change nothing, so a retry simply runs them again instead of going through a claim. */
+export function isMutatingTool(name: string): boolean {
+  return !isExecutableTool(name) || MUTATING.has(name);
+}
 
 export function isExecutableTool(name: string): name is ExecutableTool {
   return Object.hasOwn(argsSchemas, name);

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import test from 'ava';
 import { createHostActivities } from '../../activities';
+import { turnKeyOf } from '../../activities/store/keys';
 import { appendEntry } from '../../activities/store/transcript';
 import { makeRepo, testPool, uniqueId } from '../helpers/orchard';
 
@@ -28,7 +29,7 @@ async function setup(t: import('ava').ExecutionContext) {
   });
   const counter = join(prepared.worktree, 'counter.txt');
   const callOnce = async (step: number) => {
-    await appendEntry(pool, { sessionId, turn: 1, step, ordinal: 0 }, {
+    await appendEntry(pool, { ...turnKeyOf({ sessionId, turn: 1 }), step, ordinal: 0 }, {
       role: 'assistant',
       content: null,
       tool_calls: [{ id: `c${step}`, type: 'function', function: { name: 'bash', arguments: JSON.stringify({ command: 'echo ran >> counter.txt' }) } }],

@@ -11,9 +11,11 @@ import {
   log,
   patched,
   proxyActivities,
+  proxyLocalActivities,
   setCurrentDetails,
   setHandler,
   upsertSearchAttributes,
+  uuid4,
   workflowInfo,
 } from '@temporalio/workflow';
 import { TimeoutType, type SearchAttributeUpdatePair } from '@temporalio/common';
@@ -21,97 +23,178 @@ import type { HostActivities, SharedActivities } from '../../activities';
 import { isErrorCode, orchardFailure } from '../errors';
 import {
   cancelUpdate,
+  createRequestProblem,
+  createUpdate,
   hostTaskQueue,
   sendProblem,
   sendSignal,
   sendUpdate,
   statusQuery,
   transcriptRefsQuery,
+  type CreateResult,
+  type SendInput,
+  type SendResult,
+  type SessionLimits,
   type SessionStatusView,
+  type TaskRecord,
   type TurnRef,
 } from '../messages';
 import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_PARENT, ORCHARD_STATUS } from '../search-attributes';
 import { leaseHolder } from './ids';
-import { SessionState, excerpt, type QueuedTask, type SessionWorkflowInput } from './state';
+import { SessionState, excerpt, isCurrentCarried, type NewTask, type QueuedTask, type SessionWorkflowInput } from './state';
+import { childSessionV1 } from './v1/workflow';
 
 /**
  * One agent session in its own worktree: a turn per relayed task (model → tools → model … until the model
- * stops or the step limit), idle and open between tasks, continue-as-new at a turn bound.
+ * stops or the step limit), idle and open between tasks, continue-as-new at a turn or history bound.
+ *
+ * Every stored effect is keyed by this execution chain's id and each turn attempt's id (both minted here with
+ * uuid4), so a re-created session or a reset runs its new work, and a replay finds what it already did.
  */
 export async function childSession(input: SessionWorkflowInput): Promise<SessionStatusView> {
-  const { create } = input;
-  const state = new SessionState(create, input.carried);
-  const { limits } = state;
+  // Histories of sessions started before this code replay on the frozen code they ran.
+  if (!patched('session-v2')) return childSessionV1(input as Parameters<typeof childSessionV1>[0]);
 
+  const { create } = input;
+  const state = new SessionState(create, input.carried, uuid4);
+  const info = workflowInfo();
+  const holder = leaseHolder(info.workflowId, info.firstExecutionRunId);
+
+  const local = proxyLocalActivities<SharedActivities>({
+    // Postgres writes of a few rows: a short bound, a few retries, then the caller hears of it.
+    startToCloseTimeout: '30 seconds',
+    retry: { initialInterval: '500 milliseconds', maximumAttempts: 5 },
+    summary: 'session store',
+  });
   const shared = proxyActivities<SharedActivities>({
-    // A model call can be slow; the heartbeat (every second while waiting) is what delivers cancellation.
+    // A model call can be slow; the heartbeat (every second while waiting) is what delivers cancellation and
+    // tells Temporal the worker still lives.
     startToCloseTimeout: '10 minutes',
     heartbeatTimeout: '30 seconds',
     // 429/5xx/timeouts back off and retry; typed failures (malformed response, bad key) are non-retryable.
     retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '30 seconds', maximumAttempts: 8 },
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-    summary: 'model / store',
+    summary: 'model call',
   });
-  const hostOptions = {
-    taskQueue: hostTaskQueue(create.host),
-    // Bounded so a vanished host is learned about instead of waited on forever.
-    scheduleToStartTimeout: `${limits.hostWaitSeconds} seconds`,
-    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-  } as const;
-  const worktreeActs = proxyActivities<HostActivities>({
-    ...hostOptions,
-    startToCloseTimeout: '2 minutes',
-    retry: { initialInterval: '1 second', maximumAttempts: 5 },
-    summary: `worktree on ${create.host}`,
-  });
-  const toolActs = proxyActivities<HostActivities>({
-    ...hostOptions,
-    startToCloseTimeout: `${limits.bashTimeoutSeconds + 60} seconds`,
-    // The runner heartbeats every second; a dead worker is noticed in seconds, not at the timeout.
-    heartbeatTimeout: '15 seconds',
-    // A retry never reruns a tool: it returns the recorded result or reports `unknown` (invariant 11a).
-    retry: { initialInterval: '1 second', maximumAttempts: 3 },
-    summary: `tool call on ${create.host}`,
-  });
+  // Built once the limits are resolved (they bound the host activities' timeouts).
+  let hostActs: { worktree: HostActivities; tool: HostActivities } | undefined;
 
   let turnScope: CancellationScope | undefined;
+  let prepScope: CancellationScope | undefined;
 
-  setHandler(sendUpdate, (send) => publish(state.enqueue(send)), {
+  setHandler(sendUpdate, (send) => accept(send), {
+    description: 'Queue a task for this session (answers its task id and queue position; a repeated requestId queues nothing).',
     validator: (send) => {
-      const problem = sendProblem(send);
+      // A duplicate queues nothing, so it is answered whatever the queue's state (until the session has closed).
+      const problem = sendProblem(send) ?? (state.duplicateOf(send.requestId) ? undefined : refusal(send.task.length));
       if (problem) throw orchardFailure(problem.code, problem.message);
-      if (state.closed) throw closedFailure();
     },
-  });
-  setHandler(sendSignal, (send) => {
-    const problem = sendProblem(send) ?? (state.closed ? { code: 'session_closed', message: 'session is closed' } : undefined);
-    // A signal cannot be answered: the refusal goes to the workflow log and nothing is queued.
-    if (problem) return log.warn('send signal refused', { code: problem.code, reason: problem.message });
-    publish(state.enqueue(send));
   });
   setHandler(
-    cancelUpdate,
-    async (cancel) => {
-      state.cancelRequested ??= { reason: cancel.reason ?? 'cancelled by request' };
-      turnScope?.cancel();
-      await condition(() => state.status === 'cancelled');
-      return state.view();
+    createUpdate,
+    async (request): Promise<CreateResult> => {
+      const outcome = request.requestId === create.requestId ? 'created' : 'bound';
+      let task: SendResult | undefined;
+      if (request.task !== undefined) task = await accept({ task: request.task, requestId: request.requestId, from: request.from });
+      else if (!state.duplicateOf(request.requestId)) state.remember(request.requestId, '');
+      return { outcome, task, session: state.view() };
     },
     {
-      validator: (_cancel) => {
-        if (state.closed) throw closedFailure();
+      description: 'Update-with-start target of `createSession`: binds the caller to this session, queuing its first task once.',
+      validator: (request) => {
+        const duplicate = request && typeof request === 'object' && state.duplicateOf(request.requestId);
+        const problem = createRequestProblem(request) ?? (duplicate ? undefined : refusal(request.task?.length ?? 0));
+        if (problem) throw orchardFailure(problem.code, problem.message);
       },
     },
   );
-  setHandler(statusQuery, () => state.view());
-  setHandler(transcriptRefsQuery, () => state.transcriptRefs());
+  setHandler(
+    sendSignal,
+    async (send) => {
+      const problem = sendProblem(send) ?? refusal(typeof send?.task === 'string' ? send.task.length : 0);
+      // A signal cannot be answered: the refusal is recorded in the session's status and the workflow log.
+      if (problem) {
+        state.refuseSignal(problem.code, send ?? {});
+        log.warn('send signal refused', { code: problem.code, reason: problem.message });
+        publish();
+        return;
+      }
+      await accept(send).catch((err: unknown) => {
+        state.refuseSignal('store_unavailable', send);
+        log.warn('send signal could not be stored', { error: String(err) });
+      });
+    },
+    { description: 'Fire-and-forget `send`: queued like the update; a refusal is recorded in `status().refusedSignals`.' },
+  );
+  setHandler(
+    cancelUpdate,
+    async (cancel) => {
+      state.requestCancel(cancel.reason ?? 'cancelled by request');
+      turnScope?.cancel();
+      prepScope?.cancel();
+      publish();
+      await condition(() => state.finished);
+      return state.view();
+    },
+    {
+      description: 'Cancel the session: stops its running command, ends queued tasks as cancelled, releases its worktree.',
+      validator: (_cancel) => {
+        if (state.finished) throw orchardFailure('session_closed', `session ${create.sessionId} is ${state.status}: create a new session`);
+      },
+    },
+  );
+  setHandler(statusQuery, () => state.view(), { description: 'The session: status, current task, queue, task records, limits.' });
+  setHandler(transcriptRefsQuery, () => state.transcriptRefs(), {
+    description: 'Turn refs (turn ids) under which the transcript is stored in Postgres.',
+  });
 
-  function closedFailure() {
-    return orchardFailure('session_closed', `session ${create.sessionId} is ${state.status}: create a new session`);
+  /** Why a task of `length` characters cannot be accepted now (also read by validators, so it writes nothing). */
+  function refusal(length: number) {
+    return state.refusalOf(length, workflowInfo().historySize);
+  }
+
+  /** Accepts a task: answers at once for a duplicate, else queues it and stores its text before it may run. */
+  async function accept(send: SendInput): Promise<SendResult> {
+    const duplicate = state.duplicateOf(send.requestId);
+    if (duplicate) return duplicate;
+    const { ack, task } = state.reserve(send);
+    publish();
+    try {
+      await store([task]);
+    } catch (err) {
+      state.unreserve(task.taskId);
+      publish();
+      throw orchardFailure('store_unavailable', `the task could not be stored, so it was not queued: ${String(err)}`);
+    }
+    if (state.cancelRequested) {
+      // The cancel was accepted while this task's text was being stored: it is recorded as cancelled, never run.
+      const ended = state.endAdmittedLate(task.taskId, state.cancelRequested.reason);
+      if (ended) await recordEnds([ended]);
+      publish();
+      return { ...ack, status: state.status, taskState: 'cancelled' };
+    }
+    state.markStored(task.taskId);
+    publish();
+    return ack;
+  }
+
+  async function store(tasks: NewTask[]): Promise<void> {
+    await local.storeTasks(tasks.map((t) => ({ ...t, executionId: state.executionId, sessionId: create.sessionId })));
+  }
+
+  /** Terminal task states go to Postgres too; the workflow's own record is already updated. */
+  async function recordEnds(records: TaskRecord[]): Promise<void> {
+    if (records.length === 0) return;
+    await CancellationScope.nonCancellable(() =>
+      local.endTasks({
+        executionId: state.executionId,
+        ends: records.map((r) => ({ taskId: r.taskId, state: r.state as 'done' | 'failed' | 'cancelled', outcome: r.outcome, reason: r.reason })),
+      }),
+    ).catch((err: unknown) => log.warn('task end states not stored', { error: String(err) }));
   }
 
   /** Search attributes change only when their value does (each upsert is a history event); details are free. */
-  function publish<T>(result?: T): T {
+  function publish(): void {
     const desired: SearchAttributeUpdatePair[] = [
       { key: ORCHARD_KIND, value: 'session' },
       { key: ORCHARD_STATUS, value: state.status },
@@ -122,48 +205,77 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
     const changed = desired.filter((pair) => current.get(pair.key) !== pair.value);
     if (changed.length > 0) upsertSearchAttributes(changed);
     setCurrentDetails(describe(state.view()));
-    return result as T;
   }
 
-  async function runTurn(task: QueuedTask, turn: number): Promise<TurnRef> {
+  function activitiesFor(limits: SessionLimits) {
+    const hostOptions = {
+      taskQueue: hostTaskQueue(create.host),
+      // Bounded so a vanished host is learned about instead of waited on forever.
+      scheduleToStartTimeout: `${limits.hostWaitSeconds} seconds`,
+      cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+    } as const;
+    return {
+      worktree: proxyActivities<HostActivities>({
+        ...hostOptions,
+        startToCloseTimeout: '2 minutes',
+        // Preparation heartbeats every second: a dead worker is noticed in seconds and a cancel reaches it.
+        heartbeatTimeout: '15 seconds',
+        retry: { initialInterval: '1 second', maximumAttempts: 5 },
+        summary: `worktree on ${create.host}`,
+      }),
+      tool: proxyActivities<HostActivities>({
+        ...hostOptions,
+        startToCloseTimeout: `${limits.bashTimeoutSeconds + 60} seconds`,
+        // The runner heartbeats every second; a dead worker is noticed in seconds, not at the timeout.
+        heartbeatTimeout: '15 seconds',
+        // A retry never reruns a mutating tool: it returns the recorded result or reports `unknown` (invariant 11a).
+        retry: { initialInterval: '1 second', maximumAttempts: 3 },
+        summary: `tool call on ${create.host}`,
+      }),
+    };
+  }
+
+  async function runTurn(task: QueuedTask, turn: number, turnId: string): Promise<TurnRef> {
+    const acts = hostActs!;
     let steps = 0;
     let toolCalls = 0;
     const ref = (outcome: TurnRef['outcome'], extra: Partial<TurnRef> = {}): TurnRef => ({
       turn,
+      turnId,
       taskId: task.taskId,
       outcome,
       steps,
       toolCalls,
       ...extra,
     });
+    const keys = { sessionId: create.sessionId, executionId: state.executionId, turnId, turn };
     const scope = new CancellationScope();
     turnScope = scope;
     try {
       return await scope.run(async () => {
-        await shared.recordTask({ sessionId: create.sessionId, turn, taskId: task.taskId, task: task.task });
         const worktree = state.worktree!;
-        for (let step = 1; step <= limits.maxStepsPerTurn; step++) {
+        for (let step = 1; step <= state.limits.maxStepsPerTurn; step++) {
           steps = step;
           const answer = await shared.modelStep({
-            sessionId: create.sessionId,
-            turn,
+            ...keys,
             step,
+            taskId: step === 1 ? task.taskId : undefined,
             model: create.model ?? { provider: 'default' },
             profile: 'child',
             context: { title: create.title, agent: create.agent ?? 'coder', worktree: worktree.path, branch: worktree.branch },
+            contextChars: state.limits.contextChars,
           });
           if (answer.toolCalls.length === 0) return ref('finished', { finalExcerpt: answer.textExcerpt });
           for (const [index, call] of answer.toolCalls.entries()) {
-            await toolActs.executeTool({
-              sessionId: create.sessionId,
-              turn,
+            await acts.tool.executeTool({
+              ...keys,
               step,
               callId: call.id,
               index,
               profile: 'child',
               worktree: worktree.path,
               branch: worktree.branch,
-              bashTimeoutSeconds: limits.bashTimeoutSeconds,
+              bashTimeoutSeconds: state.limits.bashTimeoutSeconds,
               lease: worktree.lease,
               isolated: create.isolated === true,
             });
@@ -183,70 +295,117 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
     }
   }
 
-  publish();
-  try {
-    if (!state.worktree) {
-      try {
-        const info = workflowInfo();
-        const prepared = await worktreeActs.prepareWorktree({
-          sessionId: create.sessionId,
-          repo: create.repo,
-          baseRef: create.baseRef,
-          holder: leaseHolder(info.workflowId, info.firstExecutionRunId),
-          isolated: create.isolated === true,
-        });
-        state.worktree = { path: prepared.worktree, branch: prepared.branch, lease: prepared.lease };
-      } catch (err) {
-        if (isCancellation(err) || !(err instanceof ActivityFailure)) throw err;
-        const error = failureOf(err);
-        state.failSetup(error);
-        publish();
-        await condition(allHandlersFinished);
-        throw orchardFailure(isErrorCode(error.code) ? error.code : 'worktree_create_failed', error.message);
-      }
-    }
-    for (;;) {
-      if (state.status === 'progressing' && state.queue.length === 0) state.status = 'idle';
+  /** Whether this run should hand over to a fresh one (history and turn bounds; Temporal's suggestion). */
+  function shouldContinueAsNew(): boolean {
+    const now = workflowInfo();
+    return (
+      state.turnsThisRun >= state.limits.turnsPerRun ||
+      now.continueAsNewSuggested ||
+      now.historySize >= (state.limits.historyBudgetBytes * 3) / 4
+    );
+  }
+
+  /**
+   * Ends the session: every task still queued gets its terminal state, the worktree lease goes back (if still
+   * ours), waiting handlers are answered, and only then does the run end.
+   */
+  async function close(status: 'cancelled' | 'failed', reason: string): Promise<void> {
+    await CancellationScope.nonCancellable(async () => {
+      await recordEnds(state.endQueued(status, reason));
+      await releaseWorktree();
+      state.markClosed(status, reason);
       publish();
-      await condition(() => state.queue.length > 0 || state.cancelRequested !== undefined);
-      if (state.cancelRequested) break;
-      const next = state.beginTurn()!;
-      publish();
-      state.finishTurn(await runTurn(next.task, next.turn));
-      publish();
-      if (state.cancelRequested) break;
-      if (state.turnsThisRun >= limits.turnsPerRun || workflowInfo().continueAsNewSuggested) {
-        // Updates in flight finish first; anything they queued is carried into the next run.
-        await condition(allHandlersFinished);
-        if (state.cancelRequested) break;
-        await continueAsNew<typeof childSession>({ create, carried: state.carry() });
-      }
-    }
-    await releaseWorktree();
-    state.markCancelled(state.cancelRequested!.reason);
-    publish();
-    await condition(allHandlersFinished);
-    return state.view();
-  } catch (err) {
-    if (isCancellation(err)) {
-      // Cancelled through Temporal (Web UI, `temporal workflow cancel`): release, record it, end as cancelled.
-      await CancellationScope.nonCancellable(releaseWorktree);
-      state.markCancelled('cancelled through Temporal');
-      publish();
-    }
-    throw err;
+      await condition(allHandlersFinished);
+    });
   }
 
   /** The session is closing: its tool activities have ended, so the lease goes back (if still ours). */
   async function releaseWorktree(): Promise<void> {
-    // Sessions that started before leases existed close without this activity (their histories replay as kept).
-    if (!state.worktree || !patched('release-worktree-lease')) return;
+    if (!hostActs) return;
     try {
-      await worktreeActs.releaseWorktree(state.worktree.lease);
+      await hostActs.worktree.releaseSessionWorktree({ holder, lease: state.worktree?.lease });
     } catch (err) {
       // An unreleased lease is taken over later once its holder is provably closed; closing must not fail on it.
       log.warn('worktree lease not released', { error: String(err) });
     }
+  }
+
+  publish();
+  try {
+    if (!isCurrentCarried(input.carried)) {
+      // Resolved once per chain and recorded in history: a replay never reads the worker's environment.
+      state.limits = await local.resolveSessionLimits(create.limits);
+      const first: NewTask[] = [...state.inherited];
+      if (!input.carried && create.task) {
+        const { task } = state.reserve({ task: create.task, requestId: create.requestId, from: create.parent });
+        first.push(task);
+      }
+      await store(first);
+      for (const t of first) state.markStored(t.taskId);
+    }
+    hostActs = activitiesFor(state.limits);
+
+    if (!state.worktree && !state.cancelRequested) {
+      const scope = new CancellationScope();
+      prepScope = scope;
+      try {
+        const prepared = await scope.run(() =>
+          hostActs!.worktree.prepareWorktree({
+            sessionId: create.sessionId,
+            repo: create.repo,
+            baseRef: create.baseRef,
+            holder,
+            isolated: create.isolated === true,
+          }),
+        );
+        state.worktree = { path: prepared.worktree, branch: prepared.branch, lease: prepared.lease };
+      } catch (err) {
+        const cancelledByUs = isCancellation(err) && state.cancelRequested && !CancellationScope.current().consideredCancelled;
+        if (!cancelledByUs && (isCancellation(err) || !(err instanceof ActivityFailure))) throw err;
+        if (!state.cancelRequested) {
+          const error = failureOf(err as ActivityFailure);
+          state.failSetup(error);
+          await close('failed', `the session could not start: ${error.message}`);
+          throw orchardFailure(isErrorCode(error.code) ? error.code : 'worktree_create_failed', error.message);
+        }
+      } finally {
+        prepScope = undefined;
+      }
+    }
+
+    for (;;) {
+      if (state.status === 'progressing' && state.queue.length === 0 && !state.current) state.status = 'idle';
+      publish();
+      await condition(() => state.nextReady || state.cancelRequested !== undefined || shouldContinueAsNew());
+      if (state.cancelRequested) break;
+      if (!state.nextReady) {
+        // Idle with a bound reached: updates in flight finish first; anything they queued is carried over.
+        await condition(allHandlersFinished);
+        if (state.cancelRequested) break;
+        await continueAsNew<typeof childSession>({ create: { ...create, task: undefined }, carried: state.carry() });
+      }
+      const next = state.beginTurn(uuid4())!;
+      publish();
+      const ref = await runTurn(next.task, next.turn, next.turnId);
+      await recordEnds([state.finishTurn(ref)]);
+      publish();
+      if (state.cancelRequested) break;
+      if (shouldContinueAsNew()) {
+        await condition(allHandlersFinished);
+        if (state.cancelRequested) break;
+        await continueAsNew<typeof childSession>({ create: { ...create, task: undefined }, carried: state.carry() });
+      }
+    }
+    await close('cancelled', state.cancelRequested!.reason);
+    return state.view();
+  } catch (err) {
+    if (isCancellation(err)) {
+      // Cancelled through Temporal (Web UI, `temporal workflow cancel`): the same close, then end as cancelled.
+      state.requestCancel('cancelled through Temporal');
+      if (state.current) await recordEnds([state.finishTurn({ turn: state.current.turn, turnId: state.current.turnId, taskId: state.current.taskId, outcome: 'cancelled', steps: 0, toolCalls: 0 })]);
+      await close('cancelled', 'cancelled through Temporal');
+    }
+    throw err;
   }
 }
 
@@ -261,7 +420,7 @@ function failureOf(err: ActivityFailure): { code: string; message: string } {
 
 function describe(view: SessionStatusView): string {
   const lines = [
-    `**${view.status}** · ${view.turnsCompleted} turn(s) · ${view.queued} queued · run ${view.runIndex}`,
+    `**${view.status}**${view.closing ? ' (closing)' : ''} · ${view.turnsCompleted} turn(s) · ${view.queued} queued · run ${view.runIndex}`,
     `branch \`${view.branch ?? '(preparing)'}\` on host \`${view.host}\``,
   ];
   if (view.currentTask) lines.push(`now: turn ${view.currentTask.turn} — ${view.currentTask.excerpt}`);
@@ -269,6 +428,11 @@ function describe(view: SessionStatusView): string {
     lines.push(`last: turn ${view.lastTurn.turn} ${view.lastTurn.outcome} (${view.lastTurn.steps} steps, ${view.lastTurn.toolCalls} tool calls)`);
     if (view.lastTurn.finalExcerpt) lines.push(`> ${excerpt(view.lastTurn.finalExcerpt)}`);
   }
+  if (view.tasks) {
+    const t = view.tasks;
+    lines.push(`tasks: ${t.done} done · ${t.failed} failed · ${t.cancelled} cancelled · ${t.queued} queued`);
+  }
+  if (view.refusedSignals?.count) lines.push(`refused signalled sends: ${view.refusedSignals.count}`);
   if (view.error) lines.push(`error: ${view.error.code} — ${view.error.message}`);
   return lines.join('\n\n');
 }

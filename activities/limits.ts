@@ -1,0 +1,29 @@
+import type { SessionLimits } from '../workflows/messages';
+
+/**
+ * Session defaults a worker's operator may set in its environment. They are read only by the local activity
+ * that resolves a session's limits when its chain starts; the result is recorded in history and carried across
+ * continue-as-new, so changing a variable on a running worker changes new sessions, never a replayed decision.
+ */
+export const LIMIT_ENV: Readonly<Record<keyof SessionLimits, string>> = {
+  maxStepsPerTurn: 'ORCHARD_MAX_STEPS_PER_TURN',
+  turnsPerRun: 'ORCHARD_TURNS_PER_RUN',
+  bashTimeoutSeconds: 'ORCHARD_BASH_TIMEOUT_SECONDS',
+  hostWaitSeconds: 'ORCHARD_HOST_WAIT_SECONDS',
+  maxQueuedTasks: 'ORCHARD_MAX_QUEUED_TASKS',
+  historyBudgetBytes: 'ORCHARD_HISTORY_BUDGET_BYTES',
+  contextChars: 'ORCHARD_CONTEXT_CHARS',
+};
+
+/** The limits set in `env`; a value that is not a positive integer is an error, not silently ignored. */
+export function limitsFromEnv(env: NodeJS.ProcessEnv): Partial<SessionLimits> {
+  const out: Partial<Record<keyof SessionLimits, number>> = {};
+  for (const [key, name] of Object.entries(LIMIT_ENV) as [keyof SessionLimits, string][]) {
+    const raw = env[name];
+    if (raw === undefined || raw === '') continue;
+    const value = Number(raw);
+    if (!Number.isInteger(value) || value < 1) throw new Error(`${name}=${raw} is not a positive integer`);
+    out[key] = value;
+  }
+  return out;
+}

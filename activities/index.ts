@@ -43,6 +43,8 @@ export interface HostActivityDeps {
 export interface HostActivityHooks {
   /** Awaited at the start of prepareWorktree (after its first heartbeat); a rejection fails the preparation. */
   beforePrepare?: (input: PrepareWorktreeInput, signal: AbortSignal) => Promise<void>;
+  /** Awaited once the lease is taken, before the worktree is created; a rejection fails the preparation. */
+  afterLease?: (input: PrepareWorktreeInput, signal: AbortSignal) => Promise<void>;
 }
 
 export interface RecordTaskInput {
@@ -118,7 +120,7 @@ export function createHostActivities(deps: HostActivityDeps) {
         await deps.hooks?.beforePrepare?.(input, context.cancellationSignal);
         // Cancelled before anything was taken: stop here (after the lease, the closing session releases it).
         if (context.cancellationSignal.aborted) throw new CancelledFailure('worktree preparation cancelled');
-        return await prepare(input);
+        return await prepare(input, context.cancellationSignal);
       } finally {
         clearInterval(beat);
       }
@@ -141,7 +143,7 @@ export function createHostActivities(deps: HostActivityDeps) {
     },
   };
 
-  async function prepare(input: PrepareWorktreeInput) {
+  async function prepare(input: PrepareWorktreeInput, signal: AbortSignal) {
       const path = join(resolve(deps.worktreeRoot), input.sessionId);
       const outcome = await acquireLease(
         deps.pool,
@@ -167,6 +169,9 @@ export function createHostActivities(deps: HostActivityDeps) {
           holder: outcome.holder,
         });
       }
+      await deps.hooks?.afterLease?.(input, signal);
+      // Cancelled while the lease was being taken: the closing session releases it (by holder); create nothing.
+      if (signal.aborted) throw new CancelledFailure('worktree preparation cancelled');
       try {
         const prepared = await prepareWorktree({ ...input, worktreeRoot: deps.worktreeRoot });
         if (input.isolated) {

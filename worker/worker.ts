@@ -1,7 +1,7 @@
 import { NativeConnection, Worker, bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type { Client } from '@temporalio/client';
 import type { Pool } from 'pg';
-import { createHostActivities, createSharedActivities } from '../activities';
+import { createHostActivities, createSharedActivities, type HostActivityHooks } from '../activities';
 import type { ModelProvider } from '../activities/model/types';
 import { hostTaskQueue } from '../workflows/messages';
 import { holderLivenessFrom } from './holder-liveness';
@@ -23,6 +23,10 @@ export interface OrchardWorkerOptions {
   hostOnly?: boolean;
   /** Bytes of command output a tool result keeps. */
   maxOutputBytes?: number;
+  /** Test hooks that widen race windows in host activities (never set in production). */
+  hostHooks?: HostActivityHooks;
+  /** Where session defaults are read from when a session starts (process.env by default). */
+  env?: NodeJS.ProcessEnv;
 }
 
 export interface OrchardWorkers {
@@ -56,6 +60,7 @@ export async function createOrchardWorkers(options: OrchardWorkerOptions): Promi
       worktreeRoot: options.worktreeRoot,
       maxOutputBytes: options.maxOutputBytes,
       holderLiveness: holderLivenessFrom(options.client),
+      hooks: options.hostHooks,
     }),
     maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
     defaultHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
@@ -70,7 +75,7 @@ export async function createOrchardWorkers(options: OrchardWorkerOptions): Promi
         taskQueue: options.taskQueue,
         identity: `orchard@${options.hostId}`,
         workflowBundle: options.workflowBundle ?? (await bundleWorkflows()),
-        activities: createSharedActivities({ pool: options.pool, defaultProvider: options.defaultProvider }),
+        activities: createSharedActivities({ pool: options.pool, defaultProvider: options.defaultProvider, env: options.env }),
         maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
         defaultHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
         shutdownGraceTime: '10 seconds',

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import type { Pool } from 'pg';
+import type { HostActivityHooks } from '../../activities';
 import type { ModelProvider } from '../../activities/model/types';
 import { createPool } from '../../activities/store/db';
 import { migrate } from '../../activities/store/migrate';
@@ -61,7 +62,7 @@ export interface TestOrchard {
  */
 export async function startOrchard(
   t: Teardown,
-  options: { defaultProvider?: ModelProvider; maxOutputBytes?: number } = {},
+  options: { defaultProvider?: ModelProvider; maxOutputBytes?: number; hostHooks?: HostActivityHooks; env?: NodeJS.ProcessEnv } = {},
 ): Promise<TestOrchard> {
   const env = testStackEnv();
   const suffix = randomUUID().slice(0, 8);
@@ -95,6 +96,8 @@ export async function startOrchard(
       workflowBundle: env.workflowBundle,
       hostOnly: hostOptions.hostOnly,
       maxOutputBytes: options.maxOutputBytes,
+      hostHooks: options.hostHooks,
+      env: options.env,
     });
     running.push({ workers, done: workers.run() });
     return workers;

@@ -1,41 +1,7 @@
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import test from 'ava';
 import { OpenAICompatibleProvider } from '../../activities/model/openai';
+import { completion, stubModel } from '../helpers/model-stub';
 import { makeRepo, startOrchard, uniqueId } from '../helpers/orchard';
-
-type Reply = { status: number; body: unknown };
-
-/** A local server speaking the Chat Completions wire protocol, answering from a script of replies. */
-async function stubModel(t: import('ava').ExecutionContext, replies: Reply[]) {
-  const requests: { headers: IncomingMessage['headers']; body: any }[] = [];
-  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
-    let raw = '';
-    req.on('data', (c) => (raw += c));
-    req.on('end', () => {
-      requests.push({ headers: req.headers, body: JSON.parse(raw) });
-      const reply = replies.shift() ?? { status: 500, body: { error: { message: 'script exhausted' } } };
-      res.writeHead(reply.status, { 'content-type': 'application/json' });
-      res.end(typeof reply.body === 'string' ? reply.body : JSON.stringify(reply.body));
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(() => new Promise<void>((r) => server.close(() => r())));
-  const { port } = server.address() as AddressInfo;
-  return { url: `http://127.0.0.1:${port}/v1`, requests, replies };
-}
-
-const completion = (message: Record<string, unknown>, finish = 'stop') => ({
-  status: 200,
-  body: {
-    id: 'chatcmpl-1',
-    object: 'chat.completion',
-    created: 0,
-    model: 'stub-model',
-    choices: [{ index: 0, message: { role: 'assistant', content: null, ...message }, finish_reason: finish }],
-    usage: { prompt_tokens: 11, completion_tokens: 7, total_tokens: 18 },
-  },
-});
 
 test('a 429 from the provider is retried by the activity retry policy and the turn completes', async (t) => {
   const stub = await stubModel(t, [

@@ -133,7 +133,8 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
       turnScope?.cancel();
       prepScope?.cancel();
       publish();
-      await condition(() => state.finished);
+      // Not cut short by a Temporal cancellation of the workflow: that closes the session too, then this answers.
+      await CancellationScope.nonCancellable(() => condition(() => state.finished));
       return state.view();
     },
     {
@@ -179,7 +180,8 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
   }
 
   async function store(tasks: NewTask[]): Promise<void> {
-    await local.storeTasks(tasks.map((t) => ({ ...t, executionId: state.executionId, sessionId: create.sessionId })));
+    // An accepted task is stored even when the workflow is being cancelled: it then ends as cancelled, recorded.
+    await CancellationScope.nonCancellable(() => local.storeTasks(tasks.map((t) => ({ ...t, executionId: state.executionId, sessionId: create.sessionId }))));
   }
 
   /** Terminal task states go to Postgres too; the workflow's own record is already updated. */

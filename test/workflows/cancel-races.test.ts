@@ -1,0 +1,218 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import test from 'ava';
+import { OpenAICompatibleProvider } from '../../activities/model/openai';
+import { OrchardError } from '../../client/client';
+import { sessionWorkflowId, type SessionStatusView } from '../../workflows/messages';
+import { stubModel } from '../helpers/model-stub';
+import { makeRepo, startOrchard, uniqueId, writeScenario, type TestOrchard } from '../helpers/orchard';
+
+/**
+ * Cancel at any moment ends the session (issue 7, item 2), and nothing accepted is dropped (item 3): the
+ * workflow closes within a bound, every handler is answered, the worktree lease is released, no process of
+ * the session lives, and every task it accepted ends in a recorded terminal state.
+ */
+
+/** A gate per session id: worktree preparation waits on it (the hook widens the race window; no sleeps). */
+const gates = new Map<string, { stage: 'start' | 'leased'; wait: (signal: AbortSignal) => Promise<void> }>();
+const hooks = {
+  beforePrepare: async (input: { sessionId: string }, signal: AbortSignal) => {
+    const gate = gates.get(input.sessionId);
+    if (gate?.stage === 'start') await gate.wait(signal);
+  },
+  afterLease: async (input: { sessionId: string }, signal: AbortSignal) => {
+    const gate = gates.get(input.sessionId);
+    if (gate?.stage === 'leased') await gate.wait(signal);
+  },
+};
+
+let orchard: TestOrchard;
+const teardowns: (() => unknown)[] = [];
+test.before(async () => {
+  orchard = await startOrchard({ teardown: (fn) => teardowns.push(fn) }, { hostHooks: hooks });
+});
+test.after.always(async () => {
+  for (const fn of teardowns.reverse()) await fn();
+});
+
+const abortOf = (signal: AbortSignal) => new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
+
+async function until<T>(probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Live (non-zombie) processes whose command line contains `needle`. */
+function liveProcesses(needle: string): number[] {
+  const found: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8').replace(/\0/g, ' ');
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      if (cmdline.includes(needle) && stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z') found.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return found;
+}
+
+async function leaseStates(sessionId: string): Promise<string[]> {
+  const { rows } = await orchard.pool.query(`SELECT state FROM worktree_leases WHERE holder LIKE $1`, [`session/${sessionId}@%`]);
+  return rows.map((r) => r.state);
+}
+
+/** Cancels and checks the common promises: bounded, answered, closed, lease released, every task terminal. */
+async function cancelAndCheck(t: import('ava').ExecutionContext, sessionId: string, reason = 'test'): Promise<SessionStatusView> {
+  const started = Date.now();
+  const view = await orchard.client.cancel(sessionId, reason);
+  t.true(Date.now() - started < 15_000, `cancel took ${Date.now() - started} ms`);
+  t.is(view.status, 'cancelled');
+  t.false(view.closing);
+  const handle = orchard.temporal.workflow.getHandle(sessionWorkflowId(sessionId));
+  t.is((await handle.describe()).status.name, 'COMPLETED');
+  t.false((await leaseStates(sessionId)).includes('held'));
+  t.is(view.tasks!.queued + view.tasks!.running, 0, JSON.stringify(view.tasks));
+  const { rows } = await orchard.pool.query(`SELECT state FROM session_tasks WHERE session_id = $1`, [sessionId]);
+  t.true(rows.every((r) => ['done', 'failed', 'cancelled'].includes(r.state)), JSON.stringify(rows));
+  return view;
+}
+
+const scripted = (turns: unknown[]) => ({ provider: 'scripted' as const, scenario: writeScenario({ name: 'cancel', turns }) });
+
+test('cancel during worktree preparation (before the lease) closes the session and creates no worktree', async (t) => {
+  const sessionId = uniqueId('cancel-prep');
+  gates.set(sessionId, { stage: 'start', wait: abortOf });
+  await orchard.client.createSession({ sessionId, title: 'prep', repo: makeRepo(), model: scripted([{ steps: [{ content: 'x' }] }]), task: 'never runs' });
+  const view = await cancelAndCheck(t, sessionId);
+  t.is(view.worktree, undefined);
+  t.deepEqual(view.recentTasks?.map((r) => [r.taskId, r.state]), [['t1', 'cancelled']]);
+});
+
+test('cancel after the lease was taken but before preparation returned releases the lease by holder', async (t) => {
+  const sessionId = uniqueId('cancel-leased');
+  gates.set(sessionId, { stage: 'leased', wait: abortOf });
+  await orchard.client.createSession({ sessionId, title: 'leased', repo: makeRepo(), model: scripted([{ steps: [{ content: 'x' }] }]) });
+  await until(async () => (await leaseStates(sessionId)).includes('held'));
+  await cancelAndCheck(t, sessionId);
+  t.deepEqual(await leaseStates(sessionId), ['released']);
+});
+
+test('preparation failing while a cancel is pending still closes the session and answers the cancel', async (t) => {
+  const sessionId = uniqueId('cancel-fail');
+  let fail!: () => void;
+  const failed = new Promise<void>((resolve) => (fail = resolve));
+  gates.set(sessionId, {
+    stage: 'leased',
+    // Ignores the cancel and fails on its own, as a preparation that breaks mid-way would.
+    wait: async () => {
+      await failed;
+      throw new Error('disk full while creating the worktree');
+    },
+  });
+  await orchard.client.createSession({ sessionId, title: 'fails', repo: makeRepo(), model: scripted([{ steps: [{ content: 'x' }] }]), task: 'queued' });
+  await until(async () => (await leaseStates(sessionId)).includes('held'));
+  const cancelled = orchard.client.cancel(sessionId, 'stop');
+  await until(async () => (await orchard.client.status(sessionId)).closing);
+  fail();
+  const view = await cancelled;
+  t.is(view.status, 'cancelled');
+  t.deepEqual(await leaseStates(sessionId), ['released']);
+  t.deepEqual(view.recentTasks?.map((r) => r.state), ['cancelled']);
+});
+
+test('cancel during a model call aborts the request and closes the session', async (t) => {
+  const stub = await stubModel(t, [{ hang: true }]);
+  const provider = new OpenAICompatibleProvider({ baseURL: stub.url, model: 'stub-model', timeoutMs: 120_000 });
+  const own = await startOrchard(t, { defaultProvider: provider });
+  const sessionId = uniqueId('cancel-model');
+  await own.client.createSession({ sessionId, title: 'model', repo: makeRepo(), task: 'think hard' });
+  await stub.arrived(1);
+  const view = await own.client.cancel(sessionId, 'too slow');
+  t.is(view.status, 'cancelled');
+  t.is(view.lastTurn?.outcome, 'cancelled');
+  await until(() => stub.abandoned === 1 || undefined);
+  const { rows } = await own.pool.query(`SELECT state FROM worktree_leases WHERE holder LIKE $1`, [`session/${sessionId}@%`]);
+  t.deepEqual(rows.map((r) => r.state), ['released']);
+  t.deepEqual(view.recentTasks?.map((r) => [r.taskId, r.state, r.outcome]), [['t1', 'cancelled', 'cancelled']]);
+});
+
+test('two concurrent cancels during bash both return the closed session; queued sends end cancelled; later sends are refused', async (t) => {
+  const seconds = 3000 + Math.floor(Math.random() * 900);
+  const sessionId = uniqueId('cancel-twice');
+  await orchard.client.createSession({
+    sessionId,
+    title: 'twice',
+    repo: makeRepo(),
+    model: scripted([{ steps: [{ tool_calls: [{ name: 'bash', arguments: { command: `sleep ${seconds}` } }] }, { content: 'never' }] }]),
+    task: 'sleep',
+  });
+  await until(() => liveProcesses(`sleep ${seconds}`).length > 0 || undefined);
+  const queued = await orchard.client.send(sessionId, 'queued behind the sleep');
+  t.is(queued.taskState, 'queued');
+
+  const first = cancelAndCheck(t, sessionId, 'first');
+  await until(async () => (await orchard.client.status(sessionId)).closing || (await orchard.client.status(sessionId)).status === 'cancelled');
+  const second = orchard.client.cancel(sessionId, 'second').catch((err: unknown) => err);
+  // While the cancel is under way: an update is refused with a typed code, a signal is recorded as refused.
+  const refused = await orchard.client.send(sessionId, 'too late').catch((err: unknown) => err);
+  await orchard.client.signalSend(sessionId, { task: 'too late, by signal', requestId: 'late-signal' }).catch(() => undefined);
+  const [view, other] = await Promise.all([first, second]);
+  t.true(refused instanceof OrchardError && ['session_closing', 'session_closed'].includes(refused.code), String(refused));
+  // The second cancel either waited for the same close or arrived after it (then the session was already closed).
+  t.true((other as SessionStatusView).status === 'cancelled' || (other as OrchardError).code === 'session_closed', String(other));
+  t.deepEqual(liveProcesses(`sleep ${seconds}`), []);
+  t.deepEqual(view.recentTasks?.map((r) => [r.taskId, r.state]), [['t1', 'cancelled'], ['t2', 'cancelled']]);
+  const { rows } = await orchard.pool.query(`SELECT task_id, state, reason FROM session_tasks WHERE session_id = $1 ORDER BY task_id`, [sessionId]);
+  t.deepEqual(rows.map((r) => [r.task_id, r.state, r.reason]), [['t1', 'cancelled', 'first'], ['t2', 'cancelled', 'first']]);
+});
+
+test('a signalled send during the cancel is recorded as refused, never queued', async (t) => {
+  const seconds = 3000 + Math.floor(Math.random() * 900);
+  const sessionId = uniqueId('cancel-signal');
+  await orchard.client.createSession({
+    sessionId,
+    title: 'signal',
+    repo: makeRepo(),
+    model: scripted([{ steps: [{ tool_calls: [{ name: 'bash', arguments: { command: `sleep ${seconds}` } }] }, { content: 'never' }] }]),
+    task: 'sleep',
+  });
+  await until(() => liveProcesses(`sleep ${seconds}`).length > 0 || undefined);
+  // The cancel and the signal reach the workflow together; whichever way they are ordered, nothing is run.
+  const handle = orchard.temporal.workflow.getHandle(sessionWorkflowId(sessionId));
+  const cancelled = orchard.client.cancel(sessionId, 'stop');
+  await until(async () => (await orchard.client.status(sessionId)).closing || undefined);
+  await handle.signal('send', { task: 'by signal while closing', requestId: 'sig-1' });
+  const view = await cancelled;
+  t.is(view.refusedSignals?.count, 1);
+  t.is(view.refusedSignals?.recent[0].code, 'session_closing');
+  t.deepEqual(view.recentTasks?.map((r) => r.taskId), ['t1']);
+});
+
+test('cancel between turns closes an idle session', async (t) => {
+  const sessionId = uniqueId('cancel-idle');
+  await orchard.client.createSession({ sessionId, title: 'idle', repo: makeRepo(), model: scripted([{ steps: [{ content: 'done' }] }]), task: 'one' });
+  await orchard.client.waitUntilSettled(sessionId, { afterTurn: 1 });
+  const view = await cancelAndCheck(t, sessionId);
+  t.deepEqual(view.recentTasks?.map((r) => [r.taskId, r.state]), [['t1', 'done']]);
+});
+
+test('a Temporal cancellation answers a waiting cancel update before the workflow ends', async (t) => {
+  const seconds = 3000 + Math.floor(Math.random() * 900);
+  const sessionId = uniqueId('cancel-both');
+  gates.set(sessionId, { stage: 'start', wait: abortOf });
+  await orchard.client.createSession({ sessionId, title: 'both', repo: makeRepo(), model: scripted([{ steps: [{ content: 'x' }] }]), task: `sleep ${seconds}` });
+  const handle = orchard.temporal.workflow.getHandle(sessionWorkflowId(sessionId));
+  const update = orchard.client.cancel(sessionId, 'by update');
+  await until(async () => (await orchard.client.status(sessionId)).closing || undefined);
+  await handle.cancel();
+  const view = await update;
+  t.is(view.status, 'cancelled');
+  await t.throwsAsync(handle.result());
+  t.false((await leaseStates(sessionId)).includes('held'));
+});

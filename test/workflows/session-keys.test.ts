@@ -1,0 +1,114 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { randomUUID } from 'node:crypto';
+import test from 'ava';
+import { sessionWorkflowId } from '../../workflows/messages';
+import { git, makeRepo, sharedOrchard, uniqueId, writeScenario } from '../helpers/orchard';
+
+const shared = sharedOrchard(test);
+
+/** A turn that appends to a log with bash and commits it: every real execution leaves a line and a commit. */
+function committingTurn(label: string) {
+  return {
+    steps: [
+      { tool_calls: [{ name: 'bash', arguments: { command: `echo ${label} >> attempts.log` } }] },
+      { tool_calls: [{ name: 'git_commit', arguments: { message: `commit ${label}`, paths: ['attempts.log'] } }] },
+      { content: `${label} done` },
+    ],
+  };
+}
+
+test('a session cancelled and created again with the same id runs its new task: new model call, new commit', async (t) => {
+  const orchard = shared();
+  const repo = makeRepo();
+  const sessionId = uniqueId('recreate');
+  const first = writeScenario({ name: 'first', turns: [committingTurn('first')] });
+  await orchard.client.createSession({ sessionId, title: 'first life', repo, model: { provider: 'scripted', scenario: first }, task: 'first task' });
+  const done = await orchard.client.waitUntilSettled(sessionId, { afterTurn: 1 });
+  t.is(done.lastTurn?.outcome, 'finished');
+  await orchard.client.cancel(sessionId, 'done with it');
+
+  const second = writeScenario({ name: 'second', turns: [{ expect: { taskIncludes: ['second task'] }, ...committingTurn('second') }] });
+  const again = await orchard.client.createSession({ sessionId, title: 'second life', repo, model: { provider: 'scripted', scenario: second }, task: 'second task' });
+  t.is(again.outcome, 'created');
+  t.not(again.session.executionId, done.executionId);
+  const view = await orchard.client.waitUntilSettled(sessionId, { afterTurn: 1 });
+  t.is(view.lastTurn?.outcome, 'finished');
+  t.is(view.lastTurn?.finalExcerpt, 'second done');
+
+  // The new task reached the model (a model call under the new execution) and its tools ran (a new commit).
+  const calls = await orchard.pool.query(
+    `SELECT execution_id, count(*)::int AS n FROM model_calls WHERE session_id = $1 GROUP BY execution_id ORDER BY min(created_at)`,
+    [sessionId],
+  );
+  t.deepEqual(calls.rows.map((r) => [r.execution_id, r.n]), [[done.executionId, 3], [view.executionId, 3]]);
+  t.deepEqual(git(repo, 'log', '--format=%s', `orchard/${sessionId}`).split('\n').slice(0, 2), ['commit second', 'commit first']);
+  t.deepEqual(readFileSync(join(view.worktree!, 'attempts.log'), 'utf8').trim().split('\n'), ['first', 'second']);
+  const tasks = await orchard.pool.query(`SELECT execution_id, task, state FROM session_tasks WHERE session_id = $1 ORDER BY created_at`, [sessionId]);
+  t.deepEqual(tasks.rows.map((r) => [r.task, r.state]), [['first task', 'done'], ['second task', 'done']]);
+});
+
+test('a reset to before the last turn runs that turn again as a new attempt; the transcript keeps both', async (t) => {
+  const orchard = shared();
+  const repo = makeRepo();
+  const sessionId = uniqueId('reset');
+  const scenario = writeScenario({
+    name: 'reset',
+    turns: [{ steps: [{ content: 'turn one done' }] }, { expect: { historyIncludes: ['turn one done'] }, ...committingTurn('two') }],
+  });
+  await orchard.client.createSession({ sessionId, title: 'reset', repo, model: { provider: 'scripted', scenario }, task: 'one' });
+  await orchard.client.waitUntilSettled(sessionId, { afterTurn: 1 });
+  await orchard.client.send(sessionId, 'two');
+  const before = await orchard.client.waitUntilSettled(sessionId, { afterTurn: 2 });
+  t.is(before.lastTurn?.outcome, 'finished');
+
+  // Reset to the workflow task that began turn 2 (the one that scheduled its first model call).
+  const handle = orchard.temporal.workflow.getHandle(sessionWorkflowId(sessionId));
+  const history = await handle.fetchHistory();
+  const firstCallOfTurn2 = (history.events ?? []).find((e) => {
+    const a = e.activityTaskScheduledEventAttributes;
+    if (a?.activityType?.name !== 'modelStep') return false;
+    const input = JSON.parse(Buffer.from(a.input!.payloads![0].data!).toString());
+    return input.turn === 2 && input.step === 1;
+  });
+  t.truthy(firstCallOfTurn2);
+  const description = await handle.describe();
+  await orchard.temporal.workflowService.resetWorkflowExecution({
+    namespace: orchard.temporal.options.namespace,
+    workflowExecution: { workflowId: sessionWorkflowId(sessionId), runId: description.runId },
+    reason: 'operator re-runs turn 2',
+    workflowTaskFinishEventId: firstCallOfTurn2!.activityTaskScheduledEventAttributes!.workflowTaskCompletedEventId,
+    requestId: randomUUID(),
+  });
+
+  const after = await waitForTurnAttempts(orchard, sessionId, 2);
+  t.is(after.lastTurn?.outcome, 'finished');
+  t.not(after.lastTurn?.turnId, before.lastTurn?.turnId);
+  // The turn really ran again: its command appended a second line, and a second commit was made.
+  const worktree = before.worktree!;
+  t.deepEqual(readFileSync(join(worktree, 'attempts.log'), 'utf8').trim().split('\n'), ['two', 'two']);
+  t.deepEqual(git(repo, 'log', '--format=%s', `orchard/${sessionId}`).split('\n').slice(0, 2), ['commit two', 'commit two']);
+  // Both attempts of turn 2 stand in the transcript, under their own turn ids; turn 1 was not re-run.
+  const { rows } = await orchard.pool.query(
+    `SELECT turn, turn_id, count(*)::int AS entries FROM transcript_entries WHERE session_id = $1 GROUP BY turn, turn_id ORDER BY min(seq)`,
+    [sessionId],
+  );
+  t.deepEqual(rows.map((r) => r.turn), [1, 2, 2]);
+  t.deepEqual(rows.slice(1).map((r) => r.turn_id), [before.lastTurn?.turnId, after.lastTurn?.turnId]);
+  const calls = await orchard.pool.query(`SELECT turn, count(*)::int AS n FROM model_calls WHERE session_id = $1 GROUP BY turn ORDER BY turn`, [sessionId]);
+  t.deepEqual(calls.rows.map((r) => [r.turn, r.n]), [[1, 1], [2, 6]]);
+});
+
+/** Waits until the session's latest run has finished a turn numbered `turn` under a turn id not seen before. */
+async function waitForTurnAttempts(orchard: ReturnType<typeof shared>, sessionId: string, turn: number) {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const { rows } = await orchard.pool.query(`SELECT count(DISTINCT turn_id)::int AS n FROM model_calls WHERE session_id = $1 AND turn = $2`, [sessionId, turn]);
+    if (rows[0].n >= 2) {
+      const view = await orchard.client.waitUntilSettled(sessionId, { afterTurn: turn });
+      if (view.lastTurn?.turn === turn && view.currentTask === undefined) return view;
+    }
+    if (Date.now() > deadline) throw new Error('the reset turn did not run again in time');
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}

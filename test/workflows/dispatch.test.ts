@@ -4,7 +4,8 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import test from 'ava';
 import { createHostActivities } from '../../activities';
 import { turnKeyOf } from '../../activities/store/keys';
-import { appendEntry } from '../../activities/store/transcript';
+import { claimDispatch } from '../../activities/store/dispatch';
+import { NOT_EXECUTED, UNKNOWN_OUTCOME, appendEntry, loadConversation } from '../../activities/store/transcript';
 import { makeRepo, testPool, uniqueId } from '../helpers/orchard';
 
 /**
@@ -28,11 +29,11 @@ async function setup(t: import('ava').ExecutionContext) {
     holder: `session/${sessionId}@run-1`,
   });
   const counter = join(prepared.worktree, 'counter.txt');
-  const callOnce = async (step: number) => {
+  const callOnce = async (step: number, call: { name: string; args: unknown } = { name: 'bash', args: { command: 'echo ran >> counter.txt' } }) => {
     await appendEntry(pool, { ...turnKeyOf({ sessionId, turn: 1 }), step, ordinal: 0 }, {
       role: 'assistant',
       content: null,
-      tool_calls: [{ id: `c${step}`, type: 'function', function: { name: 'bash', arguments: JSON.stringify({ command: 'echo ran >> counter.txt' }) } }],
+      tool_calls: [{ id: `c${step}`, type: 'function', function: { name: call.name, arguments: JSON.stringify(call.args) } }],
     });
     return (attempt: number) =>
       new MockActivityEnvironment({ attempt }).run(host.executeTool, {
@@ -68,8 +69,9 @@ test('a retried tool call that finds only the claim reports unknown and does not
   const attempt = await callOnce(2);
   // What a worker that died mid-command leaves behind: the claim, no result.
   await pool.query(
-    `INSERT INTO tool_dispatches (session_id, turn, step, call_id, tool, host, state) VALUES ($1, 1, 2, 'c2', 'bash', 'gone', 'claimed')`,
-    [sessionId],
+    `INSERT INTO tool_dispatches (session_id, execution_id, turn_id, turn, step, call_id, tool, host, state)
+     VALUES ($1, $2, $3, 1, 2, 'c2', 'bash', 'gone', 'claimed')`,
+    [sessionId, turnKeyOf({ sessionId, turn: 1 }).executionId, turnKeyOf({ sessionId, turn: 1 }).turnId],
   );
   t.like(await attempt(2), { outcome: 'unknown', ok: false });
   const { rows } = await pool.query(
@@ -98,3 +100,57 @@ test('a stale attempt after the lease moved to a new generation is refused and c
   const tools = await pool.query(`SELECT count(*)::int AS n FROM transcript_entries WHERE session_id = $1 AND role = 'tool'`, [sessionId]);
   t.is(tools.rows[0].n, 0);
 });
+
+test('a claim declared unknown by a retry stays unknown when the first attempt settles late; the model was told unknown', async (t) => {
+  const { callOnce, pool, sessionId, counter } = await setup(t);
+  const attempt = await callOnce(4, { name: 'bash', args: { command: 'sleep 1; echo ran >> counter.txt' } });
+  // Attempt 1 runs the command; meanwhile a retry (the worker looked dead) finds only the claim.
+  const first = attempt(1);
+  await until(async () => (await pool.query(`SELECT 1 FROM tool_dispatches WHERE session_id = $1 AND step = 4`, [sessionId])).rowCount === 1);
+  t.like(await attempt(2), { outcome: 'unknown', ok: false });
+  t.like(await first, { outcome: 'unknown', ok: false });
+  t.true(existsSync(counter), 'the first attempt did run the command');
+  const claim = await pool.query(`SELECT state, unknown_reason FROM tool_dispatches WHERE session_id = $1 AND step = 4`, [sessionId]);
+  t.is(claim.rows[0].state, 'unknown');
+  const shown = await pool.query(`SELECT content FROM transcript_entries WHERE session_id = $1 AND step = 4 AND role = 'tool'`, [sessionId]);
+  t.deepEqual(shown.rows.map((r) => r.content), [UNKNOWN_OUTCOME]);
+  // The late output is kept for operators.
+  const output = await pool.query(`SELECT ok FROM tool_outputs WHERE session_id = $1 AND step = 4`, [sessionId]);
+  t.deepEqual(output.rows, [{ ok: true }]);
+});
+
+test('a read-only tool is run again by a retry instead of going through a claim', async (t) => {
+  const { callOnce, pool, sessionId } = await setup(t);
+  const attempt = await callOnce(5, { name: 'read_file', args: { path: 'README.md' } });
+  t.like(await attempt(1), { outcome: 'settled', ok: true });
+  t.like(await attempt(2), { outcome: 'settled', ok: true });
+  const claims = await pool.query(`SELECT count(*)::int AS n FROM tool_dispatches WHERE session_id = $1`, [sessionId]);
+  t.is(claims.rows[0].n, 0);
+});
+
+test('the rebuilt transcript says unknown for a claimed call without a result and not executed only for an unclaimed one', async (t) => {
+  const pool = await testPool(t);
+  const key = { sessionId: uniqueId('rebuild'), executionId: uniqueId('exec'), turnId: uniqueId('turn'), turn: 1 };
+  await appendEntry(pool, { ...key, step: 0, ordinal: 0 }, { role: 'user', content: 'do two things' });
+  await appendEntry(pool, { ...key, step: 1, ordinal: 0 }, {
+    role: 'assistant',
+    content: null,
+    tool_calls: ['claimed', 'never'].map((id) => ({ id, type: 'function' as const, function: { name: 'bash', arguments: '{"command":"true"}' } })),
+  });
+  await claimDispatch(pool, { ...key, step: 1, callId: 'claimed' }, 'bash', 'gone-host');
+  // The next turn (or the next run after continue-as-new) rebuilds the conversation from Postgres.
+  const { messages } = await loadConversation(pool, { ...key, turnId: uniqueId('turn'), turn: 2 });
+  const results = messages.filter((m) => m.role === 'tool').map((m) => [(m as { tool_call_id: string }).tool_call_id, m.content]);
+  t.deepEqual(results, [
+    ['claimed', UNKNOWN_OUTCOME],
+    ['never', NOT_EXECUTED],
+  ]);
+});
+
+async function until(check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}

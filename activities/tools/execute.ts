@@ -107,7 +107,7 @@ export async function executeTool(deps: ExecutorDeps, input: ExecuteToolInput): 
                 throw staleLease(input.lease);
               }
             },
-            onSpawn: (pgid) => recordProcessGroup(pool, input.lease, deps.hostId, pgid, callKey),
+            onSpawn: (info) => recordProcessGroup(pool, input.lease, deps.hostId, info, callKey),
             onGroupGone: (pgid) => endProcessGroup(pool, input.lease, pgid, callKey),
           })
         : refusal('tool_unknown', `there is no tool named ${tool}; use one of the tools you were given`);

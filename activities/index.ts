@@ -8,8 +8,9 @@ import { loadScenario } from './model/scenario';
 import { ScriptedProvider } from './model/scripted';
 import { modelStep, type ModelStepInput } from './model/step';
 import type { ModelProvider } from './model/types';
-import { aliveInGroup } from './bash/process-tree';
-import { acquireLease, openProcessGroups, releaseLease, type HolderLiveness, type Lease } from './store/leases';
+import { CommandSlots, DEFAULT_MAX_COMMANDS } from './bash/command-slots';
+import { reapWorktree, type ReapOptions } from './bash/reaper';
+import { acquireLease, releaseLease, type HolderLiveness, type Lease } from './store/leases';
 import { appendEntry } from './store/transcript';
 import { executeTool, type ExecuteToolInput } from './tools/execute';
 
@@ -28,6 +29,10 @@ export interface HostActivityDeps {
   maxOutputBytes?: number;
   /** Whether a lease holder's workflow execution chain is still running (asked of Temporal). */
   holderLiveness: (holder: string) => Promise<HolderLiveness>;
+  /** At most this many commands (bash tool calls) run at once on this host (ORCHARD_MAX_COMMANDS). */
+  maxConcurrentCommands?: number;
+  /** How recorded processes of dead workers are torn down (tests inject a signal sender that cannot kill). */
+  reap?: ReapOptions;
 }
 
 export interface RecordTaskInput {
@@ -78,6 +83,7 @@ export const leaseKey = (hostId: string, worktree: string): string => `${hostId}
 /** Activities bound to the disk that holds a worktree. They run on `orchard-host-<hostId>`. */
 export function createHostActivities(deps: HostActivityDeps) {
   const maxOutputBytes = deps.maxOutputBytes ?? 64 * 1024;
+  const commandSlots = new CommandSlots(deps.maxConcurrentCommands ?? DEFAULT_MAX_COMMANDS);
   return {
     /**
      * Takes the worktree's lease, then creates (or re-enters) the worktree. A live holder is never joined by a
@@ -90,10 +96,9 @@ export function createHostActivities(deps: HostActivityDeps) {
         { worktree: leaseKey(deps.hostId, path), host: deps.hostId, holder: input.holder },
         {
           holderLiveness: deps.holderLiveness,
-          aliveProcesses: async (worktree, generation) => {
-            const groups = await openProcessGroups(deps.pool, worktree, generation);
-            return (await Promise.all(groups.map((pgid) => aliveInGroup(pgid)))).flat();
-          },
+          // The holder is closed, so whatever it started is an orphan: reap it by identity (a reused pid is a
+          // stranger, never a reason to refuse) and take over only if nothing of any generation is left alive.
+          aliveProcesses: async (worktree) => (await reapWorktree(deps.pool, deps.hostId, worktree, deps.reap)).remaining,
         },
       );
       if (outcome.kind === 'bound') {
@@ -129,7 +134,7 @@ export function createHostActivities(deps: HostActivityDeps) {
       return releaseLease(deps.pool, lease);
     },
     async executeTool(input: ExecuteToolInput) {
-      return executeTool({ pool: deps.pool, hostId: deps.hostId, maxOutputBytes }, input);
+      return executeTool({ pool: deps.pool, hostId: deps.hostId, maxOutputBytes, commandSlots, reap: deps.reap }, input);
     },
   };
 }

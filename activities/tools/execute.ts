@@ -5,6 +5,8 @@ import { orchardFailure } from '../../workflows/errors';
 import { TOOL_PROFILES, type ToolProfile } from '../../workflows/tools';
 import { claimDispatch, markUnknown, settleDispatch, type DispatchKey, type ToolOutput } from '../store/dispatch';
 import { endProcessGroup, leaseIsCurrent, recordProcessGroup, renewLease, type Lease } from '../store/leases';
+import type { CommandSlots } from '../bash/command-slots';
+import { liveGroupsBlocking, reapCall, type ReapOptions } from '../bash/reaper';
 import { appendEntry, findAssistantMessage } from '../store/transcript';
 import { isExecutableTool, refusal, runTool } from './run-tool';
 
@@ -36,6 +38,10 @@ export interface ExecutorDeps {
   pool: Pool;
   hostId: string;
   maxOutputBytes: number;
+  /** The host's command cap (ORCHARD_MAX_COMMANDS). */
+  commandSlots?: CommandSlots;
+  /** How a dead attempt's processes are reaped (tests inject a signal sender that cannot kill). */
+  reap?: ReapOptions;
 }
 
 /** How often a running command renews its lease; a failed renewal (the lease moved) stops the command. */
@@ -44,6 +50,10 @@ const RENEW_EVERY_MS = 5000;
 const UNKNOWN_OUTCOME =
   'outcome unknown: an earlier attempt started this tool call and did not record a result (the worker stopped). ' +
   'It may or may not have taken effect; check the state of the worktree before repeating it.';
+
+const unknownAndBlocked = (pids: number[]) =>
+  `${UNKNOWN_OUTCOME} Its processes could not be verified stopped (pids ${pids.join(', ')} are still alive), so ` +
+  'the worktree is blocked: changes to it are refused until they are gone.';
 
 /**
  * Runs one tool call of a model step at most once (invariant 11a). The call's name and arguments are read
@@ -61,6 +71,7 @@ export async function executeTool(deps: ExecutorDeps, input: ExecuteToolInput): 
   if (!(await leaseIsCurrent(pool, input.lease))) throw staleLease(input.lease);
   const key: DispatchKey = { sessionId: input.sessionId, turn: input.turn, step: input.step, callId: input.callId };
   const claim = await claimDispatch(pool, key, tool, deps.hostId);
+  const callKey = `${input.sessionId}/${input.turn}/${input.step}/${input.callId}`;
 
   let output: ToolOutput;
   let outcome: ExecuteToolResult['outcome'];
@@ -70,13 +81,14 @@ export async function executeTool(deps: ExecutorDeps, input: ExecuteToolInput): 
     output = claim.output;
     outcome = 'already-settled';
   } else if (claim.kind === 'unknown') {
+    // The earlier attempt's command may outlive its dead worker: stop it before the model hears anything.
+    const reaped = await reapCall(pool, deps.hostId, callKey, { ...deps.reap, heartbeat: () => Context.current().heartbeat() });
     await markUnknown(pool, key);
-    output = { ok: false, content: UNKNOWN_OUTCOME, durationMs: 0 };
+    output = { ok: false, content: reaped.verified ? UNKNOWN_OUTCOME : unknownAndBlocked(reaped.remaining), durationMs: 0 };
     outcome = 'unknown';
   } else {
     const offered = TOOL_PROFILES[input.profile].some((d) => d.name === tool);
     const context = Context.current();
-    const callKey = `${input.sessionId}/${input.turn}/${input.step}/${input.callId}`;
     // The command stops when the activity is cancelled or when the lease is found to have moved.
     const lost = new AbortController();
     let lastRenewal = Date.now();
@@ -89,6 +101,7 @@ export async function executeTool(deps: ExecutorDeps, input: ExecuteToolInput): 
             isolated: input.isolated === true,
             bashTimeoutMs: input.bashTimeoutSeconds * 1000,
             maxOutputBytes: deps.maxOutputBytes,
+            commandSlots: deps.commandSlots,
             signal: AbortSignal.any([context.cancellationSignal, lost.signal]),
             onTick: () => {
               context.heartbeat();
@@ -106,6 +119,12 @@ export async function executeTool(deps: ExecutorDeps, input: ExecuteToolInput): 
                 leaseLost = true;
                 throw staleLease(input.lease);
               }
+              // Nothing changes a worktree in which a recorded process may still live (reaped here if it can be).
+              const blocked = await liveGroupsBlocking(pool, deps.hostId, input.lease.worktree, undefined, {
+                ...deps.reap,
+                heartbeat: () => context.heartbeat(),
+              });
+              if (blocked) throw orchardFailure('worktree_processes_alive', blocked);
             },
             onSpawn: (info) => recordProcessGroup(pool, input.lease, deps.hostId, info, callKey),
             onGroupGone: (pgid) => endProcessGroup(pool, input.lease, pgid, callKey),

@@ -1,76 +1,14 @@
-import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
 import test, { type ExecutionContext } from 'ava';
-import { currentBootId, readProcessSync, type ProcessIdentity, type ProcessInfo } from '../../activities/bash/process-tree';
+import type { ProcessInfo } from '../../activities/bash/process-tree';
 import { identifyGroup, liveGroupsBlocking, reapCall, sweepHost } from '../../activities/bash/reaper';
-import { RUN_MARKER_ENV } from '../../activities/bash/runner';
-import { recordProcessGroup, type ProcessGroupIdentity } from '../../activities/store/leases';
+import { recordProcessGroup } from '../../activities/store/leases';
 import { testPool, uniqueId } from '../helpers/orchard';
+import { deadWorker, isAlive, orphan, procStat } from '../helpers/processes';
 
-/** Read straight from /proc, not through the modules under test. */
-function stat(pid: number): { live: boolean; pgid: number; startTime: number } | undefined {
-  try {
-    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = text.slice(text.lastIndexOf(')') + 2).split(' ');
-    return { live: f[0] !== 'Z' && f[0] !== 'X', pgid: Number(f[2]), startTime: Number(f[19]) };
-  } catch {
-    return undefined;
-  }
-}
-const alive = (pid: number) => stat(pid)?.live === true;
+const alive = isAlive;
+const stat = procStat;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/**
- * A command left behind by a dead worker: a detached bash (own session and group, like the runner's) carrying
- * a marker, as the runner starts it. It prints its pids on stdout; the test kills what is left at teardown.
- */
-async function orphan(t: ExecutionContext, command: string, marker = randomUUID()) {
-  const child = spawn('bash', ['-c', command], {
-    detached: true,
-    stdio: ['ignore', 'pipe', 'ignore'],
-    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', [RUN_MARKER_ENV]: marker },
-  });
-  const pgid = child.pid!;
-  const startTime = stat(pgid)!.startTime;
-  let out = '';
-  child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
-  t.teardown(() => {
-    for (const pid of [pgid, ...pidsIn(out)]) {
-      try {
-        process.kill(pid, 'SIGKILL');
-      } catch {
-        // gone
-      }
-    }
-    try {
-      process.kill(-pgid, 'SIGKILL');
-    } catch {
-      // gone
-    }
-  });
-  const pids = async (n: number) => {
-    while (pidsIn(out).length < n) await sleep(20);
-    return pidsIn(out);
-  };
-  const identity: ProcessGroupIdentity = { pgid, bootId: currentBootId(), startTime, marker };
-  // Exited and reaped: no process at the leader's pid any more, not even a zombie.
-  const exited = once(child, 'exit').then(() => {
-    if (stat(pgid)) throw new Error(`pid ${pgid} is still in /proc`);
-  });
-  exited.catch(() => undefined);
-  return { identity, pids, exited };
-}
-const pidsIn = (text: string) => [...text.matchAll(/pid=(\d+)/g)].map((m) => Number(m[1]));
-
-/** The identity of a worker process that has exited: what a crashed worker's rows name as supervisor. */
-async function deadWorker(): Promise<ProcessIdentity> {
-  const child = spawn('sleep', ['0.1'], { stdio: 'ignore' });
-  const startTime = stat(child.pid!)!.startTime;
-  await once(child, 'exit');
-  return { pid: child.pid!, startTime, bootId: currentBootId() };
-}
 
 async function setup(t: ExecutionContext) {
   const pool = await testPool(t);
@@ -128,7 +66,7 @@ test('identity without the leader: members count only when none started before i
 
 test('reapCall kills an orphaned command, its escapees by marker and ancestry, verifies them gone and ends the row', async (t) => {
   const { pool, host, lease, rows } = await setup(t);
-  const o = await orphan(
+  const o = orphan(
     t,
     'sleep 300 & echo "pid=$!"; (setsid sleep 300 & echo "pid=$!"); setsid env -i sleep 300 & echo "pid=$!"; ' +
       'while :; do sleep 1; done',
@@ -137,7 +75,7 @@ test('reapCall kills an orphaned command, its escapees by marker and ancestry, v
   await sleep(100);
   t.not(stat(marked)?.pgid, o.identity.pgid, 'the setsid child left the group');
   await recordProcessGroup(pool, lease, host, o.identity, 'call-1', await deadWorker());
-  await recordProcessGroup(pool, lease, host, (await orphan(t, 'sleep 300')).identity, 'call-2', await deadWorker());
+  await recordProcessGroup(pool, lease, host, (orphan(t, 'sleep 300')).identity, 'call-2', await deadWorker());
 
   const r = await reapCall(pool, host, 'call-1', { graceMs: 200 });
   t.true(r.verified);
@@ -155,10 +93,10 @@ test('reapCall kills an orphaned command, its escapees by marker and ancestry, v
 test('reapCall never signals a stranger that reused the pid: a leader with another start time, or members older than the recorded leader', async (t) => {
   const { pool, host, lease, rows } = await setup(t);
   // The recorded leader started earlier than the process now at its pid: that process is a stranger.
-  const stranger = await orphan(t, 'sleep 300');
+  const stranger = orphan(t, 'sleep 300');
   await recordProcessGroup(pool, lease, host, { ...stranger.identity, startTime: stranger.identity.startTime - 1, marker: randomUUID() }, 'reused-leader', await deadWorker());
   // The leader is gone and the member left in its group started before the recorded leader: strangers again.
-  const leaderless = await orphan(t, 'sleep 300 & echo "pid=$!"; exit 0');
+  const leaderless = orphan(t, 'sleep 300 & echo "pid=$!"; exit 0');
   const [member] = await leaderless.pids(1);
   await leaderless.exited;
   await recordProcessGroup(pool, lease, host, { ...leaderless.identity, startTime: stat(member)!.startTime + 100, marker: randomUUID() }, 'reused-group', await deadWorker());
@@ -173,7 +111,7 @@ test('reapCall never signals a stranger that reused the pid: a leader with anoth
 
 test('a leaderless group of the command (members no older than the leader, same session) is reaped', async (t) => {
   const { pool, host, lease, rows } = await setup(t);
-  const o = await orphan(t, 'sleep 300 & echo "pid=$!"; exit 0', randomUUID());
+  const o = orphan(t, 'sleep 300 & echo "pid=$!"; exit 0', randomUUID());
   const [member] = await o.pids(1);
   await o.exited;
   // No marker recorded, so only the group rule can find the member.
@@ -186,7 +124,7 @@ test('a leaderless group of the command (members no older than the leader, same 
 
 test('a group recorded in another boot is ended without a signal, whatever runs at its pid now', async (t) => {
   const { pool, host, lease, rows } = await setup(t);
-  const o = await orphan(t, 'sleep 300');
+  const o = orphan(t, 'sleep 300');
   await recordProcessGroup(pool, lease, host, { ...o.identity, bootId: randomUUID() }, 'old-boot', await deadWorker());
   t.like(await reapCall(pool, host, 'old-boot'), { verified: true, killed: [] });
   t.true(alive(o.identity.pgid));
@@ -195,7 +133,7 @@ test('a group recorded in another boot is ended without a signal, whatever runs 
 
 test('a group that cannot be killed stays open, names its pids and blocks the worktree until it is gone', async (t) => {
   const { pool, host, lease, rows } = await setup(t);
-  const o = await orphan(t, 'sleep 300 & echo "pid=$!"; wait');
+  const o = orphan(t, 'sleep 300 & echo "pid=$!"; wait');
   const [child] = await o.pids(1);
   await recordProcessGroup(pool, lease, host, o.identity, 'stuck', await deadWorker());
   const cannotKill = { send: () => undefined, graceMs: 50, timeoutMs: 300 };
@@ -223,9 +161,9 @@ test('a group that cannot be killed stays open, names its pids and blocks the wo
 
 test('sweepHost reaps the orphans of dead workers on its host and leaves a live worker’s commands alone', async (t) => {
   const { pool, host, lease, rows } = await setup(t);
-  const orphaned = await orphan(t, 'while :; do sleep 1; done');
-  const supervised = await orphan(t, 'while :; do sleep 1; done');
-  const elsewhere = await orphan(t, 'while :; do sleep 1; done');
+  const orphaned = orphan(t, 'while :; do sleep 1; done');
+  const supervised = orphan(t, 'while :; do sleep 1; done');
+  const elsewhere = orphan(t, 'while :; do sleep 1; done');
   await recordProcessGroup(pool, lease, host, orphaned.identity, 'a-orphaned', await deadWorker());
   // Supervised by this (live) process: a running command of a live worker.
   await recordProcessGroup(pool, lease, host, supervised.identity, 'b-supervised');

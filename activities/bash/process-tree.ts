@@ -177,23 +177,12 @@ function sameProcess(t: TrackedProcess, p: ProcessInfo | undefined): p is Proces
 }
 
 /**
- * Records into `tracked` the command's processes as they are now: the root's process group and session,
- * everything
- * already tracked that is still alive, the groups and sessions that tracked processes lead (a `setsid` child's
- * own children), and all their descendants. Call it periodically while the command runs, so a process that
- * escapes the group is recorded while its ancestry still shows where it came from.
+ * Records into `tracked` the command's processes as they are in `processes` (one scan, normally the shared
+ * scanner's): the root's process group and session, everything already tracked that is still alive, the groups
+ * and sessions that tracked processes lead (a `setsid` child's own children), and all their descendants. Call
+ * it on every scan while the command runs, so a process that escapes the group is recorded while its ancestry
+ * still shows where it came from.
  */
-export async function snapshotTree(
-  rootPid: number,
-  tracked: TrackedProcesses = new Map(),
-  processes?: ProcessInfo[],
-): Promise<TrackedProcesses> {
-  const all = processes ?? (await listProcesses());
-  updateTracked([rootPid], tracked, all);
-  return tracked;
-}
-
-/** snapshotTree over a scan already made (the shared scanner's): records the tree, returns nothing. */
 export function recordTree(rootPid: number, tracked: TrackedProcesses, processes: ProcessInfo[]): void {
   updateTracked([rootPid], tracked, processes);
 }
@@ -208,15 +197,15 @@ type ScanListener = (processes: ProcessInfo[]) => void;
 export class ProcessScanner {
   private readonly listeners = new Set<ScanListener>();
   private timer: NodeJS.Timeout | undefined;
-  /** Full scans made by this scanner (for tests and the bench). */
-  scans = 0;
+  private scanning = false;
 
   constructor(readonly intervalMs: number) {}
 
   /** Calls `listener` with every scan from now on; the returned function unsubscribes. */
   subscribe(listener: ScanListener): () => void {
     this.listeners.add(listener);
-    if (this.listeners.size === 1 && !this.timer) this.schedule();
+    // A scan in flight schedules the next one itself when it ends.
+    if (!this.timer && !this.scanning) this.schedule();
     return () => {
       this.listeners.delete(listener);
       if (this.listeners.size === 0 && this.timer) {
@@ -236,10 +225,11 @@ export class ProcessScanner {
   }
 
   private async scan(): Promise<void> {
+    this.timer = undefined;
+    this.scanning = true;
     let processes: ProcessInfo[] | undefined;
     try {
       processes = await listProcesses();
-      this.scans++;
     } catch {
       // /proc unreadable for a moment: the next scan tries again
     }
@@ -250,7 +240,7 @@ export class ProcessScanner {
         // one runner's bookkeeping must not stop the others' scans
       }
     }
-    this.timer = undefined;
+    this.scanning = false;
     if (this.listeners.size > 0) this.schedule();
   }
 }
@@ -454,7 +444,7 @@ export interface KillOptions {
   pollMs: number;
   /** Give up after this long (from the call) and report what is still alive. */
   timeoutMs: number;
-  /** Processes recorded by snapshotTree; those outside the group are signalled one by one. */
+  /** Processes recorded by recordTree; those outside the group are signalled one by one. */
   tracked?: TrackedProcesses;
   /** How a signal is sent (process.kill by default); tests inject one that cannot kill. Never throws. */
   send?: (target: number, signal: NodeJS.Signals) => void;

@@ -169,15 +169,6 @@ export async function endProcessGroup(pool: Pool, l: Lease, pgid: number, callKe
   );
 }
 
-/** Process groups of a generation not verified ended: the candidates for "still alive". */
-export async function openProcessGroups(pool: Pool, worktree: string, generation: number): Promise<number[]> {
-  const { rows } = await pool.query<{ pgid: number }>(
-    `SELECT pgid FROM lease_process_groups WHERE worktree = $1 AND generation = $2 AND ended_at IS NULL`,
-    [worktree, generation],
-  );
-  return rows.map((r) => r.pgid);
-}
-
 /** A recorded group not verified ended, with what identifies its processes (NULLs: recorded before 004). */
 export interface OpenProcessGroup {
   worktree: string;

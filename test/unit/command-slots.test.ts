@@ -5,6 +5,7 @@ import * as path from 'node:path';
 import { CommandSlots } from '../../activities/bash/command-slots';
 import { buildCommandEnv } from '../../activities/bash/env';
 import { runBash, type RunBashInput } from '../../activities/bash/runner';
+import { maxCommandsFromEnv, workerConfigFromEnv } from '../../worker/config';
 
 const root = mkdtempSync(path.join(tmpdir(), 'orchard-slots-'));
 test.after.always(() => rmSync(root, { recursive: true, force: true }));
@@ -90,4 +91,12 @@ test('slots are granted in arrival order and a release frees exactly one', async
   t.deepEqual(order, [1, 2, 3]);
   t.is(slots.running, 0);
   t.throws(() => new CommandSlots(0));
+});
+
+test('ORCHARD_MAX_COMMANDS: 4 when unset, a positive integer otherwise, anything else stops the worker', (t) => {
+  t.is(maxCommandsFromEnv(undefined), 4);
+  t.is(maxCommandsFromEnv(''), 4);
+  t.is(maxCommandsFromEnv('1'), 1);
+  t.is(workerConfigFromEnv({ ORCHARD_MAX_COMMANDS: '9' }, root).maxConcurrentCommands, 9);
+  for (const bad of ['0', '-2', '1.5', 'four']) t.throws(() => maxCommandsFromEnv(bad), { message: /ORCHARD_MAX_COMMANDS/ });
 });

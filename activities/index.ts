@@ -8,11 +8,12 @@ import { loadScenario } from './model/scenario';
 import { ScriptedProvider } from './model/scripted';
 import { modelStep, type ModelStepInput } from './model/step';
 import type { ModelProvider } from './model/types';
-import { aliveInGroup } from './bash/process-tree';
 import { Context } from '@temporalio/activity';
 import { CancelledFailure } from '@temporalio/common';
 import { resolveLimits, type SessionLimits } from '../workflows/messages';
-import { acquireLease, openProcessGroups, releaseHolder, releaseLease, type HolderLiveness, type Lease } from './store/leases';
+import { CommandSlots, DEFAULT_MAX_COMMANDS } from './bash/command-slots';
+import { reapWorktree, type ReapOptions } from './bash/reaper';
+import { acquireLease, releaseHolder, releaseLease, type HolderLiveness, type Lease } from './store/leases';
 import { turnKeyOf } from './store/keys';
 import { endTasks, storeTasks, type StoredTask, type TaskEnd } from './store/tasks';
 import { appendEntry } from './store/transcript';
@@ -36,6 +37,10 @@ export interface HostActivityDeps {
   maxOutputBytes?: number;
   /** Whether a lease holder's workflow execution chain is still running (asked of Temporal). */
   holderLiveness: (holder: string) => Promise<HolderLiveness>;
+  /** At most this many commands (bash tool calls) run at once on this host (ORCHARD_MAX_COMMANDS). */
+  maxConcurrentCommands?: number;
+  /** How recorded processes of dead workers are torn down (tests inject a signal sender that cannot kill). */
+  reap?: ReapOptions;
   /** Test hooks that widen race windows (e.g. hold worktree preparation until a cancel is sent). */
   hooks?: HostActivityHooks;
 }
@@ -105,6 +110,7 @@ export const leaseKey = (hostId: string, worktree: string): string => `${hostId}
 /** Activities bound to the disk that holds a worktree. They run on `orchard-host-<hostId>`. */
 export function createHostActivities(deps: HostActivityDeps) {
   const maxOutputBytes = deps.maxOutputBytes ?? 64 * 1024;
+  const commandSlots = new CommandSlots(deps.maxConcurrentCommands ?? DEFAULT_MAX_COMMANDS);
   return {
     /**
      * Takes the worktree's lease, then creates (or re-enters) the worktree. A live holder is never joined by a
@@ -139,53 +145,52 @@ export function createHostActivities(deps: HostActivityDeps) {
       return releaseHolder(deps.pool, deps.hostId, input.holder);
     },
     async executeTool(input: ExecuteToolInput) {
-      return executeTool({ pool: deps.pool, hostId: deps.hostId, maxOutputBytes }, input);
+      return executeTool({ pool: deps.pool, hostId: deps.hostId, maxOutputBytes, commandSlots, reap: deps.reap }, input);
     },
   };
 
   async function prepare(input: PrepareWorktreeInput, signal: AbortSignal) {
-      const path = join(resolve(deps.worktreeRoot), input.sessionId);
-      const outcome = await acquireLease(
-        deps.pool,
-        { worktree: leaseKey(deps.hostId, path), host: deps.hostId, holder: input.holder },
-        {
-          holderLiveness: deps.holderLiveness,
-          aliveProcesses: async (worktree, generation) => {
-            const groups = await openProcessGroups(deps.pool, worktree, generation);
-            return (await Promise.all(groups.map((pgid) => aliveInGroup(pgid)))).flat();
-          },
-        },
+    const path = join(resolve(deps.worktreeRoot), input.sessionId);
+    const outcome = await acquireLease(
+      deps.pool,
+      { worktree: leaseKey(deps.hostId, path), host: deps.hostId, holder: input.holder },
+      {
+        holderLiveness: deps.holderLiveness,
+        // The holder is closed, so whatever it started is an orphan: reap it by identity (a reused pid is a
+        // stranger, never a reason to refuse) and take over only if nothing of any generation is left alive.
+        aliveProcesses: async (worktree) => (await reapWorktree(deps.pool, deps.hostId, worktree, deps.reap)).remaining,
+      },
+    );
+    if (outcome.kind === 'bound') {
+      throw orchardFailure(
+        'worktree_held',
+        `worktree ${path} is held by the live session ${outcome.holder}: no second agent on one worktree; ` +
+          `route the work to it with \`session send <that session id> <task>\``,
+        { holder: outcome.holder },
       );
-      if (outcome.kind === 'bound') {
-        throw orchardFailure(
-          'worktree_held',
-          `worktree ${path} is held by the live session ${outcome.holder}: no second agent on one worktree; ` +
-            `route the work to it with \`session send <that session id> <task>\``,
-          { holder: outcome.holder },
-        );
+    }
+    if (outcome.kind === 'unknown') {
+      throw orchardFailure('worktree_liveness_unknown', `worktree ${path} is held by ${outcome.holder} and ${outcome.reason}`, {
+        holder: outcome.holder,
+      });
+    }
+    await deps.hooks?.afterLease?.(input, signal);
+    // Cancelled while the lease was being taken: the closing session releases it (by holder); create nothing.
+    if (signal.aborted) throw new CancelledFailure('worktree preparation cancelled');
+    try {
+      const prepared = await prepareWorktree({ ...input, worktreeRoot: deps.worktreeRoot });
+      if (input.isolated) {
+        // The git-level backstop behind the bash guard: scripts the guard cannot see still cannot move other refs.
+        await installRefBackstop(input.repo);
+        await markWorktreeIsolated(prepared.worktree, prepared.branch);
       }
-      if (outcome.kind === 'unknown') {
-        throw orchardFailure('worktree_liveness_unknown', `worktree ${path} is held by ${outcome.holder} and ${outcome.reason}`, {
-          holder: outcome.holder,
-        });
-      }
-      await deps.hooks?.afterLease?.(input, signal);
-      // Cancelled while the lease was being taken: the closing session releases it (by holder); create nothing.
-      if (signal.aborted) throw new CancelledFailure('worktree preparation cancelled');
-      try {
-        const prepared = await prepareWorktree({ ...input, worktreeRoot: deps.worktreeRoot });
-        if (input.isolated) {
-          // The git-level backstop behind the bash guard: scripts the guard cannot see still cannot move other refs.
-          await installRefBackstop(input.repo);
-          await markWorktreeIsolated(prepared.worktree, prepared.branch);
-        }
-        return { ...prepared, host: deps.hostId, lease: outcome.lease, leaseOutcome: outcome.kind };
-      } catch (err) {
-        await releaseLease(deps.pool, outcome.lease);
-        const code = (err as { code?: unknown }).code;
-        const message = err instanceof Error ? err.message : String(err);
-        throw orchardFailure(isErrorCode(code) ? code : 'worktree_create_failed', message);
-      }
+      return { ...prepared, host: deps.hostId, lease: outcome.lease, leaseOutcome: outcome.kind };
+    } catch (err) {
+      await releaseLease(deps.pool, outcome.lease);
+      const code = (err as { code?: unknown }).code;
+      const message = err instanceof Error ? err.message : String(err);
+      throw orchardFailure(isErrorCode(code) ? code : 'worktree_create_failed', message);
+    }
   }
 }
 

@@ -1,5 +1,11 @@
 import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { buildCommandEnv } from '../activities/bash/env';
 import { decideCommand, loadBashParser } from '../activities/bash/guard';
+import { fullScanCount, SHARED_SCAN_INTERVAL_MS } from '../activities/bash/process-tree';
+import { runBash } from '../activities/bash/runner';
 import { BRANCH, CORPUS_ENTRIES, WORKTREE } from '../test/unit/guard-corpus';
 
 /**
@@ -66,6 +72,50 @@ async function main(): Promise<void> {
   console.log(row('spawn bash -n -c', bashSamples.length, b50, b99, bashSamples[bashSamples.length - 1]));
   console.log(`ratio (guard / bash -n spawn): p50 ${(g50 / b50).toFixed(4)}  p99 ${(g99 / b99).toFixed(4)}`);
   console.log(`bash -n spawn is ${(b50 / g50).toFixed(0)}x the guard's p50 decision time; total ${fmt(ms(process.hrtime.bigint() - started))}`);
+  await benchProcessScans();
+}
+
+/**
+ * Full /proc scans per second while commands run: the worker's one shared scanner, against a scanner per
+ * command (what every runner did before), at 1 and 8 concurrent commands.
+ */
+async function benchProcessScans(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'orchard-bench-'));
+  const env = buildCommandEnv({ worktree: dir, sessionId: 'bench', branch: 'orchard/bench' });
+  const windowMs = 2000;
+  const scansPerSecond = async (count: number, perCommand: boolean): Promise<number> => {
+    let started = 0;
+    const runs = Array.from({ length: count }, () =>
+      runBash({
+        command: 'sleep 3',
+        cwd: dir,
+        env,
+        timeoutMs: 30_000,
+        maxOutputBytes: 1024,
+        snapshotMs: perCommand ? SHARED_SCAN_INTERVAL_MS : undefined,
+        onSpawn: () => void started++,
+      }),
+    );
+    while (started < count) await new Promise((r) => setTimeout(r, 10));
+    await new Promise((r) => setTimeout(r, 300));
+    const before = fullScanCount();
+    await new Promise((r) => setTimeout(r, windowMs));
+    const scans = fullScanCount() - before;
+    await Promise.all(runs);
+    return (scans * 1000) / windowMs;
+  };
+  try {
+    const rows: string[] = [];
+    for (const count of [1, 8]) {
+      const shared = await scansPerSecond(count, false);
+      const each = await scansPerSecond(count, true);
+      rows.push(`${String(count).padStart(2)} command(s): shared scanner ${shared.toFixed(1)}/s, a scanner per command ${each.toFixed(1)}/s`);
+    }
+    console.log(`/proc full scans per second while commands run (interval ${SHARED_SCAN_INTERVAL_MS} ms):`);
+    for (const row of rows) console.log(`  ${row}`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 main().catch((err: unknown) => {

@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
+import { DEFAULT_MAX_COMMANDS } from '../activities/bash/command-slots';
 
 /** Everything a worker process reads from its environment, in one place (the README's table). */
 export interface WorkerConfig {
@@ -16,9 +17,19 @@ export interface WorkerConfig {
   databaseUrl?: string;
   /** The project's state directory (dev server db, PGlite data, worktrees by default). */
   stateDir: string;
+  /** At most this many commands (bash tool calls) run at once on this host. */
+  maxConcurrentCommands: number;
 }
 
 export const DEFAULT_TASK_QUEUE = 'orchard';
+
+/** ORCHARD_MAX_COMMANDS: a positive integer, 4 when unset; anything else stops the worker at start. */
+export function maxCommandsFromEnv(raw: string | undefined): number {
+  if (raw === undefined || raw.trim() === '') return DEFAULT_MAX_COMMANDS;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`ORCHARD_MAX_COMMANDS must be a positive integer, got "${raw}"`);
+  return n;
+}
 
 /** Host ids become task-queue names: keep them to a safe alphabet. */
 export function sanitizeHostId(raw: string): string {
@@ -36,5 +47,6 @@ export function workerConfigFromEnv(env: NodeJS.ProcessEnv = process.env, cwd = 
     worktreeRoot: resolve(cwd, env.ORCHARD_WORKTREE_ROOT ?? join(stateDir, 'worktrees')),
     databaseUrl: env.DATABASE_URL || undefined,
     stateDir,
+    maxConcurrentCommands: maxCommandsFromEnv(env.ORCHARD_MAX_COMMANDS),
   };
 }

@@ -70,6 +70,8 @@ export async function startOrchard(
       defaultProvider: provider,
       hostOnly: options.hostOnly,
       client: temporal,
+      maxConcurrentCommands: config.maxConcurrentCommands,
+      log,
     });
     const workersDone = workers.run();
     const client = new OrchardClient(temporal, {

@@ -1,8 +1,9 @@
-import { NativeConnection, Worker, bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { NativeConnection, Runtime, Worker, bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type { Client } from '@temporalio/client';
 import type { Pool } from 'pg';
 import { createHostActivities, createSharedActivities, type HostActivityHooks } from '../activities';
 import type { ModelProvider } from '../activities/model/types';
+import { describeSweep, sweepHost, type ReapOptions } from '../activities/bash/reaper';
 import { hostTaskQueue } from '../workflows/messages';
 import { holderLivenessFrom } from './holder-liveness';
 
@@ -27,6 +28,12 @@ export interface OrchardWorkerOptions {
   hostHooks?: HostActivityHooks;
   /** Where session defaults are read from when a session starts (process.env by default). */
   env?: NodeJS.ProcessEnv;
+  /** At most this many commands run at once on this host (ORCHARD_MAX_COMMANDS; 4 when unset). */
+  maxConcurrentCommands?: number;
+  /** How recorded processes of dead workers are torn down (tests inject a signal sender that cannot kill). */
+  reap?: ReapOptions;
+  /** Where the start-up sweep's summary line goes; the SDK logger when unset. */
+  log?: (line: string) => void;
 }
 
 export interface OrchardWorkers {
@@ -49,6 +56,13 @@ export async function bundleWorkflows(): Promise<WorkflowBundleWithSourceMap> {
 /** Two workers in one process: the shared queue (workflows, model, store) and this host's queue (worktrees). */
 export async function createOrchardWorkers(options: OrchardWorkerOptions): Promise<OrchardWorkers> {
   const hostQueue = hostTaskQueue(options.hostId);
+  // A worker that died (kill -9, OOM) left its commands running in their worktrees: reap them before this host
+  // takes any work. Groups that cannot be verified dead stay open and keep their worktrees blocked.
+  const sweep = await sweepHost(options.pool, options.hostId, options.reap);
+  const summary = describeSweep(options.hostId, sweep);
+  if (options.log) options.log(summary);
+  else if (sweep.killed.length > 0 || !sweep.verified) Runtime.instance().logger.warn(summary);
+  else Runtime.instance().logger.info(summary);
   const hostWorker = await Worker.create({
     connection: options.connection,
     namespace: options.namespace,
@@ -61,6 +75,8 @@ export async function createOrchardWorkers(options: OrchardWorkerOptions): Promi
       maxOutputBytes: options.maxOutputBytes,
       holderLiveness: holderLivenessFrom(options.client),
       hooks: options.hostHooks,
+      maxConcurrentCommands: options.maxConcurrentCommands,
+      reap: options.reap,
     }),
     maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
     defaultHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,

@@ -32,6 +32,8 @@ export const ERROR_CODES = [
   'lease_stale',
   'worktree_held',
   'worktree_liveness_unknown',
+  'worktree_processes_alive',
+  'command_not_started',
   'file_not_found',
   'file_is_directory',
   'file_not_text',

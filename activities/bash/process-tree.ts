@@ -76,12 +76,51 @@ export function readProcessSync(pid: number): ProcessInfo | undefined {
   }
 }
 
+let cachedBootId: string | undefined;
+/**
+ * This boot of the machine (/proc/sys/kernel/random/boot_id). Start times count clock ticks since boot, so a
+ * recorded (pid, start time) identifies a process only within the boot it was recorded in; after a reboot every
+ * recorded process is gone, whatever now runs under its pid.
+ */
+export function currentBootId(): string {
+  cachedBootId ??= readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+  return cachedBootId;
+}
+
+/** A process across pid reuse: its pid and its start time, within one boot. */
+export interface ProcessIdentity {
+  pid: number;
+  startTime: number;
+  bootId: string;
+}
+
+/** This worker process's identity: recorded as the supervisor of the commands it spawns. */
+export function ownIdentity(): ProcessIdentity {
+  const self = readProcessSync(process.pid);
+  if (!self) throw new Error('cannot read /proc/self/stat');
+  return { pid: process.pid, startTime: self.startTime, bootId: currentBootId() };
+}
+
+/** True while the process with that identity runs (not a zombie) on this boot. */
+export function isAliveIdentity(id: ProcessIdentity, processes?: ProcessInfo[]): boolean {
+  if (id.bootId !== currentBootId()) return false;
+  const p = processes ? processes.find((q) => q.pid === id.pid) : readProcessSync(id.pid);
+  return p !== undefined && p.startTime === id.startTime && isLive(p);
+}
+
 // Read synchronously in batches: /proc reads never wait on disk, while one async read per file costs about ten
 // times as much in thread-pool round trips. Yielding between batches keeps the event loop responsive.
 const SCAN_BATCH = 128;
 const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
+let fullScans = 0;
+/** How many full /proc scans this process has made (listProcesses calls): what the shared scanner saves. */
+export function fullScanCount(): number {
+  return fullScans;
+}
+
 export async function listProcesses(): Promise<ProcessInfo[]> {
+  fullScans++;
   const pids = readdirSync('/proc')
     .filter((n) => /^\d+$/.test(n))
     .map(Number);
@@ -138,27 +177,88 @@ function sameProcess(t: TrackedProcess, p: ProcessInfo | undefined): p is Proces
 }
 
 /**
- * Records into `tracked` the command's processes as they are now: the root's process group and session,
- * everything
- * already tracked that is still alive, the groups and sessions that tracked processes lead (a `setsid` child's
- * own children), and all their descendants. Call it periodically while the command runs, so a process that
- * escapes the group is recorded while its ancestry still shows where it came from.
+ * Records into `tracked` the command's processes as they are in `processes` (one scan, normally the shared
+ * scanner's): the root's process group and session, everything already tracked that is still alive, the groups
+ * and sessions that tracked processes lead (a `setsid` child's own children), and all their descendants. Call
+ * it on every scan while the command runs, so a process that escapes the group is recorded while its ancestry
+ * still shows where it came from.
  */
-export async function snapshotTree(
-  rootPid: number,
-  tracked: TrackedProcesses = new Map(),
-  processes?: ProcessInfo[],
-): Promise<TrackedProcesses> {
-  const all = processes ?? (await listProcesses());
-  updateTracked(rootPid, tracked, all);
-  return tracked;
+export function recordTree(rootPid: number, tracked: TrackedProcesses, processes: ProcessInfo[]): void {
+  updateTracked([rootPid], tracked, processes);
+}
+
+type ScanListener = (processes: ProcessInfo[]) => void;
+
+/**
+ * One /proc scan per interval for every running command of this worker, instead of one per command: each
+ * runner subscribes while its command runs and is handed the same scan. The scanner runs only while someone
+ * is subscribed, and the next scan is scheduled after the previous one finished, so scans never pile up.
+ */
+export class ProcessScanner {
+  private readonly listeners = new Set<ScanListener>();
+  private timer: NodeJS.Timeout | undefined;
+  private scanning = false;
+
+  constructor(readonly intervalMs: number) {}
+
+  /** Calls `listener` with every scan from now on; the returned function unsubscribes. */
+  subscribe(listener: ScanListener): () => void {
+    this.listeners.add(listener);
+    // A scan in flight schedules the next one itself when it ends.
+    if (!this.timer && !this.scanning) this.schedule();
+    return () => {
+      this.listeners.delete(listener);
+      if (this.listeners.size === 0 && this.timer) {
+        clearTimeout(this.timer);
+        this.timer = undefined;
+      }
+    };
+  }
+
+  get subscribers(): number {
+    return this.listeners.size;
+  }
+
+  private schedule(): void {
+    this.timer = setTimeout(() => void this.scan(), this.intervalMs);
+    this.timer.unref(); // subscribers (running commands) keep the process alive, not the scanner
+  }
+
+  private async scan(): Promise<void> {
+    this.timer = undefined;
+    this.scanning = true;
+    let processes: ProcessInfo[] | undefined;
+    try {
+      processes = await listProcesses();
+    } catch {
+      // /proc unreadable for a moment: the next scan tries again
+    }
+    for (const listener of processes ? [...this.listeners] : []) {
+      try {
+        listener(processes as ProcessInfo[]);
+      } catch {
+        // one runner's bookkeeping must not stop the others' scans
+      }
+    }
+    this.scanning = false;
+    if (this.listeners.size > 0) this.schedule();
+  }
+}
+
+/** How often the shared scanner records the trees of running commands. */
+export const SHARED_SCAN_INTERVAL_MS = 200;
+let sharedScanner: ProcessScanner | undefined;
+/** The worker process's one scanner (see ProcessScanner). */
+export function sharedProcessScanner(): ProcessScanner {
+  sharedScanner ??= new ProcessScanner(SHARED_SCAN_INTERVAL_MS);
+  return sharedScanner;
 }
 
 // The root is found through its group (and session, both numbered by the root's pid, since it was spawned
 // detached): a pgid or sid cannot be reused while any process still carries it, whereas a bare pid can.
-function updateTracked(pgid: number, tracked: TrackedProcesses, all: ProcessInfo[]): ProcessInfo[] {
+function updateTracked(pgids: Iterable<number>, tracked: TrackedProcesses, all: ProcessInfo[]): ProcessInfo[] {
   const byPid = new Map(all.map((p) => [p.pid, p]));
-  const leaders = new Set<number>([pgid]);
+  const leaders = new Set<number>(pgids);
   const seeds = new Set<number>();
   for (const t of tracked.values()) {
     const current = byPid.get(t.pid);
@@ -263,6 +363,47 @@ export async function processesCarrying(marks: ProcessMarks): Promise<ProcessInf
   return found;
 }
 
+/**
+ * For many marker values at once (the reaper's recorded runs): live processes, other than this worker, whose
+ * initial environment has `name=<value>` for one of `values`, by value. One read of each environ, over the
+ * given scan (or a new one).
+ */
+export async function markerCarriers(
+  name: string,
+  values: ReadonlySet<string>,
+  processes?: ProcessInfo[],
+): Promise<Map<string, ProcessInfo[]>> {
+  const found = new Map<string, ProcessInfo[]>();
+  if (values.size === 0) return found;
+  const prefix = Buffer.from(`${name}=`);
+  let scanned = 0;
+  for (const p of processes ?? (await listProcesses())) {
+    if (p.pid === process.pid || !isLive(p)) continue;
+    if (++scanned % 32 === 0) await yieldToEventLoop();
+    const value = envValue(p.pid, prefix);
+    if (value === undefined || !values.has(value)) continue;
+    const list = found.get(value);
+    if (list) list.push(p);
+    else found.set(value, [p]);
+  }
+  return found;
+}
+
+function envValue(pid: number, prefix: Buffer): string | undefined {
+  let environ: Buffer;
+  try {
+    environ = readFileSync(`/proc/${pid}/environ`);
+  } catch {
+    return undefined; // not ours to see, or gone
+  }
+  for (let at = environ.indexOf(prefix); at >= 0; at = environ.indexOf(prefix, at + 1)) {
+    if (at > 0 && environ[at - 1] !== 0) continue; // the prefix inside another entry's value
+    const end = environ.indexOf(0, at);
+    return environ.subarray(at + prefix.length, end < 0 ? environ.length : end).toString('utf8');
+  }
+  return undefined;
+}
+
 function hasEnvEntry(pid: number, entry: Buffer): boolean {
   try {
     const environ = readFileSync(`/proc/${pid}/environ`);
@@ -303,8 +444,12 @@ export interface KillOptions {
   pollMs: number;
   /** Give up after this long (from the call) and report what is still alive. */
   timeoutMs: number;
-  /** Processes recorded by snapshotTree; those outside the group are signalled one by one. */
+  /** Processes recorded by recordTree; those outside the group are signalled one by one. */
   tracked?: TrackedProcesses;
+  /** How a signal is sent (process.kill by default); tests inject one that cannot kill. Never throws. */
+  send?: (target: number, signal: NodeJS.Signals) => void;
+  /** Called on every poll, so a caller can heartbeat through a long teardown. */
+  onPoll?: () => void;
 }
 
 let ownGroup: { pgid: number; sid: number } | undefined;
@@ -316,7 +461,7 @@ function ownGroupIds(): { pgid: number; sid: number } {
   return ownGroup;
 }
 
-function send(target: number, signal: NodeJS.Signals): void {
+function sendSignal(target: number, signal: NodeJS.Signals): void {
   try {
     process.kill(target, signal);
   } catch {
@@ -332,23 +477,36 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
  * Zombies count as gone: they run no code, and orphaned ones may never be reaped here (PID 1 does not reap).
  */
 export async function killGroupAndWait(pgid: number, options: KillOptions): Promise<{ remaining: number[] }> {
+  return killAndWait([pgid], options);
+}
+
+/**
+ * killGroupAndWait for any number of process groups (possibly none: then only `tracked` and what descends
+ * from it are targets), in one teardown with one /proc scan per poll.
+ */
+export async function killAndWait(pgids: readonly number[], options: KillOptions): Promise<{ remaining: number[] }> {
   const own = ownGroupIds();
-  // process.kill(-0) or -own pgid would signal this worker.
-  if (!Number.isInteger(pgid) || pgid <= 1 || pgid === process.pid || pgid === own.pgid || pgid === own.sid) {
-    throw new Error(`killGroupAndWait: refusing to signal process group ${pgid}`);
+  for (const pgid of pgids) {
+    // process.kill(-0) or -own pgid would signal this worker.
+    if (!Number.isInteger(pgid) || pgid <= 1 || pgid === process.pid || pgid === own.pgid || pgid === own.sid) {
+      throw new Error(`killGroupAndWait: refusing to signal process group ${pgid}`);
+    }
   }
+  const groups = new Set(pgids);
+  const send = options.send ?? sendSignal;
   const tracked = options.tracked ?? new Map<number, TrackedProcess>();
   const deadline = Date.now() + options.timeoutMs;
   const graceEnds = Date.now() + options.graceMs;
 
   const liveTargets = async (): Promise<ProcessInfo[]> => {
+    options.onPoll?.();
     const all = await listProcesses();
     // Re-snapshot on every scan: a process forking during the grace period is caught too.
-    const members = updateTracked(pgid, tracked, all);
+    const members = updateTracked(groups, tracked, all);
     const byPid = new Map(all.map((p) => [p.pid, p]));
     const targets = new Map<number, ProcessInfo>();
     for (const p of members) targets.set(p.pid, p);
-    for (const p of all) if (p.pgid === pgid && isLive(p)) targets.set(p.pid, p);
+    for (const p of all) if (groups.has(p.pgid) && isLive(p)) targets.set(p.pid, p);
     for (const t of tracked.values()) {
       const p = byPid.get(t.pid);
       if (sameProcess(t, p) && isLive(p)) targets.set(p.pid, p);
@@ -358,9 +516,9 @@ export async function killGroupAndWait(pgid: number, options: KillOptions): Prom
   };
 
   const signalAll = (targets: ProcessInfo[], signal: NodeJS.Signals) => {
-    if (targets.some((p) => p.pgid === pgid)) send(-pgid, signal);
+    for (const pgid of groups) if (targets.some((p) => p.pgid === pgid)) send(-pgid, signal);
     for (const p of targets) {
-      if (p.pgid !== pgid) send(p.pid, signal);
+      if (!groups.has(p.pgid)) send(p.pid, signal);
       // A stopped process would hold SIGTERM pending forever; SIGKILL works on stopped processes anyway.
       if (signal === 'SIGTERM' && (p.state === 'T' || p.state === 't')) send(p.pid, 'SIGCONT');
     }

@@ -1,13 +1,17 @@
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import type { Readable } from 'node:stream';
+import type { Readable, Writable } from 'node:stream';
+import type { CommandSlots } from './command-slots';
 import {
+  currentBootId,
   fdLinksSync,
   killGroupAndWait,
   openProcessTag,
   processesCarrying,
+  ProcessScanner,
   readProcessSync,
-  snapshotTree,
+  recordTree,
+  sharedProcessScanner,
   track,
   type ProcessTag,
   type TrackedProcesses,
@@ -96,19 +100,43 @@ export interface RunBashInput {
   cwd: string;
   /** The complete environment (buildCommandEnv); nothing is inherited from the worker. ORCHARD_RUN_ID is added. */
   env: Record<string, string>;
+  /** The command's time bound, counted from the moment its own code may start (after onSpawn). */
   timeoutMs: number;
   /** Kept per stream (head + tail). */
   maxOutputBytes: number;
   signal?: AbortSignal;
-  /** Called every tickMs while the command runs and while it is torn down (the activity heartbeats here). */
+  /**
+   * Called every tickMs from the call until it returns: while it waits for a slot, while the group is recorded,
+   * while the command runs and while it is torn down (the activity heartbeats here).
+   */
   onTick?: () => void;
   tickMs?: number;
-  /** Called once with the process group id right after the spawn, before the command can do much. */
-  onSpawn?: (pgid: number) => void;
-  /** How often the process tree is recorded, to find descendants that leave the group. */
+  /**
+   * Awaited after the spawn and before any of the command's own code runs (the process waits at a gate): record
+   * the group here, so a crash of this worker can never leave an unrecorded command behind. When it rejects, the
+   * command never runs and the result has `notStarted`.
+   */
+  onSpawn?: (info: SpawnInfo) => void | Promise<void>;
+  /** The host's command cap: the call waits (heartbeating, cancellable) until a slot is free. */
+  slots?: CommandSlots;
+  /** Whose /proc scans record the tree while the command runs: by default the worker's shared one. */
+  scanner?: ProcessScanner;
+  /** A private scanner at this interval instead of the shared one (tests that need another cadence). */
   snapshotMs?: number;
   /** Teardown: SIGTERM → graceMs → SIGKILL, polling every pollMs, giving up after timeoutMs. */
   kill?: { graceMs?: number; pollMs?: number; timeoutMs?: number };
+}
+
+/** What identifies a command's processes later, from another worker too (see the reaper). */
+export interface SpawnInfo {
+  /** The command's process group: the leader's pid. */
+  pgid: number;
+  /** The boot the start time counts in (/proc/sys/kernel/random/boot_id). */
+  bootId: string;
+  /** The leader's start time (field 22 of /proc/<pid>/stat): tells it from a later process that reuses the pid. */
+  startTime: number;
+  /** The value of RUN_MARKER_ENV that every process of the command inherits. */
+  marker: string;
 }
 
 export interface RunBashResult {
@@ -121,8 +149,12 @@ export interface RunBashResult {
   stderrTruncated: boolean;
   timedOut: boolean;
   cancelled: boolean;
+  /** None of the command's own code ran: cancelled before it could start, or onSpawn rejected. */
+  notStarted: boolean;
+  /** Why it did not start, when notStarted. */
+  notStartedReason?: string;
   durationMs: number;
-  /** The command's process group; null only when the signal was already aborted and nothing was spawned. */
+  /** The command's process group; null when nothing was spawned (cancelled before, or while waiting for a slot). */
   pgid: number | null;
   /** Processes of the command still alive after teardown gave up (e.g. stuck in D state); normally empty. */
   remaining: number[];
@@ -136,10 +168,18 @@ export interface RunBashResult {
  */
 export const RUN_MARKER_ENV = 'ORCHARD_RUN_ID';
 const DEFAULT_TICK_MS = 1000;
-const DEFAULT_SNAPSHOT_MS = 200;
 const DEFAULT_KILL = { graceMs: 1000, pollMs: 50, timeoutMs: 5000 };
 /** After the group is gone the streams reach EOF at once; this only bounds an untracked holder of them. */
 const STREAM_CLOSE_GRACE_MS = 500;
+/** The gate's descriptor in the spawned process (0-2 are stdio, 3 is the tag). */
+const GATE_FD = 4;
+/**
+ * What bash runs first: wait for one byte on the gate, close it, then become `bash -c <command>` in the same
+ * process (exec keeps pid, process group, session, fds and environment; `-a bash` keeps $0 as it was, and bash
+ * lowers SHLVL before an exec, so the command sees the same SHLVL too). When the gate closes without the byte
+ * (onSpawn rejected, or this worker died), bash exits and no code of the command has run.
+ */
+const GATE_SCRIPT = `IFS= read -r -N 1 -u ${GATE_FD} go && [ "$go" = 1 ] || exit 125; exec ${GATE_FD}<&-; exec -a bash "$BASH" -c "$1"`;
 
 /**
  * Runs `bash -c <command>` as its own process group and resolves once its output is collected and the whole
@@ -170,6 +210,7 @@ export async function runBash(input: RunBashInput): Promise<RunBashResult> {
     stderrTruncated: stderr.truncated,
     timedOut: false,
     cancelled: false,
+    notStarted: false,
     durationMs: performance.now() - started,
     pgid: null,
     remaining: [],
@@ -178,14 +219,33 @@ export async function runBash(input: RunBashInput): Promise<RunBashResult> {
   });
 
   // Cancelled before it started: the command never runs (a tool call runs at most once, and this is "not at all").
-  if (input.signal?.aborted) return result({ cancelled: true });
+  if (input.signal?.aborted) return result({ cancelled: true, notStarted: true, notStartedReason: 'cancelled before it started' });
 
-  const marker = randomUUID();
-  const tag = openProcessTag(marker);
+  const tick = setInterval(() => {
+    try {
+      input.onTick?.();
+    } catch {
+      // a failed heartbeat must not leave the command unsupervised
+    }
+  }, input.tickMs ?? DEFAULT_TICK_MS);
   try {
-    return await supervise(input, { marker, tag, stdout, stderr, kill, result });
+    const release = input.slots ? await input.slots.acquire(input.signal) : () => undefined;
+    if (!release) {
+      return result({ cancelled: true, notStarted: true, notStartedReason: 'cancelled while waiting for a command slot' });
+    }
+    try {
+      const marker = randomUUID();
+      const tag = openProcessTag(marker);
+      try {
+        return await supervise(input, { marker, tag, stdout, stderr, kill, result });
+      } finally {
+        tag?.close();
+      }
+    } finally {
+      release();
+    }
   } finally {
-    tag?.close();
+    clearInterval(tick);
   }
 }
 
@@ -201,15 +261,15 @@ interface Run {
 
 async function supervise(input: RunBashInput, run: Run): Promise<RunBashResult> {
   const { marker, tag, stdout, stderr, kill, result } = run;
-  const child = spawn('bash', ['-c', input.command], {
+  const child = spawn('bash', ['-c', GATE_SCRIPT, 'bash', input.command], {
     cwd: input.cwd,
     env: { ...input.env, [RUN_MARKER_ENV]: marker },
     detached: true, // setsid(): own session and process group, pgid = pid
-    // fd 3 is the tag (openProcessTag): an empty read-only file the command can ignore.
-    stdio: tag ? ['ignore', 'pipe', 'pipe', tag.fd] : ['ignore', 'pipe', 'pipe'],
+    // fd 3 is the tag (openProcessTag): an empty read-only file the command can ignore. fd 4 is the gate.
+    stdio: ['ignore', 'pipe', 'pipe', tag ? tag.fd : 'ignore', 'pipe'],
   });
-  // Before anything else runs on the event loop: the leader's stdout/stderr channels and its identity. Best
-  // effort, since a very short command may already have exited; the tag and the marker do not depend on it.
+  // Before anything else runs on the event loop: the leader's stdout/stderr channels and its identity. The
+  // leader waits at the gate, so it is there to be read.
   const outputLinks = child.pid === undefined ? [] : fdLinksSync(child.pid, [1, 2]);
   const leader = child.pid === undefined ? undefined : readProcessSync(child.pid);
   const spawnError = await new Promise<Error | undefined>((resolve) => {
@@ -223,14 +283,11 @@ async function supervise(input: RunBashInput, run: Run): Promise<RunBashResult> 
   const pgid = child.pid;
   const out = child.stdout as Readable;
   const err = child.stderr as Readable;
+  const gate = child.stdio[GATE_FD] as Writable;
+  gate.on('error', () => undefined); // the gate process was killed: teardown reports it
 
   const tracked: TrackedProcesses = new Map();
   if (leader) track(tracked, [leader]);
-  try {
-    input.onSpawn?.(pgid);
-  } catch {
-    // the caller's bookkeeping must not leave the command unsupervised
-  }
 
   out.on('data', (chunk: Buffer) => stdout.push(chunk));
   err.on('data', (chunk: Buffer) => stderr.push(chunk));
@@ -259,29 +316,37 @@ async function supervise(input: RunBashInput, run: Run): Promise<RunBashResult> 
   const onAbort = () => stop('abort');
   input.signal?.addEventListener('abort', onAbort, { once: true });
   if (input.signal?.aborted) stop('abort'); // aborted while we waited for the spawn: the event has been dispatched
-  const timeout = setTimeout(() => stop('timeout'), Math.max(0, input.timeoutMs));
-  const tick = setInterval(() => {
-    try {
-      input.onTick?.();
-    } catch {
-      // a failed heartbeat must not leave the command unsupervised
-    }
-  }, input.tickMs ?? DEFAULT_TICK_MS);
-  let snapshotting = false;
-  const snapshots = setInterval(() => {
-    if (snapshotting) return;
-    snapshotting = true;
-    snapshotTree(pgid, tracked)
-      .catch(() => undefined)
-      .finally(() => (snapshotting = false));
-  }, input.snapshotMs ?? DEFAULT_SNAPSHOT_MS);
+  let timeout: NodeJS.Timeout | undefined;
+  let unsubscribe: () => void = () => undefined;
 
   try {
-    await Promise.race([exited, stopped]);
+    // Record, then open the gate: the command's own code runs only once its group is on record.
+    let notStartedReason: string | undefined;
+    if (!leader) {
+      notStartedReason = 'its process could not be identified in /proc';
+    } else {
+      const info: SpawnInfo = { pgid, bootId: currentBootId(), startTime: leader.startTime, marker };
+      const recorded = Promise.resolve()
+        .then(() => input.onSpawn?.(info))
+        .then(
+          () => undefined,
+          (e: unknown) => `recording its process group failed: ${e instanceof Error ? e.message : String(e)}`,
+        );
+      notStartedReason = await Promise.race([recorded, stopped.then(() => 'cancelled before it started')]);
+    }
+    if (notStartedReason === undefined) {
+      gate.end('1');
+      timeout = setTimeout(() => stop('timeout'), Math.max(0, input.timeoutMs));
+      const scanner = input.scanner ?? (input.snapshotMs !== undefined ? new ProcessScanner(input.snapshotMs) : sharedProcessScanner());
+      unsubscribe = scanner.subscribe((processes) => recordTree(pgid, tracked, processes));
+      await Promise.race([exited, stopped]);
+    } else {
+      gate.destroy(); // EOF at the gate: bash exits without running the command
+    }
     // An abort that arrives during the teardown of a finished command does not make it "cancelled".
     const reason = stopReason;
     clearTimeout(timeout);
-    clearInterval(snapshots);
+    unsubscribe();
 
     // Whatever carries one of the command's marks came from the command, wherever it moved since.
     const fdLinks = [...(tag?.links ?? []), ...outputLinks];
@@ -297,19 +362,20 @@ async function supervise(input: RunBashInput, run: Run): Promise<RunBashResult> 
       err.destroy();
       await streamsClosed;
     }
+    const common = { pgid, remaining, trackedPids: [...tracked.keys()].sort((a, b) => a - b) };
+    if (notStartedReason !== undefined) {
+      return result({ ...common, notStarted: true, notStartedReason, cancelled: reason === 'abort' });
+    }
     return result({
+      ...common,
       exitCode: exit ? exit.code : null,
       signal: exit ? exit.signal : null,
       timedOut: reason === 'timeout',
       cancelled: reason === 'abort',
-      pgid,
-      remaining,
-      trackedPids: [...tracked.keys()].sort((a, b) => a - b),
     });
   } finally {
     clearTimeout(timeout);
-    clearInterval(tick);
-    clearInterval(snapshots);
+    unsubscribe();
     input.signal?.removeEventListener('abort', onAbort);
   }
 }

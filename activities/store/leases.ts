@@ -1,4 +1,5 @@
 import type { Pool } from 'pg';
+import { ownIdentity, type ProcessIdentity } from '../bash/process-tree';
 
 /** What a workspace-mutating activity carries and revalidates: the fence is the generation. */
 export interface Lease {
@@ -139,28 +140,125 @@ export async function releaseHolder(pool: Pool, host: string, holder: string): P
   return (rowCount ?? 0) > 0;
 }
 
-export async function recordProcessGroup(pool: Pool, l: Lease, host: string, pgid: number, callKey: string): Promise<void> {
+/** What identifies a command's processes (the runner's SpawnInfo): recorded before the command's code runs. */
+export interface ProcessGroupIdentity {
+  pgid: number;
+  bootId: string;
+  startTime: number;
+  marker: string;
+}
+
+/**
+ * Records a command's process group against the lease generation, with its identity and the worker process that
+ * supervises it (by default this one). Called from the runner's onSpawn, so it commits before the command runs.
+ */
+export async function recordProcessGroup(
+  pool: Pool,
+  l: Lease,
+  host: string,
+  group: ProcessGroupIdentity,
+  callKey: string,
+  supervisor: ProcessIdentity = ownIdentity(),
+): Promise<void> {
   await pool.query(
-    `INSERT INTO lease_process_groups (worktree, generation, host, pgid, call_key) VALUES ($1, $2, $3, $4, $5)
+    `INSERT INTO lease_process_groups
+       (worktree, generation, host, pgid, call_key, boot_id, start_time, marker, supervisor_pid, supervisor_start_time)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
      ON CONFLICT DO NOTHING`,
-    [l.worktree, l.generation, host, pgid, callKey],
+    [l.worktree, l.generation, host, group.pgid, callKey, group.bootId, group.startTime, group.marker, supervisor.pid, supervisor.startTime],
   );
 }
 
 /** Marks the group ended once teardown verified that none of it is alive. */
 export async function endProcessGroup(pool: Pool, l: Lease, pgid: number, callKey: string): Promise<void> {
   await pool.query(
-    `UPDATE lease_process_groups SET ended_at = now()
-     WHERE worktree = $1 AND generation = $2 AND pgid = $3 AND call_key = $4`,
+    `UPDATE lease_process_groups SET ended_at = now(), end_reason = 'exited'
+     WHERE worktree = $1 AND generation = $2 AND pgid = $3 AND call_key = $4 AND ended_at IS NULL`,
     [l.worktree, l.generation, pgid, callKey],
   );
 }
 
-/** Process groups of a generation not verified ended: the candidates for "still alive". */
-export async function openProcessGroups(pool: Pool, worktree: string, generation: number): Promise<number[]> {
-  const { rows } = await pool.query<{ pgid: number }>(
-    `SELECT pgid FROM lease_process_groups WHERE worktree = $1 AND generation = $2 AND ended_at IS NULL`,
-    [worktree, generation],
+/** A recorded group not verified ended, with what identifies its processes (NULLs: recorded before 004). */
+export interface OpenProcessGroup {
+  worktree: string;
+  generation: number;
+  host: string;
+  pgid: number;
+  callKey: string;
+  bootId: string | null;
+  startTime: number | null;
+  marker: string | null;
+  /** The worker process that spawned it, when recorded. */
+  supervisor: ProcessIdentity | null;
+}
+
+export type GroupEndReason = 'reaped' | 'gone' | 'rebooted';
+
+const OPEN_GROUP_COLUMNS = `worktree, generation, host, pgid, call_key, boot_id, start_time, marker, supervisor_pid,
+  supervisor_start_time`;
+
+interface OpenGroupRow {
+  worktree: string;
+  generation: string;
+  host: string;
+  pgid: number;
+  call_key: string;
+  boot_id: string | null;
+  start_time: string | null;
+  marker: string | null;
+  supervisor_pid: number | null;
+  supervisor_start_time: string | null;
+}
+
+const openGroup = (r: OpenGroupRow): OpenProcessGroup => ({
+  worktree: r.worktree,
+  generation: Number(r.generation),
+  host: r.host,
+  pgid: r.pgid,
+  callKey: r.call_key,
+  bootId: r.boot_id,
+  startTime: r.start_time === null ? null : Number(r.start_time),
+  marker: r.marker,
+  supervisor:
+    r.supervisor_pid === null || r.supervisor_start_time === null || r.boot_id === null
+      ? null
+      : { pid: r.supervisor_pid, startTime: Number(r.supervisor_start_time), bootId: r.boot_id },
+});
+
+/** Open groups on a host: of one call, of one worktree (every generation), or all of them. */
+export async function findOpenProcessGroups(
+  pool: Pool,
+  host: string,
+  scope: { callKey: string } | { worktree: string } | 'all',
+): Promise<OpenProcessGroup[]> {
+  const [filter, params] =
+    scope === 'all'
+      ? ['', [host]]
+      : 'callKey' in scope
+        ? ['AND call_key = $2', [host, scope.callKey]]
+        : ['AND worktree = $2', [host, scope.worktree]];
+  const { rows } = await pool.query<OpenGroupRow>(
+    `SELECT ${OPEN_GROUP_COLUMNS} FROM lease_process_groups WHERE host = $1 AND ended_at IS NULL ${filter}
+     ORDER BY started_at, pgid`,
+    params,
   );
-  return rows.map((r) => r.pgid);
+  return rows.map(openGroup);
+}
+
+/** Ends a group the reaper verified gone. */
+export async function markProcessGroupEnded(pool: Pool, g: OpenProcessGroup, reason: GroupEndReason): Promise<void> {
+  await pool.query(
+    `UPDATE lease_process_groups SET ended_at = now(), end_reason = $5, alive_pids = NULL
+     WHERE worktree = $1 AND generation = $2 AND pgid = $3 AND call_key = $4 AND ended_at IS NULL`,
+    [g.worktree, g.generation, g.pgid, g.callKey, reason],
+  );
+}
+
+/** Notes that the reaper found processes of an open group alive (and could not stop them): it stays open. */
+export async function noteProcessGroupAlive(pool: Pool, g: OpenProcessGroup, pids: readonly number[]): Promise<void> {
+  await pool.query(
+    `UPDATE lease_process_groups SET checked_at = now(), alive_pids = $5
+     WHERE worktree = $1 AND generation = $2 AND pgid = $3 AND call_key = $4 AND ended_at IS NULL`,
+    [g.worktree, g.generation, g.pgid, g.callKey, [...pids]],
+  );
 }

@@ -6,6 +6,8 @@ import { TOOL_PROFILES, type ToolProfile } from '../../workflows/tools';
 import { claimDispatch, markUnknown, settleDispatch, storeOutput, type DispatchKey, type ToolOutput } from '../store/dispatch';
 import { turnKeyOf } from '../store/keys';
 import { endProcessGroup, leaseIsCurrent, recordProcessGroup, renewLease, type Lease } from '../store/leases';
+import type { CommandSlots } from '../bash/command-slots';
+import { liveGroupsBlocking, reapCall, type ReapOptions } from '../bash/reaper';
 import { UNKNOWN_OUTCOME, appendEntry, findAssistantMessage, findToolResult } from '../store/transcript';
 import { isExecutableTool, isMutatingTool, refusal, runTool } from './run-tool';
 
@@ -40,6 +42,10 @@ export interface ExecutorDeps {
   pool: Pool;
   hostId: string;
   maxOutputBytes: number;
+  /** The host's command cap (ORCHARD_MAX_COMMANDS). */
+  commandSlots?: CommandSlots;
+  /** How a dead attempt's processes are reaped (tests inject a signal sender that cannot kill). */
+  reap?: ReapOptions;
 }
 
 /** How often a running command renews its lease; a failed renewal (the lease moved) stops the command. */
@@ -48,6 +54,10 @@ const RENEW_EVERY_MS = 5000;
 const INTERRUPTED =
   'interrupted: the worker running this command was shut down before it finished, and the command was stopped. ' +
   'It may or may not have taken effect; check the state of the worktree before repeating it.';
+
+const unknownAndBlocked = (pids: number[]) =>
+  `${UNKNOWN_OUTCOME} Its processes could not be verified stopped (pids ${pids.join(', ')} are still alive), so ` +
+  'the worktree is blocked: changes to it are refused until they are gone.';
 
 /**
  * Runs one tool call of a model step. A mutating tool runs at most once (invariant 11a): its claim is recorded
@@ -67,11 +77,12 @@ export async function executeTool(deps: ExecutorDeps, input: ExecuteToolInput): 
   // A stale holder (the lease moved to a new generation) is refused before anything is written.
   if (!(await leaseIsCurrent(pool, input.lease))) throw staleLease(input.lease);
   const key: DispatchKey = { ...turnKey, step: input.step, callId: input.callId };
+  const callKey = `${turnKey.turnId}/${input.step}/${input.callId}`;
   const record = (content: string) =>
     appendEntry(pool, { ...turnKey, step: input.step, ordinal: input.index + 1 }, { role: 'tool', tool_call_id: input.callId, content });
 
   if (!isMutatingTool(tool)) {
-    const result = await run(deps, input, tool, call.function.arguments);
+    const result = await run(deps, input, tool, call.function.arguments, callKey);
     await storeOutput(pool, key, tool, result.output);
     await record(result.output.content);
     return { tool, outcome: 'settled', ok: result.output.ok };
@@ -83,11 +94,13 @@ export async function executeTool(deps: ExecutorDeps, input: ExecuteToolInput): 
     return { tool, outcome: 'already-settled', ok: claim.output.ok };
   }
   if (claim.kind === 'unknown') {
+    // The earlier attempt's command may outlive its dead worker: stop it before the model hears anything.
+    const reaped = await reapCall(pool, deps.hostId, callKey, { ...deps.reap, heartbeat: () => Context.current().heartbeat() });
     await markUnknown(pool, key, 'a retried attempt found the claim without a result');
-    await record(UNKNOWN_OUTCOME);
+    await record(reaped.verified ? UNKNOWN_OUTCOME : unknownAndBlocked(reaped.remaining));
     return { tool, outcome: 'unknown', ok: false };
   }
-  const result = await run(deps, input, tool, call.function.arguments);
+  const result = await run(deps, input, tool, call.function.arguments, callKey);
   const shutdown = result.stoppedBy === 'worker_shutdown';
   if (shutdown) {
     // The worker is going away mid-command: the claim says `unknown` and the next attempt (on another worker)
@@ -111,14 +124,13 @@ interface RunOutcome {
   stoppedBy?: 'cancel' | 'lease_lost' | 'worker_shutdown';
 }
 
-async function run(deps: ExecutorDeps, input: ExecuteToolInput, tool: string, args: string): Promise<RunOutcome> {
+async function run(deps: ExecutorDeps, input: ExecuteToolInput, tool: string, args: string, callKey: string): Promise<RunOutcome> {
   const { pool } = deps;
   const offered = TOOL_PROFILES[input.profile].some((d) => d.name === tool);
   if (!offered || !isExecutableTool(tool)) {
     return { output: refusal('tool_unknown', `there is no tool named ${tool}; use one of the tools you were given`) };
   }
   const context = Context.current();
-  const callKey = `${input.turnId ?? `${input.sessionId}/${input.turn}`}/${input.step}/${input.callId}`;
   // The command stops when the activity is cancelled or when the lease is found to have moved.
   const lost = new AbortController();
   let leaseLost = false;
@@ -130,6 +142,7 @@ async function run(deps: ExecutorDeps, input: ExecuteToolInput, tool: string, ar
     isolated: input.isolated === true,
     bashTimeoutMs: input.bashTimeoutSeconds * 1000,
     maxOutputBytes: deps.maxOutputBytes,
+    commandSlots: deps.commandSlots,
     signal: AbortSignal.any([context.cancellationSignal, lost.signal]),
     onTick: () => {
       context.heartbeat();
@@ -150,8 +163,14 @@ async function run(deps: ExecutorDeps, input: ExecuteToolInput, tool: string, ar
         leaseLost = true;
         throw staleLease(input.lease);
       }
+      // Nothing changes a worktree in which a recorded process may still live (reaped here if it can be).
+      const blocked = await liveGroupsBlocking(pool, deps.hostId, input.lease.worktree, undefined, {
+        ...deps.reap,
+        heartbeat: () => context.heartbeat(),
+      });
+      if (blocked) throw orchardFailure('worktree_processes_alive', blocked);
     },
-    onSpawn: (pgid) => recordProcessGroup(pool, input.lease, deps.hostId, pgid, callKey),
+    onSpawn: (info) => recordProcessGroup(pool, input.lease, deps.hostId, info, callKey),
     onGroupGone: (pgid) => endProcessGroup(pool, input.lease, pgid, callKey),
   });
   const stoppedBy = !result.cancelled

@@ -2,7 +2,8 @@ import { z } from 'zod';
 import { buildCommandEnv } from '../bash/env';
 import { noticeForBash } from '../bash/conflict-notice';
 import { formatRefusal, guardCommand } from '../bash/guard';
-import { runBash } from '../bash/runner';
+import type { CommandSlots } from '../bash/command-slots';
+import { runBash, type SpawnInfo } from '../bash/runner';
 import { ISOLATED_BRANCH_ENV } from '../git/backstop';
 import { gitCommit, gitDiff, gitStatus } from '../git/repo-tools';
 import { readFileInWorktree, writeFileInWorktree } from '../workspace/files';
@@ -24,8 +25,10 @@ export interface ToolContext {
   onTick: () => void;
   /** Revalidates the lease; called immediately before each side effect, throws when the caller is stale. */
   beforeSideEffect: () => Promise<void>;
-  /** The command's process group, recorded against the lease as soon as it exists. */
-  onSpawn?: (pgid: number) => Promise<void>;
+  /** Records the command's process group against the lease; the command runs only once this resolved. */
+  onSpawn?: (info: SpawnInfo) => Promise<void>;
+  /** The host's command cap (ORCHARD_MAX_COMMANDS). */
+  commandSlots?: CommandSlots;
   /** Called once teardown verified that nothing of the group is alive. */
   onGroupGone?: (pgid: number) => Promise<void>;
 }
@@ -97,7 +100,6 @@ export async function runTool(name: ExecutableTool, rawArguments: string, ctx: T
     switch (name) {
       case 'bash': {
         const args = parsed.data as z.infer<typeof argsSchemas.bash>;
-        let pendingRecord: Promise<void> | undefined;
         const requested = args.timeout_seconds ? args.timeout_seconds * 1000 : ctx.bashTimeoutMs;
         const result = await runBash({
           command: args.command,
@@ -113,12 +115,14 @@ export async function runTool(name: ExecutableTool, rawArguments: string, ctx: T
           maxOutputBytes: ctx.maxOutputBytes,
           signal: ctx.signal,
           onTick: ctx.onTick,
-          onSpawn: (pgid) => {
-            pendingRecord = ctx.onSpawn?.(pgid).catch(() => undefined);
-          },
+          onSpawn: ctx.onSpawn,
+          slots: ctx.commandSlots,
         });
-        await pendingRecord;
         if (result.pgid !== null && result.remaining.length === 0) await ctx.onGroupGone?.(result.pgid);
+        // An unrecorded command must not run: one the worker could lose track of could outlive it unseen.
+        if (result.notStarted && !result.cancelled) {
+          return refusal('command_not_started', `the command did not start (${result.notStartedReason}); none of it ran`);
+        }
         const status = result.cancelled
           ? 'cancelled (the process group was stopped)'
           : result.timedOut

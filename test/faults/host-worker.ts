@@ -1,7 +1,8 @@
 /**
  * A host-only worker in a process of its own, so a fault test can SIGKILL it mid-activity:
  *   tsx test/faults/host-worker.ts <hostId> <worktreeRoot>
- * Prints `ready` once it polls.
+ * Prints its start-up sweep's summary, then `ready` once it polls. With ORCHARD_TEST_REAP_CANNOT_KILL=1 its
+ * reaper's signals reach nothing (a process it cannot kill), and it gives up on them within a second.
  */
 import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
@@ -22,6 +23,8 @@ async function main(): Promise<void> {
     pool,
     client: new Client({ connection: await Connection.connect({ address: process.env.TEMPORAL_ADDRESS! }) }),
     hostOnly: true,
+    log: (line) => console.log(line),
+    reap: process.env.ORCHARD_TEST_REAP_CANNOT_KILL === '1' ? { send: () => undefined, graceMs: 100, timeoutMs: 1000 } : undefined,
   });
   const done = workers.run();
   console.log('ready');

@@ -1,47 +1,12 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
 import { makeRepo, sharedOrchard, uniqueId, writeScenario } from '../helpers/orchard';
+import { pidsWithCommandLine } from '../helpers/processes';
+import { startHostWorker, until } from './harness';
 
 const shared = sharedOrchard(test);
-
-function startHostWorker(t: import('ava').ExecutionContext, hostId: string, worktreeRoot: string): Promise<ChildProcess> {
-  // node itself, not the tsx launcher (which runs node as a child): SIGKILL must hit the worker process.
-  const child = spawn(process.execPath, ['--import', 'tsx', join(__dirname, 'host-worker.ts'), hostId, worktreeRoot], {
-    cwd: join(__dirname, '../..'),
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  t.teardown(() => {
-    child.kill('SIGKILL');
-  });
-  return new Promise((resolve, reject) => {
-    child.stdout!.on('data', (chunk: Buffer) => {
-      if (chunk.toString().includes('ready')) resolve(child);
-    });
-    child.on('exit', (code) => reject(new Error(`host worker exited early with ${code}`)));
-  });
-}
-
-function killByCommandLine(needle: string): void {
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').replace(/\0/g, ' ').includes(needle)) process.kill(Number(entry), 'SIGKILL');
-    } catch {
-      // gone already
-    }
-  }
-}
-
-async function until(check: () => boolean, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 test('a worker killed mid-command: the retried tool call reports unknown and never runs the command twice', async (t) => {
   const orchard = shared();
@@ -66,9 +31,9 @@ test('a worker killed mid-command: the retried tool call reports unknown and nev
   await until(() => existsSync(runsLog), 30_000);
 
   first.kill('SIGKILL');
-  // The dead worker's command would linger as an orphan; a real host restart takes it with it.
-  killByCommandLine(`sleep ${seconds}`);
+  // The dead worker's command lingers as an orphan until the next worker's start-up sweep reaps it.
   await startHostWorker(t, hostId, worktreeRoot);
+  t.deepEqual(pidsWithCommandLine(`sleep ${seconds}`), [], 'the orphaned command outlived the new worker\'s start');
 
   // The activity's heartbeat timeout expires, the retry lands on the new worker and finds only the claim.
   const view = await orchard.client.waitUntilSettled(sessionId, { afterTurn: 1, timeoutMs: 90_000 });

@@ -1,10 +1,10 @@
 import test from 'ava';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { buildCommandEnv, isForbiddenEnvName, sessionHomeDir } from '../../activities/bash/env';
-import { aliveInGroup, parseStat } from '../../activities/bash/process-tree';
-import { BoundedOutput, runBash, type RunBashInput } from '../../activities/bash/runner';
+import { aliveInGroup, currentBootId, parseStat } from '../../activities/bash/process-tree';
+import { BoundedOutput, runBash, type RunBashInput, type SpawnInfo } from '../../activities/bash/runner';
 
 const root = mkdtempSync(path.join(tmpdir(), 'orchard-runner-'));
 test.after.always(() => rmSync(root, { recursive: true, force: true }));
@@ -112,7 +112,9 @@ test('abort kills a command with grandchildren, and nothing of the group or its 
       'setsid env -i /bin/sleep 300 >/dev/null 2>&1 3<&- & echo "pid=$!"; wait',
     {
       signal: controller.signal,
-      onSpawn: (pgid) => (spawned = pgid),
+      onSpawn: (info) => {
+        spawned = info.pgid;
+      },
       onTick: () => ticks.push(Date.now()),
       tickMs: 50,
       snapshotMs: 50,
@@ -201,6 +203,93 @@ test('a process ignoring SIGTERM is killed with SIGKILL after the grace period',
   t.deepEqual(r.remaining, []);
   for (const pid of pidsIn(r.stdout)) t.false(liveState(pid).live);
   t.deepEqual(liveGroupMembers(r.pgid as number), []);
+});
+
+test('when onSpawn rejects, the command never runs: its file never appears and nothing of it is left', async (t) => {
+  const file = path.join(root, 'gate-refused');
+  let info: SpawnInfo | undefined;
+  const r = await run(`touch ${file}`, {
+    onSpawn: async (i) => {
+      info = i;
+      throw new Error('database unavailable');
+    },
+  });
+  t.true(r.notStarted);
+  t.regex(r.notStartedReason ?? '', /database unavailable/);
+  t.false(r.cancelled);
+  t.is(r.exitCode, null);
+  t.is(r.pgid, info!.pgid);
+  t.deepEqual(r.remaining, []);
+  t.false(liveState(info!.pgid).live);
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  t.false(existsSync(file), 'the refused command ran');
+});
+
+test('a slow onSpawn holds the command at the gate: its file appears only after onSpawn resolved', async (t) => {
+  const file = path.join(root, 'gate-slow');
+  let resolvedAt = 0;
+  let presentWhileRecording = true;
+  const r = await run(`date +%s%N > ${file}`, {
+    onSpawn: async () => {
+      await new Promise((resolve) => setTimeout(resolve, 700));
+      presentWhileRecording = existsSync(file);
+      resolvedAt = Date.now();
+    },
+  });
+  t.is(r.exitCode, 0);
+  t.false(r.notStarted);
+  t.false(presentWhileRecording, 'the command ran before onSpawn resolved');
+  const writtenAtMs = Number(BigInt(readFileSync(file, 'utf8').trim()) / 1_000_000n);
+  t.true(writtenAtMs >= resolvedAt, `written at ${writtenAtMs}, onSpawn resolved at ${resolvedAt}`);
+});
+
+test('onSpawn gets the identity the command runs with: its group, boot id, start time and marker', async (t) => {
+  let info: SpawnInfo | undefined;
+  let statAtSpawn = '';
+  const r = await run('echo "$$ $ORCHARD_RUN_ID"; cat /proc/$$/stat', {
+    onSpawn: (i) => {
+      info = i;
+      statAtSpawn = readFileSync(`/proc/${i.pgid}/stat`, 'utf8');
+    },
+  });
+  const [first, stat] = r.stdout.split('\n');
+  const [pid, marker] = first.split(' ');
+  t.is(Number(pid), info!.pgid);
+  t.is(marker, info!.marker);
+  t.is(info!.bootId, readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim());
+  t.is(info!.bootId, currentBootId());
+  // The same process before and after the gate's exec: same start time (field 22).
+  const startTime = (text: string) => Number(text.slice(text.lastIndexOf(')') + 2).split(' ')[19]);
+  t.is(startTime(statAtSpawn), info!.startTime);
+  t.is(startTime(stat), info!.startTime);
+});
+
+test('through the gate, bash -c keeps $0, exit codes, syntax errors and fds; the gate fd is closed', async (t) => {
+  const r = await run('echo "$0 $SHLVL"; ls /proc/$$/fd | sort -n | tr "\\n" " "; exit 7');
+  t.is(r.exitCode, 7);
+  const [zero, fds] = r.stdout.split('\n');
+  t.is(zero, 'bash 1');
+  t.false(fds.trim().split(' ').includes('4'), `fds: ${fds}`);
+  const syntax = await run('if then');
+  t.is(syntax.exitCode, 2);
+  t.regex(syntax.stderr, /^bash: -c: line 1: syntax error/);
+});
+
+test('an abort while onSpawn is pending: the command never runs and the result is cancelled', async (t) => {
+  const file = path.join(root, 'gate-aborted');
+  const controller = new AbortController();
+  const r = await run(`touch ${file}`, {
+    signal: controller.signal,
+    onSpawn: () => {
+      controller.abort();
+      return new Promise(() => undefined); // never records
+    },
+  });
+  t.true(r.cancelled);
+  t.true(r.notStarted);
+  t.deepEqual(r.remaining, []);
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  t.false(existsSync(file));
 });
 
 test('a missing cwd rejects', async (t) => {

@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import test from 'ava';
-import { aliveInGroup } from '../../activities/bash/process-tree';
+import { aliveInGroup, currentBootId, readProcessSync } from '../../activities/bash/process-tree';
 import { acquireLease, leaseIsCurrent, recordProcessGroup, releaseLease, renewLease, type LivenessProbe } from '../../activities/store/leases';
 import { sessionWorkflowId } from '../../workflows/messages';
 import { git, makeRepo, sharedOrchard, testPool, uniqueId, writeScenario } from '../helpers/orchard';
@@ -52,7 +52,8 @@ test('a closed holder whose recorded process group is still alive makes liveness
       // already gone
     }
   });
-  await recordProcessGroup(pool, first.lease, 'test', child.pid!, 'call-1');
+  const identity = { pgid: child.pid!, bootId: currentBootId(), startTime: readProcessSync(child.pid!)!.startTime, marker: uniqueId('m') };
+  await recordProcessGroup(pool, first.lease, 'test', identity, 'call-1');
   const probe: LivenessProbe = {
     holderLiveness: async () => 'closed',
     aliveProcesses: async (w, g) => {

@@ -94,9 +94,10 @@ export async function executeTool(deps: ExecutorDeps, input: ExecuteToolInput): 
     return { tool, outcome: 'already-settled', ok: claim.output.ok };
   }
   if (claim.kind === 'unknown') {
-    // The earlier attempt's command may outlive its dead worker: stop it before the model hears anything.
-    const reaped = await reapCall(pool, deps.hostId, callKey, { ...deps.reap, heartbeat: () => Context.current().heartbeat() });
+    // Declared unknown first, so an earlier attempt that is still alive cannot settle it afterwards; then its
+    // command (which may outlive a dead worker) is stopped before the model hears anything.
     await markUnknown(pool, key, 'a retried attempt found the claim without a result');
+    const reaped = await reapCall(pool, deps.hostId, callKey, { ...deps.reap, heartbeat: () => Context.current().heartbeat() });
     await record(reaped.verified ? UNKNOWN_OUTCOME : unknownAndBlocked(reaped.remaining));
     return { tool, outcome: 'unknown', ok: false };
   }

@@ -47,8 +47,8 @@ function livingOf(group: Group): number[] {
 
 async function groupsOf(orchard: TestOrchard, sessionId: string): Promise<Group[]> {
   const { rows } = await orchard.pool.query(
-    `SELECT pgid, marker, ended_at IS NOT NULL AS ended, end_reason, alive_pids FROM lease_process_groups WHERE call_key LIKE $1`,
-    [`${sessionId}/%`],
+    `SELECT pgid, marker, ended_at IS NOT NULL AS ended, end_reason, alive_pids FROM lease_process_groups WHERE worktree LIKE $1`,
+    [`%/${sessionId}`],
   );
   return rows;
 }

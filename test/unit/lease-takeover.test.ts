@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test, { type ExecutionContext } from 'ava';
 import { ApplicationFailure } from '@temporalio/common';
+import { MockActivityEnvironment } from '@temporalio/testing';
 import { createHostActivities, leaseKey } from '../../activities';
 import type { ReapOptions } from '../../activities/bash/reaper';
 import { recordProcessGroup } from '../../activities/store/leases';
@@ -22,9 +23,12 @@ async function setup(t: ExecutionContext, reap?: ReapOptions) {
   const acts = createHostActivities({ pool, hostId, worktreeRoot, holderLiveness: async () => 'closed', reap });
   const sessionId = uniqueId('s');
   const repo = makeRepo();
-  const first = await acts.prepareWorktree({ sessionId, repo, holder: 'old' });
+  // prepareWorktree heartbeats: it runs in the SDK's activity context harness.
+  const prepare = (holder: string): ReturnType<typeof acts.prepareWorktree> =>
+    new MockActivityEnvironment().run(acts.prepareWorktree, { sessionId, repo, holder });
+  const first = await prepare('old');
   const key = leaseKey(hostId, first.worktree);
-  const takeOver = () => acts.prepareWorktree({ sessionId, repo, holder: 'new' });
+  const takeOver = () => prepare('new');
   const lease = async () => (await pool.query(`SELECT holder, generation FROM worktree_leases WHERE worktree = $1`, [key])).rows[0];
   const groups = async () =>
     (await pool.query(`SELECT ended_at IS NOT NULL AS ended, end_reason FROM lease_process_groups WHERE worktree = $1`, [key])).rows;

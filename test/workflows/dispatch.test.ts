@@ -103,20 +103,21 @@ test('a stale attempt after the lease moved to a new generation is refused and c
 
 test('a claim declared unknown by a retry stays unknown when the first attempt settles late; the model was told unknown', async (t) => {
   const { callOnce, pool, sessionId, counter } = await setup(t);
-  const attempt = await callOnce(4, { name: 'bash', args: { command: 'sleep 1; echo ran >> counter.txt' } });
-  // Attempt 1 runs the command; meanwhile a retry (the worker looked dead) finds only the claim.
+  const attempt = await callOnce(4, { name: 'bash', args: { command: 'echo ran >> counter.txt; sleep 30' } });
+  // Attempt 1 runs the command; meanwhile a retry (the worker looked dead) finds only the claim, declares the
+  // outcome unknown and stops the earlier attempt's command.
   const first = attempt(1);
   await until(async () => (await pool.query(`SELECT 1 FROM tool_dispatches WHERE session_id = $1 AND step = 4`, [sessionId])).rowCount === 1);
   t.like(await attempt(2), { outcome: 'unknown', ok: false });
   t.like(await first, { outcome: 'unknown', ok: false });
-  t.true(existsSync(counter), 'the first attempt did run the command');
+  t.true(existsSync(counter), 'the first attempt did start the command');
   const claim = await pool.query(`SELECT state, unknown_reason FROM tool_dispatches WHERE session_id = $1 AND step = 4`, [sessionId]);
   t.is(claim.rows[0].state, 'unknown');
   const shown = await pool.query(`SELECT content FROM transcript_entries WHERE session_id = $1 AND step = 4 AND role = 'tool'`, [sessionId]);
   t.deepEqual(shown.rows.map((r) => r.content), [UNKNOWN_OUTCOME]);
-  // The late output is kept for operators.
+  // The late output (the command was stopped) is kept for operators.
   const output = await pool.query(`SELECT ok FROM tool_outputs WHERE session_id = $1 AND step = 4`, [sessionId]);
-  t.deepEqual(output.rows, [{ ok: true }]);
+  t.deepEqual(output.rows, [{ ok: false }]);
 });
 
 test('a read-only tool is run again by a retry instead of going through a claim', async (t) => {

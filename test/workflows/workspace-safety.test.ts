@@ -117,6 +117,6 @@ test('an isolated child\'s bash is refused by the guard with a typed reason and 
   const { existsSync } = await import('node:fs');
   t.false(existsSync(`${view.worktree}/ran.txt`), 'a refused command runs no part of itself');
   t.true(existsSync(`${view.worktree}/said.txt`));
-  const { rows } = await orchard.pool.query(`SELECT count(*)::int AS n FROM lease_process_groups WHERE call_key LIKE $1`, [`${sessionId}/%`]);
+  const { rows } = await orchard.pool.query(`SELECT count(*)::int AS n FROM lease_process_groups WHERE worktree LIKE $1`, [`%/${sessionId}`]);
   t.is(rows[0].n, 1, 'only the allowed command spawned a process group');
 });

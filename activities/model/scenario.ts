@@ -37,6 +37,8 @@ const scriptedTurn = z
   .strictObject({
     steps: z.array(scriptedStep).min(1),
     expect: turnExpectation.optional(),
+    // Only on the last turn: it answers every later turn too (for long-running sessions in tests).
+    repeat: z.boolean().optional(),
   })
   .superRefine((turn, ctx) => {
     turn.steps.forEach((step, i) => {
@@ -51,7 +53,16 @@ export const scenarioSchema = z.strictObject({
   description: z.string().optional(),
   /** Reported as the answering model; `scripted-<name>` when absent. */
   model: z.string().min(1).optional(),
-  turns: z.array(scriptedTurn).min(1),
+  turns: z
+    .array(scriptedTurn)
+    .min(1)
+    .superRefine((turns, ctx) => {
+      turns.forEach((turn, i) => {
+        if (turn.repeat && i !== turns.length - 1) {
+          ctx.addIssue({ code: 'custom', path: [i, 'repeat'], message: 'only the last turn may repeat' });
+        }
+      });
+    }),
 });
 
 export type Scenario = z.infer<typeof scenarioSchema>;

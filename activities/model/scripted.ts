@@ -37,7 +37,8 @@ export function scriptedResponse(scenario: Scenario, request: ModelRequest): Mod
   if (turn === 0) {
     throw new ModelError('scenario_exhausted', `${label}: the request has no user message, so it is in no turn`, false);
   }
-  const script = scenario.turns[turn - 1];
+  const last = scenario.turns[scenario.turns.length - 1];
+  const script = scenario.turns[turn - 1] ?? (last.repeat ? last : undefined);
   if (!script) {
     throw new ModelError(
       'scenario_exhausted',

@@ -120,6 +120,20 @@ test('the turn is the number of user messages, and a repeating last step answers
   t.is(sixth.role === 'assistant' ? sixth.tool_calls?.[0].function.arguments : '', '{"command":"echo 6"}');
 });
 
+test('a repeating last turn answers every later turn; a repeat on an earlier turn is invalid', async (t) => {
+  const repeating = new ScriptedProvider(
+    parseScenario({ name: 'many', turns: [{ steps: [{ content: 'first' }] }, { repeat: true, steps: [{ content: 'turn {{turn}}' }] }] }),
+  );
+  const turns = Array.from({ length: 5 }, (_, i) => ({ task: `task ${i + 1}`, answered: [] as ChatMessage[] }));
+  for (let n = 1; n <= 5; n++) {
+    const { message } = await repeating.complete(conversation(...turns.slice(0, n)));
+    t.is(message.content, n === 1 ? 'first' : `turn ${n}`);
+    turns[n - 1].answered = [message];
+  }
+  const err = t.throws(() => parseScenario({ name: 'bad', turns: [{ repeat: true, steps: [{ content: 'x' }] }, { steps: [{ content: 'y' }] }] }));
+  t.regex(String(err), /turns\[0\]\.repeat: only the last turn may repeat/);
+});
+
 test('a step beyond the script is scenario_exhausted, naming the turn and step', async (t) => {
   const provider = new ScriptedProvider(scenario);
   const turn1 = await play(provider, conversation({ task: 'Create NOTES.md', answered: [] }), 3);

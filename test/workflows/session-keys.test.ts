@@ -112,3 +112,32 @@ async function waitForTurnAttempts(orchard: ReturnType<typeof shared>, sessionId
     await new Promise((r) => setTimeout(r, 200));
   }
 }
+
+test('a run of the pre-v2 code that continued-as-new is taken over: its queued task runs under the legacy chain', async (t) => {
+  const orchard = shared();
+  const sessionId = uniqueId('v1-carried');
+  const scenario = writeScenario({ name: 'carried', turns: [{ repeat: true, expect: { taskIncludes: ['carried over'] }, steps: [{ content: 'ran the carried task' }] }] });
+  // What a v1 run passed to continue-as-new: its create input and a carried queue holding task text.
+  const create = { sessionId, title: 'v1', repo: makeRepo(), host: orchard.hostId, model: { provider: 'scripted', scenario } };
+  const carried = {
+    status: 'progressing',
+    queue: [{ taskId: 't3', task: 'the task carried over from v1' }],
+    nextTaskSeq: 4,
+    turnsCompleted: 2,
+    runIndex: 0,
+    seenRequests: [['req-2', 't2']],
+    turns: [],
+  };
+  await orchard.temporal.workflow.start('childSession', {
+    workflowId: sessionWorkflowId(sessionId),
+    taskQueue: orchard.taskQueue,
+    args: [{ create, carried }],
+  });
+  const view = await orchard.client.waitUntilSettled(sessionId, { afterTurn: 3 });
+  t.is(view.executionId, `legacy/${sessionId}`);
+  t.like(view.lastTurn, { turn: 3, taskId: 't3', outcome: 'finished', finalExcerpt: 'ran the carried task' });
+  t.is(view.runIndex, 1);
+  // Its dedupe window came along: a retried send of a request v1 acknowledged queues nothing.
+  const again = await orchard.client.send(sessionId, { task: 'retried', requestId: 'req-2' });
+  t.like(again, { taskId: 't2', duplicate: true });
+});

@@ -69,11 +69,13 @@ session
   .option('--base <ref>', 'where the session branch starts (default: the repository HEAD)')
   .option('--scenario <file>', 'drive the model with a scripted scenario file instead of the worker default')
   .option('--max-steps <n>', 'model calls per turn', positiveInt)
+  .option('--request-id <id>', 'idempotency key: a retried create with the same key starts one session and queues its task once')
   .option('--json', 'print JSON')
   .action(async (o) => {
     await withClient(async (client) => {
       const sessionId: string = o.id ?? `${slug(o.title)}-${Date.now().toString(36)}`;
       const result = await client.createSession({
+        requestId: o.requestId,
         sessionId,
         title: o.title,
         repo: resolve(o.repo),
@@ -161,6 +163,11 @@ function formatStatus(view: SessionStatusView): string {
     const l = view.lastTurn;
     lines.push(`  last: turn ${l.turn} ${l.outcome} after ${l.steps} step(s), ${l.toolCalls} tool call(s)${l.finalExcerpt ? `: ${l.finalExcerpt}` : ''}`);
   }
+  if (view.tasks) {
+    const c = view.tasks;
+    lines.push(`  tasks: ${c.done} done, ${c.failed} failed, ${c.cancelled} cancelled, ${c.queued} queued${view.closing ? ' (closing)' : ''}`);
+  }
+  if (view.refusedSignals?.count) lines.push(`  refused signalled sends: ${view.refusedSignals.count} (latest: ${view.refusedSignals.recent.at(-1)?.code})`);
   if (view.error) lines.push(`  error: ${view.error.code}: ${view.error.message}`);
   return lines.join('\n');
 }

@@ -5,6 +5,7 @@ import { createHostActivities, createSharedActivities, type HostActivityHooks } 
 import type { ModelProvider } from '../activities/model/types';
 import { describeSweep, sweepHost, type ReapOptions } from '../activities/bash/reaper';
 import { hostTaskQueue } from '../workflows/messages';
+import { limitsFromEnv } from '../activities/limits';
 import { holderLivenessFrom } from './holder-liveness';
 
 export interface OrchardWorkerOptions {
@@ -56,6 +57,8 @@ export async function bundleWorkflows(): Promise<WorkflowBundleWithSourceMap> {
 /** Two workers in one process: the shared queue (workflows, model, store) and this host's queue (worktrees). */
 export async function createOrchardWorkers(options: OrchardWorkerOptions): Promise<OrchardWorkers> {
   const hostQueue = hostTaskQueue(options.hostId);
+  // Session defaults from the environment are read when sessions start; a bad value stops the worker here, at once.
+  limitsFromEnv(options.env ?? process.env);
   // A worker that died (kill -9, OOM) left its commands running in their worktrees: reap them before this host
   // takes any work. Groups that cannot be verified dead stay open and keep their worktrees blocked.
   const sweep = await sweepHost(options.pool, options.hostId, options.reap);

@@ -55,3 +55,19 @@ test('the CLI refuses a send to an unknown session with a typed error and exit c
   t.is(result.code, 2);
   t.regex(result.stderr, /session_not_found/);
 });
+
+test('the CLI create is idempotent by --request-id and status shows every task with its terminal state', async (t) => {
+  const id = uniqueId('cli-idem');
+  const repo = makeRepo();
+  const args = ['session', 'create', '--repo', repo, '--title', 'idempotent', '--id', id, '--scenario', DEMO, '--task', 'Create NOTES.md please', '--request-id', 'ticket-7'];
+  const [a, b] = [await orchard(args), await orchard(args)];
+  t.is(a.code, 0, a.stderr);
+  t.regex(a.stdout, new RegExp(`created session ${id}`));
+  t.regex(b.stdout, new RegExp(`created session ${id}`), 'a retried create is answered as the create it repeats');
+  await shared().client.waitUntilSettled(id, { afterTurn: 1 });
+  const status = await orchard(['session', 'status', id]);
+  t.regex(status.stdout, /tasks: 1 done, 0 failed, 0 cancelled, 0 queued/);
+  const empty = await orchard(['session', 'create', '--repo', repo, '--title', 'x', '--id', uniqueId('cli-empty'), '--task', ' ']);
+  t.is(empty.code, 2);
+  t.regex(empty.stderr, /orchard: task_empty: create /);
+});

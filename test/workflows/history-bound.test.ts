@@ -24,7 +24,8 @@ test('1,000 sends of 100 KB all run, across continue-as-new, and no run of the s
     title: 'flood',
     repo: makeRepo(),
     model: { provider: 'scripted', scenario },
-    limits: { historyBudgetBytes: BUDGET, maxQueuedTasks: SENDS, contextChars: 3 * TASK_BYTES },
+    // No turn bound: only the history budget may make this session continue-as-new.
+    limits: { historyBudgetBytes: BUDGET, maxQueuedTasks: SENDS, contextChars: 3 * TASK_BYTES, turnsPerRun: 100_000 },
   });
 
   // Eight senders at once; a `queue_full` refusal (the run is at its budget until it continues-as-new) is retried.

@@ -7,7 +7,8 @@ const shared = sharedOrchard(test);
 
 const SENDS = 1000;
 const TASK_BYTES = 100 * 1024;
-const BUDGET = 4 * 1024 * 1024;
+// Below the server's own continue-as-new suggestion (4 MiB on the dev server), so only the session's budget can hold it.
+const BUDGET = 2 * 1024 * 1024;
 /**
  * The stated bound of one run's history: the budget, plus what one workflow task can accept past it (the
  * validators of the at most 10 updates in flight see the same history size), plus one turn's events.

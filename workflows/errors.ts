@@ -33,6 +33,7 @@ export const ERROR_CODES = [
   'file_is_directory',
   'file_not_text',
   'git_command_failed',
+  'temporal_config_invalid',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];

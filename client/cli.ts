@@ -4,10 +4,12 @@ import { OrchardError, OrchardClient } from './client';
 import { registerGuardCommand } from './guard-command';
 import type { SessionStatusView } from '../workflows/messages';
 import { workerConfigFromEnv } from '../worker/config';
+import { describeTarget, loadTemporalSettings, type TemporalTarget } from '../worker/temporal-connection';
 
 /**
  * `orchard` — run the stack and workers, and drive sessions from a shell. Client commands find Temporal
- * through TEMPORAL_ADDRESS, else through the `.orchard/stack.json` a running `orchard dev` wrote.
+ * the way the Temporal CLI does (TEMPORAL_ADDRESS, temporal.toml), else through the `.orchard/stack.json` a
+ * running `orchard dev` wrote.
  */
 const program = new Command('orchard')
   .description('Durable orchestration for fleets of AI coding agents, on Temporal')
@@ -34,24 +36,26 @@ program
 
 program
   .command('worker')
-  .description('run a worker against an existing Temporal (TEMPORAL_ADDRESS) and PostgreSQL (DATABASE_URL)')
+  .description('run a worker against an existing Temporal (TEMPORAL_ADDRESS / temporal.toml) and PostgreSQL (DATABASE_URL)')
   .option('--host-only', 'poll only this host\'s worktree queue (no workflows, no model calls)')
   .action(async (options: { hostOnly?: boolean }) => {
     const { startOrchard } = await import('../worker/runtime');
     const target = await resolveTarget();
     if (!target.databaseUrl) throw new OrchardError('invalid_input', 'set DATABASE_URL (or run `orchard dev`)');
+    const { address, namespace, ...temporalOptions } = target.temporal;
     const orchard = await startOrchard(log, {
       hostOnly: options.hostOnly,
       stack: {
-        temporalAddress: target.address,
-        namespace: target.namespace,
+        temporalAddress: address,
+        namespace,
+        temporalOptions,
         databaseUrl: target.databaseUrl,
         webUiUrl: target.webUiUrl,
         embedded: { temporal: false, postgres: target.databaseEmbedded === true },
         stop: async () => undefined,
       },
     });
-    log(`worker for ${target.address} (${target.namespace}): queue ${orchard.config.taskQueue}${options.hostOnly ? ' (host only)' : ''} + orchard-host-${orchard.config.hostId}`);
+    log(`worker for ${describeTarget(orchard.target)}: queue ${orchard.config.taskQueue}${options.hostOnly ? ' (host only)' : ''} + orchard-host-${orchard.config.hostId}`);
     await runUntilSignal(orchard.workersDone, () => orchard.stop());
   });
 
@@ -166,36 +170,42 @@ function formatStatus(view: SessionStatusView): string {
 }
 
 interface Target {
-  address: string;
-  namespace: string;
+  temporal: TemporalTarget;
   databaseUrl?: string;
   /** The database is the embedded PGlite of a running `orchard dev`. */
   databaseEmbedded?: boolean;
   webUiUrl?: string;
 }
 
+/**
+ * Temporal as the Temporal CLI finds it (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TLS and API key variables, the
+ * temporal.toml profile); with no address configured, the stack of a running `orchard dev` in this project.
+ */
 async function resolveTarget(): Promise<Target> {
   const config = workerConfigFromEnv();
-  if (config.temporalAddress) return { address: config.temporalAddress, namespace: config.namespace, databaseUrl: config.databaseUrl };
-  const { readStackFile, } = await import('../worker/stack');
+  const settings = loadTemporalSettings();
+  if (settings.address) return { temporal: { ...settings, address: settings.address }, databaseUrl: config.databaseUrl };
+  const { readStackFile } = await import('../worker/stack');
   const { PROJECT_ROOT } = await import('../worker/runtime');
   const stack = readStackFile(PROJECT_ROOT);
   if (stack) {
     return {
-      address: stack.temporalAddress,
-      namespace: stack.namespace,
+      temporal: { address: stack.temporalAddress, namespace: stack.namespace },
       databaseUrl: config.databaseUrl ?? stack.databaseUrl,
       databaseEmbedded: !config.databaseUrl && stack.databaseEmbedded === true,
       webUiUrl: stack.webUiUrl,
     };
   }
-  throw new OrchardError('invalid_input', 'no Temporal to talk to: set TEMPORAL_ADDRESS, or start `orchard dev` in this project');
+  throw new OrchardError(
+    'invalid_input',
+    'no Temporal to talk to: set TEMPORAL_ADDRESS (or a temporal.toml profile), or start `orchard dev` in this project',
+  );
 }
 
 async function withClient(fn: (client: OrchardClient) => Promise<void>): Promise<void> {
   const target = await resolveTarget();
   const config = workerConfigFromEnv();
-  const client = await OrchardClient.connect({ address: target.address, namespace: target.namespace, taskQueue: config.taskQueue, defaultHost: config.hostId });
+  const client = await OrchardClient.connect({ ...target.temporal, taskQueue: config.taskQueue, defaultHost: config.hostId });
   try {
     await fn(client);
   } finally {

@@ -1,11 +1,11 @@
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 
-/** Everything a worker process reads from its environment, in one place (the README's table). */
+/**
+ * What a worker process reads from its environment (the README's table), Temporal's connection settings aside:
+ * those come from worker/temporal-connection.ts.
+ */
 export interface WorkerConfig {
-  /** Temporal frontend; undefined means "boot the embedded dev server". */
-  temporalAddress?: string;
-  namespace: string;
   /** Shared queue: workflows, model calls and store activities. */
   taskQueue: string;
   /** This host's id; its worktree activities run on `orchard-host-<hostId>`. */
@@ -29,8 +29,6 @@ export function sanitizeHostId(raw: string): string {
 export function workerConfigFromEnv(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): WorkerConfig {
   const stateDir = resolve(cwd, env.ORCHARD_STATE_DIR ?? '.orchard');
   return {
-    temporalAddress: env.TEMPORAL_ADDRESS || undefined,
-    namespace: env.TEMPORAL_NAMESPACE || 'default',
     taskQueue: env.ORCHARD_TASK_QUEUE || DEFAULT_TASK_QUEUE,
     hostId: sanitizeHostId(env.ORCHARD_HOST_ID || hostname()),
     worktreeRoot: resolve(cwd, env.ORCHARD_WORKTREE_ROOT ?? join(stateDir, 'worktrees')),

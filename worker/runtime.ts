@@ -11,7 +11,8 @@ import { migrate } from '../activities/store/migrate';
 import { OrchardClient } from '../client/client';
 import { workerConfigFromEnv, type WorkerConfig } from './config';
 import { createLogger, installSdkLogger } from './logging';
-import { bootStack, type Stack } from './stack';
+import { bootStack, stackTarget, type Stack } from './stack';
+import { clientConnectionOptions, nativeConnectionOptions, type TemporalTarget } from './temporal-connection';
 import { createOrchardWorkers } from './worker';
 
 export const PROJECT_ROOT = resolve(__dirname, '..');
@@ -29,6 +30,8 @@ export async function defaultProviderFromEnv(env = process.env): Promise<ModelPr
 
 export interface RunningOrchard {
   stack: Stack;
+  /** The Temporal the workers poll (address, namespace, TLS, API key). */
+  target: TemporalTarget;
   config: WorkerConfig;
   pool: Pool;
   client: OrchardClient;
@@ -48,7 +51,8 @@ export async function startOrchard(
 ): Promise<RunningOrchard> {
   installSdkLogger(createLogger());
   const stack = options.stack ?? (await bootStack({ projectRoot: PROJECT_ROOT, log }));
-  const config = { ...workerConfigFromEnv(process.env, PROJECT_ROOT), temporalAddress: stack.temporalAddress, namespace: stack.namespace };
+  const config = workerConfigFromEnv(process.env, PROJECT_ROOT);
+  const target = stackTarget(stack);
   const pool = createPool(stack.databaseUrl, { embedded: stack.embedded.postgres });
   let connection: NativeConnection | undefined;
   let clientConnection: Connection | undefined;
@@ -56,13 +60,13 @@ export async function startOrchard(
     const report = await migrate(pool);
     log(`migrations: ${report.applied.length} applied, ${report.alreadyApplied.length} already applied`);
     const provider = await defaultProviderFromEnv();
-    connection = await NativeConnection.connect({ address: stack.temporalAddress });
-    clientConnection = await Connection.connect({ address: stack.temporalAddress });
-    const temporal = new Client({ connection: clientConnection, namespace: stack.namespace });
+    connection = await NativeConnection.connect(nativeConnectionOptions(target));
+    clientConnection = await Connection.connect(clientConnectionOptions(target));
+    const temporal = new Client({ connection: clientConnection, namespace: target.namespace });
     log(`worker: bundling workflows and polling ${config.taskQueue} + orchard-host-${config.hostId}`);
     const workers = await createOrchardWorkers({
       connection,
-      namespace: stack.namespace,
+      namespace: target.namespace,
       taskQueue: config.taskQueue,
       hostId: config.hostId,
       worktreeRoot: config.worktreeRoot,
@@ -80,6 +84,7 @@ export async function startOrchard(
     const cconn = clientConnection;
     return {
       stack,
+      target,
       config,
       pool,
       client,

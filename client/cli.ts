@@ -21,30 +21,34 @@ program
   .command('dev')
   .description('boot the embedded stack (Temporal dev server + PGlite unless configured) and a worker, in the foreground')
   .action(async () => {
-    const { startOrchard } = await import('../worker/runtime');
+    const { startOrchard, PROJECT_ROOT } = await import('../worker/runtime');
     const { writeStackFile, removeStackFile } = await import('../worker/stack');
-    const { PROJECT_ROOT } = await import('../worker/runtime');
-    const orchard = await startOrchard(log);
+    // The demo model when none is configured: `orchard dev` is the local playground.
+    const orchard = await startOrchard(log, { model: { kind: 'demo' } });
     writeStackFile(PROJECT_ROOT, orchard.stack);
     if (orchard.stack.webUiUrl) log(`Web UI: ${orchard.stack.webUiUrl}`);
     log(`Temporal ${orchard.stack.temporalAddress}, task queue ${orchard.config.taskQueue}, host ${orchard.config.hostId}. Ctrl-C stops.`);
-    await runUntilSignal(orchard.workersDone, async () => {
-      removeStackFile(PROJECT_ROOT);
-      await orchard.stop();
-    });
+    await runUntilStopped(orchard, () => removeStackFile(PROJECT_ROOT, { onlyIfOwnedBy: process.pid }));
   });
 
 program
   .command('worker')
   .description('run a worker against an existing Temporal (TEMPORAL_ADDRESS / temporal.toml) and PostgreSQL (DATABASE_URL)')
   .option('--host-only', 'poll only this host\'s worktree queue (no workflows, no model calls)')
-  .action(async (options: { hostOnly?: boolean }) => {
-    const { startOrchard } = await import('../worker/runtime');
+  .option('--scripted <scenario>', 'answer model calls from this scripted scenario file instead of ORCHARD_MODEL_URL (demos, tests)')
+  .action(async (options: { hostOnly?: boolean; scripted?: string }) => {
+    const { modelProviderFor, startOrchard } = await import('../worker/runtime');
+    if (options.scripted && process.env.ORCHARD_MODEL_URL) log(`--scripted ${options.scripted}: ORCHARD_MODEL_URL is ignored`);
+    // First, before connecting anywhere: a worker without a model refuses to start.
+    const provider = options.hostOnly
+      ? undefined
+      : await modelProviderFor(options.scripted ? { kind: 'scripted', scenario: resolve(options.scripted) } : { kind: 'configured' });
     const target = await resolveTarget();
     if (!target.databaseUrl) throw new OrchardError('invalid_input', 'set DATABASE_URL (or run `orchard dev`)');
     const { address, namespace, ...temporalOptions } = target.temporal;
     const orchard = await startOrchard(log, {
       hostOnly: options.hostOnly,
+      provider,
       stack: {
         temporalAddress: address,
         namespace,
@@ -56,7 +60,7 @@ program
       },
     });
     log(`worker for ${describeTarget(orchard.target)}: queue ${orchard.config.taskQueue}${options.hostOnly ? ' (host only)' : ''} + orchard-host-${orchard.config.hostId}`);
-    await runUntilSignal(orchard.workersDone, () => orchard.stop());
+    await runUntilStopped(orchard);
   });
 
 const session = program.command('session').description('create, send to, inspect and cancel child sessions');
@@ -213,17 +217,40 @@ async function withClient(fn: (client: OrchardClient) => Promise<void>): Promise
   }
 }
 
-async function runUntilSignal(done: Promise<void>, stop: () => Promise<void>): Promise<void> {
-  let stopping = false;
-  const onSignal = () => {
-    if (stopping) return;
-    stopping = true;
-    log('stopping…');
-    void stop().then(() => process.exit(0));
+/**
+ * Runs until the workers stop. SIGTERM or SIGINT stops polling; running activities get the grace period
+ * (ORCHARD_SHUTDOWN_GRACE_SECONDS) to finish before the SDK cancels them. Then connections and the pool are
+ * closed and the process exits: 0 after a signal, an error (mapped by main) when a worker failed.
+ */
+async function runUntilStopped(orchard: import('../worker/runtime').RunningOrchard, beforeStop?: () => void): Promise<void> {
+  let signalled = false;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (signalled) {
+      // A second Ctrl-C is an impatient human: leave now. A repeated SIGTERM keeps waiting out the grace period.
+      if (signal === 'SIGINT') {
+        log('SIGINT again: exiting without waiting for running activities');
+        process.exit(130);
+      }
+      return;
+    }
+    signalled = true;
+    log(
+      `${signal}: no new work is taken; running activities have ${orchard.config.shutdownGraceSeconds}s to finish, ` +
+        'then they are cancelled',
+    );
+    orchard.shutdown();
   };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
-  await done;
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  let failure: unknown;
+  await orchard.workersDone.catch((err: unknown) => {
+    failure = err;
+  });
+  beforeStop?.();
+  await orchard.stop();
+  if (failure !== undefined) throw failure;
+  log('stopped');
+  process.exit(0);
 }
 
 function print(json: boolean | undefined, value: unknown, text: () => string): void {

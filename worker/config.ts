@@ -16,6 +16,23 @@ export interface WorkerConfig {
   databaseUrl?: string;
   /** The project's state directory (dev server db, PGlite data, worktrees by default). */
   stateDir: string;
+  /**
+   * On SIGTERM/SIGINT the worker stops polling and running activities get this long to finish (a build, a test
+   * run); then the SDK cancels them, and a tool call cut short is reported to the model as `unknown`.
+   */
+  shutdownGraceSeconds: number;
+}
+
+/** Long enough for a typical build or test run to finish during a deploy. */
+export const DEFAULT_SHUTDOWN_GRACE_SECONDS = 600;
+
+/** A variable that cannot be used as given; the message says which and what it must be. */
+export class ConfigError extends Error {
+  readonly code = 'invalid_input';
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConfigError';
+  }
 }
 
 export const DEFAULT_TASK_QUEUE = 'orchard';
@@ -34,5 +51,16 @@ export function workerConfigFromEnv(env: NodeJS.ProcessEnv = process.env, cwd = 
     worktreeRoot: resolve(cwd, env.ORCHARD_WORKTREE_ROOT ?? join(stateDir, 'worktrees')),
     databaseUrl: env.DATABASE_URL || undefined,
     stateDir,
+    shutdownGraceSeconds: nonNegativeSeconds(env, 'ORCHARD_SHUTDOWN_GRACE_SECONDS', DEFAULT_SHUTDOWN_GRACE_SECONDS),
   };
+}
+
+function nonNegativeSeconds(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const raw = env[name]?.trim();
+  if (!raw) return fallback;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value < 0) {
+    throw new ConfigError(`${name} must be a number of seconds (0 or more), got ${JSON.stringify(raw)}`);
+  }
+  return value;
 }

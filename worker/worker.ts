@@ -4,6 +4,7 @@ import type { Pool } from 'pg';
 import { createHostActivities, createSharedActivities } from '../activities';
 import type { ModelProvider } from '../activities/model/types';
 import { hostTaskQueue } from '../workflows/messages';
+import { DEFAULT_SHUTDOWN_GRACE_SECONDS } from './config';
 import { holderLivenessFrom } from './holder-liveness';
 
 export interface OrchardWorkerOptions {
@@ -23,6 +24,11 @@ export interface OrchardWorkerOptions {
   hostOnly?: boolean;
   /** Bytes of command output a tool result keeps. */
   maxOutputBytes?: number;
+  /**
+   * After shutdown(): how long running activities may take to finish before the SDK cancels them. Default: the
+   * production default (ORCHARD_SHUTDOWN_GRACE_SECONDS' 600 s); tests pass a short one.
+   */
+  shutdownGraceMs?: number;
 }
 
 export interface OrchardWorkers {
@@ -45,6 +51,7 @@ export async function bundleWorkflows(): Promise<WorkflowBundleWithSourceMap> {
 /** Two workers in one process: the shared queue (workflows, model, store) and this host's queue (worktrees). */
 export async function createOrchardWorkers(options: OrchardWorkerOptions): Promise<OrchardWorkers> {
   const hostQueue = hostTaskQueue(options.hostId);
+  const shutdownGraceTime = options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_SECONDS * 1000;
   const hostWorker = await Worker.create({
     connection: options.connection,
     namespace: options.namespace,
@@ -59,7 +66,7 @@ export async function createOrchardWorkers(options: OrchardWorkerOptions): Promi
     }),
     maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
     defaultHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
-    shutdownGraceTime: '10 seconds',
+    shutdownGraceTime,
   });
   const workers: Worker[] = [hostWorker];
   if (!options.hostOnly) {
@@ -73,7 +80,7 @@ export async function createOrchardWorkers(options: OrchardWorkerOptions): Promi
         activities: createSharedActivities({ pool: options.pool, defaultProvider: options.defaultProvider }),
         maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
         defaultHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
-        shutdownGraceTime: '10 seconds',
+        shutdownGraceTime,
       }),
     );
   }

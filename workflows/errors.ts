@@ -34,6 +34,7 @@ export const ERROR_CODES = [
   'file_not_text',
   'git_command_failed',
   'temporal_config_invalid',
+  'model_not_configured',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];

@@ -95,6 +95,8 @@ export async function startOrchard(
       workflowBundle: env.workflowBundle,
       hostOnly: hostOptions.hostOnly,
       maxOutputBytes: options.maxOutputBytes,
+      // Teardown must not wait out the production grace period for a test's running command.
+      shutdownGraceMs: 10_000,
     });
     running.push({ workers, done: workers.run() });
     return workers;

@@ -1,6 +1,7 @@
 import { resolve } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
 import { OrchardError, OrchardClient } from './client';
+import { describeCliError, type CliErrorContext } from './cli-errors';
 import { registerGuardCommand } from './guard-command';
 import type { SessionStatusView } from '../workflows/messages';
 import { workerConfigFromEnv } from '../worker/config';
@@ -13,7 +14,12 @@ import { describeTarget, loadTemporalSettings, type TemporalTarget } from '../wo
  */
 const program = new Command('orchard')
   .description('Durable orchestration for fleets of AI coding agents, on Temporal')
-  .showHelpAfterError();
+  .showHelpAfterError()
+  // Set before any command is added, so every command inherits it: bad usage exits 2 like every other refusal.
+  .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : 2));
+
+/** What the running command talks to, for error messages that say what to check. */
+let errorContext: CliErrorContext = {};
 
 const log = (line: string) => console.log(`[orchard] ${line}`);
 
@@ -186,6 +192,12 @@ interface Target {
  * temporal.toml profile); with no address configured, the stack of a running `orchard dev` in this project.
  */
 async function resolveTarget(): Promise<Target> {
+  const target = await findTarget();
+  errorContext = { address: target.temporal.address, namespace: target.temporal.namespace, taskQueue: workerConfigFromEnv().taskQueue };
+  return target;
+}
+
+async function findTarget(): Promise<Target> {
   const config = workerConfigFromEnv();
   const settings = loadTemporalSettings();
   if (settings.address) return { temporal: { ...settings, address: settings.address }, databaseUrl: config.databaseUrl };
@@ -267,15 +279,15 @@ function positiveInt(value: string): number {
   return n;
 }
 
+/** Every failure ends as one `orchard: <code>: <what to do>` line on stderr: exit 2 when typed, 1 when internal. */
 export async function main(argv = process.argv): Promise<void> {
   try {
     await program.parseAsync(argv);
   } catch (err) {
-    if (err instanceof OrchardError) {
-      console.error(`orchard: ${err.code}: ${err.message}`);
-      process.exit(2);
-    }
-    throw err;
+    const failure = describeCliError(err, errorContext);
+    console.error(`orchard: ${failure.code}: ${failure.message}`);
+    if (process.env.ORCHARD_DEBUG) console.error(err);
+    process.exit(failure.exitCode);
   }
 }
 

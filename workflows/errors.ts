@@ -35,6 +35,14 @@ export const ERROR_CODES = [
   'git_command_failed',
   'temporal_config_invalid',
   'model_not_configured',
+  'dev_config_invalid',
+  'temporal_unavailable',
+  'temporal_timeout',
+  'temporal_auth_failed',
+  'temporal_error',
+  'namespace_not_found',
+  'worker_unavailable',
+  'database_unavailable',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];

@@ -13,6 +13,7 @@ import { workerConfigFromEnv, type WorkerConfig } from './config';
 import { createLogger, installSdkLogger } from './logging';
 import { bootStack, stackTarget, type Stack } from './stack';
 import { clientConnectionOptions, nativeConnectionOptions, type TemporalTarget } from './temporal-connection';
+import { assertSearchAttributes } from './search-attributes';
 import { createOrchardWorkers } from './worker';
 
 export const PROJECT_ROOT = resolve(__dirname, '..');
@@ -95,10 +96,12 @@ export async function startOrchard(log: (line: string) => void, options: StartOr
   let connection: NativeConnection | undefined;
   let clientConnection: Connection | undefined;
   try {
-    const report = await migrate(pool);
-    log(`migrations: ${report.applied.length} applied, ${report.alreadyApplied.length} already applied`);
     connection = await NativeConnection.connect(nativeConnectionOptions(target));
     clientConnection = await Connection.connect(clientConnectionOptions(target));
+    // Refuse now, with the commands that fix it, rather than fail every session start in this namespace later.
+    await assertSearchAttributes(clientConnection, target.namespace);
+    const report = await migrate(pool);
+    log(`migrations: ${report.applied.length} applied, ${report.alreadyApplied.length} already applied`);
     const temporal = new Client({ connection: clientConnection, namespace: target.namespace });
     log(
       options.hostOnly

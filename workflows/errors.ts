@@ -43,6 +43,7 @@ export const ERROR_CODES = [
   'namespace_not_found',
   'worker_unavailable',
   'database_unavailable',
+  'search_attributes_missing',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];

@@ -1,5 +1,9 @@
-import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
 import { join, resolve } from 'node:path';
+
+/** The checkout bin/orchard runs from: relative state paths resolve against it, whatever the caller's cwd. */
+export const PROJECT_ROOT = resolve(__dirname, '..');
 
 /**
  * What a worker process reads from its environment (the README's table), Temporal's connection settings aside:
@@ -8,7 +12,10 @@ import { join, resolve } from 'node:path';
 export interface WorkerConfig {
   /** Shared queue: workflows, model calls and store activities. */
   taskQueue: string;
-  /** This host's id; its worktree activities run on `orchard-host-<hostId>`. */
+  /**
+   * This host's id; its worktree activities run on `orchard-host-<hostId>`. ORCHARD_HOST_ID, else generated once
+   * and kept in `<stateDir>/host-id`: stable across restarts, and not the (pod) hostname, which changes.
+   */
   hostId: string;
   /** Where this host creates worktrees. */
   worktreeRoot: string;
@@ -43,11 +50,11 @@ export function sanitizeHostId(raw: string): string {
   return cleaned.slice(0, 63) || 'host';
 }
 
-export function workerConfigFromEnv(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): WorkerConfig {
+export function workerConfigFromEnv(env: NodeJS.ProcessEnv = process.env, cwd = PROJECT_ROOT): WorkerConfig {
   const stateDir = resolve(cwd, env.ORCHARD_STATE_DIR ?? '.orchard');
   return {
     taskQueue: env.ORCHARD_TASK_QUEUE || DEFAULT_TASK_QUEUE,
-    hostId: sanitizeHostId(env.ORCHARD_HOST_ID || hostname()),
+    hostId: env.ORCHARD_HOST_ID ? sanitizeHostId(env.ORCHARD_HOST_ID) : persistedHostId(stateDir),
     worktreeRoot: resolve(cwd, env.ORCHARD_WORKTREE_ROOT ?? join(stateDir, 'worktrees')),
     databaseUrl: env.DATABASE_URL || undefined,
     stateDir,
@@ -63,4 +70,43 @@ function nonNegativeSeconds(env: NodeJS.ProcessEnv, name: string, fallback: numb
     throw new ConfigError(`${name} must be a number of seconds (0 or more), got ${JSON.stringify(raw)}`);
   }
   return value;
+}
+
+export const HOST_ID_FILE = 'host-id';
+
+/**
+ * The host id kept in `<stateDir>/host-id`, generated on first use. Created with link(2), which fails when the
+ * file exists: of two workers starting at once on a fresh state dir, both end with the one id that was written.
+ */
+export function persistedHostId(stateDir: string): string {
+  const file = join(stateDir, HOST_ID_FILE);
+  const existing = readHostIdFile(file);
+  if (existing) return existing;
+  fs.mkdirSync(stateDir, { recursive: true });
+  const tmp = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+  fs.writeFileSync(tmp, `host-${randomBytes(6).toString('hex')}\n`);
+  try {
+    fs.linkSync(tmp, file);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  } finally {
+    fs.rmSync(tmp, { force: true });
+  }
+  const written = readHostIdFile(file);
+  if (!written) throw new ConfigError(`${file} does not hold a host id: remove it, or set ORCHARD_HOST_ID`);
+  return written;
+}
+
+function readHostIdFile(file: string): string | undefined {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
+  }
+  const id = text.trim();
+  if (!id) return undefined;
+  if (sanitizeHostId(id) !== id) throw new ConfigError(`${file} holds ${JSON.stringify(id.slice(0, 80))}, which is no host id: fix or remove it`);
+  return id;
 }

@@ -9,14 +9,15 @@ import type { ModelProvider } from '../activities/model/types';
 import { createPool } from '../activities/store/db';
 import { migrate } from '../activities/store/migrate';
 import { OrchardClient, OrchardError } from '../client/client';
-import { workerConfigFromEnv, type WorkerConfig } from './config';
+import { PROJECT_ROOT, workerConfigFromEnv, type WorkerConfig } from './config';
 import { createLogger, installSdkLogger } from './logging';
 import { bootStack, stackTarget, type Stack } from './stack';
 import { clientConnectionOptions, nativeConnectionOptions, type TemporalTarget } from './temporal-connection';
 import { assertSearchAttributes } from './search-attributes';
-import { createOrchardWorkers } from './worker';
+import { registerHost, type HostRegistration } from './host-identity';
+import { createOrchardWorkers, type OrchardWorkers } from './worker';
 
-export const PROJECT_ROOT = resolve(__dirname, '..');
+export { PROJECT_ROOT } from './config';
 
 /**
  * Which model the worker's `{ provider: 'default' }` sessions get.
@@ -95,6 +96,9 @@ export async function startOrchard(log: (line: string) => void, options: StartOr
   const pool = createPool(stack.databaseUrl, { embedded: stack.embedded.postgres });
   let connection: NativeConnection | undefined;
   let clientConnection: Connection | undefined;
+  let registration: HostRegistration | undefined;
+  let workers: OrchardWorkers | undefined;
+  let lost: OrchardError | undefined;
   try {
     connection = await NativeConnection.connect(nativeConnectionOptions(target));
     clientConnection = await Connection.connect(clientConnectionOptions(target));
@@ -102,13 +106,19 @@ export async function startOrchard(log: (line: string) => void, options: StartOr
     await assertSearchAttributes(clientConnection, target.namespace);
     const report = await migrate(pool);
     log(`migrations: ${report.applied.length} applied, ${report.alreadyApplied.length} already applied`);
+    // One live worker per host id; a second one is refused here, before it polls anything.
+    registration = await registerHost(pool, config.hostId, log, (message) => {
+      lost = new OrchardError('host_id_in_use', `${message}: stopping`);
+      log(lost.message);
+      workers?.shutdown();
+    });
     const temporal = new Client({ connection: clientConnection, namespace: target.namespace });
     log(
       options.hostOnly
         ? `worker: polling orchard-host-${config.hostId} only`
         : `worker: bundling workflows and polling ${config.taskQueue} + orchard-host-${config.hostId}`,
     );
-    const workers = await createOrchardWorkers({
+    workers = await createOrchardWorkers({
       connection,
       namespace: target.namespace,
       taskQueue: config.taskQueue,
@@ -120,7 +130,11 @@ export async function startOrchard(log: (line: string) => void, options: StartOr
       client: temporal,
       shutdownGraceMs: config.shutdownGraceSeconds * 1000,
     });
-    const workersDone = workers.run();
+    const running = workers;
+    const held = registration;
+    const workersDone = running.run().then(() => {
+      if (lost) throw lost;
+    });
     // Nobody may be awaiting it yet; a fatal worker error surfaces through whoever awaits workersDone.
     workersDone.catch(() => undefined);
     const client = new OrchardClient(temporal, { taskQueue: config.taskQueue, defaultHost: config.hostId });
@@ -135,11 +149,13 @@ export async function startOrchard(log: (line: string) => void, options: StartOr
       client,
       provider,
       workersDone,
-      shutdown: () => workers.shutdown(),
+      shutdown: () => running.shutdown(),
       stop: () =>
         (stopping ??= (async () => {
-          workers.shutdown();
+          running.shutdown();
           await workersDone.catch(() => undefined);
+          // Only now: the host's activities have finished or been cancelled.
+          await held.release();
           await cconn.close().catch(() => undefined);
           await conn.close().catch(() => undefined);
           await pool.end().catch(() => undefined);
@@ -147,6 +163,7 @@ export async function startOrchard(log: (line: string) => void, options: StartOr
         })()),
     };
   } catch (err) {
+    await registration?.release();
     await clientConnection?.close().catch(() => undefined);
     await connection?.close().catch(() => undefined);
     await pool.end().catch(() => undefined);

@@ -44,6 +44,7 @@ export const ERROR_CODES = [
   'worker_unavailable',
   'database_unavailable',
   'search_attributes_missing',
+  'host_id_in_use',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];

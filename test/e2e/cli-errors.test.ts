@@ -7,7 +7,7 @@ import { testStackEnv, uniqueId } from '../helpers/orchard';
 /** Runs the real CLI to its end: exit code and stderr lines. */
 async function orchard(t: import('ava').ExecutionContext, args: string[], env: NodeJS.ProcessEnv) {
   const run = spawnOrchard(t, args, env);
-  const { code } = await run.exited;
+  const { code } = await run.exit();
   return { code, lines: run.stderr().trim().split('\n'), stderr: run.stderr() };
 }
 

@@ -15,7 +15,7 @@ test('two workers with one host id: the second is refused naming the holder; aft
   t.regex(first.stdout(), new RegExp(`orchard-host-${hostId}`));
 
   const second = spawnOrchard(t, ['worker', '--host-only'], env);
-  t.is((await second.exited).code, 2, second.stdout());
+  t.is((await second.exit()).code, 2, second.stdout());
   const lines = second.stderr().trim().split('\n');
   t.is(lines.length, 1, second.stderr());
   t.regex(lines[0], new RegExp(`^orchard: host_id_in_use: host id ${hostId} is held by a running worker: instance [0-9a-f-]+, pid ${first.pid} on `));
@@ -23,7 +23,7 @@ test('two workers with one host id: the second is refused naming the holder; aft
 
   // kill -9 and a supervisor restart on the same machine: the dead holder's pid is gone, so no waiting.
   first.child.kill('SIGKILL');
-  await first.exited;
+  await first.exit();
   const restarted = spawnOrchard(t, ['worker', '--host-only'], env);
   await restarted.waitFor(/worker for /);
   t.regex(restarted.stdout(), new RegExp(`host id ${hostId}: took over from instance .* pid ${first.pid} is gone \\(same boot\\)`));
@@ -32,7 +32,7 @@ test('two workers with one host id: the second is refused naming the holder; aft
 
   // A graceful stop releases the id.
   restarted.child.kill('SIGTERM');
-  t.is((await restarted.exited).code, 0, restarted.stderr());
+  t.is((await restarted.exit()).code, 0, restarted.stderr());
   const released = await pool.query(`SELECT state FROM worker_hosts WHERE host_id = $1`, [hostId]);
   t.deepEqual(released.rows, [{ state: 'released' }]);
 });

@@ -16,7 +16,7 @@ test('a worker in a namespace without Orchard search attributes refuses to start
   const namespace = await createBareNamespace(connection, 'no-sa');
 
   const worker = spawnOrchard(t, ['worker', '--scripted', DEMO], orchardEnv({ TEMPORAL_NAMESPACE: namespace }));
-  t.is((await worker.exited).code, 2, worker.stderr());
+  t.is((await worker.exit()).code, 2, worker.stderr());
   const lines = worker.stderr().trim().split('\n');
   t.regex(lines[0], new RegExp(`^orchard: search_attributes_missing: namespace ${namespace} lacks the search attributes Orchard writes`));
   t.deepEqual(

@@ -27,7 +27,7 @@ test('orchard worker is one process: a SIGKILL of the pid the supervisor started
   t.deepEqual(processesWithCommandLine(scenario), [worker.pid]);
 
   worker.child.kill('SIGKILL');
-  t.is((await worker.exited).signal, 'SIGKILL');
+  t.is((await worker.exit()).signal, 'SIGKILL');
   await new Promise((r) => setTimeout(r, 500));
   t.deepEqual(processesWithCommandLine(scenario), [], 'no orchard worker process survives the SIGKILL');
 });
@@ -54,7 +54,7 @@ test('SIGTERM: the worker stops polling, lets a running command finish within th
   const { worker, sessionId, runsLog } = await sessionOnWorkerProcess(t, 60, 'echo started >> runs.log; sleep 3; echo finished >> runs.log');
   const signalled = Date.now();
   worker.child.kill('SIGTERM');
-  const exit = await worker.exited;
+  const exit = await worker.exit();
   t.is(exit.code, 0, worker.stderr());
   // It waited for the command (which had most of its 3 s left) instead of cutting it short.
   t.true(Date.now() - signalled >= 1500, `exited ${Date.now() - signalled} ms after SIGTERM`);
@@ -74,7 +74,7 @@ test('SIGTERM: a command longer than the grace period is cancelled when it expir
   const { worker, runsLog } = await sessionOnWorkerProcess(t, 2, `echo started >> runs.log; sleep ${seconds}; echo finished >> runs.log`);
   const signalled = Date.now();
   worker.child.kill('SIGTERM');
-  const exit = await worker.exited;
+  const exit = await worker.exit();
   const elapsed = Date.now() - signalled;
   t.is(exit.code, 0, worker.stderr());
   t.true(elapsed >= 1900, `waited out the 2 s grace period (exited after ${elapsed} ms)`);
@@ -85,13 +85,13 @@ test('SIGTERM: a command longer than the grace period is cancelled when it expir
 
 test('orchard worker without a model configuration refuses to start and says how to configure one', async (t) => {
   const worker = spawnOrchard(t, ['worker'], orchardEnv());
-  const exit = await worker.exited;
+  const exit = await worker.exit();
   t.is(exit.code, 2);
   const lines = worker.stderr().trim().split('\n');
   t.is(lines.length, 1, worker.stderr());
   t.regex(lines[0], /^orchard: model_not_configured: .*ORCHARD_MODEL_URL.*ORCHARD_MODEL.*--scripted <scenario\.json>/);
 
   const half = spawnOrchard(t, ['worker'], orchardEnv({ ORCHARD_MODEL_URL: 'http://127.0.0.1:9/v1' }));
-  t.is((await half.exited).code, 2);
+  t.is((await half.exit()).code, 2);
   t.regex(half.stderr().trim(), /^orchard: invalid_input: ORCHARD_MODEL must name the model/);
 });

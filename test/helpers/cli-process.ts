@@ -18,6 +18,8 @@ export interface OrchardProcess {
   waitFor(pattern: RegExp, timeoutMs?: number): Promise<void>;
   /** Resolves when the process has exited. */
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** Like `exited`, but a process still running after `timeoutMs` is killed and the wait fails (no hung test). */
+  exit(timeoutMs?: number): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
 /**
@@ -61,6 +63,20 @@ export function spawnOrchard(t: Teardown, args: string[], env: NodeJS.ProcessEnv
     stdout: () => out,
     stderr: () => err,
     exited,
+    exit: async (timeoutMs = 60_000) => {
+      let timer: NodeJS.Timeout | undefined;
+      const timedOut = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => {
+          child.kill('SIGKILL');
+          reject(new Error(`orchard ${args.join(' ')} still ran after ${timeoutMs} ms;\nstdout:\n${out}\nstderr:\n${err}`));
+        }, timeoutMs);
+      });
+      try {
+        return await Promise.race([exited, timedOut]);
+      } finally {
+        clearTimeout(timer);
+      }
+    },
     waitFor: (pattern, timeoutMs = 90_000) =>
       new Promise<void>((resolve, reject) => {
         if (pattern.test(out)) return resolve();

@@ -1,17 +1,25 @@
 import { resolve } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
 import { OrchardError, OrchardClient } from './client';
+import { describeCliError, type CliErrorContext } from './cli-errors';
 import { registerGuardCommand } from './guard-command';
 import type { SessionStatusView } from '../workflows/messages';
 import { workerConfigFromEnv } from '../worker/config';
+import { describeTarget, loadTemporalSettings, type TemporalTarget } from '../worker/temporal-connection';
 
 /**
  * `orchard` — run the stack and workers, and drive sessions from a shell. Client commands find Temporal
- * through TEMPORAL_ADDRESS, else through the `.orchard/stack.json` a running `orchard dev` wrote.
+ * the way the Temporal CLI does (TEMPORAL_ADDRESS, temporal.toml), else through the `.orchard/stack.json` a
+ * running `orchard dev` wrote.
  */
 const program = new Command('orchard')
   .description('Durable orchestration for fleets of AI coding agents, on Temporal')
-  .showHelpAfterError();
+  .showHelpAfterError()
+  // Set before any command is added, so every command inherits it: bad usage exits 2 like every other refusal.
+  .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : 2));
+
+/** What the running command talks to, for error messages that say what to check. */
+let errorContext: CliErrorContext = {};
 
 const log = (line: string) => console.log(`[orchard] ${line}`);
 
@@ -19,40 +27,46 @@ program
   .command('dev')
   .description('boot the embedded stack (Temporal dev server + PGlite unless configured) and a worker, in the foreground')
   .action(async () => {
-    const { startOrchard } = await import('../worker/runtime');
+    const { startOrchard, PROJECT_ROOT } = await import('../worker/runtime');
     const { writeStackFile, removeStackFile } = await import('../worker/stack');
-    const { PROJECT_ROOT } = await import('../worker/runtime');
-    const orchard = await startOrchard(log);
+    // The demo model when none is configured: `orchard dev` is the local playground.
+    const orchard = await startOrchard(log, { model: { kind: 'demo' } });
     writeStackFile(PROJECT_ROOT, orchard.stack);
     if (orchard.stack.webUiUrl) log(`Web UI: ${orchard.stack.webUiUrl}`);
     log(`Temporal ${orchard.stack.temporalAddress}, task queue ${orchard.config.taskQueue}, host ${orchard.config.hostId}. Ctrl-C stops.`);
-    await runUntilSignal(orchard.workersDone, async () => {
-      removeStackFile(PROJECT_ROOT);
-      await orchard.stop();
-    });
+    await runUntilStopped(orchard, () => removeStackFile(PROJECT_ROOT, { onlyIfOwnedBy: process.pid }));
   });
 
 program
   .command('worker')
-  .description('run a worker against an existing Temporal (TEMPORAL_ADDRESS) and PostgreSQL (DATABASE_URL)')
+  .description('run a worker against an existing Temporal (TEMPORAL_ADDRESS / temporal.toml) and PostgreSQL (DATABASE_URL)')
   .option('--host-only', 'poll only this host\'s worktree queue (no workflows, no model calls)')
-  .action(async (options: { hostOnly?: boolean }) => {
-    const { startOrchard } = await import('../worker/runtime');
+  .option('--scripted <scenario>', 'answer model calls from this scripted scenario file instead of ORCHARD_MODEL_URL (demos, tests)')
+  .action(async (options: { hostOnly?: boolean; scripted?: string }) => {
+    const { modelProviderFor, startOrchard } = await import('../worker/runtime');
+    if (options.scripted && process.env.ORCHARD_MODEL_URL) log(`--scripted ${options.scripted}: ORCHARD_MODEL_URL is ignored`);
+    // First, before connecting anywhere: a worker without a model refuses to start.
+    const provider = options.hostOnly
+      ? undefined
+      : await modelProviderFor(options.scripted ? { kind: 'scripted', scenario: resolve(options.scripted) } : { kind: 'configured' });
     const target = await resolveTarget();
     if (!target.databaseUrl) throw new OrchardError('invalid_input', 'set DATABASE_URL (or run `orchard dev`)');
+    const { address, namespace, ...temporalOptions } = target.temporal;
     const orchard = await startOrchard(log, {
       hostOnly: options.hostOnly,
+      provider,
       stack: {
-        temporalAddress: target.address,
-        namespace: target.namespace,
+        temporalAddress: address,
+        namespace,
+        temporalOptions,
         databaseUrl: target.databaseUrl,
         webUiUrl: target.webUiUrl,
         embedded: { temporal: false, postgres: target.databaseEmbedded === true },
         stop: async () => undefined,
       },
     });
-    log(`worker for ${target.address} (${target.namespace}): queue ${orchard.config.taskQueue}${options.hostOnly ? ' (host only)' : ''} + orchard-host-${orchard.config.hostId}`);
-    await runUntilSignal(orchard.workersDone, () => orchard.stop());
+    log(`worker for ${describeTarget(orchard.target)}: queue ${orchard.config.taskQueue}${options.hostOnly ? ' (host only)' : ''} + orchard-host-${orchard.config.hostId}`);
+    await runUntilStopped(orchard);
   });
 
 const session = program.command('session').description('create, send to, inspect and cancel child sessions');
@@ -173,36 +187,48 @@ function formatStatus(view: SessionStatusView): string {
 }
 
 interface Target {
-  address: string;
-  namespace: string;
+  temporal: TemporalTarget;
   databaseUrl?: string;
   /** The database is the embedded PGlite of a running `orchard dev`. */
   databaseEmbedded?: boolean;
   webUiUrl?: string;
 }
 
+/**
+ * Temporal as the Temporal CLI finds it (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TLS and API key variables, the
+ * temporal.toml profile); with no address configured, the stack of a running `orchard dev` in this project.
+ */
 async function resolveTarget(): Promise<Target> {
+  const target = await findTarget();
+  errorContext = { address: target.temporal.address, namespace: target.temporal.namespace, taskQueue: workerConfigFromEnv().taskQueue };
+  return target;
+}
+
+async function findTarget(): Promise<Target> {
   const config = workerConfigFromEnv();
-  if (config.temporalAddress) return { address: config.temporalAddress, namespace: config.namespace, databaseUrl: config.databaseUrl };
-  const { readStackFile, } = await import('../worker/stack');
+  const settings = loadTemporalSettings();
+  if (settings.address) return { temporal: { ...settings, address: settings.address }, databaseUrl: config.databaseUrl };
+  const { readStackFile } = await import('../worker/stack');
   const { PROJECT_ROOT } = await import('../worker/runtime');
   const stack = readStackFile(PROJECT_ROOT);
   if (stack) {
     return {
-      address: stack.temporalAddress,
-      namespace: stack.namespace,
+      temporal: { address: stack.temporalAddress, namespace: stack.namespace },
       databaseUrl: config.databaseUrl ?? stack.databaseUrl,
       databaseEmbedded: !config.databaseUrl && stack.databaseEmbedded === true,
       webUiUrl: stack.webUiUrl,
     };
   }
-  throw new OrchardError('invalid_input', 'no Temporal to talk to: set TEMPORAL_ADDRESS, or start `orchard dev` in this project');
+  throw new OrchardError(
+    'invalid_input',
+    'no Temporal to talk to: set TEMPORAL_ADDRESS (or a temporal.toml profile), or start `orchard dev` in this project',
+  );
 }
 
 async function withClient(fn: (client: OrchardClient) => Promise<void>): Promise<void> {
   const target = await resolveTarget();
   const config = workerConfigFromEnv();
-  const client = await OrchardClient.connect({ address: target.address, namespace: target.namespace, taskQueue: config.taskQueue, defaultHost: config.hostId });
+  const client = await OrchardClient.connect({ ...target.temporal, taskQueue: config.taskQueue, defaultHost: config.hostId });
   try {
     await fn(client);
   } finally {
@@ -210,17 +236,40 @@ async function withClient(fn: (client: OrchardClient) => Promise<void>): Promise
   }
 }
 
-async function runUntilSignal(done: Promise<void>, stop: () => Promise<void>): Promise<void> {
-  let stopping = false;
-  const onSignal = () => {
-    if (stopping) return;
-    stopping = true;
-    log('stopping…');
-    void stop().then(() => process.exit(0));
+/**
+ * Runs until the workers stop. SIGTERM or SIGINT stops polling; running activities get the grace period
+ * (ORCHARD_SHUTDOWN_GRACE_SECONDS) to finish before the SDK cancels them. Then connections and the pool are
+ * closed and the process exits: 0 after a signal, an error (mapped by main) when a worker failed.
+ */
+async function runUntilStopped(orchard: import('../worker/runtime').RunningOrchard, beforeStop?: () => void): Promise<void> {
+  let signalled = false;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (signalled) {
+      // A second Ctrl-C is an impatient human: leave now. A repeated SIGTERM keeps waiting out the grace period.
+      if (signal === 'SIGINT') {
+        log('SIGINT again: exiting without waiting for running activities');
+        process.exit(130);
+      }
+      return;
+    }
+    signalled = true;
+    log(
+      `${signal}: no new work is taken; running activities have ${orchard.config.shutdownGraceSeconds}s to finish, ` +
+        'then they are cancelled',
+    );
+    orchard.shutdown();
   };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
-  await done;
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  let failure: unknown;
+  await orchard.workersDone.catch((err: unknown) => {
+    failure = err;
+  });
+  beforeStop?.();
+  await orchard.stop();
+  if (failure !== undefined) throw failure;
+  log('stopped');
+  process.exit(0);
 }
 
 function print(json: boolean | undefined, value: unknown, text: () => string): void {
@@ -237,15 +286,15 @@ function positiveInt(value: string): number {
   return n;
 }
 
+/** Every failure ends as one `orchard: <code>: <what to do>` line on stderr: exit 2 when typed, 1 when internal. */
 export async function main(argv = process.argv): Promise<void> {
   try {
     await program.parseAsync(argv);
   } catch (err) {
-    if (err instanceof OrchardError) {
-      console.error(`orchard: ${err.code}: ${err.message}`);
-      process.exit(2);
-    }
-    throw err;
+    const failure = describeCliError(err, errorContext);
+    console.error(`orchard: ${failure.code}: ${failure.message}`);
+    if (process.env.ORCHARD_DEBUG) console.error(err);
+    process.exit(failure.exitCode);
   }
 }
 

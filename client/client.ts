@@ -31,6 +31,13 @@ import {
 } from '../workflows/messages';
 import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_PARENT, ORCHARD_STATUS } from '../workflows/search-attributes';
 import type { SessionWorkflowInput } from '../workflows/session/state';
+import {
+  DEFAULT_NAMESPACE,
+  TemporalConfigError,
+  clientConnectionOptions,
+  loadTemporalSettings,
+  type TemporalSettings,
+} from '../worker/temporal-connection';
 
 /** A refusal with a typed code (see workflows/errors.ts) and a message that says what to do instead. */
 export class OrchardError extends Error {
@@ -89,9 +96,21 @@ export class OrchardClient {
     this.defaultHost = options.defaultHost ?? process.env.ORCHARD_HOST_ID ?? hostname();
   }
 
-  static async connect(options: OrchardClientOptions & { address: string; namespace?: string }): Promise<OrchardClient> {
-    const connection = await Connection.connect({ address: options.address });
-    return new OrchardClient(new Client({ connection, namespace: options.namespace ?? 'default' }), options);
+  /**
+   * Connects with the given address (and namespace, TLS, API key), or, without an address, with the settings the
+   * Temporal CLI would use (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS_*, temporal.toml).
+   */
+  static async connect(options: OrchardClientOptions & Partial<TemporalSettings>): Promise<OrchardClient> {
+    let settings: TemporalSettings;
+    try {
+      settings = options.address ? { ...options, namespace: options.namespace ?? DEFAULT_NAMESPACE } : loadTemporalSettings();
+    } catch (err) {
+      if (err instanceof TemporalConfigError) throw new OrchardError(err.code, err.message);
+      throw err;
+    }
+    // No address anywhere: the SDK's default, localhost:7233, where the embedded dev server listens.
+    const connection = await Connection.connect(settings.address ? clientConnectionOptions({ ...settings, address: settings.address }) : {});
+    return new OrchardClient(new Client({ connection, namespace: settings.namespace }), options);
   }
 
   async close(): Promise<void> {

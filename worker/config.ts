@@ -1,15 +1,22 @@
-import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
 import { join, resolve } from 'node:path';
 import { DEFAULT_MAX_COMMANDS } from '../activities/bash/command-slots';
 
-/** Everything a worker process reads from its environment, in one place (the README's table). */
+/** The checkout bin/orchard runs from: relative state paths resolve against it, whatever the caller's cwd. */
+export const PROJECT_ROOT = resolve(__dirname, '..');
+
+/**
+ * What a worker process reads from its environment (the README's table), Temporal's connection settings aside:
+ * those come from worker/temporal-connection.ts.
+ */
 export interface WorkerConfig {
-  /** Temporal frontend; undefined means "boot the embedded dev server". */
-  temporalAddress?: string;
-  namespace: string;
   /** Shared queue: workflows, model calls and store activities. */
   taskQueue: string;
-  /** This host's id; its worktree activities run on `orchard-host-<hostId>`. */
+  /**
+   * This host's id; its worktree activities run on `orchard-host-<hostId>`. ORCHARD_HOST_ID, else generated once
+   * and kept in `<stateDir>/host-id`: stable across restarts, and not the (pod) hostname, which changes.
+   */
   hostId: string;
   /** Where this host creates worktrees. */
   worktreeRoot: string;
@@ -19,6 +26,23 @@ export interface WorkerConfig {
   stateDir: string;
   /** At most this many commands (bash tool calls) run at once on this host. */
   maxConcurrentCommands: number;
+  /**
+   * On SIGTERM/SIGINT the worker stops polling and running activities get this long to finish (a build, a test
+   * run); then the SDK cancels them, and a tool call cut short is reported to the model as `unknown`.
+   */
+  shutdownGraceSeconds: number;
+}
+
+/** Long enough for a typical build or test run to finish during a deploy. */
+export const DEFAULT_SHUTDOWN_GRACE_SECONDS = 600;
+
+/** A variable that cannot be used as given; the message says which and what it must be. */
+export class ConfigError extends Error {
+  readonly code = 'invalid_input';
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConfigError';
+  }
 }
 
 export const DEFAULT_TASK_QUEUE = 'orchard';
@@ -37,16 +61,64 @@ export function sanitizeHostId(raw: string): string {
   return cleaned.slice(0, 63) || 'host';
 }
 
-export function workerConfigFromEnv(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): WorkerConfig {
+export function workerConfigFromEnv(env: NodeJS.ProcessEnv = process.env, cwd = PROJECT_ROOT): WorkerConfig {
   const stateDir = resolve(cwd, env.ORCHARD_STATE_DIR ?? '.orchard');
   return {
-    temporalAddress: env.TEMPORAL_ADDRESS || undefined,
-    namespace: env.TEMPORAL_NAMESPACE || 'default',
     taskQueue: env.ORCHARD_TASK_QUEUE || DEFAULT_TASK_QUEUE,
-    hostId: sanitizeHostId(env.ORCHARD_HOST_ID || hostname()),
+    hostId: env.ORCHARD_HOST_ID ? sanitizeHostId(env.ORCHARD_HOST_ID) : persistedHostId(stateDir),
     worktreeRoot: resolve(cwd, env.ORCHARD_WORKTREE_ROOT ?? join(stateDir, 'worktrees')),
     databaseUrl: env.DATABASE_URL || undefined,
     stateDir,
     maxConcurrentCommands: maxCommandsFromEnv(env.ORCHARD_MAX_COMMANDS),
+    shutdownGraceSeconds: nonNegativeSeconds(env, 'ORCHARD_SHUTDOWN_GRACE_SECONDS', DEFAULT_SHUTDOWN_GRACE_SECONDS),
   };
+}
+
+function nonNegativeSeconds(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const raw = env[name]?.trim();
+  if (!raw) return fallback;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value < 0) {
+    throw new ConfigError(`${name} must be a number of seconds (0 or more), got ${JSON.stringify(raw)}`);
+  }
+  return value;
+}
+
+export const HOST_ID_FILE = 'host-id';
+
+/**
+ * The host id kept in `<stateDir>/host-id`, generated on first use. Created with link(2), which fails when the
+ * file exists: of two workers starting at once on a fresh state dir, both end with the one id that was written.
+ */
+export function persistedHostId(stateDir: string): string {
+  const file = join(stateDir, HOST_ID_FILE);
+  const existing = readHostIdFile(file);
+  if (existing) return existing;
+  fs.mkdirSync(stateDir, { recursive: true });
+  const tmp = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+  fs.writeFileSync(tmp, `host-${randomBytes(6).toString('hex')}\n`);
+  try {
+    fs.linkSync(tmp, file);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  } finally {
+    fs.rmSync(tmp, { force: true });
+  }
+  const written = readHostIdFile(file);
+  if (!written) throw new ConfigError(`${file} does not hold a host id: remove it, or set ORCHARD_HOST_ID`);
+  return written;
+}
+
+function readHostIdFile(file: string): string | undefined {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
+  }
+  const id = text.trim();
+  if (!id) return undefined;
+  if (sanitizeHostId(id) !== id) throw new ConfigError(`${file} holds ${JSON.stringify(id.slice(0, 80))}, which is no host id: fix or remove it`);
+  return id;
 }

@@ -6,6 +6,8 @@ import { Connection } from '@temporalio/client';
 import { encodeSearchAttributeIndexedValueType } from '@temporalio/common/lib/search-attributes';
 import { parseDocument } from 'yaml';
 import { z } from 'zod';
+import type { SearchAttributeType } from '@temporalio/common';
+import { SearchAttributesMissingError, searchAttributeProblems } from './search-attributes';
 import { resolveTemporalCli } from './temporal-cli';
 
 type Log = (line: string) => void;
@@ -216,38 +218,130 @@ async function httpAnswers(url: string, timeoutMs = 1000): Promise<boolean> {
   }
 }
 
+/** The dev server process this process spawned: the only server `orchard dev` may register search attributes on. */
+export interface SpawnedDevServer {
+  readonly pid: number;
+  readonly address: string;
+  readonly port: number;
+}
+
 /**
- * Registers every search attribute in `wanted` that the namespace lacks. The dev server registers them only when it
- * creates the namespace, so a db file from an older temporal-dev.yaml (or a reused server) may miss some.
+ * Registers every search attribute in `wanted` that the namespace lacks, on the dev server this process spawned
+ * and nowhere else: it first checks that the process listening on the port is that child (a port taken by another
+ * server meanwhile, or a cluster reached through a tunnel, is never written to). The dev server registers them
+ * only when it creates the namespace, so a db file from an older temporal-dev.yaml may miss some.
  */
-export async function ensureSearchAttributes(
-  address: string,
+export async function registerSearchAttributesOnSpawned(
+  server: SpawnedDevServer,
   namespace: string,
   wanted: Record<string, SearchAttributeTypeName>,
   log: Log,
 ): Promise<void> {
   if (Object.keys(wanted).length === 0) return;
-  const connection = await Connection.connect({ address });
+  const owner = processListensOn(server.pid, server.port);
+  if (owner === false || (owner === undefined && !isAlive(server.pid))) {
+    throw new Error(
+      `refusing to register search attributes on ${server.address}: the server answering there is not the dev server ` +
+        `this process started (pid ${server.pid})`,
+    );
+  }
+  const connection = await Connection.connect({ address: server.address });
   try {
-    const { customAttributes } = await connection.operatorService.listSearchAttributes({ namespace });
+    const problems = await searchAttributeProblems(connection, namespace, sdkKeys(wanted));
+    if (problems.wrongType.length > 0) throw new SearchAttributesMissingError(namespace, { missing: [], wrongType: problems.wrongType });
+    if (problems.missing.length === 0) return;
+    log(`registering search attributes ${problems.missing.map((a) => a.name).join(', ')} in namespace ${namespace}`);
     const missing: Record<string, number> = {};
-    for (const [name, type] of Object.entries(wanted)) {
-      const expected = indexedValueType(type);
-      const existing = customAttributes?.[name];
-      if (existing === undefined || existing === null) missing[name] = expected;
-      else if (existing !== expected) {
-        throw new Error(`search attribute ${name} exists in namespace ${namespace} with another type than ${type}`);
-      }
-    }
-    if (Object.keys(missing).length === 0) return;
-    log(`registering search attributes ${Object.keys(missing).join(', ')} in namespace ${namespace}`);
+    for (const { name } of problems.missing) missing[name] = indexedValueType(wanted[name]);
     await connection.operatorService.addSearchAttributes({ namespace, searchAttributes: missing });
   } catch (err) {
+    if (err instanceof SearchAttributesMissingError) throw err;
     const reason = err instanceof Error ? err.message : String(err);
-    throw new Error(`search attributes of namespace ${namespace} on ${address}: ${reason}`, { cause: err });
+    throw new Error(`search attributes of namespace ${namespace} on ${server.address}: ${reason}`, { cause: err });
   } finally {
     await connection.close().catch(() => undefined);
   }
+}
+
+/**
+ * A server this process did not start is only checked: when it lacks attributes, the error gives the commands
+ * for its operator. Registering them there is not `orchard dev`'s call.
+ */
+async function checkSearchAttributesOnForeign(
+  address: string,
+  namespace: string,
+  wanted: Record<string, SearchAttributeTypeName>,
+): Promise<void> {
+  if (Object.keys(wanted).length === 0) return;
+  const connection = await Connection.connect({ address });
+  try {
+    const problems = await searchAttributeProblems(connection, namespace, sdkKeys(wanted));
+    if (problems.missing.length > 0 || problems.wrongType.length > 0) throw new SearchAttributesMissingError(namespace, problems);
+  } finally {
+    await connection.close().catch(() => undefined);
+  }
+}
+
+/**
+ * Whether process `pid` holds the listening TCP socket on `port` (Linux: the socket inodes of /proc/net/tcp{,6}
+ * against the process's descriptors); undefined where /proc cannot tell.
+ */
+export function processListensOn(pid: number, port: number): boolean | undefined {
+  const inodes = new Set<string>();
+  let readAny = false;
+  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    let text: string;
+    try {
+      text = fs.readFileSync(table, 'utf8');
+      readAny = true;
+    } catch {
+      continue;
+    }
+    for (const line of text.split('\n').slice(1)) {
+      const fields = line.trim().split(/\s+/);
+      // local_address is HEXIP:HEXPORT; state 0A is LISTEN; field 9 is the socket inode.
+      if (fields.length < 10 || fields[3] !== '0A') continue;
+      if (Number.parseInt(fields[1].split(':').pop() ?? '', 16) === port) inodes.add(fields[9]);
+    }
+  }
+  if (!readAny) return undefined;
+  let fds: string[];
+  try {
+    fds = fs.readdirSync(`/proc/${pid}/fd`);
+  } catch {
+    return false;
+  }
+  return fds.some((fd) => {
+    try {
+      const match = /^socket:\[(\d+)\]$/.exec(fs.readlinkSync(`/proc/${pid}/fd/${fd}`));
+      return match !== null && inodes.has(match[1]);
+    } catch {
+      return false;
+    }
+  });
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const SDK_TYPE: Record<SearchAttributeTypeName, SearchAttributeType> = {
+  Text: 'TEXT',
+  Keyword: 'KEYWORD',
+  Int: 'INT',
+  Double: 'DOUBLE',
+  Bool: 'BOOL',
+  Datetime: 'DATETIME',
+  KeywordList: 'KEYWORD_LIST',
+};
+
+function sdkKeys(wanted: Record<string, SearchAttributeTypeName>): { name: string; type: SearchAttributeType }[] {
+  return Object.entries(wanted).map(([name, type]) => ({ name, type: SDK_TYPE[type] }));
 }
 
 function indexedValueType(type: SearchAttributeTypeName): number {
@@ -275,7 +369,7 @@ export async function startDevServer(
       const uiUrl = config.ui ? `http://${formatAddress(config.ip, config.uiPort)}` : undefined;
       const webUiUrl = uiUrl && (await httpAnswers(uiUrl)) ? uiUrl : undefined;
       log(`Temporal already answers on ${address}; reusing it instead of starting a second server`);
-      await ensureSearchAttributes(address, config.namespace, config.searchAttributes, log);
+      await checkSearchAttributesOnForeign(address, config.namespace, config.searchAttributes);
       return { address, namespace: config.namespace, webUiUrl, reused: true, stop: async () => undefined };
     }
   }
@@ -351,7 +445,12 @@ export async function startDevServer(
   }
 
   try {
-    await ensureSearchAttributes(address, resolved.namespace, resolved.searchAttributes, log);
+    await registerSearchAttributesOnSpawned(
+      { pid: child.pid!, address, port: resolved.port },
+      resolved.namespace,
+      resolved.searchAttributes,
+      log,
+    );
   } catch (err) {
     await stop();
     throw err;

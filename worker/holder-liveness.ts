@@ -4,12 +4,14 @@ import { parseLeaseHolder } from '../workflows/session/ids';
 
 /**
  * Temporal is the authority on whether a holder still runs: the chain is running when the workflow id's
- * current run is running and belongs to that chain. A lookup that fails (the cluster unreachable) is `unknown`.
+ * current run is running and belongs to that chain. A lookup that fails (the cluster unreachable) is `unknown`,
+ * and so is a holder of another namespace than the client's: this worker cannot see that chain, and the same
+ * workflow id here would be another workflow.
  */
 export function holderLivenessFrom(client: Client): (holder: string) => Promise<HolderLiveness> {
   return async (holder) => {
     const parsed = parseLeaseHolder(holder);
-    if (!parsed) return 'unknown';
+    if (!parsed || parsed.namespace !== client.options.namespace) return 'unknown';
     const { workflowId, firstRunId } = parsed;
     try {
       const description = await client.workflow.getHandle(workflowId).describe();

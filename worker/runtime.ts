@@ -8,61 +8,119 @@ import { ScriptedProvider } from '../activities/model/scripted';
 import type { ModelProvider } from '../activities/model/types';
 import { createPool } from '../activities/store/db';
 import { migrate } from '../activities/store/migrate';
-import { OrchardClient } from '../client/client';
-import { workerConfigFromEnv, type WorkerConfig } from './config';
+import { OrchardClient, OrchardError } from '../client/client';
+import { PROJECT_ROOT, workerConfigFromEnv, type WorkerConfig } from './config';
 import { createLogger, installSdkLogger } from './logging';
-import { bootStack, type Stack } from './stack';
-import { createOrchardWorkers } from './worker';
+import { bootStack, stackTarget, type Stack } from './stack';
+import { clientConnectionOptions, nativeConnectionOptions, type TemporalTarget } from './temporal-connection';
+import { assertSearchAttributes } from './search-attributes';
+import { registerHost, type HostRegistration } from './host-identity';
+import { createOrchardWorkers, type OrchardWorkers } from './worker';
 
-export const PROJECT_ROOT = resolve(__dirname, '..');
+export { PROJECT_ROOT } from './config';
 
 /**
- * The worker's `{ provider: 'default' }` model: the OpenAI-compatible endpoint when ORCHARD_MODEL_URL is
- * set, otherwise the scripted provider on ORCHARD_SCENARIO (default: the demo scenario).
+ * Which model the worker's `{ provider: 'default' }` sessions get.
+ * - `demo` (`orchard dev`, `npm start`): the configured endpoint, else the scripted demo (ORCHARD_SCENARIO).
+ * - `configured` (`orchard worker`): the configured endpoint, or a refusal — a production worker never falls
+ *   back to a demo silently.
+ * - `scripted`: the scripted provider on this scenario, chosen on purpose (`--scripted`).
+ * - `none`: a host-only worker, which runs no model calls.
  */
-export async function defaultProviderFromEnv(env = process.env): Promise<ModelProvider> {
-  const openai = openAIConfigFromEnv(env);
+export type ModelChoice =
+  | { readonly kind: 'demo' }
+  | { readonly kind: 'configured' }
+  | { readonly kind: 'scripted'; readonly scenario: string }
+  | { readonly kind: 'none' };
+
+export async function modelProviderFor(choice: ModelChoice, env = process.env): Promise<ModelProvider | undefined> {
+  if (choice.kind === 'none') return undefined;
+  if (choice.kind === 'scripted') return new ScriptedProvider(await loadScenario(resolve(choice.scenario)));
+  let openai: ReturnType<typeof openAIConfigFromEnv>;
+  try {
+    openai = openAIConfigFromEnv(env);
+  } catch (err) {
+    throw new OrchardError('invalid_input', err instanceof Error ? err.message : String(err));
+  }
   if (openai) return new OpenAICompatibleProvider(openai);
+  if (choice.kind === 'configured') {
+    throw new OrchardError(
+      'model_not_configured',
+      'this worker has no model: set ORCHARD_MODEL_URL (an OpenAI-compatible API root) and ORCHARD_MODEL ' +
+        '(plus ORCHARD_MODEL_API_KEY if the endpoint needs one), or pass --scripted <scenario.json> to run the ' +
+        'scripted provider on purpose',
+    );
+  }
   const scenario = resolve(env.ORCHARD_SCENARIO ?? resolve(PROJECT_ROOT, 'scenarios/demo.json'));
   return new ScriptedProvider(await loadScenario(scenario));
 }
 
 export interface RunningOrchard {
   stack: Stack;
+  /** The Temporal the workers poll (address, namespace, TLS, API key). */
+  target: TemporalTarget;
   config: WorkerConfig;
   pool: Pool;
   client: OrchardClient;
-  provider: ModelProvider;
-  /** Resolves when the workers stop (after stop(), or on a fatal worker error). */
+  provider?: ModelProvider;
+  /** Resolves when the workers have stopped (after shutdown(), a signal, or a fatal worker error, which rejects). */
   workersDone: Promise<void>;
+  /** Stops polling; running activities get `config.shutdownGraceSeconds` to finish, then the SDK cancels them. */
+  shutdown(): void;
+  /** shutdown(), waits for the workers, then closes connections and the pool and stops what the stack started. */
   stop(): Promise<void>;
+}
+
+export interface StartOrchardOptions {
+  hostOnly?: boolean;
+  /** A stack the caller resolved; otherwise bootStack (configured parts, embedded for the rest). */
+  stack?: Stack;
+  /** Default: `demo` (the scripted demo when no model is configured); `orchard worker` passes `configured`. */
+  model?: ModelChoice;
+  /** A provider the caller already resolved with modelProviderFor (it checks before connecting anywhere). */
+  provider?: ModelProvider;
 }
 
 /**
  * Boots the stack (or connects to the configured one), applies migrations, and runs a worker pair:
- * what `orchard dev` and `npm start` run in the foreground.
+ * what `orchard dev`, `orchard worker` and `npm start` run in the foreground.
  */
-export async function startOrchard(
-  log: (line: string) => void,
-  options: { hostOnly?: boolean; stack?: Stack } = {},
-): Promise<RunningOrchard> {
+export async function startOrchard(log: (line: string) => void, options: StartOrchardOptions = {}): Promise<RunningOrchard> {
   installSdkLogger(createLogger());
+  const config = workerConfigFromEnv(process.env, PROJECT_ROOT);
+  // Before anything is booted or connected: a worker without a model has nothing to start.
+  const provider =
+    options.provider ?? (await modelProviderFor(options.hostOnly ? { kind: 'none' } : (options.model ?? { kind: 'demo' })));
   const stack = options.stack ?? (await bootStack({ projectRoot: PROJECT_ROOT, log }));
-  const config = { ...workerConfigFromEnv(process.env, PROJECT_ROOT), temporalAddress: stack.temporalAddress, namespace: stack.namespace };
+  const target = stackTarget(stack);
   const pool = createPool(stack.databaseUrl, { embedded: stack.embedded.postgres });
   let connection: NativeConnection | undefined;
   let clientConnection: Connection | undefined;
+  let registration: HostRegistration | undefined;
+  let workers: OrchardWorkers | undefined;
+  let lost: OrchardError | undefined;
   try {
+    connection = await NativeConnection.connect(nativeConnectionOptions(target));
+    clientConnection = await Connection.connect(clientConnectionOptions(target));
+    // Refuse now, with the commands that fix it, rather than fail every session start in this namespace later.
+    await assertSearchAttributes(clientConnection, target.namespace);
     const report = await migrate(pool);
     log(`migrations: ${report.applied.length} applied, ${report.alreadyApplied.length} already applied`);
-    const provider = await defaultProviderFromEnv();
-    connection = await NativeConnection.connect({ address: stack.temporalAddress });
-    clientConnection = await Connection.connect({ address: stack.temporalAddress });
-    const temporal = new Client({ connection: clientConnection, namespace: stack.namespace });
-    log(`worker: bundling workflows and polling ${config.taskQueue} + orchard-host-${config.hostId}`);
-    const workers = await createOrchardWorkers({
+    // One live worker per host id; a second one is refused here, before it polls anything.
+    registration = await registerHost(pool, config.hostId, log, (message) => {
+      lost = new OrchardError('host_id_in_use', `${message}: stopping`);
+      log(lost.message);
+      workers?.shutdown();
+    });
+    const temporal = new Client({ connection: clientConnection, namespace: target.namespace });
+    log(
+      options.hostOnly
+        ? `worker: polling orchard-host-${config.hostId} only`
+        : `worker: bundling workflows and polling ${config.taskQueue} + orchard-host-${config.hostId}`,
+    );
+    workers = await createOrchardWorkers({
       connection,
-      namespace: stack.namespace,
+      namespace: target.namespace,
       taskQueue: config.taskQueue,
       hostId: config.hostId,
       worktreeRoot: config.worktreeRoot,
@@ -72,31 +130,42 @@ export async function startOrchard(
       client: temporal,
       maxConcurrentCommands: config.maxConcurrentCommands,
       log,
+      shutdownGraceMs: config.shutdownGraceSeconds * 1000,
     });
-    const workersDone = workers.run();
-    const client = new OrchardClient(temporal, {
-      taskQueue: config.taskQueue,
-      defaultHost: config.hostId,
+    const running = workers;
+    const held = registration;
+    const workersDone = running.run().then(() => {
+      if (lost) throw lost;
     });
+    // Nobody may be awaiting it yet; a fatal worker error surfaces through whoever awaits workersDone.
+    workersDone.catch(() => undefined);
+    const client = new OrchardClient(temporal, { taskQueue: config.taskQueue, defaultHost: config.hostId });
     const conn = connection;
     const cconn = clientConnection;
+    let stopping: Promise<void> | undefined;
     return {
       stack,
+      target,
       config,
       pool,
       client,
       provider,
       workersDone,
-      stop: async () => {
-        workers.shutdown();
-        await workersDone.catch(() => undefined);
-        await cconn.close();
-        await conn.close();
-        await pool.end();
-        await stack.stop();
-      },
+      shutdown: () => running.shutdown(),
+      stop: () =>
+        (stopping ??= (async () => {
+          running.shutdown();
+          await workersDone.catch(() => undefined);
+          // Only now: the host's activities have finished or been cancelled.
+          await held.release();
+          await cconn.close().catch(() => undefined);
+          await conn.close().catch(() => undefined);
+          await pool.end().catch(() => undefined);
+          await stack.stop();
+        })()),
     };
   } catch (err) {
+    await registration?.release();
     await clientConnection?.close().catch(() => undefined);
     await connection?.close().catch(() => undefined);
     await pool.end().catch(() => undefined);

@@ -13,6 +13,7 @@ import {
 import { startEmbeddedPostgres } from './pglite';
 import { TemporalCliUnavailableError } from './temporal-cli';
 import { isProcessAlive } from './pid';
+import { describeTarget, loadTemporalSettings, type TemporalSettings, type TemporalTarget } from './temporal-connection';
 
 type Log = (line: string) => void;
 
@@ -20,6 +21,8 @@ type Log = (line: string) => void;
 export interface Stack {
   readonly temporalAddress: string;
   readonly namespace: string;
+  /** TLS, API key and gRPC metadata of a configured cluster (none for the embedded dev server). */
+  readonly temporalOptions?: TemporalOptions;
   readonly webUiUrl?: string;
   readonly databaseUrl: string;
   /** Which parts this process started (and stop() stops). */
@@ -71,19 +74,29 @@ export async function bootStack(opts: BootStackOptions): Promise<Stack> {
   };
 }
 
-interface TemporalTarget {
+export type TemporalOptions = Pick<TemporalSettings, 'tls' | 'apiKey' | 'metadata'>;
+
+/** What a connection to the stack's Temporal is made from. */
+export function stackTarget(stack: Pick<Stack, 'temporalAddress' | 'namespace' | 'temporalOptions'>): TemporalTarget {
+  return { ...stack.temporalOptions, address: stack.temporalAddress, namespace: stack.namespace };
+}
+
+interface TemporalPart {
   temporalAddress: string;
   namespace: string;
+  temporalOptions?: TemporalOptions;
   webUiUrl?: string;
 }
 
-async function bootTemporal(opts: BootStackOptions, env: NodeJS.ProcessEnv): Promise<Part<TemporalTarget>> {
+async function bootTemporal(opts: BootStackOptions, env: NodeJS.ProcessEnv): Promise<Part<TemporalPart>> {
   const log = opts.log;
-  if (env.TEMPORAL_ADDRESS) {
-    const namespace = env.TEMPORAL_NAMESPACE || 'default';
-    log(`using TEMPORAL_ADDRESS ${env.TEMPORAL_ADDRESS} (namespace ${namespace})`);
+  // Configured the way the Temporal CLI is (TEMPORAL_ADDRESS, temporal.toml profiles): use that cluster as it is.
+  const settings = loadTemporalSettings(env);
+  if (settings.address) {
+    const { address, namespace, ...temporalOptions } = settings;
+    log(`using Temporal at ${describeTarget({ ...settings, address })}`);
     return {
-      value: { temporalAddress: env.TEMPORAL_ADDRESS, namespace },
+      value: { temporalAddress: address, namespace, temporalOptions },
       embedded: false,
       stop: async () => undefined,
     };
@@ -107,7 +120,7 @@ async function bootTemporal(opts: BootStackOptions, env: NodeJS.ProcessEnv): Pro
  * Last resort: the SDK downloads a Temporal CLI release into the temp directory and runs it. Needs network access,
  * and the download is whatever CLI version the SDK picks, not the pinned one.
  */
-async function bootSdkDevServer(config: DevConfig, log: Log): Promise<Part<TemporalTarget>> {
+async function bootSdkDevServer(config: DevConfig, log: Log): Promise<Part<TemporalPart>> {
   const port = config.port || (await freePort(config.ip));
   const uiPort = config.ui ? config.uiPort || (await freePort(config.ip)) : undefined;
   log(`falling back to the Temporal SDK's downloaded dev server on ${config.ip}:${port} (needs network)…`);

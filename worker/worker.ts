@@ -6,6 +6,7 @@ import type { ModelProvider } from '../activities/model/types';
 import { describeSweep, sweepHost, type ReapOptions } from '../activities/bash/reaper';
 import { hostTaskQueue } from '../workflows/messages';
 import { limitsFromEnv } from '../activities/limits';
+import { DEFAULT_SHUTDOWN_GRACE_SECONDS } from './config';
 import { holderLivenessFrom } from './holder-liveness';
 
 export interface OrchardWorkerOptions {
@@ -35,6 +36,11 @@ export interface OrchardWorkerOptions {
   reap?: ReapOptions;
   /** Where the start-up sweep's summary line goes; the SDK logger when unset. */
   log?: (line: string) => void;
+  /**
+   * After shutdown(): how long running activities may take to finish before the SDK cancels them. Default: the
+   * production default (ORCHARD_SHUTDOWN_GRACE_SECONDS' 600 s); tests pass a short one.
+   */
+  shutdownGraceMs?: number;
 }
 
 export interface OrchardWorkers {
@@ -66,6 +72,7 @@ export async function createOrchardWorkers(options: OrchardWorkerOptions): Promi
   if (options.log) options.log(summary);
   else if (sweep.killed.length > 0 || !sweep.verified) Runtime.instance().logger.warn(summary);
   else Runtime.instance().logger.info(summary);
+  const shutdownGraceTime = options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_SECONDS * 1000;
   const hostWorker = await Worker.create({
     connection: options.connection,
     namespace: options.namespace,
@@ -83,7 +90,7 @@ export async function createOrchardWorkers(options: OrchardWorkerOptions): Promi
     }),
     maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
     defaultHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
-    shutdownGraceTime: '10 seconds',
+    shutdownGraceTime,
   });
   const workers: Worker[] = [hostWorker];
   if (!options.hostOnly) {
@@ -97,7 +104,7 @@ export async function createOrchardWorkers(options: OrchardWorkerOptions): Promi
         activities: createSharedActivities({ pool: options.pool, defaultProvider: options.defaultProvider, env: options.env }),
         maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
         defaultHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
-        shutdownGraceTime: '10 seconds',
+        shutdownGraceTime,
       }),
     );
   }

@@ -38,6 +38,18 @@ export const ERROR_CODES = [
   'file_is_directory',
   'file_not_text',
   'git_command_failed',
+  'temporal_config_invalid',
+  'model_not_configured',
+  'dev_config_invalid',
+  'temporal_unavailable',
+  'temporal_timeout',
+  'temporal_auth_failed',
+  'temporal_error',
+  'namespace_not_found',
+  'worker_unavailable',
+  'database_unavailable',
+  'search_attributes_missing',
+  'host_id_in_use',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];

@@ -98,6 +98,8 @@ export async function startOrchard(
       maxOutputBytes: options.maxOutputBytes,
       hostHooks: options.hostHooks,
       env: options.env,
+      // Teardown must not wait out the production grace period for a test's running command.
+      shutdownGraceMs: 10_000,
     });
     running.push({ workers, done: workers.run() });
     return workers;

@@ -63,7 +63,7 @@ function liveProcesses(needle: string): number[] {
 }
 
 async function leaseStates(sessionId: string): Promise<string[]> {
-  const { rows } = await orchard.pool.query(`SELECT state FROM worktree_leases WHERE holder LIKE $1`, [`session/${sessionId}@%`]);
+  const { rows } = await orchard.pool.query(`SELECT state FROM worktree_leases WHERE holder LIKE $1`, [`%session/${sessionId}@%`]);
   return rows.map((r) => r.state);
 }
 
@@ -137,7 +137,7 @@ test('cancel during a model call aborts the request and closes the session', asy
   t.is(view.status, 'cancelled');
   t.is(view.lastTurn?.outcome, 'cancelled');
   await until(() => stub.abandoned === 1 || undefined);
-  const { rows } = await own.pool.query(`SELECT state FROM worktree_leases WHERE holder LIKE $1`, [`session/${sessionId}@%`]);
+  const { rows } = await own.pool.query(`SELECT state FROM worktree_leases WHERE holder LIKE $1`, [`%session/${sessionId}@%`]);
   t.deepEqual(rows.map((r) => r.state), ['released']);
   t.deepEqual(view.recentTasks?.map((r) => [r.taskId, r.state, r.outcome]), [['t1', 'cancelled', 'cancelled']]);
 });

@@ -32,15 +32,36 @@ export function sessionBranch(sessionId: string): string {
 }
 
 /**
- * The holder of a session's worktree lease: its execution chain, `<workflowId>@<firstRunId>`. Continue-as-new
- * keeps the chain (and so the lease); a new session started on the same worktree is a different holder.
+ * The holder of a session's worktree lease: its execution chain, `<namespace>/<workflowId>@<firstRunId>`.
+ * Continue-as-new keeps the chain (and so the lease); a new session started on the same worktree is a different
+ * holder. The namespace is part of it because one Postgres ledger may serve workers of several namespaces, and
+ * a workflow id alone names a chain only within its namespace. In workflow code pass `workflowInfo().namespace`;
+ * without it the holder keeps the form written before namespaces were recorded, `<workflowId>@<firstRunId>`,
+ * which parseLeaseHolder reads as namespace `default`.
  */
-export function leaseHolder(workflowId: string, firstRunId: string): string {
-  return `${workflowId}@${firstRunId}`;
+export function leaseHolder(workflowId: string, firstRunId: string, namespace?: string): string {
+  return namespace === undefined ? `${workflowId}@${firstRunId}` : `${namespace}/${workflowId}@${firstRunId}`;
 }
 
-export function parseLeaseHolder(holder: string): { workflowId: string; firstRunId: string } | undefined {
+export interface LeaseHolderParts {
+  readonly namespace: string;
+  readonly workflowId: string;
+  readonly firstRunId: string;
+}
+
+/** The namespace holders written without one belong to. */
+export const LEGACY_HOLDER_NAMESPACE = 'default';
+
+export function parseLeaseHolder(holder: string): LeaseHolderParts | undefined {
   const at = holder.lastIndexOf('@');
   if (at <= 0 || at === holder.length - 1) return undefined;
-  return { workflowId: holder.slice(0, at), firstRunId: holder.slice(at + 1) };
+  const chain = holder.slice(0, at);
+  const firstRunId = holder.slice(at + 1);
+  // Orchard's workflow ids are `<kind>/<id>` with no slash in the id, so a chain with a second slash starts with a
+  // namespace; one with a single slash is a holder written before namespaces were recorded.
+  const slash = chain.indexOf('/');
+  const second = slash < 0 ? -1 : chain.indexOf('/', slash + 1);
+  if (second < 0) return { namespace: LEGACY_HOLDER_NAMESPACE, workflowId: chain, firstRunId };
+  if (slash === 0 || second === slash + 1 || second === chain.length - 1) return undefined;
+  return { namespace: chain.slice(0, slash), workflowId: chain.slice(slash + 1), firstRunId };
 }

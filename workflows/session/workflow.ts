@@ -58,7 +58,7 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
   const { create } = input;
   const state = new SessionState(create, input.carried, uuid4);
   const info = workflowInfo();
-  const holder = leaseHolder(info.workflowId, info.firstExecutionRunId);
+  const holder = leaseHolder(info.workflowId, info.firstExecutionRunId, info.namespace);
 
   const local = proxyLocalActivities<SharedActivities>({
     // Postgres writes of a few rows: a short bound, a few retries, then the caller hears of it.

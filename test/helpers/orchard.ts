@@ -52,7 +52,7 @@ export interface TestOrchard {
   taskQueue: string;
   connection: NativeConnection;
   /** Starts (another) worker pair for a host; the first is started by `startOrchard`. */
-  startHost(hostId: string, options?: { hostOnly?: boolean; defaultProvider?: ModelProvider }): Promise<OrchardWorkers>;
+  startHost(hostId: string, options?: { hostOnly?: boolean; defaultProvider?: ModelProvider; shutdownGraceMs?: number }): Promise<OrchardWorkers>;
   hostId: string;
 }
 
@@ -99,7 +99,7 @@ export async function startOrchard(
       hostHooks: options.hostHooks,
       env: options.env,
       // Teardown must not wait out the production grace period for a test's running command.
-      shutdownGraceMs: 10_000,
+      shutdownGraceMs: hostOptions.shutdownGraceMs ?? 10_000,
     });
     running.push({ workers, done: workers.run() });
     return workers;

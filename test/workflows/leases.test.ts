@@ -97,5 +97,5 @@ test('a cancelled session started again re-enters its worktree: same branch and 
   const row = await leaseRow();
   t.is(Number(row.generation), 2);
   const description = await orchard.temporal.workflow.getHandle(sessionWorkflowId(sessionId)).describe();
-  t.is(row.holder, `${sessionWorkflowId(sessionId)}@${description.raw.workflowExecutionInfo?.firstRunId}`);
+  t.is(row.holder, `default/${sessionWorkflowId(sessionId)}@${description.raw.workflowExecutionInfo?.firstRunId}`);
 });

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import type { ExecutionContext } from 'ava';
+import { waitFor } from '../helpers/wait';
 
 /**
  * Starts test/faults/host-worker.ts in a process of its own, so a test can SIGKILL it mid-activity. Resolves once
@@ -32,9 +33,5 @@ export function startHostWorker(
 }
 
 export async function until(check: () => boolean | Promise<boolean>, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  await waitFor(check, timeoutMs);
 }

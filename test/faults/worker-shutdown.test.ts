@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import test from 'ava';
 import { UNKNOWN_OUTCOME } from '../../activities/store/transcript';
+import { waitFor } from '../helpers/wait';
 import { makeRepo, sharedOrchard, uniqueId, writeScenario } from '../helpers/orchard';
 
 const shared = sharedOrchard(test);
@@ -40,12 +41,3 @@ test('a worker shut down past its grace period stops the command, records the cl
   t.regex(kept.rows[0].content, /^interrupted: the worker running this command was shut down/);
 });
 
-async function waitFor<T>(probe: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}

@@ -1,9 +1,10 @@
-import { readdirSync, readFileSync } from 'node:fs';
 import test from 'ava';
 import { OpenAICompatibleProvider } from '../../activities/model/openai';
 import { OrchardError } from '../../client/client';
 import { sessionWorkflowId, type SessionStatusView } from '../../workflows/messages';
 import { stubModel } from '../helpers/model-stub';
+import { pidsWithCommandLine as liveProcesses } from '../helpers/processes';
+import { waitFor as until } from '../helpers/wait';
 import { makeRepo, startOrchard, uniqueId, writeScenario, type TestOrchard } from '../helpers/orchard';
 
 /**
@@ -35,32 +36,6 @@ test.after.always(async () => {
 });
 
 const abortOf = (signal: AbortSignal) => new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
-
-async function until<T>(probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
-/** Live (non-zombie) processes whose command line contains `needle`. */
-function liveProcesses(needle: string): number[] {
-  const found: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8').replace(/\0/g, ' ');
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      if (cmdline.includes(needle) && stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z') found.push(Number(entry));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return found;
-}
 
 async function leaseStates(sessionId: string): Promise<string[]> {
   const { rows } = await orchard.pool.query(`SELECT state FROM worktree_leases WHERE holder LIKE $1`, [`%session/${sessionId}@%`]);

@@ -1,34 +1,10 @@
-import { readdirSync, readFileSync } from 'node:fs';
 import test from 'ava';
 import { sessionWorkflowId } from '../../workflows/messages';
+import { pidsWithCommandLine as liveProcesses } from '../helpers/processes';
+import { waitFor as until } from '../helpers/wait';
 import { makeRepo, sharedOrchard, uniqueId, writeScenario } from '../helpers/orchard';
 
 const shared = sharedOrchard(test);
-
-/** Live (non-zombie) processes whose command line contains `needle`. */
-function liveProcesses(needle: string): number[] {
-  const found: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8').replace(/\0/g, ' ');
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-      if (cmdline.includes(needle) && state !== 'Z') found.push(Number(entry));
-    } catch {
-      // The process ended while we looked.
-    }
-  }
-  return found;
-}
-
-async function until(check: () => boolean, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 function spawningScenario(seconds: number) {
   // Grandchildren: two background sleeps and a nested subshell's sleep, all under the tool's bash.

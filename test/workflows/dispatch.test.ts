@@ -6,6 +6,7 @@ import { createHostActivities } from '../../activities';
 import { turnKeyOf } from '../../activities/store/keys';
 import { claimDispatch } from '../../activities/store/dispatch';
 import { NOT_EXECUTED, UNKNOWN_OUTCOME, appendEntry, loadConversation } from '../../activities/store/transcript';
+import { waitFor as until } from '../helpers/wait';
 import { makeRepo, testPool, uniqueId } from '../helpers/orchard';
 
 /**
@@ -148,10 +149,3 @@ test('the rebuilt transcript says unknown for a claimed call without a result an
   ]);
 });
 
-async function until(check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}

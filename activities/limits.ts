@@ -1,4 +1,4 @@
-import type { SessionLimits } from '../workflows/messages';
+import { limitProblem, type SessionLimits } from '../workflows/messages';
 
 /**
  * Session defaults a worker's operator may set in its environment. They are read only by the local activity
@@ -15,14 +15,15 @@ export const LIMIT_ENV: Readonly<Record<keyof SessionLimits, string>> = {
   contextChars: 'ORCHARD_CONTEXT_CHARS',
 };
 
-/** The limits set in `env`; a value that is not a positive integer is an error, not silently ignored. */
+/** The limits set in `env`; a value that is not a valid limit is an error, not silently ignored. */
 export function limitsFromEnv(env: NodeJS.ProcessEnv): Partial<SessionLimits> {
   const out: Partial<Record<keyof SessionLimits, number>> = {};
   for (const [key, name] of Object.entries(LIMIT_ENV) as [keyof SessionLimits, string][]) {
     const raw = env[name];
     if (raw === undefined || raw === '') continue;
     const value = Number(raw);
-    if (!Number.isInteger(value) || value < 1) throw new Error(`${name}=${raw} is not a positive integer`);
+    const problem = limitProblem(key, value);
+    if (problem) throw new Error(`${name}=${raw}: ${problem}`);
     out[key] = value;
   }
   return out;

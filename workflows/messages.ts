@@ -67,6 +67,20 @@ export const DEFAULT_LIMITS: SessionLimits = {
   contextChars: 400_000,
 };
 
+/** Smallest sensible values: below them a session could not work (a history budget a fresh run already exceeds). */
+export const LIMIT_MINIMUMS: Partial<Record<keyof SessionLimits, number>> = {
+  historyBudgetBytes: 256 * 1024,
+  contextChars: 4096,
+};
+
+/** Why `value` cannot be the limit `key`, if it cannot (the client, the workflow and the worker's env agree). */
+export function limitProblem(key: keyof SessionLimits, value: unknown): string | undefined {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) return `limit ${key} must be a positive integer`;
+  const minimum = LIMIT_MINIMUMS[key];
+  if (minimum !== undefined && value < minimum) return `limit ${key} must be at least ${minimum}`;
+  return undefined;
+}
+
 /** A session's limits: what its creator asked for, else the worker's defaults, else the code's. */
 export function resolveLimits(requested: Partial<SessionLimits> | undefined, defaults: Partial<SessionLimits> = {}): SessionLimits {
   return { ...DEFAULT_LIMITS, ...defaults, ...requested };
@@ -287,9 +301,8 @@ export function createSessionProblem(input: unknown): Problem | undefined {
     for (const key of Object.keys(limits)) {
       const value = limits[key];
       if (!(key in DEFAULT_LIMITS)) return { code: 'invalid_input', message: `unknown limit ${key}` };
-      if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) {
-        return { code: 'invalid_input', message: `limit ${key} must be a positive integer` };
-      }
+      const problem = limitProblem(key as keyof SessionLimits, value);
+      if (problem) return { code: 'invalid_input', message: problem };
     }
   }
   if (i.task !== undefined) return taskProblem(i.task, 'create');

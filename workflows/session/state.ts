@@ -90,6 +90,8 @@ export class SessionState {
   nextTaskSeq: number;
   turnsCompleted: number;
   turnsThisRun = 0;
+  /** Tasks accepted by this run: with turnsThisRun, whether this run did anything its history could grow by. */
+  acceptedThisRun = 0;
   readonly runIndex: number;
   seenRequests: [string, string][];
   turns: TurnRef[];
@@ -193,6 +195,7 @@ export class SessionState {
   /** Accepts a task: it gets an id and a place in the queue now; it may start once its text is stored. */
   reserve(input: SendInput): { ack: SendResult; task: NewTask } {
     const taskId = `t${this.nextTaskSeq++}`;
+    this.acceptedThisRun += 1;
     this.queue.push({ taskId, excerpt: excerpt(input.task), stored: false });
     this.taskCounts.queued += 1;
     if (input.requestId !== undefined) this.remember(input.requestId, taskId);

@@ -300,10 +300,13 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
   /** Whether this run should hand over to a fresh one (history and turn bounds; Temporal's suggestion). */
   function shouldContinueAsNew(): boolean {
     const now = workflowInfo();
+    // A run that has done nothing yet never hands over for its size (a budget smaller than a fresh run's history
+    // would otherwise continue-as-new forever).
+    const busy = state.turnsThisRun + state.acceptedThisRun > 0;
     return (
       state.turnsThisRun >= state.limits.turnsPerRun ||
       now.continueAsNewSuggested ||
-      now.historySize >= (state.limits.historyBudgetBytes * 3) / 4
+      (busy && now.historySize >= (state.limits.historyBudgetBytes * 3) / 4)
     );
   }
 

@@ -1,0 +1,69 @@
+import test from 'ava';
+import fc from 'fast-check';
+import { parseSessionCall } from '../../workflows/orchestrator/session-call';
+import { ORCHESTRATOR_TOOLS } from '../../workflows/orchestrator/tools';
+
+const cases: [string, unknown, unknown][] = [
+  ['a well-formed send', { operation: 'send', args: { sessionID: 'pr-1741', task: 'rerun CI' } }, { operation: 'send', sessionID: 'pr-1741', task: 'rerun CI' }],
+  ['sessionID and task at the top level', { operation: 'send', sessionID: 'pr-1741', task: 'rerun CI' }, { operation: 'send', sessionID: 'pr-1741', task: 'rerun CI' }],
+  ['no operation, an id and a task', { sessionID: 'pr-1741', task: 'rerun CI' }, { operation: 'send', sessionID: 'pr-1741', task: 'rerun CI' }],
+  ['sessionId spelled differently', { operation: 'send', args: { sessionId: 'pr-1741', task: 'x' } }, { operation: 'send', sessionID: 'pr-1741', task: 'x' }],
+  ['a JSON string', '{"operation":"status","args":{"sessionID":"a"}}', { operation: 'status', sessionID: 'a' }],
+  ['list', { operation: 'list', args: {} }, { operation: 'list' }],
+  ['a create', { operation: 'create', args: { title: 'PR 1741', task: 'fix it', topic: 'PR 1741' } }, { operation: 'create', title: 'PR 1741', task: 'fix it', topic: 'PR 1741', agent: undefined, routingDescription: undefined, routingAliases: undefined }],
+];
+
+for (const [name, input, call] of cases) {
+  test(`parses ${name}`, (t) => {
+    const parsed = parseSessionCall(input);
+    t.true(parsed.ok, JSON.stringify(parsed));
+    if (parsed.ok) t.deepEqual(parsed.call, call);
+  });
+}
+
+const refused: [string, unknown][] = [
+  ['a missing operation with a title and a task (never a create)', { title: 'new thing', task: 'do it' }],
+  ['a missing operation with only an id', { sessionID: 'pr-1741' }],
+  ['a create that names a session', { operation: 'create', args: { sessionID: 'pr-1741', title: 't', task: 'x' } }],
+  ['a send without a task', { operation: 'send', args: { sessionID: 'pr-1741' } }],
+  ['a send without an id', { operation: 'send', args: { task: 'x' } }],
+  ['an unknown operation', { operation: 'spawn', args: { title: 't', task: 'x' } }],
+  ['arguments that are not JSON', '{operation: send'],
+  ['an array', [1, 2]],
+  ['an empty id', { operation: 'status', args: { sessionID: ' ' } }],
+];
+
+for (const [name, input] of refused) {
+  test(`refuses ${name} with a typed error`, (t) => {
+    const parsed = parseSessionCall(input);
+    t.false(parsed.ok);
+    if (!parsed.ok) t.is(parsed.code, 'session_call_invalid');
+  });
+}
+
+test('property: nothing parses as a create unless it says operation create and names no session', (t) => {
+  const field = fc.constantFrom('sessionID', 'sessionId', 'title', 'task', 'agent', 'topic', 'routingDescription', 'operation');
+  const value = fc.oneof(
+    { weight: 4, arbitrary: fc.stringMatching(/^[a-z0-9 ]{1,6}$/) },
+    { weight: 2, arbitrary: fc.constantFrom('create', 'CREATE', ' send ', 'list', 'status') },
+    { weight: 1, arbitrary: fc.oneof(fc.string(), fc.integer(), fc.constant(null)) },
+  );
+  const obj = fc.dictionary(field, value, { maxKeys: 6 });
+  fc.assert(
+    fc.property(obj, fc.option(obj, { nil: undefined }), (top, args) => {
+      const input: Record<string, unknown> = args === undefined ? top : { ...top, args };
+      const parsed = parseSessionCall(input);
+      if (!parsed.ok || parsed.call.operation !== 'create') return true;
+      const said = typeof top.operation === "string" && top.operation.trim().toLowerCase() === "create";
+      const named = [top, args ?? {}].some((o) => o.sessionID !== undefined || o.sessionId !== undefined);
+      return said && !named;
+    }),
+    { numRuns: 2000 },
+  );
+  t.pass();
+});
+
+test('the orchestrator is offered exactly its three tools, with object schemas', (t) => {
+  t.deepEqual(ORCHESTRATOR_TOOLS.map((d) => d.name), ['session', 'list_orchestrator_agents', 'update_orchestrator_agent_description']);
+  for (const d of ORCHESTRATOR_TOOLS) t.is(d.parameters.type, 'object');
+});

@@ -1,0 +1,132 @@
+/**
+ * Parses the `session` tool's arguments as a model sent them (issue 8, item 6). A well-formed call is taken as
+ * it is; a flattened one (fields at the top level instead of under `args`, `sessionId` for `sessionID`) or one
+ * missing its operation is read as the send it means when that is unambiguous, and refused with a typed error
+ * otherwise. No path turns anything into a create: a create must say `operation: "create"` and carry no session id.
+ */
+import { MAX_TASK_CHARS } from '../messages';
+
+export type SessionCall =
+  | {
+      readonly operation: 'create';
+      readonly title: string;
+      readonly task: string;
+      readonly agent?: string;
+      readonly topic?: string;
+      readonly routingDescription?: string;
+      readonly routingAliases?: readonly string[];
+    }
+  | { readonly operation: 'send'; readonly sessionID: string; readonly task: string }
+  | { readonly operation: 'list' }
+  | { readonly operation: 'status'; readonly sessionID: string };
+
+export type ParsedSessionCall =
+  /** `repaired` says how a malformed call was read (for the tool result), when it was. */
+  | { readonly ok: true; readonly call: SessionCall; readonly repaired?: string }
+  | { readonly ok: false; readonly code: 'session_call_invalid'; readonly message: string };
+
+const FIELDS = ['sessionID', 'title', 'task', 'agent', 'topic', 'routingDescription', 'routingAliases'] as const;
+const SESSION_ID_ALIASES = ['sessionID', 'sessionId', 'session_id', 'sessionid'];
+
+const SHAPES =
+  'the shapes are {"operation":"send","args":{"sessionID":"<id>","task":"<task>"}}, ' +
+  '{"operation":"create","args":{"title":"<title>","task":"<task>","topic":"<topic>"}}, {"operation":"list","args":{}} ' +
+  'and {"operation":"status","args":{"sessionID":"<id>"}}';
+
+function refuse(why: string): ParsedSessionCall {
+  return { ok: false, code: 'session_call_invalid', message: `${why}; nothing was done. ${SHAPES}` };
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const text = (v: unknown): string | undefined => (typeof v === 'string' && v.trim() !== '' ? v : undefined);
+
+/** `raw` is the tool call's arguments: a JSON string, or already parsed. */
+export function parseSessionCall(raw: unknown): ParsedSessionCall {
+  let value = raw;
+  if (typeof raw === 'string') {
+    try {
+      value = raw.trim() === '' ? {} : JSON.parse(raw);
+    } catch {
+      return refuse('the arguments are not valid JSON');
+    }
+  }
+  if (!isObject(value)) return refuse('the arguments must be a JSON object');
+  const nested = value.args ?? value.arguments ?? value.params;
+  if (nested !== undefined && !isObject(nested)) return refuse('args must be an object');
+  const args: Record<string, unknown> = { ...(nested ?? {}) };
+  const flattened: string[] = [];
+  const sources: readonly Record<string, unknown>[] = [args, value];
+  for (const field of FIELDS) {
+    const aliases = field === 'sessionID' ? SESSION_ID_ALIASES : [field];
+    const found = sources
+      .flatMap((source) => aliases.filter((a) => source[a] !== undefined).map((alias) => ({ source, alias })))
+      .at(0);
+    if (!found) continue;
+    args[field] = found.source[found.alias];
+    if (found.source === value || found.alias !== field) flattened.push(found.alias);
+  }
+  const operation = typeof value.operation === 'string' ? value.operation.trim().toLowerCase() : undefined;
+  const sessionID = args.sessionID;
+  if (sessionID !== undefined && text(sessionID) === undefined) return refuse('sessionID must be a non-empty string');
+  const repairs = flattened.length > 0 ? `read ${flattened.join(', ')} as args` : undefined;
+
+  if (operation === undefined) {
+    if (value.operation !== undefined) return refuse('operation must be a string');
+    // The only call a missing operation can mean is a send: an id and a task. Anything else is refused.
+    if (text(sessionID) && text(args.task)) {
+      return send(sessionID as string, args.task as string, [repairs, 'no operation given: read as a send'].filter(Boolean).join('; '));
+    }
+    return refuse('operation is missing (a create must say so)');
+  }
+  switch (operation) {
+    case 'send':
+      if (!text(sessionID)) return refuse('send needs args.sessionID: the child to relay the task to');
+      if (!text(args.task)) return refuse('send needs args.task: what the child should do');
+      return send(sessionID as string, args.task as string, repairs);
+    case 'status':
+      if (!text(sessionID)) return refuse('status needs args.sessionID');
+      return ok({ operation: 'status', sessionID: sessionID as string }, repairs);
+    case 'list':
+      return ok({ operation: 'list' }, repairs);
+    case 'create': {
+      if (sessionID !== undefined) {
+        return refuse(`create does not take a sessionID (${String(sessionID)}): to give work to an existing child use operation "send"`);
+      }
+      const title = text(args.title);
+      const task = text(args.task);
+      if (!title) return refuse('create needs args.title: one line naming what the child owns');
+      if (!task) return refuse('create needs args.task: what the child should do first');
+      if (task.length > MAX_TASK_CHARS) return refuse(`the task is ${task.length} characters; the limit is ${MAX_TASK_CHARS}`);
+      const aliases = args.routingAliases;
+      if (aliases !== undefined && (!Array.isArray(aliases) || aliases.some((a) => typeof a !== 'string'))) {
+        return refuse('routingAliases must be an array of strings');
+      }
+      for (const field of ['agent', 'topic', 'routingDescription'] as const) {
+        if (args[field] !== undefined && typeof args[field] !== 'string') return refuse(`${field} must be a string`);
+      }
+      return ok(
+        {
+          operation: 'create',
+          title,
+          task,
+          agent: args.agent as string | undefined,
+          topic: args.topic as string | undefined,
+          routingDescription: args.routingDescription as string | undefined,
+          routingAliases: aliases as string[] | undefined,
+        },
+        repairs,
+      );
+    }
+    default:
+      return refuse(`operation ${JSON.stringify(operation)} is not one of create, send, list, status`);
+  }
+
+  function send(id: string, task: string, repaired?: string): ParsedSessionCall {
+    if (task.length > MAX_TASK_CHARS) return refuse(`the task is ${task.length} characters; the limit is ${MAX_TASK_CHARS}`);
+    return ok({ operation: 'send', sessionID: id, task }, repaired);
+  }
+}
+
+function ok(call: SessionCall, repaired?: string): ParsedSessionCall {
+  return repaired ? { ok: true, call, repaired } : { ok: true, call };
+}

@@ -45,7 +45,11 @@ export function rosterRow(child: RosterChild): string {
  * tagged block as data to quote rather than as its own fleet.
  */
 export function renderRoster(children: readonly RosterChild[]): string {
-  const rows = routableChildren(children);
+  return renderRosterRows(routableChildren(children));
+}
+
+/** The roster text of rows already chosen (a dispatch echo adds the child it just dispatched to). */
+export function renderRosterRows(rows: readonly RosterChild[]): string {
   if (rows.length === 0) {
     return 'Your child sessions: none yet. Create one with session create when a request needs a worker.';
   }

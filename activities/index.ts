@@ -18,6 +18,8 @@ import { turnKeyOf } from './store/keys';
 import { endTasks, storeTasks, type StoredTask, type TaskEnd } from './store/tasks';
 import { appendEntry } from './store/transcript';
 import { executeTool, type ExecuteToolInput } from './tools/execute';
+import { createOrchestratorActivities } from './orchestrator';
+import type { OrchardClient } from '../client/client';
 import { limitsFromEnv } from './limits';
 
 export interface SharedActivityDeps {
@@ -26,6 +28,8 @@ export interface SharedActivityDeps {
   defaultProvider?: ModelProvider;
   /** The environment session defaults are read from when a session starts (process.env by default). */
   env?: NodeJS.ProcessEnv;
+  /** The client orchestrators start and send to children with (the worker's own connection and task queue). */
+  orchard?: () => OrchardClient;
 }
 
 export interface HostActivityDeps {
@@ -68,7 +72,15 @@ export function createSharedActivities(deps: SharedActivityDeps) {
     }
     return deps.defaultProvider;
   };
+  const orchestrator = createOrchestratorActivities({
+    pool: deps.pool,
+    orchard: () => {
+      if (!deps.orchard) throw new Error('this worker has no client for orchestrators');
+      return deps.orchard();
+    },
+  });
   return {
+    ...orchestrator,
     /** Sessions from histories recorded before execution keys: the task becomes the user message of its turn. */
     async recordTask(input: RecordTaskInput): Promise<void> {
       await appendEntry(deps.pool, { ...turnKeyOf(input), step: 0, ordinal: 0 }, { role: 'user', content: input.task }, input.taskId);

@@ -4,6 +4,7 @@ import {
   Client,
   Connection,
   WorkflowNotFoundError,
+  WorkflowExecutionAlreadyStartedError,
   WorkflowUpdateFailedError,
   WithStartWorkflowOperation,
   type WorkflowHandle,
@@ -12,8 +13,18 @@ import { ApplicationFailure, TypedSearchAttributes, WorkflowIdConflictPolicy, Wo
 import { isErrorCode, type ErrorCode } from '../workflows/errors';
 import {
   SESSION_WORKFLOW_TYPE,
+  ORCHESTRATOR_WORKFLOW_TYPE,
   cancelUpdate,
   createSessionProblem,
+  messageProblem,
+  messageUpdate,
+  orchestratorStatusQuery,
+  orchestratorWorkflowId,
+  rosterQuery,
+  type MessageInput,
+  type MessageResult,
+  type OrchestratorStatusView,
+  type StartOrchestratorInput,
   createUpdate,
   sendProblem,
   sendSignal,
@@ -31,6 +42,7 @@ import {
 } from '../workflows/messages';
 import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_PARENT, ORCHARD_STATUS } from '../workflows/search-attributes';
 import type { SessionWorkflowInput } from '../workflows/session/state';
+import type { OrchestratorWorkflowInput } from '../workflows/orchestrator/workflow';
 import {
   DEFAULT_NAMESPACE,
   TemporalConfigError,
@@ -165,6 +177,55 @@ export class OrchardClient {
         : `session ${input.sessionId} is already running on its worktree: bound to it, no second agent started` +
           (input.task ? '; the task was sent to it' : '');
     return { outcome: result.outcome, session: result.session, task: result.task, requestId, message };
+  }
+
+  /** Starts `orchestrator/<id>` (or finds it running): the session that routes work into its children. */
+  async startOrchestrator(input: Omit<StartOrchestratorInput, 'host'> & { host?: string }): Promise<void> {
+    const start: StartOrchestratorInput = { ...input, host: input.host ?? this.defaultHost };
+    const args: OrchestratorWorkflowInput = { start };
+    try {
+      await this.temporal.workflow.start(ORCHESTRATOR_WORKFLOW_TYPE, {
+        workflowId: orchestratorWorkflowId(start.orchestratorId),
+        taskQueue: this.options.taskQueue,
+        args: [args],
+        workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
+        typedSearchAttributes: new TypedSearchAttributes([
+          { key: ORCHARD_KIND, value: 'orchestrator' },
+          { key: ORCHARD_HOST, value: start.host },
+        ]),
+        staticSummary: `orchestrator ${start.orchestratorId}${start.title ? `: ${start.title}` : ''}`,
+      });
+    } catch (err) {
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+    }
+  }
+
+  /** A user message to an orchestrator (an update: answered once it is accepted, with its id). */
+  async message(orchestratorId: string, input: MessageInput): Promise<MessageResult> {
+    const problem = messageProblem(input);
+    if (problem) throw new OrchardError(problem.code, problem.message);
+    const message = { ...input, requestId: input.requestId ?? randomUUID() };
+    return this.orchestratorCall(orchestratorId, (h) => h.executeUpdate(messageUpdate, { args: [message], updateId: message.requestId }));
+  }
+
+  async orchestratorStatus(orchestratorId: string): Promise<OrchestratorStatusView> {
+    return this.orchestratorCall(orchestratorId, (h) => h.query(orchestratorStatusQuery));
+  }
+
+  async roster(orchestratorId: string): Promise<string> {
+    return this.orchestratorCall(orchestratorId, (h) => h.query(rosterQuery));
+  }
+
+  private async orchestratorCall<T>(orchestratorId: string, fn: (handle: WorkflowHandle) => Promise<T>): Promise<T> {
+    try {
+      return await fn(this.temporal.workflow.getHandle(orchestratorWorkflowId(orchestratorId)));
+    } catch (err) {
+      if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure) {
+        const code = err.cause.type;
+        throw new OrchardError(isErrorCode(code) ? code : 'internal', err.cause.message);
+      }
+      throw err;
+    }
   }
 
   /** Queues a task (an update: the answer says where it sits, a refusal says why). */

@@ -8,6 +8,7 @@ import { hostTaskQueue } from '../workflows/messages';
 import { limitsFromEnv } from '../activities/limits';
 import { DEFAULT_SHUTDOWN_GRACE_SECONDS } from './config';
 import { holderLivenessFrom } from './holder-liveness';
+import { OrchardClient } from '../client/client';
 
 export interface OrchardWorkerOptions {
   connection: NativeConnection;
@@ -101,7 +102,12 @@ export async function createOrchardWorkers(options: OrchardWorkerOptions): Promi
         taskQueue: options.taskQueue,
         identity: `orchard@${options.hostId}`,
         workflowBundle: options.workflowBundle ?? (await bundleWorkflows()),
-        activities: createSharedActivities({ pool: options.pool, defaultProvider: options.defaultProvider, env: options.env }),
+        activities: createSharedActivities({
+          pool: options.pool,
+          defaultProvider: options.defaultProvider,
+          env: options.env,
+          orchard: () => new OrchardClient(options.client, { taskQueue: options.taskQueue, defaultHost: options.hostId }),
+        }),
         maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
         defaultHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
         shutdownGraceTime,

@@ -1,1 +1,2 @@
 export { childSession } from './session/workflow';
+export { orchestratorSession } from './orchestrator/workflow';

@@ -308,3 +308,80 @@ export function createSessionProblem(input: unknown): Problem | undefined {
   if (i.task !== undefined) return taskProblem(i.task, 'create');
   return requestIdProblem(i.requestId);
 }
+
+export const ORCHESTRATOR_WORKFLOW_TYPE = 'orchestratorSession';
+export const orchestratorWorkflowId = (orchestratorId: string): string => `orchestrator/${orchestratorId}`;
+
+export interface StartOrchestratorInput {
+  /** Becomes the workflow id `orchestrator/<orchestratorId>`; same alphabet as session ids. */
+  readonly orchestratorId: string;
+  /** The repository its children work on (a path on `host`). */
+  readonly repo: string;
+  readonly host: string;
+  readonly title?: string;
+  /** The orchestrator's own model, and its children's (the worker's default unless given). */
+  readonly model?: ModelSpec;
+  readonly childModel?: ModelSpec;
+  readonly limits?: Partial<SessionLimits>;
+}
+
+export interface MessageInput {
+  /** What the user says; becomes the user message of one orchestrator turn. */
+  readonly text: string;
+  /** Idempotency key: a repeated message with the same id is accepted once. */
+  readonly requestId?: string;
+}
+
+export interface MessageResult {
+  readonly messageId: string;
+  readonly duplicate: boolean;
+}
+
+/** A child's turn ended (sent by the child, deduplicated by the orchestrator on childId + turnId). */
+export interface ChildTurnEnded {
+  readonly childId: string;
+  readonly turnId: string;
+  readonly taskId: string;
+  readonly outcome: TurnOutcome;
+  /** The child's final text, cut short: the full answer is in its transcript. */
+  readonly excerpt?: string;
+  /** Tasks still queued at the child after this turn (it keeps running when there are). */
+  readonly queued: number;
+}
+
+export interface OrchestratorChildView {
+  readonly childId: string;
+  readonly title: string;
+  readonly agent: string;
+  readonly topicKey?: string;
+  readonly routingDescription?: string;
+  readonly routingAliases: readonly string[];
+  readonly status: 'running' | 'idle' | 'failed' | 'cancelled';
+  readonly provenance: { readonly turn: number; readonly callId: string };
+  readonly lastActivity: number;
+  readonly turnEnds: number;
+}
+
+export interface OrchestratorStatusView {
+  readonly orchestratorId: string;
+  readonly status: 'progressing' | 'idle';
+  readonly children: readonly OrchestratorChildView[];
+  readonly turnsCompleted: number;
+  readonly queued: number;
+  readonly lastTurn?: TurnRef;
+  readonly runIndex: number;
+}
+
+export const messageUpdate = defineUpdate<MessageResult, [MessageInput]>('message');
+export const messageSignal = defineSignal<[MessageInput]>('message');
+export const childTurnEndedSignal = defineSignal<[ChildTurnEnded]>('childTurnEnded');
+export const orchestratorStatusQuery = defineQuery<OrchestratorStatusView>('status');
+export const rosterQuery = defineQuery<string>('roster');
+
+export function messageProblem(input: unknown): Problem | undefined {
+  if (typeof input !== 'object' || input === null) return { code: 'invalid_input', message: 'message needs an object { text }' };
+  const { text, requestId } = input as Record<string, unknown>;
+  if (typeof text !== 'string' || text.trim() === '') return { code: 'task_empty', message: 'message needs non-empty text' };
+  if (text.length > MAX_TASK_CHARS) return { code: 'task_too_large', message: `message is ${text.length} characters; the limit is ${MAX_TASK_CHARS}` };
+  return requestIdProblem(requestId);
+}

@@ -1,3 +1,5 @@
+import { ORCHESTRATOR_TOOLS } from './orchestrator/tools';
+
 /**
  * The tools a model sees are data: name, description and JSON schema. The code that runs them lives in
  * `activities/tools/`; a profile is a list of these definitions, so a session can only be offered (and
@@ -90,5 +92,5 @@ export const CHILD_TOOLS: readonly ToolDefinition[] = [
 
 export type ToolName = 'bash' | 'read_file' | 'write_file' | 'git_status' | 'git_diff' | 'git_commit';
 
-export const TOOL_PROFILES = { child: CHILD_TOOLS } as const;
+export const TOOL_PROFILES = { child: CHILD_TOOLS, orchestrator: ORCHESTRATOR_TOOLS } as const;
 export type ToolProfile = keyof typeof TOOL_PROFILES;

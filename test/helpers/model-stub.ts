@@ -14,13 +14,19 @@ export interface ModelStub {
   arrived(n: number): Promise<void>;
 }
 
-/** A local server speaking the Chat Completions wire protocol, answering from a script of replies. */
-export async function stubModel(t: { teardown(fn: () => unknown): void }, replies: Reply[]): Promise<ModelStub> {
+/**
+ * A local server speaking the Chat Completions wire protocol, answering from a script of replies, or from a
+ * function of the request body (a scripted model that decides only from the bytes it receives).
+ */
+export async function stubModel(
+  t: { teardown(fn: () => unknown): void },
+  replies: Reply[] | ((body: any) => Reply),
+): Promise<ModelStub> {
   const waiters: { n: number; resolve: () => void }[] = [];
   const stub: ModelStub = {
     url: '',
     requests: [],
-    replies,
+    replies: Array.isArray(replies) ? replies : [],
     abandoned: 0,
     arrived: (n) =>
       new Promise<void>((resolve) => {
@@ -35,7 +41,8 @@ export async function stubModel(t: { teardown(fn: () => unknown): void }, replie
     req.on('end', () => {
       stub.requests.push({ headers: req.headers, body: JSON.parse(raw) });
       for (const w of waiters.filter((w) => stub.requests.length >= w.n)) w.resolve();
-      const reply = stub.replies.shift() ?? { status: 500, body: { error: { message: 'script exhausted' } } };
+      const body = stub.requests[stub.requests.length - 1].body;
+      const reply = stub.replies.shift() ?? (typeof replies === 'function' ? replies(body) : { status: 500, body: { error: { message: 'script exhausted' } } });
       if ('hang' in reply) {
         open.add(res);
         res.on('close', () => {

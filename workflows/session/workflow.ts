@@ -7,6 +7,7 @@ import {
   allHandlersFinished,
   condition,
   continueAsNew,
+  getExternalWorkflowHandle,
   isCancellation,
   log,
   patched,
@@ -23,6 +24,7 @@ import type { HostActivities, SharedActivities } from '../../activities';
 import { isErrorCode, orchardFailure } from '../errors';
 import {
   cancelUpdate,
+  childTurnEndedSignal,
   createRequestProblem,
   createUpdate,
   hostTaskQueue,
@@ -31,6 +33,7 @@ import {
   sendUpdate,
   statusQuery,
   transcriptRefsQuery,
+  type ChildTurnEnded,
   type CreateResult,
   type SendInput,
   type SendResult,
@@ -297,6 +300,25 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
     }
   }
 
+  /**
+   * A child's turn end reaches its orchestrator durably (a signal, deduplicated there on child and turn id). A
+   * parent that is gone does not stop the child: its work stands, and it stays routable by id.
+   */
+  async function notifyParent(ref: TurnRef): Promise<void> {
+    if (!create.parent || !patched('notify-parent')) return;
+    const notice: ChildTurnEnded = {
+      childId: create.sessionId,
+      turnId: ref.turnId!,
+      taskId: ref.taskId,
+      outcome: ref.outcome,
+      excerpt: ref.finalExcerpt && excerpt(ref.finalExcerpt, 280),
+      queued: state.queue.length,
+    };
+    await CancellationScope.nonCancellable(() => getExternalWorkflowHandle(create.parent!).signal(childTurnEndedSignal, notice)).catch(
+      (err: unknown) => log.warn('turn end not delivered to the parent', { parent: create.parent, error: String(err) }),
+    );
+  }
+
   /** Whether this run should hand over to a fresh one (history and turn bounds; Temporal's suggestion). */
   function shouldContinueAsNew(): boolean {
     const now = workflowInfo();
@@ -394,6 +416,7 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
       const ref = await runTurn(next.task, next.turn, next.turnId);
       await recordEnds([state.finishTurn(ref)]);
       publish();
+      await notifyParent(ref);
       if (state.cancelRequested) break;
       if (shouldContinueAsNew()) {
         await condition(allHandlersFinished);

@@ -1,0 +1,126 @@
+import type { Pool } from 'pg';
+import { OrchardError, type OrchardClient } from '../client/client';
+import type { ModelSpec } from '../workflows/messages';
+import { parseSessionCall, type SessionCall } from '../workflows/orchestrator/session-call';
+import { excerpt } from '../workflows/session/state';
+import { turnKeyOf } from './store/keys';
+import { appendEntry, findAssistantMessage } from './store/transcript';
+
+/**
+ * The orchestrator's side effects: reading a tool call the model made, starting and sending to children (as
+ * independent session workflows, through the same update-with-start and send updates any client uses, with
+ * request ids derived from the call so a retry or replay never dispatches twice), and recording tool results.
+ * Task text is read from the transcript here, so workflow history carries excerpts only.
+ */
+export interface OrchestratorActivityDeps {
+  pool: Pool;
+  /** A client on the worker's own Temporal connection and task queue. */
+  orchard: () => OrchardClient;
+}
+
+export interface CallRef {
+  sessionId: string;
+  executionId: string;
+  turnId: string;
+  turn: number;
+  step: number;
+  callId: string;
+}
+
+/** A `session` call as the workflow sees it: the task replaced by an excerpt (the activities read the text). */
+export type SessionCallView =
+  | (Omit<Extract<SessionCall, { operation: 'create' }>, 'task'> & { taskExcerpt: string })
+  | (Omit<Extract<SessionCall, { operation: 'send' }>, 'task'> & { taskExcerpt: string })
+  | Extract<SessionCall, { operation: 'list' | 'status' }>;
+
+export type ReadCallResult =
+  | { tool: 'session'; ok: true; call: SessionCallView; repaired?: string }
+  | { tool: 'session'; ok: false; code: string; message: string }
+  | { tool: string; ok: true; args: Record<string, unknown> }
+  | { tool: string; ok: false; code: string; message: string };
+
+export type DispatchResult = { ok: true; taskId?: string; outcome?: 'created' | 'bound' } | { ok: false; code: string; message: string };
+
+export function createOrchestratorActivities(deps: OrchestratorActivityDeps) {
+  async function callOf(ref: CallRef) {
+    const message = await findAssistantMessage(deps.pool, ref.turnId, ref.step);
+    const call = message?.tool_calls?.find((c) => c.id === ref.callId);
+    if (!call) throw new Error(`no tool call ${ref.callId} in turn ${ref.turn} step ${ref.step}`);
+    return call;
+  }
+  async function taskOf(ref: CallRef): Promise<string> {
+    const parsed = parseSessionCall((await callOf(ref)).function.arguments);
+    if (!parsed.ok || !('task' in parsed.call)) throw new Error(`tool call ${ref.callId} carries no task`);
+    return parsed.call.task;
+  }
+  const failure = (err: unknown): DispatchResult => {
+    if (err instanceof OrchardError) return { ok: false, code: err.code, message: err.message };
+    throw err;
+  };
+  return {
+    async readOrchestratorCall(ref: CallRef): Promise<ReadCallResult> {
+      const call = await callOf(ref);
+      const tool = call.function.name;
+      if (tool === 'session') {
+        const parsed = parseSessionCall(call.function.arguments);
+        if (!parsed.ok) return { tool, ok: false, code: parsed.code, message: parsed.message };
+        const c = parsed.call;
+        const view: SessionCallView = 'task' in c ? (({ task, ...rest }) => ({ ...rest, taskExcerpt: excerpt(task, 200) }))(c) : c;
+        return { tool, ok: true, call: view, repaired: parsed.repaired };
+      }
+      try {
+        const args = call.function.arguments.trim() === '' ? {} : JSON.parse(call.function.arguments);
+        if (typeof args !== 'object' || args === null || Array.isArray(args)) throw new Error('not an object');
+        return { tool, ok: true, args };
+      } catch {
+        return { tool, ok: false, code: 'tool_args_invalid', message: `the arguments of ${tool} are not a JSON object` };
+      }
+    },
+    async createChild(input: {
+      ref: CallRef;
+      childId: string;
+      requestId: string;
+      title: string;
+      agent?: string;
+      repo: string;
+      host: string;
+      parent: string;
+      model?: ModelSpec;
+    }): Promise<DispatchResult> {
+      try {
+        const created = await deps.orchard().createSession({
+          sessionId: input.childId,
+          title: input.title,
+          agent: input.agent,
+          repo: input.repo,
+          host: input.host,
+          parent: input.parent,
+          isolated: true,
+          model: input.model,
+          requestId: input.requestId,
+          task: await taskOf(input.ref),
+        });
+        return { ok: true, outcome: created.outcome, taskId: created.task?.taskId };
+      } catch (err) {
+        return failure(err);
+      }
+    },
+    async sendToChild(input: { ref: CallRef; childId: string; requestId: string; from: string }): Promise<DispatchResult> {
+      try {
+        const sent = await deps.orchard().send(input.childId, { task: await taskOf(input.ref), requestId: input.requestId, from: input.from });
+        return { ok: true, taskId: sent.taskId };
+      } catch (err) {
+        return failure(err);
+      }
+    },
+    async recordToolResult(input: CallRef & { index: number; content: string }): Promise<void> {
+      await appendEntry(
+        deps.pool,
+        { ...turnKeyOf(input), step: input.step, ordinal: input.index + 1 },
+        { role: 'tool', tool_call_id: input.callId, content: input.content },
+      );
+    },
+  };
+}
+
+export type OrchestratorActivities = ReturnType<typeof createOrchestratorActivities>;

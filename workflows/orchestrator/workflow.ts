@@ -1,0 +1,353 @@
+import {
+  ActivityCancellationType,
+  ActivityFailure,
+  ApplicationFailure,
+  allHandlersFinished,
+  condition,
+  continueAsNew,
+  log,
+  proxyActivities,
+  proxyLocalActivities,
+  setCurrentDetails,
+  setHandler,
+  upsertSearchAttributes,
+  uuid4,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { SearchAttributeUpdatePair } from '@temporalio/common';
+import type { SharedActivities } from '../../activities';
+import type { CallRef, ReadCallResult, SessionCallView } from '../../activities/orchestrator';
+import { orchardFailure } from '../errors';
+import {
+  childTurnEndedSignal,
+  messageProblem,
+  messageSignal,
+  messageUpdate,
+  orchestratorStatusQuery,
+  resolveLimits,
+  rosterQuery,
+  type ChildTurnEnded,
+  type MessageInput,
+  type MessageResult,
+  type OrchestratorStatusView,
+  type StartOrchestratorInput,
+  type TurnRef,
+} from '../messages';
+import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_STATUS } from '../search-attributes';
+import { excerpt } from '../session/state';
+import { dispatchEcho, stripScaffolding } from './echo';
+import { Ledger, type CarriedLedger } from './ledger';
+import { renderRoster } from './roster';
+import { topicKey } from './topic';
+
+/** A message waiting for an orchestrator turn: a user's, or the manifest of child results that arrived. */
+interface QueuedMessage {
+  readonly messageId: string;
+  readonly kind: 'user' | 'manifest';
+  readonly excerpt: string;
+}
+
+export interface CarriedOrchestratorState {
+  readonly executionId: string;
+  readonly ledger: CarriedLedger;
+  readonly queue: readonly QueuedMessage[];
+  readonly pendingNotices: readonly ChildTurnEnded[];
+  readonly nextMessageSeq: number;
+  readonly turnsCompleted: number;
+  readonly runIndex: number;
+  readonly seenRequests: readonly (readonly [string, string])[];
+  readonly turns: readonly TurnRef[];
+}
+
+export interface OrchestratorWorkflowInput {
+  readonly start: StartOrchestratorInput;
+  readonly carried?: CarriedOrchestratorState;
+}
+
+const DEDUPE_WINDOW = 500;
+const TURN_REFS_KEPT = 50;
+const TURNS_PER_RUN = 20;
+const MAX_STEPS_PER_TURN = 24;
+
+/**
+ * The orchestrator (`orchestrator/<id>`): a long-lived session that routes each user message to the child that
+ * owns its topic. Its children are independent session workflows (they outlive any run of this one); its ledger
+ * of them is the only authority on routing, and the roster built from it goes into every model request.
+ */
+export async function orchestratorSession(input: OrchestratorWorkflowInput): Promise<OrchestratorStatusView> {
+  const { start, carried } = input;
+  const info = workflowInfo();
+  const ledger = new Ledger(carried?.ledger);
+  const executionId = carried?.executionId ?? uuid4();
+  let queue: QueuedMessage[] = [...(carried?.queue ?? [])];
+  let pendingNotices: ChildTurnEnded[] = [...(carried?.pendingNotices ?? [])];
+  let nextMessageSeq = carried?.nextMessageSeq ?? 1;
+  let turnsCompleted = carried?.turnsCompleted ?? 0;
+  let turnsThisRun = 0;
+  const runIndex = carried ? carried.runIndex + 1 : 0;
+  const seenRequests: [string, string][] = (carried?.seenRequests ?? []).map(([r, m]) => [r, m]);
+  const turns: TurnRef[] = [...(carried?.turns ?? [])];
+  let current: { messageId: string; turn: number } | undefined;
+  const limits = resolveLimits(start.limits);
+
+  const local = proxyLocalActivities<SharedActivities>({
+    startToCloseTimeout: '30 seconds',
+    retry: { initialInterval: '500 milliseconds', maximumAttempts: 5 },
+    summary: 'orchestrator store',
+  });
+  const acts = proxyActivities<SharedActivities>({
+    // Model calls and child dispatches: heartbeats carry cancellation; provider errors back off and retry.
+    startToCloseTimeout: '10 minutes',
+    heartbeatTimeout: '30 seconds',
+    retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '30 seconds', maximumAttempts: 8 },
+    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+    summary: 'orchestrator',
+  });
+
+  setHandler(messageUpdate, (message) => accept(message), {
+    description: 'A user message: accepted with its id (a repeated requestId is accepted once), answered by a turn.',
+    validator: (message) => {
+      const problem = messageProblem(message);
+      if (problem) throw orchardFailure(problem.code, problem.message);
+    },
+  });
+  setHandler(
+    messageSignal,
+    async (message) => {
+      const problem = messageProblem(message);
+      if (problem) return log.warn('message signal refused', { code: problem.code, reason: problem.message });
+      await accept(message);
+    },
+    { description: 'Fire-and-forget `message`.' },
+  );
+  setHandler(
+    childTurnEndedSignal,
+    (notice) => {
+      // Counted once per (child, turn): a redelivered notice changes nothing.
+      if (ledger.turnEnded(notice, Date.now())) pendingNotices.push(notice);
+      publish();
+    },
+    { description: "A child's turn ended (sent by the child session)." },
+  );
+  setHandler(orchestratorStatusQuery, () => view(), { description: 'The ledger of children, the turns and the queue.' });
+  setHandler(rosterQuery, () => renderRoster(ledger.children), { description: 'The exact roster text the model gets now.' });
+
+  async function accept(message: MessageInput): Promise<MessageResult> {
+    const seen = message.requestId === undefined ? undefined : seenRequests.find(([r]) => r === message.requestId);
+    if (seen) return { messageId: seen[1], duplicate: true };
+    const messageId = `m${nextMessageSeq++}`;
+    if (message.requestId !== undefined) {
+      seenRequests.push([message.requestId, messageId]);
+      if (seenRequests.length > DEDUPE_WINDOW) seenRequests.shift();
+    }
+    const entry = { messageId, kind: 'user' as const, excerpt: excerpt(message.text) };
+    await local.storeTasks([{ executionId, sessionId: start.orchestratorId, taskId: messageId, task: message.text, requestId: message.requestId }]);
+    // A user message goes before any manifest still waiting.
+    const firstManifest = queue.findIndex((q) => q.kind === 'manifest');
+    if (firstManifest < 0) queue.push(entry);
+    else queue.splice(firstManifest, 0, entry);
+    publish();
+    return { messageId, duplicate: false };
+  }
+
+  function view(): OrchestratorStatusView {
+    return {
+      orchestratorId: start.orchestratorId,
+      status: current || queue.length > 0 ? 'progressing' : 'idle',
+      children: ledger.children,
+      turnsCompleted,
+      queued: queue.length,
+      lastTurn: turns[turns.length - 1],
+      runIndex,
+    };
+  }
+
+  function publish(): void {
+    const v = view();
+    const desired: SearchAttributeUpdatePair[] = [
+      { key: ORCHARD_KIND, value: 'orchestrator' },
+      { key: ORCHARD_STATUS, value: v.status },
+      { key: ORCHARD_HOST, value: start.host },
+    ];
+    const now = workflowInfo().typedSearchAttributes;
+    const changed = desired.filter((pair) => now.get(pair.key) !== pair.value);
+    if (changed.length > 0) upsertSearchAttributes(changed);
+    setCurrentDetails(
+      [`**${v.status}** · ${v.children.length} children · ${v.turnsCompleted} turn(s) · ${v.queued} queued`, renderRoster(ledger.children)].join(
+        '\n\n',
+      ),
+    );
+  }
+
+  /** One tool call of the orchestrator's model, executed against the ledger; its result is what the model reads. */
+  async function executeCall(ref: CallRef): Promise<string> {
+    const read: ReadCallResult = await acts.readOrchestratorCall(ref);
+    if (!read.ok) return `error (${read.code}): ${read.message}`;
+    if (read.tool === 'list_orchestrator_agents') {
+      return JSON.stringify(
+        ledger.children.map((c) => ({
+          childId: c.childId,
+          title: c.title,
+          agent: c.agent,
+          routingDescription: c.routingDescription ?? null,
+          routingAliases: c.routingAliases,
+          status: c.status,
+          actionable: c.status === 'running' || c.status === 'idle',
+        })),
+      );
+    }
+    if (read.tool !== 'session' || !('call' in read)) {
+      return `error (tool_unknown): ${read.tool} is not available yet; use the session tool`;
+    }
+    const repaired = read.repaired ? `(${read.repaired})\n` : '';
+    return repaired + (await executeSession(read.call, ref));
+  }
+
+  async function executeSession(call: SessionCallView, ref: CallRef): Promise<string> {
+    const requestId = `${info.workflowId}/${ref.turnId}/${ref.step}/${ref.callId}`;
+    switch (call.operation) {
+      case 'list':
+        return renderRoster(ledger.children);
+      case 'status': {
+        const child = ledger.get(call.sessionID);
+        if (!child) return `error (session_not_found): no child ${call.sessionID} in your roster`;
+        return JSON.stringify(child);
+      }
+      case 'send':
+        return relay(call.sessionID, call.taskExcerpt, ref, requestId, 'sent to');
+      case 'create': {
+        const owner = call.topic ? ledger.ownerOfTopic(call.topic) : undefined;
+        if (owner) return relay(owner.childId, call.taskExcerpt, ref, requestId, `topic "${call.topic}" is owned by ${owner.childId}: routed to`);
+        const childId = `${slug(call.title)}-${uuid4().slice(0, 6)}`;
+        const created = await acts.createChild({
+          ref,
+          childId,
+          requestId,
+          title: call.title,
+          agent: call.agent,
+          repo: start.repo,
+          host: start.host,
+          parent: info.workflowId,
+          model: start.childModel,
+        });
+        if (!created.ok) return `error (${created.code}): ${created.message}; no child was created`;
+        ledger.add({
+          childId,
+          title: call.title,
+          agent: call.agent ?? 'coder',
+          topicKey: call.topic ? topicKey(call.topic) : undefined,
+          routingDescription: call.routingDescription,
+          routingAliases: [...(call.routingAliases ?? [])],
+          status: 'running',
+          provenance: { turn: ref.turn, callId: ref.callId },
+          lastActivity: Date.now(),
+        });
+        publish();
+        return `created child ${childId} (task ${created.taskId})\n${dispatchEcho(ledger.children, { childId, brief: call.taskExcerpt })}`;
+      }
+    }
+  }
+
+  /** Relays a task to a child the ledger knows; an unknown or closed id is an error the model reads, never a create. */
+  async function relay(childId: string, brief: string, ref: CallRef, requestId: string, said: string): Promise<string> {
+    const child = ledger.get(childId);
+    if (!child) return `error (session_not_found): no child ${childId} in your roster; nothing was created. ${renderRoster(ledger.children)}`;
+    if (child.status === 'cancelled') return `error (session_closed): child ${childId} is closed; nothing was sent`;
+    const sent = await acts.sendToChild({ ref, childId, requestId, from: info.workflowId });
+    if (!sent.ok) {
+      if (sent.code === 'session_closed' || sent.code === 'session_not_found') ledger.closed(childId, 'cancelled', Date.now());
+      return `error (${sent.code}): ${sent.message}; nothing was sent`;
+    }
+    ledger.dispatched(childId, Date.now());
+    publish();
+    return `${said} ${childId} (task ${sent.taskId})\n${dispatchEcho(ledger.children, { childId, brief })}`;
+  }
+
+  async function runTurn(message: QueuedMessage, turn: number, turnId: string): Promise<TurnRef> {
+    let steps = 0;
+    let toolCalls = 0;
+    const keys = { sessionId: start.orchestratorId, executionId, turnId, turn };
+    try {
+      for (let step = 1; step <= MAX_STEPS_PER_TURN; step++) {
+        steps = step;
+        const answer = await acts.modelStep({
+          ...keys,
+          step,
+          taskId: step === 1 ? message.messageId : undefined,
+          model: start.model ?? { provider: 'default' },
+          profile: 'orchestrator',
+          context: { title: start.title ?? start.orchestratorId, agent: 'orchestrator', worktree: '', branch: '', roster: renderRoster(ledger.children) },
+          contextChars: limits.contextChars,
+        });
+        if (answer.toolCalls.length === 0) {
+          const shown = answer.textExcerpt === undefined ? undefined : stripScaffolding(answer.textExcerpt);
+          return { turn, turnId, taskId: message.messageId, outcome: 'finished', steps, toolCalls, finalExcerpt: shown };
+        }
+        for (const [index, call] of answer.toolCalls.entries()) {
+          const ref: CallRef = { ...keys, step, callId: call.id };
+          const content = await executeCall(ref);
+          await acts.recordToolResult({ ...ref, index, content });
+          toolCalls += 1;
+        }
+      }
+      return { turn, turnId, taskId: message.messageId, outcome: 'step_limit', steps, toolCalls };
+    } catch (err) {
+      if (!(err instanceof ActivityFailure)) throw err;
+      const cause = err.cause;
+      const error =
+        cause instanceof ApplicationFailure
+          ? { code: cause.type ?? 'activity_failed', message: cause.message }
+          : { code: 'activity_failed', message: cause?.message ?? err.message };
+      return { turn, turnId, taskId: message.messageId, outcome: 'failed', steps, toolCalls, error };
+    }
+  }
+
+  /** Child results that arrived since the last turn, as one compact manifest message. */
+  async function manifest(): Promise<QueuedMessage> {
+    const notices = pendingNotices;
+    pendingNotices = [];
+    const messageId = `m${nextMessageSeq++}`;
+    const lines = notices.map((n) => `- ${n.childId}: turn ${n.outcome}${n.excerpt ? ` — ${excerpt(n.excerpt, 200)}` : ''}`);
+    const text = [`Child results (${notices.length}):`, ...lines].join('\n');
+    await local.storeTasks([{ executionId, sessionId: start.orchestratorId, taskId: messageId, task: text }]);
+    return { messageId, kind: 'manifest', excerpt: excerpt(text) };
+  }
+
+  publish();
+  for (;;) {
+    await condition(() => queue.length > 0 || pendingNotices.length > 0 || turnsThisRun >= TURNS_PER_RUN || workflowInfo().continueAsNewSuggested);
+    if (queue.length === 0 && pendingNotices.length > 0) queue.push(await manifest());
+    if (queue.length === 0 || turnsThisRun >= TURNS_PER_RUN || workflowInfo().continueAsNewSuggested) {
+      await condition(allHandlersFinished);
+      await continueAsNew<typeof orchestratorSession>({
+        start,
+        carried: {
+          executionId,
+          ledger: ledger.carry(),
+          queue,
+          pendingNotices,
+          nextMessageSeq,
+          turnsCompleted,
+          runIndex,
+          seenRequests,
+          turns,
+        },
+      });
+    }
+    const message = queue.shift()!;
+    const turn = turnsCompleted + 1;
+    current = { messageId: message.messageId, turn };
+    publish();
+    const ref = await runTurn(message, turn, uuid4());
+    turns.push(ref);
+    if (turns.length > TURN_REFS_KEPT) turns.shift();
+    turnsCompleted = turn;
+    turnsThisRun += 1;
+    current = undefined;
+    publish();
+  }
+}
+
+function slug(text: string): string {
+  return text.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '').slice(0, 40) || 'child';
+}

@@ -1,6 +1,7 @@
 import { resolve } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
 import { OrchardError, OrchardClient } from './client';
+import { slugOf } from '../workflows/session/ids';
 import { describeCliError, type CliErrorContext } from './cli-errors';
 import { registerGuardCommand } from './guard-command';
 import type { SessionStatusView } from '../workflows/messages';
@@ -87,7 +88,7 @@ session
   .option('--json', 'print JSON')
   .action(async (o) => {
     await withClient(async (client) => {
-      const sessionId: string = o.id ?? `${slug(o.title)}-${Date.now().toString(36)}`;
+      const sessionId: string = o.id ?? `${slugOf(o.title, 'session')}-${Date.now().toString(36)}`;
       const result = await client.createSession({
         requestId: o.requestId,
         sessionId,
@@ -276,9 +277,6 @@ function print(json: boolean | undefined, value: unknown, text: () => string): v
   console.log(json ? JSON.stringify(value, null, 2) : text());
 }
 
-function slug(text: string): string {
-  return text.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '').slice(0, 40) || 'session';
-}
 
 function positiveInt(value: string): number {
   const n = Number(value);

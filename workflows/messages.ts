@@ -358,6 +358,7 @@ export interface OrchestratorChildView {
   readonly routingAliases: readonly string[];
   readonly status: 'running' | 'idle' | 'failed' | 'cancelled';
   readonly provenance: { readonly turn: number; readonly callId: string };
+  /** Logical clock of the ledger at the child's last dispatch or turn end (larger = more recent). */
   readonly lastActivity: number;
   readonly turnEnds: number;
 }

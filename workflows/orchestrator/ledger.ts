@@ -13,6 +13,8 @@ const TURN_ENDS_REMEMBERED = 50;
 
 export interface CarriedLedger {
   readonly children: readonly LedgerChild[];
+  /** Logical clock of child activity (orders the roster's idle rows); no wall time in workflow code. */
+  readonly clock: number;
   /** [childId, turnId] of turn ends already counted, newest last. */
   readonly seenTurnEnds: readonly (readonly [string, string])[];
 }
@@ -20,9 +22,11 @@ export interface CarriedLedger {
 export class Ledger {
   children: LedgerChild[];
   seenTurnEnds: [string, string][];
+  private clock: number;
 
   constructor(carried?: CarriedLedger) {
     this.children = [...(carried?.children ?? [])];
+    this.clock = carried?.clock ?? 0;
     this.seenTurnEnds = (carried?.seenTurnEnds ?? []).map(([c, t]) => [c, t]);
   }
 
@@ -41,8 +45,13 @@ export class Ledger {
     );
   }
 
-  add(child: Omit<LedgerChild, 'turnEnds'>): LedgerChild {
-    const entry: LedgerChild = { ...child, turnEnds: 0 };
+  /** The next tick of the activity clock: later activity, larger value. */
+  private tick(): number {
+    return ++this.clock;
+  }
+
+  add(child: Omit<LedgerChild, 'turnEnds' | 'lastActivity'>): LedgerChild {
+    const entry: LedgerChild = { ...child, lastActivity: this.tick(), turnEnds: 0 };
     this.children.push(entry);
     return entry;
   }
@@ -53,12 +62,12 @@ export class Ledger {
   }
 
   /** Work was relayed to the child: it is running again. */
-  dispatched(childId: string, now: number): void {
-    this.update(childId, { status: 'running', lastActivity: now });
+  dispatched(childId: string): void {
+    this.update(childId, { status: 'running', lastActivity: this.tick() });
   }
 
   /** Counts a child's turn end once; false when this (childId, turnId) was already counted. */
-  turnEnded(notice: ChildTurnEnded, now: number): boolean {
+  turnEnded(notice: ChildTurnEnded): boolean {
     if (this.seenTurnEnds.some(([c, t]) => c === notice.childId && t === notice.turnId)) return false;
     this.seenTurnEnds.push([notice.childId, notice.turnId]);
     if (this.seenTurnEnds.length > TURN_ENDS_REMEMBERED * Math.max(1, this.children.length)) this.seenTurnEnds.shift();
@@ -66,15 +75,15 @@ export class Ledger {
     if (!child) return false;
     const status: ChildStatus =
       notice.outcome === 'failed' ? 'failed' : notice.outcome === 'cancelled' ? 'cancelled' : notice.queued > 0 ? 'running' : 'idle';
-    this.update(notice.childId, { status, lastActivity: now, turnEnds: child.turnEnds + 1 });
+    this.update(notice.childId, { status, lastActivity: this.tick(), turnEnds: child.turnEnds + 1 });
     return true;
   }
 
-  closed(childId: string, status: 'failed' | 'cancelled', now: number): void {
-    this.update(childId, { status, lastActivity: now });
+  closed(childId: string, status: 'failed' | 'cancelled'): void {
+    this.update(childId, { status, lastActivity: this.tick() });
   }
 
   carry(): CarriedLedger {
-    return { children: this.children, seenTurnEnds: this.seenTurnEnds };
+    return { children: this.children, clock: this.clock, seenTurnEnds: this.seenTurnEnds };
   }
 }

@@ -1,7 +1,5 @@
 import {
-  ActivityCancellationType,
   ActivityFailure,
-  ApplicationFailure,
   allHandlersFinished,
   condition,
   continueAsNew,
@@ -17,6 +15,7 @@ import {
 import type { SearchAttributeUpdatePair } from '@temporalio/common';
 import type { SharedActivities } from '../../activities';
 import type { CallRef, ReadCallResult, SessionCallView } from '../../activities/orchestrator';
+import { MODEL_ACTIVITY_OPTIONS, STORE_LOCAL_OPTIONS, failureOf } from '../activity-options';
 import { orchardFailure } from '../errors';
 import {
   childTurnEndedSignal,
@@ -34,6 +33,7 @@ import {
   type TurnRef,
 } from '../messages';
 import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_STATUS } from '../search-attributes';
+import { slugOf } from '../session/ids';
 import { excerpt } from '../session/state';
 import { dispatchEcho, stripScaffolding } from './echo';
 import { Ledger, type CarriedLedger } from './ledger';
@@ -90,19 +90,9 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
   let current: { messageId: string; turn: number } | undefined;
   const limits = resolveLimits(start.limits);
 
-  const local = proxyLocalActivities<SharedActivities>({
-    startToCloseTimeout: '30 seconds',
-    retry: { initialInterval: '500 milliseconds', maximumAttempts: 5 },
-    summary: 'orchestrator store',
-  });
-  const acts = proxyActivities<SharedActivities>({
-    // Model calls and child dispatches: heartbeats carry cancellation; provider errors back off and retry.
-    startToCloseTimeout: '10 minutes',
-    heartbeatTimeout: '30 seconds',
-    retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '30 seconds', maximumAttempts: 8 },
-    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-    summary: 'orchestrator',
-  });
+  const local = proxyLocalActivities<SharedActivities>({ ...STORE_LOCAL_OPTIONS, summary: 'orchestrator store' });
+  // Model calls and child dispatches alike.
+  const acts = proxyActivities<SharedActivities>({ ...MODEL_ACTIVITY_OPTIONS, summary: 'orchestrator' });
 
   setHandler(messageUpdate, (message) => accept(message), {
     description: 'A user message: accepted with its id (a repeated requestId is accepted once), answered by a turn.',
@@ -124,7 +114,7 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
     childTurnEndedSignal,
     (notice) => {
       // Counted once per (child, turn): a redelivered notice changes nothing.
-      if (ledger.turnEnded(notice, Date.now())) pendingNotices.push(notice);
+      if (ledger.turnEnded(notice)) pendingNotices.push(notice);
       publish();
     },
     { description: "A child's turn ended (sent by the child session)." },
@@ -218,7 +208,7 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
       case 'create': {
         const owner = call.topic ? ledger.ownerOfTopic(call.topic) : undefined;
         if (owner) return relay(owner.childId, call.taskExcerpt, ref, requestId, `topic "${call.topic}" is owned by ${owner.childId}: routed to`);
-        const childId = `${slug(call.title)}-${uuid4().slice(0, 6)}`;
+        const childId = `${slugOf(call.title, 'child')}-${uuid4().slice(0, 6)}`;
         const created = await acts.createChild({
           ref,
           childId,
@@ -240,7 +230,6 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
           routingAliases: [...(call.routingAliases ?? [])],
           status: 'running',
           provenance: { turn: ref.turn, callId: ref.callId },
-          lastActivity: Date.now(),
         });
         publish();
         return `created child ${childId} (task ${created.taskId})\n${dispatchEcho(ledger.children, { childId, brief: call.taskExcerpt })}`;
@@ -255,10 +244,10 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
     if (child.status === 'cancelled') return `error (session_closed): child ${childId} is closed; nothing was sent`;
     const sent = await acts.sendToChild({ ref, childId, requestId, from: info.workflowId });
     if (!sent.ok) {
-      if (sent.code === 'session_closed' || sent.code === 'session_not_found') ledger.closed(childId, 'cancelled', Date.now());
+      if (sent.code === 'session_closed' || sent.code === 'session_not_found') ledger.closed(childId, 'cancelled');
       return `error (${sent.code}): ${sent.message}; nothing was sent`;
     }
-    ledger.dispatched(childId, Date.now());
+    ledger.dispatched(childId);
     publish();
     return `${said} ${childId} (task ${sent.taskId})\n${dispatchEcho(ledger.children, { childId, brief })}`;
   }
@@ -293,12 +282,7 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
       return { turn, turnId, taskId: message.messageId, outcome: 'step_limit', steps, toolCalls };
     } catch (err) {
       if (!(err instanceof ActivityFailure)) throw err;
-      const cause = err.cause;
-      const error =
-        cause instanceof ApplicationFailure
-          ? { code: cause.type ?? 'activity_failed', message: cause.message }
-          : { code: 'activity_failed', message: cause?.message ?? err.message };
-      return { turn, turnId, taskId: message.messageId, outcome: 'failed', steps, toolCalls, error };
+      return { turn, turnId, taskId: message.messageId, outcome: 'failed', steps, toolCalls, error: failureOf(err) };
     }
   }
 
@@ -346,8 +330,4 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
     current = undefined;
     publish();
   }
-}
-
-function slug(text: string): string {
-  return text.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '').slice(0, 40) || 'child';
 }

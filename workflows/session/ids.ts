@@ -65,3 +65,8 @@ export function parseLeaseHolder(holder: string): LeaseHolderParts | undefined {
   if (slash === 0 || second === slash + 1 || second === chain.length - 1) return undefined;
   return { namespace: chain.slice(0, slash), workflowId: chain.slice(slash + 1), firstRunId };
 }
+
+/** A readable id from a title: lower case, `-` between words, at most 40 characters (`fallback` when none is left). */
+export function slugOf(text: string, fallback: string): string {
+  return text.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '').slice(0, 40) || fallback;
+}

@@ -1,9 +1,7 @@
 import {
   ActivityCancellationType,
   ActivityFailure,
-  ApplicationFailure,
   CancellationScope,
-  TimeoutFailure,
   allHandlersFinished,
   condition,
   continueAsNew,
@@ -19,8 +17,9 @@ import {
   uuid4,
   workflowInfo,
 } from '@temporalio/workflow';
-import { TimeoutType, type SearchAttributeUpdatePair } from '@temporalio/common';
+import type { SearchAttributeUpdatePair } from '@temporalio/common';
 import type { HostActivities, SharedActivities } from '../../activities';
+import { MODEL_ACTIVITY_OPTIONS, STORE_LOCAL_OPTIONS, failureOf } from '../activity-options';
 import { isErrorCode, orchardFailure } from '../errors';
 import {
   cancelUpdate,
@@ -63,22 +62,8 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
   const info = workflowInfo();
   const holder = leaseHolder(info.workflowId, info.firstExecutionRunId, info.namespace);
 
-  const local = proxyLocalActivities<SharedActivities>({
-    // Postgres writes of a few rows: a short bound, a few retries, then the caller hears of it.
-    startToCloseTimeout: '30 seconds',
-    retry: { initialInterval: '500 milliseconds', maximumAttempts: 5 },
-    summary: 'session store',
-  });
-  const shared = proxyActivities<SharedActivities>({
-    // A model call can be slow; the heartbeat (every second while waiting) is what delivers cancellation and
-    // tells Temporal the worker still lives.
-    startToCloseTimeout: '10 minutes',
-    heartbeatTimeout: '30 seconds',
-    // 429/5xx/timeouts back off and retry; typed failures (malformed response, bad key) are non-retryable.
-    retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '30 seconds', maximumAttempts: 8 },
-    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-    summary: 'model call',
-  });
+  const local = proxyLocalActivities<SharedActivities>({ ...STORE_LOCAL_OPTIONS, summary: 'session store' });
+  const shared = proxyActivities<SharedActivities>({ ...MODEL_ACTIVITY_OPTIONS, summary: 'model call' });
   // Built once the limits are resolved (they bound the host activities' timeouts).
   let hostActs: { worktree: HostActivities; tool: HostActivities } | undefined;
 
@@ -435,15 +420,6 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
     }
     throw err;
   }
-}
-
-function failureOf(err: ActivityFailure): { code: string; message: string } {
-  const cause = err.cause;
-  if (cause instanceof ApplicationFailure) return { code: cause.type ?? 'activity_failed', message: cause.message };
-  if (cause instanceof TimeoutFailure && cause.timeoutType === TimeoutType.SCHEDULE_TO_START) {
-    return { code: 'host_unavailable', message: 'no worker for the worktree host picked up the activity in time' };
-  }
-  return { code: 'activity_failed', message: cause?.message ?? err.message };
 }
 
 function describe(view: SessionStatusView): string {

@@ -363,6 +363,17 @@ export interface OrchestratorChildView {
   readonly turnEnds: number;
 }
 
+/** One dispatch of work to a child: which message's turn sent it, how, and the child's task id. */
+export interface OrchestratorDelivery {
+  /** The user message (or manifest) whose turn made the dispatch. */
+  readonly messageId: string;
+  readonly turn: number;
+  readonly childId: string;
+  /** `create`: a new child; `topic`: a create whose topic an existing child owns, routed to it; `send`: a send. */
+  readonly via: 'create' | 'topic' | 'send';
+  readonly taskId?: string;
+}
+
 export interface OrchestratorStatusView {
   readonly orchestratorId: string;
   readonly status: 'progressing' | 'idle';
@@ -370,6 +381,10 @@ export interface OrchestratorStatusView {
   readonly turnsCompleted: number;
   readonly queued: number;
   readonly lastTurn?: TurnRef;
+  /** The most recent turns (taskId is the message id the turn answered), oldest first. */
+  readonly turns: readonly TurnRef[];
+  /** The most recent dispatches to children, oldest first. */
+  readonly deliveries: readonly OrchestratorDelivery[];
   readonly runIndex: number;
 }
 

@@ -28,6 +28,7 @@ import {
   type ChildTurnEnded,
   type MessageInput,
   type MessageResult,
+  type OrchestratorDelivery,
   type OrchestratorStatusView,
   type StartOrchestratorInput,
   type TurnRef,
@@ -57,6 +58,7 @@ export interface CarriedOrchestratorState {
   readonly runIndex: number;
   readonly seenRequests: readonly (readonly [string, string])[];
   readonly turns: readonly TurnRef[];
+  readonly deliveries: readonly OrchestratorDelivery[];
 }
 
 export interface OrchestratorWorkflowInput {
@@ -66,6 +68,7 @@ export interface OrchestratorWorkflowInput {
 
 const DEDUPE_WINDOW = 500;
 const TURN_REFS_KEPT = 50;
+const DELIVERIES_KEPT = 200;
 const TURNS_PER_RUN = 20;
 const MAX_STEPS_PER_TURN = 24;
 
@@ -87,6 +90,7 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
   const runIndex = carried ? carried.runIndex + 1 : 0;
   const seenRequests: [string, string][] = (carried?.seenRequests ?? []).map(([r, m]) => [r, m]);
   const turns: TurnRef[] = [...(carried?.turns ?? [])];
+  const deliveries: OrchestratorDelivery[] = [...(carried?.deliveries ?? [])];
   let current: { messageId: string; turn: number } | undefined;
   const limits = resolveLimits(start.limits);
 
@@ -148,6 +152,8 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
       turnsCompleted,
       queued: queue.length,
       lastTurn: turns[turns.length - 1],
+      turns,
+      deliveries,
       runIndex,
     };
   }
@@ -204,10 +210,12 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
         return JSON.stringify(child);
       }
       case 'send':
-        return relay(call.sessionID, call.taskExcerpt, ref, requestId, 'sent to');
+        return relay(call.sessionID, call.taskExcerpt, ref, requestId, 'send', 'sent to');
       case 'create': {
         const owner = call.topic ? ledger.ownerOfTopic(call.topic) : undefined;
-        if (owner) return relay(owner.childId, call.taskExcerpt, ref, requestId, `topic "${call.topic}" is owned by ${owner.childId}: routed to`);
+        if (owner) {
+          return relay(owner.childId, call.taskExcerpt, ref, requestId, 'topic', `topic "${call.topic}" is owned by ${owner.childId}: routed to`);
+        }
         const childId = `${slugOf(call.title, 'child')}-${uuid4().slice(0, 6)}`;
         const created = await acts.createChild({
           ref,
@@ -231,14 +239,27 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
           status: 'running',
           provenance: { turn: ref.turn, callId: ref.callId },
         });
+        delivered(childId, 'create', created.taskId);
         publish();
         return `created child ${childId} (task ${created.taskId})\n${dispatchEcho(ledger.children, { childId, brief: call.taskExcerpt })}`;
       }
     }
   }
 
+  function delivered(childId: string, via: OrchestratorDelivery['via'], taskId: string | undefined): void {
+    deliveries.push({ messageId: current?.messageId ?? '', turn: current?.turn ?? 0, childId, via, taskId });
+    if (deliveries.length > DELIVERIES_KEPT) deliveries.shift();
+  }
+
   /** Relays a task to a child the ledger knows; an unknown or closed id is an error the model reads, never a create. */
-  async function relay(childId: string, brief: string, ref: CallRef, requestId: string, said: string): Promise<string> {
+  async function relay(
+    childId: string,
+    brief: string,
+    ref: CallRef,
+    requestId: string,
+    via: OrchestratorDelivery['via'],
+    said: string,
+  ): Promise<string> {
     const child = ledger.get(childId);
     if (!child) return `error (session_not_found): no child ${childId} in your roster; nothing was created. ${renderRoster(ledger.children)}`;
     if (child.status === 'cancelled') return `error (session_closed): child ${childId} is closed; nothing was sent`;
@@ -248,6 +269,7 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
       return `error (${sent.code}): ${sent.message}; nothing was sent`;
     }
     ledger.dispatched(childId);
+    delivered(childId, via, sent.taskId);
     publish();
     return `${said} ${childId} (task ${sent.taskId})\n${dispatchEcho(ledger.children, { childId, brief })}`;
   }
@@ -315,6 +337,7 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
           runIndex,
           seenRequests,
           turns,
+          deliveries,
         },
       });
     }

@@ -5,6 +5,9 @@ import { parseSessionCall, type SessionCall } from '../workflows/orchestrator/se
 import { excerpt } from '../workflows/session/state';
 import { turnKeyOf } from './store/keys';
 import { appendEntry, findAssistantMessage } from './store/transcript';
+import { projectRoutingCache, readRoutingCache, type RoutingCacheRow } from './store/routing-cache';
+import type { ChildInspection } from '../workflows/orchestrator/agents';
+import type { OrchestratorChildView } from '../workflows/messages';
 
 /**
  * The orchestrator's side effects: reading a tool call the model made, starting and sending to children (as
@@ -112,6 +115,25 @@ export function createOrchestratorActivities(deps: OrchestratorActivityDeps) {
       } catch (err) {
         return failure(err);
       }
+    },
+    /**
+     * For `list_orchestrator_agents`: what Temporal says of each child now, and the routing cache rows (returned
+     * to be labelled, never to decide anything). Cache rows naming children outside the ledger are inspected too.
+     */
+    async inspectChildren(input: { orchestratorId: string; childIds: string[] }): Promise<{ inspected: ChildInspection[]; cache: RoutingCacheRow[] }> {
+      const cache = await readRoutingCache(deps.pool, input.orchestratorId);
+      const ids = [...new Set([...input.childIds, ...cache.map((r) => r.childId)])];
+      const inspected = await Promise.all(
+        ids.map(async (childId) => {
+          const { liveness, runtime } = await deps.orchard().sessionLiveness(childId);
+          return { childId, liveness, runtime };
+        }),
+      );
+      return { inspected, cache };
+    },
+    /** Writes changed ledger rows into the routing cache (a projection; see migration 006). */
+    async projectRoutingCache(input: { orchestratorId: string; children: OrchestratorChildView[] }): Promise<void> {
+      await projectRoutingCache(deps.pool, input.orchestratorId, input.children);
     },
     async recordToolResult(input: CallRef & { index: number; content: string }): Promise<void> {
       await appendEntry(

@@ -246,6 +246,25 @@ export class OrchardClient {
     return this.call(sessionId, (handle) => handle.query(statusQuery));
   }
 
+  /**
+   * Whether a session's workflow is alive, as Temporal sees it now: `alive` while running, `dead` once closed or
+   * when there is none, `unknown` when Temporal could not be asked.
+   */
+  async sessionLiveness(sessionId: string): Promise<SessionLiveness> {
+    try {
+      const d = await this.handle(sessionId).describe();
+      const host = d.typedSearchAttributes.get(ORCHARD_HOST);
+      return {
+        liveness: d.status.name === 'RUNNING' ? 'alive' : 'dead',
+        execution: d.status.name,
+        runtime: `${d.workflowId} run ${d.runId}${host ? ` on host ${host}` : ''}, started ${d.startTime.toISOString()}`,
+      };
+    } catch (err) {
+      if (err instanceof WorkflowNotFoundError || isNotFound(err)) return { liveness: 'dead', execution: 'NOT_FOUND', runtime: 'no workflow' };
+      return { liveness: 'unknown', execution: 'UNKNOWN', runtime: `Temporal did not answer: ${String((err as Error)?.message ?? err)}` };
+    }
+  }
+
   async transcriptRefs(sessionId: string): Promise<TranscriptRefs> {
     return this.call(sessionId, (handle) => handle.query(transcriptRefsQuery));
   }
@@ -324,6 +343,14 @@ export class OrchardClient {
       throw err;
     }
   }
+}
+
+export interface SessionLiveness {
+  readonly liveness: 'alive' | 'dead' | 'unknown';
+  /** Temporal's execution status (RUNNING, COMPLETED, …), NOT_FOUND, or UNKNOWN. */
+  readonly execution: string;
+  /** Where and since when it runs: workflow id, run id, host. */
+  readonly runtime: string;
 }
 
 function normalizeSend(input: SendInput | string): SendInput {

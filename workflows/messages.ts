@@ -361,6 +361,25 @@ export interface OrchestratorChildView {
   /** Logical clock of the ledger at the child's last dispatch or turn end (larger = more recent). */
   readonly lastActivity: number;
   readonly turnEnds: number;
+  /** How its turn ends reach the orchestrator's model: `each` (default) or with its completion group. */
+  readonly completion?: { readonly policy: 'each' } | { readonly policy: 'group'; readonly groupId: string };
+}
+
+/** A completion group: members registered in the turn that opened it, sealed when that turn settled. */
+export interface CompletionGroupView {
+  readonly groupId: string;
+  readonly openedTurn: number;
+  readonly members: readonly string[];
+  /** Members whose work is done (their last turn ended with nothing queued, or failed, or was cancelled). */
+  readonly terminal: readonly string[];
+  readonly sealed: boolean;
+  readonly delivered: boolean;
+}
+
+/** A change to a child's routing metadata (proposed, then confirmed by a user's token). */
+export interface RoutingChange {
+  readonly routingDescription?: string;
+  readonly routingAliases?: readonly string[];
 }
 
 /** One dispatch of work to a child: which message's turn sent it, how, and the child's task id. */
@@ -385,6 +404,10 @@ export interface OrchestratorStatusView {
   readonly turns: readonly TurnRef[];
   /** The most recent dispatches to children, oldest first. */
   readonly deliveries: readonly OrchestratorDelivery[];
+  /** Completion groups not yet delivered, and the last delivered ones. */
+  readonly groups: readonly CompletionGroupView[];
+  /** Routing changes proposed and waiting for a user's confirmation token. */
+  readonly proposals: readonly { readonly token: string; readonly childId: string; readonly change: RoutingChange; readonly confirmedBy?: string }[];
   readonly runIndex: number;
 }
 

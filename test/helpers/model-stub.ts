@@ -20,7 +20,7 @@ export interface ModelStub {
  */
 export async function stubModel(
   t: { teardown(fn: () => unknown): void },
-  replies: Reply[] | ((body: any) => Reply),
+  replies: Reply[] | ((body: any) => Reply | Promise<Reply>),
 ): Promise<ModelStub> {
   const waiters: { n: number; resolve: () => void }[] = [];
   const stub: ModelStub = {
@@ -42,19 +42,23 @@ export async function stubModel(
       stub.requests.push({ headers: req.headers, body: JSON.parse(raw) });
       for (const w of waiters.filter((w) => stub.requests.length >= w.n)) w.resolve();
       const body = stub.requests[stub.requests.length - 1].body;
-      const reply = stub.replies.shift() ?? (typeof replies === 'function' ? replies(body) : { status: 500, body: { error: { message: 'script exhausted' } } });
-      if ('hang' in reply) {
-        open.add(res);
-        res.on('close', () => {
-          open.delete(res);
-          stub.abandoned += 1;
-        });
-        return;
-      }
-      res.writeHead(reply.status, { 'content-type': 'application/json' });
-      res.end(typeof reply.body === 'string' ? reply.body : JSON.stringify(reply.body));
+      void Promise.resolve(
+        stub.replies.shift() ?? (typeof replies === 'function' ? replies(body) : { status: 500, body: { error: { message: 'script exhausted' } } }),
+      ).then((reply) => answer(res, reply));
     });
   });
+  function answer(res: ServerResponse, reply: Reply): void {
+    if ('hang' in reply) {
+      open.add(res);
+      res.on('close', () => {
+        open.delete(res);
+        stub.abandoned += 1;
+      });
+      return;
+    }
+    res.writeHead(reply.status, { 'content-type': 'application/json' });
+    res.end(typeof reply.body === 'string' ? reply.body : JSON.stringify(reply.body));
+  }
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   t.teardown(
     () =>

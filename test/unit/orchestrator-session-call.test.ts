@@ -10,8 +10,40 @@ const cases: [string, unknown, unknown][] = [
   ['sessionId spelled differently', { operation: 'send', args: { sessionId: 'pr-1741', task: 'x' } }, { operation: 'send', sessionID: 'pr-1741', task: 'x' }],
   ['a JSON string', '{"operation":"status","args":{"sessionID":"a"}}', { operation: 'status', sessionID: 'a' }],
   ['list', { operation: 'list', args: {} }, { operation: 'list' }],
-  ['a create', { operation: 'create', args: { title: 'PR 1741', task: 'fix it', topic: 'PR 1741' } }, { operation: 'create', title: 'PR 1741', task: 'fix it', topic: 'PR 1741', agent: undefined, routingDescription: undefined, routingAliases: undefined }],
+  ['a create', { operation: 'create', args: { title: 'PR 1741', task: 'fix it', topic: 'PR 1741' } }, { operation: 'create', title: 'PR 1741', task: 'fix it', topic: 'PR 1741', agent: undefined, routingDescription: undefined, routingAliases: undefined, completion: { policy: 'each' } }],
 ];
+
+const create = (extra: Record<string, unknown>) => ({ operation: 'create', args: { title: 't', task: 'x', ...extra } });
+const completions: [string, Record<string, unknown>, unknown][] = [
+  ['no completion fields', {}, { policy: 'each' }],
+  ['completionPolicy each', { completionPolicy: 'each' }, { policy: 'each' }],
+  ['notifyOnComplete', { notifyOnComplete: true }, { policy: 'each' }],
+  ['triggerTurnOnComplete', { triggerTurnOnComplete: false }, { policy: 'each' }],
+  ['a group', { completionPolicy: 'group', completionGroupId: ' review ' }, { policy: 'group', groupId: 'review' }],
+  ['a group id alone', { completionGroupId: 'review' }, { policy: 'group', groupId: 'review' }],
+];
+for (const [name, extra, completion] of completions) {
+  test(`a create with ${name} has completion ${JSON.stringify(completion)}`, (t) => {
+    const parsed = parseSessionCall(create(extra));
+    t.true(parsed.ok, JSON.stringify(parsed));
+    if (parsed.ok && parsed.call.operation === 'create') t.deepEqual(parsed.call.completion, completion);
+  });
+}
+const badCompletions: [string, Record<string, unknown>][] = [
+  ['a group without an id', { completionPolicy: 'group' }],
+  ['an id with policy each', { completionPolicy: 'each', completionGroupId: 'g' }],
+  ['an unknown policy', { completionPolicy: 'all' }],
+  ['notifyOnComplete with a group', { completionGroupId: 'g', notifyOnComplete: true }],
+  ['a non-boolean notifyOnComplete', { notifyOnComplete: 'yes' }],
+  ['an empty group id', { completionGroupId: '  ' }],
+];
+for (const [name, extra] of badCompletions) {
+  test(`a create with ${name} is refused`, (t) => {
+    const parsed = parseSessionCall(create(extra));
+    t.false(parsed.ok);
+    if (!parsed.ok) t.is(parsed.code, 'session_call_invalid');
+  });
+}
 
 for (const [name, input, call] of cases) {
   test(`parses ${name}`, (t) => {

@@ -16,7 +16,7 @@ export interface RosterChild {
   readonly title: string;
   readonly agent: string;
   readonly status: ChildStatus;
-  /** Workflow time (ms) of the child's last turn start or end: orders the idle rows. */
+  /** Ledger clock at the child's last dispatch or turn end (larger = more recent): orders the idle rows. */
   readonly lastActivity: number;
   /** System agents do work for Orchard itself and are never routed to. */
   readonly system?: boolean;

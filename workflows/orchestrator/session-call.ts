@@ -15,17 +15,38 @@ export type SessionCall =
       readonly topic?: string;
       readonly routingDescription?: string;
       readonly routingAliases?: readonly string[];
+      /** How the child's turn ends reach the orchestrator's model (`each` unless a group is named). */
+      readonly completion: Completion;
     }
   | { readonly operation: 'send'; readonly sessionID: string; readonly task: string }
   | { readonly operation: 'list' }
   | { readonly operation: 'status'; readonly sessionID: string };
+
+/**
+ * `each`: every turn end is a result of its own. `group`: the members created under one completionGroupId in one
+ * turn are delivered together, once every one of them is terminal.
+ */
+export type Completion = { readonly policy: 'each' } | { readonly policy: 'group'; readonly groupId: string };
 
 export type ParsedSessionCall =
   /** `repaired` says how a malformed call was read (for the tool result), when it was. */
   | { readonly ok: true; readonly call: SessionCall; readonly repaired?: string }
   | { readonly ok: false; readonly code: 'session_call_invalid'; readonly message: string };
 
-const FIELDS = ['sessionID', 'title', 'task', 'agent', 'topic', 'routingDescription', 'routingAliases'] as const;
+const FIELDS = [
+  'sessionID',
+  'title',
+  'task',
+  'agent',
+  'topic',
+  'routingDescription',
+  'routingAliases',
+  'completionPolicy',
+  'completionGroupId',
+  'notifyOnComplete',
+  'triggerTurnOnComplete',
+] as const;
+const MAX_GROUP_ID_CHARS = 100;
 const SESSION_ID_ALIASES = ['sessionID', 'sessionId', 'session_id', 'sessionid'];
 
 const SHAPES =
@@ -104,6 +125,8 @@ export function parseSessionCall(raw: unknown): ParsedSessionCall {
       for (const field of ['agent', 'topic', 'routingDescription'] as const) {
         if (args[field] !== undefined && typeof args[field] !== 'string') return refuse(`${field} must be a string`);
       }
+      const completion = completionOf(args);
+      if (typeof completion === 'string') return refuse(completion);
       return ok(
         {
           operation: 'create',
@@ -113,6 +136,7 @@ export function parseSessionCall(raw: unknown): ParsedSessionCall {
           topic: args.topic as string | undefined,
           routingDescription: args.routingDescription as string | undefined,
           routingAliases: aliases as string[] | undefined,
+          completion,
         },
         repairs,
       );
@@ -125,6 +149,27 @@ export function parseSessionCall(raw: unknown): ParsedSessionCall {
     if (task.length > MAX_TASK_CHARS) return refuse(`the task is ${task.length} characters; the limit is ${MAX_TASK_CHARS}`);
     return ok({ operation: 'send', sessionID: id, task }, repaired);
   }
+}
+
+/** The completion policy a create asks for, or why it cannot be read. `notifyOnComplete` and `triggerTurnOnComplete` mean `each`. */
+function completionOf(args: Record<string, unknown>): Completion | string {
+  const { completionPolicy: policy, completionGroupId: groupId } = args;
+  for (const flag of ['notifyOnComplete', 'triggerTurnOnComplete'] as const) {
+    if (args[flag] !== undefined && typeof args[flag] !== 'boolean') return `${flag} must be a boolean`;
+  }
+  const eachAlias = args.notifyOnComplete !== undefined || args.triggerTurnOnComplete !== undefined;
+  if (policy !== undefined && policy !== 'each' && policy !== 'group') return 'completionPolicy must be "each" or "group"';
+  if (groupId !== undefined && (typeof groupId !== 'string' || groupId.trim() === '' || groupId.length > MAX_GROUP_ID_CHARS)) {
+    return `completionGroupId must be a non-empty string of at most ${MAX_GROUP_ID_CHARS} characters`;
+  }
+  const group = policy === 'group' || (policy === undefined && groupId !== undefined);
+  if (!group) {
+    if (groupId !== undefined) return 'completionGroupId needs completionPolicy "group"';
+    return { policy: 'each' };
+  }
+  if (eachAlias) return 'notifyOnComplete and triggerTurnOnComplete mean completionPolicy "each"; they cannot be combined with a group';
+  if (groupId === undefined) return 'completionPolicy "group" needs a completionGroupId naming the group';
+  return { policy: 'group', groupId: (groupId as string).trim() };
 }
 
 function ok(call: SessionCall, repaired?: string): ParsedSessionCall {

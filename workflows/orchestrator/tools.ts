@@ -29,6 +29,16 @@ export const sessionTool: ToolDefinition = {
           topic: { type: 'string', description: 'create: the topic it owns, e.g. "PR 1741"; reused if a child has it.' },
           routingDescription: { type: 'string', description: 'create: what kinds of requests belong to this child.' },
           routingAliases: { type: 'array', items: { type: 'string' }, description: 'create: other names of its topic.' },
+          completionPolicy: {
+            type: 'string',
+            enum: ['each', 'group'],
+            description:
+              'create: "each" (default) reports every turn end of the child; "group" reports the members of completionGroupId ' +
+              'together once all are done (members join only in the turn that creates the group).',
+          },
+          completionGroupId: { type: 'string', description: 'create: the group this child belongs to (completionPolicy "group").' },
+          notifyOnComplete: { type: 'boolean', description: 'create: accepted; means completionPolicy "each".' },
+          triggerTurnOnComplete: { type: 'boolean', description: 'create: accepted; means completionPolicy "each".' },
         },
         additionalProperties: false,
       },

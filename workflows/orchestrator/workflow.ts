@@ -36,8 +36,10 @@ import {
 import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_STATUS } from '../search-attributes';
 import { slugOf } from '../session/ids';
 import { excerpt } from '../session/state';
+import { agentRows } from './agents';
+import { parseDescriptionCall, sameChange } from './descriptions';
 import { dispatchEcho, stripScaffolding } from './echo';
-import { Ledger, type CarriedLedger } from './ledger';
+import { Ledger, type CarriedLedger, type ChildResult } from './ledger';
 import { renderRoster } from './roster';
 import { topicKey } from './topic';
 
@@ -52,7 +54,7 @@ export interface CarriedOrchestratorState {
   readonly executionId: string;
   readonly ledger: CarriedLedger;
   readonly queue: readonly QueuedMessage[];
-  readonly pendingNotices: readonly ChildTurnEnded[];
+  readonly pendingResults: readonly ChildResult[];
   readonly nextMessageSeq: number;
   readonly turnsCompleted: number;
   readonly runIndex: number;
@@ -69,8 +71,6 @@ export interface OrchestratorWorkflowInput {
 const DEDUPE_WINDOW = 500;
 const TURN_REFS_KEPT = 50;
 const DELIVERIES_KEPT = 200;
-const TURNS_PER_RUN = 20;
-const MAX_STEPS_PER_TURN = 24;
 
 /**
  * The orchestrator (`orchestrator/<id>`): a long-lived session that routes each user message to the child that
@@ -83,7 +83,8 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
   const ledger = new Ledger(carried?.ledger);
   const executionId = carried?.executionId ?? uuid4();
   let queue: QueuedMessage[] = [...(carried?.queue ?? [])];
-  let pendingNotices: ChildTurnEnded[] = [...(carried?.pendingNotices ?? [])];
+  // Child results waiting for the next idle moment, delivered to the model as one manifest.
+  let pendingResults: ChildResult[] = [...(carried?.pendingResults ?? [])];
   let nextMessageSeq = carried?.nextMessageSeq ?? 1;
   let turnsCompleted = carried?.turnsCompleted ?? 0;
   let turnsThisRun = 0;
@@ -117,8 +118,10 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
   setHandler(
     childTurnEndedSignal,
     (notice) => {
-      // Counted once per (child, turn): a redelivered notice changes nothing.
-      if (ledger.turnEnded(notice)) pendingNotices.push(notice);
+      // Counted once per (child, turn): a redelivered notice changes nothing. A group member's result waits for
+      // the rest of its group.
+      const ready = ledger.turnEnded(notice);
+      if (ready) pendingResults.push(...ready);
       publish();
     },
     { description: "A child's turn ended (sent by the child session)." },
@@ -129,7 +132,10 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
   async function accept(message: MessageInput): Promise<MessageResult> {
     const seen = message.requestId === undefined ? undefined : seenRequests.find(([r]) => r === message.requestId);
     if (seen) return { messageId: seen[1], duplicate: true };
-    const messageId = `m${nextMessageSeq++}`;
+    const seq = nextMessageSeq++;
+    const messageId = `m${seq}`;
+    // A confirmation token counts only when a user's own message carries it.
+    ledger.userSaid(message.text, seq, messageId);
     if (message.requestId !== undefined) {
       seenRequests.push([message.requestId, messageId]);
       if (seenRequests.length > DEDUPE_WINDOW) seenRequests.shift();
@@ -154,6 +160,8 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
       lastTurn: turns[turns.length - 1],
       turns,
       deliveries,
+      groups: ledger.groups.map(({ results: _held, ...group }) => group),
+      proposals: ledger.proposals.map(({ afterSeq: _seq, ...proposal }) => proposal),
       runIndex,
     };
   }
@@ -180,23 +188,56 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
     const read: ReadCallResult = await acts.readOrchestratorCall(ref);
     if (!read.ok) return `error (${read.code}): ${read.message}`;
     if (read.tool === 'list_orchestrator_agents') {
-      return JSON.stringify(
-        ledger.children.map((c) => ({
-          childId: c.childId,
-          title: c.title,
-          agent: c.agent,
-          routingDescription: c.routingDescription ?? null,
-          routingAliases: c.routingAliases,
-          status: c.status,
-          actionable: c.status === 'running' || c.status === 'idle',
-        })),
-      );
+      const { inspected, cache } = await acts.inspectChildren({ orchestratorId: start.orchestratorId, childIds: ledger.children.map((c) => c.childId) });
+      return JSON.stringify(agentRows(ledger.children, inspected, cache));
     }
+    if (read.tool === 'update_orchestrator_agent_description' && 'args' in read) return updateDescription(read.args);
     if (read.tool !== 'session' || !('call' in read)) {
-      return `error (tool_unknown): ${read.tool} is not available yet; use the session tool`;
+      return `error (tool_unknown): there is no tool ${read.tool}; your tools are session, list_orchestrator_agents and update_orchestrator_agent_description`;
     }
     const repaired = read.repaired ? `(${read.repaired})\n` : '';
     return repaired + (await executeSession(read.call, ref));
+  }
+
+  /** Proposes a routing change (a token back), or applies one the user confirmed; anything else changes nothing. */
+  function updateDescription(args: Record<string, unknown>): string {
+    const call = parseDescriptionCall(args);
+    if (!call.ok) return `error (${call.code}): ${call.message}`;
+    const child = ledger.get(call.sessionID);
+    if (!child) return `error (session_not_found): no child ${call.sessionID} in your roster; nothing was changed`;
+    if (!call.confirmed) {
+      const token = `confirm-${uuid4().slice(0, 8)}`;
+      ledger.propose({ token, childId: child.childId, change: call.change, afterSeq: nextMessageSeq });
+      publish();
+      const before = { routingDescription: child.routingDescription ?? null, routingAliases: child.routingAliases };
+      return JSON.stringify({
+        status: 'confirmation_required',
+        childId: child.childId,
+        before,
+        after: { ...before, ...call.change },
+        confirmationToken: token,
+        next: `Nothing has changed yet. Ask the user to confirm by sending ${token}; after their message, call again with confirmed: true and confirmationToken "${token}".`,
+      });
+    }
+    if (!call.token) return 'error (confirmation_token_missing): confirmed: true needs the confirmationToken the proposal returned; nothing was changed';
+    const proposal = ledger.proposals.find((p) => p.token === call.token);
+    if (!proposal) return `error (confirmation_token_unknown): ${call.token} is not a pending proposal's token; nothing was changed`;
+    if (proposal.childId !== child.childId || !sameChange(proposal.change, call.change)) {
+      return `error (confirmation_mismatch): ${call.token} confirms a different change (${proposal.childId}: ${JSON.stringify(proposal.change)}); nothing was changed`;
+    }
+    if (!proposal.confirmedBy) {
+      return `error (confirmation_not_from_user): ${call.token} has not appeared in a user message since it was proposed; only the user can confirm it. Nothing was changed`;
+    }
+    ledger.applyProposal(proposal.token);
+    publish();
+    const now = ledger.get(child.childId)!;
+    return JSON.stringify({
+      status: 'applied',
+      childId: now.childId,
+      confirmedBy: proposal.confirmedBy,
+      routingDescription: now.routingDescription ?? null,
+      routingAliases: now.routingAliases,
+    });
   }
 
   async function executeSession(call: SessionCallView, ref: CallRef): Promise<string> {
@@ -216,7 +257,26 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
         if (owner) {
           return relay(owner.childId, call.taskExcerpt, ref, requestId, 'topic', `topic "${call.topic}" is owned by ${owner.childId}: routed to`);
         }
+        const completion = call.completion;
+        if (completion.policy === 'group') {
+          const refused = ledger.groupRefusal(completion.groupId);
+          if (refused) return `error (completion_group_sealed): ${refused}; no child was created`;
+        }
         const childId = `${slugOf(call.title, 'child')}-${uuid4().slice(0, 6)}`;
+        // In the ledger (and its group) before its workflow starts, so a turn end that arrives with the create's
+        // own result is counted, not dropped as unknown.
+        ledger.add({
+          childId,
+          title: call.title,
+          agent: call.agent ?? 'coder',
+          topicKey: call.topic ? topicKey(call.topic) : undefined,
+          routingDescription: call.routingDescription,
+          routingAliases: [...(call.routingAliases ?? [])],
+          status: 'running',
+          provenance: { turn: ref.turn, callId: ref.callId },
+          completion,
+        });
+        if (completion.policy === 'group') ledger.joinGroup(completion.groupId, childId, ref.turn);
         const created = await acts.createChild({
           ref,
           childId,
@@ -228,17 +288,10 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
           parent: info.workflowId,
           model: start.childModel,
         });
-        if (!created.ok) return `error (${created.code}): ${created.message}; no child was created`;
-        ledger.add({
-          childId,
-          title: call.title,
-          agent: call.agent ?? 'coder',
-          topicKey: call.topic ? topicKey(call.topic) : undefined,
-          routingDescription: call.routingDescription,
-          routingAliases: [...(call.routingAliases ?? [])],
-          status: 'running',
-          provenance: { turn: ref.turn, callId: ref.callId },
-        });
+        if (!created.ok) {
+          ledger.remove(childId);
+          return `error (${created.code}): ${created.message}; no child was created`;
+        }
         delivered(childId, 'create', created.taskId);
         publish();
         return `created child ${childId} (task ${created.taskId})\n${dispatchEcho(ledger.children, { childId, brief: call.taskExcerpt })}`;
@@ -279,7 +332,7 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
     let toolCalls = 0;
     const keys = { sessionId: start.orchestratorId, executionId, turnId, turn };
     try {
-      for (let step = 1; step <= MAX_STEPS_PER_TURN; step++) {
+      for (let step = 1; step <= limits.maxStepsPerTurn; step++) {
         steps = step;
         const answer = await acts.modelStep({
           ...keys,
@@ -310,20 +363,34 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
 
   /** Child results that arrived since the last turn, as one compact manifest message. */
   async function manifest(): Promise<QueuedMessage> {
-    const notices = pendingNotices;
-    pendingNotices = [];
+    const results = pendingResults;
+    pendingResults = [];
     const messageId = `m${nextMessageSeq++}`;
-    const lines = notices.map((n) => `- ${n.childId}: turn ${n.outcome}${n.excerpt ? ` — ${excerpt(n.excerpt, 200)}` : ''}`);
-    const text = [`Child results (${notices.length}):`, ...lines].join('\n');
+    const line = (n: ChildTurnEnded, indent = '') => `${indent}- ${n.childId}: turn ${n.outcome}${n.excerpt ? ` — ${excerpt(n.excerpt, 200)}` : ''}`;
+    const lines = results.flatMap((r) =>
+      r.kind === 'each' ? [line(r.notice)] : [`- group ${r.groupId} complete (${r.notices.length} results):`, ...r.notices.map((n) => line(n, '  '))],
+    );
+    const text = [`Child results (${results.length}):`, ...lines].join('\n');
     await local.storeTasks([{ executionId, sessionId: start.orchestratorId, taskId: messageId, task: text }]);
     return { messageId, kind: 'manifest', excerpt: excerpt(text) };
   }
 
+  /** Writes the ledger rows changed since the last projection into the (untrusted) routing cache. */
+  async function project(): Promise<void> {
+    const changed = ledger.takeUnprojected();
+    if (changed.length > 0) await local.projectRoutingCache({ orchestratorId: start.orchestratorId, children: changed });
+  }
+
+  const handOver = () => turnsThisRun >= limits.turnsPerRun || workflowInfo().continueAsNewSuggested;
+
   publish();
   for (;;) {
-    await condition(() => queue.length > 0 || pendingNotices.length > 0 || turnsThisRun >= TURNS_PER_RUN || workflowInfo().continueAsNewSuggested);
-    if (queue.length === 0 && pendingNotices.length > 0) queue.push(await manifest());
-    if (queue.length === 0 || turnsThisRun >= TURNS_PER_RUN || workflowInfo().continueAsNewSuggested) {
+    await project();
+    await condition(() => queue.length > 0 || pendingResults.length > 0 || ledger.unprojected.length > 0 || handOver());
+    if (queue.length === 0 && pendingResults.length > 0) queue.push(await manifest());
+    if (queue.length === 0 && !handOver()) continue;
+    if (queue.length === 0 || handOver()) {
+      await project();
       await condition(allHandlersFinished);
       await continueAsNew<typeof orchestratorSession>({
         start,
@@ -331,7 +398,7 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
           executionId,
           ledger: ledger.carry(),
           queue,
-          pendingNotices,
+          pendingResults,
           nextMessageSeq,
           turnsCompleted,
           runIndex,
@@ -346,6 +413,8 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
     current = { messageId: message.messageId, turn };
     publish();
     const ref = await runTurn(message, turn, uuid4());
+    // The turn settled: the groups it opened are sealed (no late member), and may be complete already.
+    pendingResults.push(...ledger.sealGroups());
     turns.push(ref);
     if (turns.length > TURN_REFS_KEPT) turns.shift();
     turnsCompleted = turn;

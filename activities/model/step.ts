@@ -1,3 +1,4 @@
+import { stripScaffolding } from '../../workflows/orchestrator/echo';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Pool } from 'pg';
@@ -47,7 +48,7 @@ const HEARTBEAT_MS = 1000;
 export async function modelStep(pool: Pool, resolve: ProviderResolver, input: ModelStepInput): Promise<ModelStepResult> {
   const key = turnKeyOf(input);
   const recorded = await findAssistantMessage(pool, key.turnId, input.step);
-  if (recorded) return summarize(recorded);
+  if (recorded) return summarize(recorded, input.profile);
   if (input.taskId !== undefined) await openTurn(pool, key, input.taskId);
 
   const { messages: history, omittedTurns } = await loadConversation(pool, key, input.contextChars);
@@ -81,7 +82,7 @@ export async function modelStep(pool: Pool, resolve: ProviderResolver, input: Mo
   await appendEntry(pool, { ...key, step: input.step, ordinal: 0 }, message);
   await recordModelCall(pool, { ...key, step: input.step, provider: provider.name, latencyMs: performance.now() - started }, response);
   // Return what stands in the store: if a concurrent attempt won the insert, its answer is the answer.
-  return summarize((await findAssistantMessage(pool, key.turnId, input.step)) ?? message);
+  return summarize((await findAssistantMessage(pool, key.turnId, input.step)) ?? message, input.profile);
 }
 
 /** The task's text becomes the turn's user message (idempotent), and the task is marked running. */
@@ -108,8 +109,10 @@ export function withUniqueCallIds(message: AssistantMessage): AssistantMessage {
   return { ...message, tool_calls: calls };
 }
 
-function summarize(message: AssistantMessage): ModelStepResult {
-  const text = message.content ?? undefined;
+/** The step as history keeps it: call ids and names, and the text cut short (an orchestrator's without the scaffolding it was given). */
+function summarize(message: AssistantMessage, profile: ToolProfile): ModelStepResult {
+  const raw = message.content ?? undefined;
+  const text = raw !== undefined && profile === 'orchestrator' ? stripScaffolding(raw) : raw;
   return {
     toolCalls: (message.tool_calls ?? []).map((call) => ({ id: call.id, name: call.function.name })),
     textExcerpt: text && text.length > EXCERPT_CHARS ? `${text.slice(0, EXCERPT_CHARS)}…` : text,

@@ -53,6 +53,8 @@ export interface TestOrchard {
   connection: NativeConnection;
   /** Starts (another) worker pair for a host; the first is started by `startOrchard`. */
   startHost(hostId: string, options?: { hostOnly?: boolean; defaultProvider?: ModelProvider; shutdownGraceMs?: number }): Promise<OrchardWorkers>;
+  /** Stops every worker (waiting until each has shut down: no cached workflow state survives) and starts the first host's again. */
+  restartWorkers(): Promise<void>;
   hostId: string;
 }
 
@@ -112,6 +114,12 @@ export async function startOrchard(
     for (const c of [...extraConnections, connection]) await c.close();
     await clientConnection.close();
   });
+  const restartWorkers = async () => {
+    const stopping = running.splice(0);
+    for (const r of stopping) r.workers.shutdown();
+    await Promise.all(stopping.map((r) => r.done));
+    await startHost(hostId);
+  };
   return {
     client: new OrchardClient(temporal, { taskQueue, defaultHost: hostId }),
     temporal,
@@ -119,6 +127,7 @@ export async function startOrchard(
     taskQueue,
     connection,
     startHost,
+    restartWorkers,
     hostId,
   };
 }

@@ -38,7 +38,7 @@ import { slugOf } from '../session/ids';
 import { excerpt } from '../session/state';
 import { agentRows } from './agents';
 import { parseDescriptionCall, sameChange } from './descriptions';
-import { dispatchEcho, stripScaffolding } from './echo';
+import { dispatchEcho } from './echo';
 import { Ledger, type CarriedLedger, type ChildResult } from './ledger';
 import { renderRoster } from './roster';
 import { topicKey } from './topic';
@@ -344,8 +344,8 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
           contextChars: limits.contextChars,
         });
         if (answer.toolCalls.length === 0) {
-          const shown = answer.textExcerpt === undefined ? undefined : stripScaffolding(answer.textExcerpt);
-          return { turn, turnId, taskId: message.messageId, outcome: 'finished', steps, toolCalls, finalExcerpt: shown };
+          // The activity stripped the scaffolding before cutting the text short (item 9).
+          return { turn, turnId, taskId: message.messageId, outcome: 'finished', steps, toolCalls, finalExcerpt: answer.textExcerpt };
         }
         for (const [index, call] of answer.toolCalls.entries()) {
           const ref: CallRef = { ...keys, step, callId: call.id };

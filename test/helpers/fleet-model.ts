@@ -1,3 +1,7 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { historyToJSON } from '@temporalio/common/lib/proto-utils';
+import { orchestratorWorkflowId } from '../../workflows/messages';
 import { OpenAICompatibleProvider } from '../../activities/model/openai';
 import { completion, stubModel, type ModelStub, type Reply } from './model-stub';
 import { makeRepo, startOrchard, uniqueId, type TestOrchard } from './orchard';
@@ -61,6 +65,11 @@ export interface Fleet {
   /** Tool results the orchestrator's model has been shown (deduplicated, in order of first appearance). */
   toolResults(): string[];
   settled(turns: number): Promise<import('../../workflows/messages').OrchestratorStatusView>;
+  /**
+   * With ORCHARD_KEEP_HISTORIES=1, writes the orchestrator's current run history to test/replay/histories/<name>.json
+   * (how the kept orchestrator histories were recorded); otherwise does nothing.
+   */
+  keepHistory(name: string): Promise<void>;
 }
 
 export async function startFleet(
@@ -84,6 +93,11 @@ export async function startFleet(
     toolResults: () => [
       ...new Set(orchestratorRequests().flatMap((b) => b.messages.filter((m: any) => m.role === 'tool').map((m: any) => String(m.content)))),
     ],
+    keepHistory: async (name) => {
+      if (process.env.ORCHARD_KEEP_HISTORIES !== '1') return;
+      const history = await orchard.temporal.workflow.getHandle(orchestratorWorkflowId(id)).fetchHistory();
+      writeFileSync(join(__dirname, '..', 'replay', 'histories', `${name}.json`), historyToJSON(history));
+    },
     settled: (turns) =>
       waitFor(async () => {
         const v = await orchard.client.orchestratorStatus(id);

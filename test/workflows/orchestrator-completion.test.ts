@@ -71,6 +71,7 @@ test('a group is delivered once, as one result, when every member is terminal; a
   const all = firstUserTexts(fleet.orchestratorRequests()).filter((text) => text.startsWith('Child results'));
   t.is(all.length, 2);
   t.true(all[1].startsWith(`Child results (1):\n- ${last.childId}: turn finished`));
+  await fleet.keepHistory('orchestrator-group-completion');
 });
 
 test('results arriving mid-turn coalesce into one manifest at the next idle; a user message at that moment goes first', async (t) => {
@@ -175,6 +176,7 @@ test('a routing change needs a token from a later user message: the model cannot
   }, 60_000);
   t.is(routed.children.length, 1);
   t.is(routed.deliveries.at(-1)?.via, 'topic');
+  await fleet.keepHistory('orchestrator-confirmation-tokens');
 });
 
 test('the routing cache is a projection nobody trusts: a row without authority is listed untrusted and never routed to', async (t) => {
@@ -223,4 +225,5 @@ test('the routing cache is a projection nobody trusts: a row without authority i
   // The cache's alias routed nothing: "evil" got a child of its own.
   t.deepEqual(view.deliveries.map((d) => d.via), ['create', 'create']);
   t.is(view.children.length, 2);
+  await fleet.keepHistory('orchestrator-agents-and-cache');
 });

@@ -191,6 +191,7 @@ test('children survive the orchestrator continuing as new, and the ledger carrie
   }, 60_000, 'the second turn end reached a later run');
   t.is(routed.children.length, 1);
   t.deepEqual(routed.deliveries.map((d) => d.via), ['create', 'topic']);
+  await fleet.keepHistory('orchestrator-continued-as-new');
 });
 
 test('children survive a worker restart; the orchestrator routes to them afterwards and hears their turn ends', async (t) => {

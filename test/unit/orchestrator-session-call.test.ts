@@ -1,6 +1,6 @@
 import test from 'ava';
 import fc from 'fast-check';
-import { parseSessionCall } from '../../workflows/orchestrator/session-call';
+import { dispatchRequestId, parseSessionCall } from '../../workflows/orchestrator/session-call';
 import { ORCHESTRATOR_TOOLS } from '../../workflows/orchestrator/tools';
 
 const cases: [string, unknown, unknown][] = [
@@ -98,4 +98,19 @@ test('property: nothing parses as a create unless it says operation create and n
 test('the orchestrator is offered exactly its three tools, with object schemas', (t) => {
   t.deepEqual(ORCHESTRATOR_TOOLS.map((d) => d.name), ['session', 'list_orchestrator_agents', 'update_orchestrator_agent_description']);
   for (const d of ORCHESTRATOR_TOOLS) t.is(d.parameters.type, 'object');
+});
+
+test('property: a dispatch request id is stable, distinct per call, and within the request-id limit', (t) => {
+  fc.assert(
+    fc.property(fc.uuid(), fc.integer({ min: 1, max: 999 }), fc.string({ minLength: 1, maxLength: 500 }), fc.string({ minLength: 1, maxLength: 500 }), (turnId, step, a, b) => {
+      const wf = `orchestrator/${'o'.repeat(64)}`;
+      const idA = dispatchRequestId(wf, { turnId, step, callId: a });
+      return (
+        idA === dispatchRequestId(wf, { turnId, step, callId: a }) &&
+        idA.length <= 200 &&
+        (a === b || idA !== dispatchRequestId(wf, { turnId, step, callId: b }) || (a.length > 64 && b.length > 64))
+      );
+    }),
+  );
+  t.not(dispatchRequestId('o', { turnId: 't', step: 1, callId: 'x'.repeat(100) }), dispatchRequestId('o', { turnId: 't', step: 1, callId: 'x'.repeat(101) }));
 });

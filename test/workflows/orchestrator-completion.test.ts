@@ -1,5 +1,6 @@
 import test from 'ava';
 import { sessionWorkflowId } from '../../workflows/messages';
+import { JUST_DISPATCHED, ROUTE_FIRST } from '../../workflows/orchestrator/echo';
 import { calls, final, fleetModel, gate, lastUserText, session, startFleet, type Decide } from '../helpers/fleet-model';
 import { completion } from '../helpers/model-stub';
 import { waitFor } from '../helpers/wait';
@@ -37,6 +38,16 @@ test('a group is delivered once, as one result, when every member is terminal; a
   await orchard.client.message(id, { text: 'review it twice' });
   const spawned = await fleet.settled(1);
   const [one, two] = spawned.children.map((c) => c.childId);
+  // Both creates of the one step echo the roster; each marks only the child it created, the first as the second.
+  const echoes = fleet.toolResults().filter((r) => r.startsWith('created child'));
+  t.is(echoes.length, 2);
+  for (const [i, echo] of echoes.entries()) {
+    const marked = echo.split('\n').filter((line) => line.includes(JUST_DISPATCHED));
+    t.is(marked.length, 1);
+    t.true(marked[0].startsWith(`${[one, two][i]} | `));
+    t.true(echo.includes(ROUTE_FIRST));
+  }
+  t.true(echoes[1].includes(`${one} | reviewer one`), 'the second echo lists the first child too');
   t.deepEqual(spawned.children.map((c) => c.completion), [
     { policy: 'group', groupId: 'review' },
     { policy: 'group', groupId: 'review' },

@@ -1,6 +1,8 @@
 import test from 'ava';
 import { orchestratorWorkflowId, sessionWorkflowId } from '../../workflows/messages';
+import { createOrchestratorActivities } from '../../activities/orchestrator';
 import { JUST_DISPATCHED, ROUTE_FIRST } from '../../workflows/orchestrator/echo';
+import { dispatchRequestId } from '../../workflows/orchestrator/session-call';
 import { renderRoster } from '../../workflows/orchestrator/roster';
 import { calls, final, fleetModel, lastUserText, oneCallPerTurn, session, startFleet } from '../helpers/fleet-model';
 import { waitFor } from '../helpers/wait';
@@ -230,4 +232,45 @@ test('the roster query is the text in the model request, rows built by the one r
   await fleet.settled(3);
   const last = fleet.orchestratorRequests().at(-1);
   t.true(String(last.messages[0].content).includes(await orchard.client.roster(id)));
+  // Every orchestrator request offers exactly its three tools, with their JSON Schemas; no bash, no files.
+  for (const body of fleet.orchestratorRequests()) {
+    t.deepEqual(
+      body.tools.map((tool: any) => tool.function.name),
+      ['session', 'list_orchestrator_agents', 'update_orchestrator_agent_description'],
+    );
+    const session = body.tools[0].function.parameters;
+    t.deepEqual(session.properties.operation.enum, ['create', 'send', 'list', 'status']);
+    t.deepEqual(session.required, ['operation', 'args']);
+  }
+});
+
+test('a retried or replayed dispatch is delivered once: its request id comes from the tool call', async (t) => {
+  const fleet = await startFleet(t, fleetModel(directive));
+  const { orchard, id, stub } = fleet;
+  await orchard.client.message(id, { text: 'create queue: drain the queue' });
+  const childId = (await fleet.settled(1)).children[0].childId;
+  await orchard.client.message(id, { text: `send ${childId}: then purge it` });
+  const view = await fleet.settled(2);
+  const child = await orchard.client.waitUntilSettled(childId, { afterTurn: 2 });
+  const sendTurn = view.turns[1];
+  const delivery = view.deliveries[1];
+  // The call the model made in that turn's first step, as the orchestrator's next request shows it.
+  const callId = stub.requests
+    .map((r) => r.body.messages as any[])
+    .flatMap((messages) => messages.filter((m) => m.role === 'assistant' && m.tool_calls))
+    .map((m) => m.tool_calls[0])
+    .find((c) => JSON.parse(c.function.arguments).operation === 'send').id;
+  const ref = { sessionId: id, executionId: '', turnId: sendTurn.turnId!, turn: sendTurn.turn, step: 1, callId };
+  // The activity, run again as a retry (or a replay after a lost result) would run it.
+  const acts = createOrchestratorActivities({ pool: orchard.pool, orchard: () => orchard.client });
+  const from = orchestratorWorkflowId(id);
+  const again = await acts.sendToChild({ ref, childId, requestId: dispatchRequestId(from, ref), from });
+  t.deepEqual(again, { ok: true, taskId: delivery.taskId });
+  const after = await orchard.client.status(childId);
+  t.is(after.queued, 0);
+  t.is(after.turnsCompleted, child.turnsCompleted);
+  t.is(after.currentTask, undefined);
+  // A different request id is a different dispatch: the child takes it (the check above could fail).
+  const other = await acts.sendToChild({ ref, childId, requestId: `${dispatchRequestId(from, ref)}-other`, from });
+  t.true(other.ok && other.taskId !== delivery.taskId);
 });

@@ -175,3 +175,32 @@ function completionOf(args: Record<string, unknown>): Completion | string {
 function ok(call: SessionCall, repaired?: string): ParsedSessionCall {
   return repaired ? { ok: true, call, repaired } : { ok: true, call };
 }
+
+/** Where a dispatch came from: the orchestrator turn, model step and tool call that made it. */
+export interface DispatchOrigin {
+  readonly turnId: string;
+  readonly step: number;
+  readonly callId: string;
+}
+
+const CALL_ID_KEPT = 64;
+
+/** FNV-1a, 32 bits, as hex: a short deterministic stand-in for a call id too long to carry (no crypto in workflows). */
+function fnv1a(text: string): string {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) {
+    hash ^= text.charCodeAt(i);
+    hash = Math.imul(hash, 0x01000193) >>> 0;
+  }
+  return hash.toString(16).padStart(8, '0');
+}
+
+/**
+ * The request id of a create or send the orchestrator makes for one tool call: the same on every replay and
+ * activity retry (turn ids are minted once by the workflow), so the child accepts the dispatch once. A model's
+ * call id can be any length; a long one is shortened to a hash so the id stays within the request-id limit.
+ */
+export function dispatchRequestId(orchestratorWorkflowId: string, origin: DispatchOrigin): string {
+  const call = origin.callId.length <= CALL_ID_KEPT ? origin.callId : `${origin.callId.slice(0, 16)}~${fnv1a(origin.callId)}`;
+  return `${orchestratorWorkflowId}/${origin.turnId}/${origin.step}/${call}`;
+}

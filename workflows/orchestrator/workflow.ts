@@ -41,6 +41,7 @@ import { parseDescriptionCall, sameChange } from './descriptions';
 import { dispatchEcho } from './echo';
 import { Ledger, type CarriedLedger, type ChildResult } from './ledger';
 import { renderRoster } from './roster';
+import { dispatchRequestId } from './session-call';
 import { topicKey } from './topic';
 
 /** A message waiting for an orchestrator turn: a user's, or the manifest of child results that arrived. */
@@ -241,7 +242,7 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
   }
 
   async function executeSession(call: SessionCallView, ref: CallRef): Promise<string> {
-    const requestId = `${info.workflowId}/${ref.turnId}/${ref.step}/${ref.callId}`;
+    const requestId = dispatchRequestId(info.workflowId, ref);
     switch (call.operation) {
       case 'list':
         return renderRoster(ledger.children);

@@ -1,9 +1,8 @@
 import test from 'ava';
-import { OpenAICompatibleProvider } from '../../activities/model/openai';
 import { orchestratorWorkflowId, sessionWorkflowId } from '../../workflows/messages';
 import { JUST_DISPATCHED, ROUTE_FIRST } from '../../workflows/orchestrator/echo';
-import { completion, stubModel, type Reply } from '../helpers/model-stub';
-import { makeRepo, startOrchard, uniqueId, type TestOrchard } from '../helpers/orchard';
+import { startFleet } from '../helpers/fleet-model';
+import { completion, type Reply } from '../helpers/model-stub';
 import { waitFor } from '../helpers/wait';
 
 /**
@@ -32,29 +31,10 @@ function routingModel(body: any): Reply {
   return call({ operation: 'create', args: { title: topic, task: text, topic } });
 }
 
-async function setup(t: import('ava').ExecutionContext) {
-  const stub = await stubModel(t, routingModel);
-  const provider = new OpenAICompatibleProvider({ baseURL: stub.url, model: 'stub-model', timeoutMs: 10_000 });
-  const orchard = await startOrchard(t, { defaultProvider: provider });
-  const id = uniqueId('orch');
-  await orchard.client.startOrchestrator({ orchestratorId: id, repo: makeRepo(), title: 'fleet' });
-  return { stub, orchard, id };
-}
-
-const orchestratorRequests = (stub: { requests: { body: any }[] }) =>
-  stub.requests.map((r) => r.body).filter((b) => (b.tools ?? []).some((tool: any) => tool.function.name === 'session'));
-
-async function settled(orchard: TestOrchard, id: string, turns: number) {
-  return waitFor(async () => {
-    const v = await orchard.client.orchestratorStatus(id);
-    return v.turnsCompleted >= turns && v.status === 'idle' ? v : undefined;
-  }, 60_000, `orchestrator ${id} settled after ${turns} turns`);
-}
-
 test('a second message on the same topic is routed to the child the first one created; the roster is in every request', async (t) => {
-  const { stub, orchard, id } = await setup(t);
+  const { orchard, id, settled, orchestratorRequests } = await startFleet(t, routingModel);
   await orchard.client.message(id, { text: 'PR 1741: the login test is flaky, fix it' });
-  const first = await settled(orchard, id, 1);
+  const first = await settled(1);
   t.is(first.children.length, 1);
   const child = first.children[0];
   t.like(child, { title: 'PR 1741', topicKey: 'pr-1741' });
@@ -68,8 +48,8 @@ test('a second message on the same topic is routed to the child the first one cr
   t.deepEqual(after.children.map((c) => c.childId), [child.childId], 'no second child for the same topic');
 
   // The orchestrator's next model call after the send carries its result.
-  await waitFor(() => JSON.stringify(orchestratorRequests(stub)).includes('sent to ') || undefined, 60_000, 'the send result reached the model');
-  const requests = orchestratorRequests(stub);
+  await waitFor(() => JSON.stringify(orchestratorRequests()).includes('sent to ') || undefined, 60_000, 'the send result reached the model');
+  const requests = orchestratorRequests();
   // Every orchestrator request carried the roster (after the create, with the child's row), and no envelope tag.
   const withRow = requests.filter((b) => b.messages[0].content.split('\n').some((l: string) => l.startsWith(`${child.childId} | PR 1741 | coder | `)));
   t.true(withRow.length >= 2);
@@ -91,19 +71,19 @@ test('a second message on the same topic is routed to the child the first one cr
 });
 
 test('a send to an id the ledger does not know is an error the model reads, and creates nothing', async (t) => {
-  const { stub, orchard, id } = await setup(t);
+  const { orchard, id, settled, orchestratorRequests } = await startFleet(t, routingModel);
   await orchard.client.message(id, { text: 'tell the ghost child to stop' });
-  const view = await settled(orchard, id, 1);
+  const view = await settled(1);
   t.deepEqual(view.children, []);
-  const results = orchestratorRequests(stub).flatMap((b) => b.messages.filter((m: any) => m.role === 'tool').map((m: any) => m.content));
+  const results = orchestratorRequests().flatMap((b) => b.messages.filter((m: any) => m.role === 'tool').map((m: any) => m.content));
   t.regex(results[0], /^error \(session_not_found\)/);
   await t.throwsAsync(orchard.temporal.workflow.getHandle(sessionWorkflowId('ghost-child')).describe());
 });
 
 test('children outlive their orchestrator, and a turn end delivered twice counts once', async (t) => {
-  const { orchard, id } = await setup(t);
+  const { orchard, id, settled } = await startFleet(t, routingModel);
   await orchard.client.message(id, { text: 'the login page is slow' });
-  const view = await settled(orchard, id, 1);
+  const view = await settled(1);
   const childId = view.children[0].childId;
   const handle = orchard.temporal.workflow.getHandle(orchestratorWorkflowId(id));
   const before = await waitFor(async () => {

@@ -347,6 +347,8 @@ export interface ChildTurnEnded {
   readonly excerpt?: string;
   /** Tasks still queued at the child after this turn (it keeps running when there are). */
   readonly queued: number;
+  /** The session itself closed (cancelled or failed): `outcome` says which, `excerpt` why; no turn ended. */
+  readonly closed?: boolean;
 }
 
 export interface OrchestratorChildView {

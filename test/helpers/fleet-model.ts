@@ -65,6 +65,8 @@ export interface Fleet {
   /** Tool results the orchestrator's model has been shown (deduplicated, in order of first appearance). */
   toolResults(): string[];
   settled(turns: number): Promise<import('../../workflows/messages').OrchestratorStatusView>;
+  /** Sends a user message and waits until the turn that answered it has ended. */
+  say(text: string): Promise<import('../../workflows/messages').OrchestratorStatusView & { messageId: string }>;
   /**
    * With ORCHARD_KEEP_HISTORIES=1, writes the orchestrator's current run history to test/replay/histories/<name>.json
    * (how the kept orchestrator histories were recorded); otherwise does nothing.
@@ -97,6 +99,14 @@ export async function startFleet(
       if (process.env.ORCHARD_KEEP_HISTORIES !== '1') return;
       const history = await orchard.temporal.workflow.getHandle(orchestratorWorkflowId(id)).fetchHistory();
       writeFileSync(join(__dirname, '..', 'replay', 'histories', `${name}.json`), historyToJSON(history));
+    },
+    say: async (text) => {
+      const { messageId } = await orchard.client.message(id, { text });
+      const view = await waitFor(async () => {
+        const v = await orchard.client.orchestratorStatus(id);
+        return v.turns.some((turn) => turn.taskId === messageId) ? v : undefined;
+      }, 60_000, `the turn answering ${messageId}`);
+      return { ...view, messageId };
     },
     settled: (turns) =>
       waitFor(async () => {

@@ -109,24 +109,29 @@ test('malformed session calls: a flattened send is read as the send it means; wh
   t.is(results.filter((r) => r.startsWith('error (session_call_invalid)')).length, 3);
 });
 
-test('a send to an unknown or closed child is an error the model reads; nothing is created or sent', async (t) => {
+test('a closed child leaves the roster; a send to it or to an unknown id is an error the model reads; nothing is created or sent', async (t) => {
   const fleet = await startFleet(t, fleetModel(directive));
   const { orchard, id } = fleet;
-  await orchard.client.message(id, { text: 'create cache: warm the cache' });
-  const childId = (await fleet.settled(1)).children[0].childId;
+  const childId = (await fleet.say('create cache: warm the cache')).children[0].childId;
   await orchard.client.waitUntilSettled(childId, { afterTurn: 1 });
   await orchard.client.cancel(childId, 'user closed it');
-  await orchard.client.message(id, { text: `send ${childId}: one more thing` });
-  await orchard.client.message(id, { text: 'send no-such-child: hello' });
-  const view = await fleet.settled(3);
+  // The child tells its orchestrator it closed, though it was idle: the ledger and roster follow.
+  const closed = await waitFor(async () => {
+    const v = await orchard.client.orchestratorStatus(id);
+    return v.children[0].status === 'cancelled' ? v : undefined;
+  }, 60_000, 'the close notice');
+  t.is(closed.children[0].turnEnds, 1, 'a close is not a turn end');
+  t.false((await orchard.client.roster(id)).includes(childId));
+  await fleet.say(`send ${childId}: one more thing`);
+  const view = await fleet.say('send no-such-child: hello');
   t.is(view.children.length, 1);
-  t.is(view.children[0].status, 'cancelled');
   t.deepEqual(view.deliveries.map((d) => d.via), ['create']);
   const results = fleet.toolResults();
-  t.truthy(results.find((r) => r.startsWith('error (session_closed)')));
+  t.truthy(results.find((r) => r.startsWith(`error (session_closed): child ${childId} is closed`)));
   t.truthy(results.find((r) => r.startsWith('error (session_not_found): no child no-such-child')));
-  // The closed child left the roster the model gets.
-  t.false((await orchard.client.roster(id)).includes(childId));
+  // The close reached the model as a child result.
+  const manifests = fleet.orchestratorRequests().map((b) => String(b.messages.at(-1).content)).filter((c) => c.startsWith('Child results'));
+  t.truthy(manifests.find((m) => m.includes(`- ${childId}: session closed (cancelled) — user closed it`)));
   await t.throwsAsync(orchard.temporal.workflow.getHandle(sessionWorkflowId('no-such-child')).describe());
 });
 

@@ -204,7 +204,7 @@ export class Ledger {
     if (this.seenTurnEnds.length > TURN_ENDS_REMEMBERED * Math.max(1, this.children.length)) this.seenTurnEnds.shift();
     const status: ChildStatus =
       notice.outcome === 'failed' ? 'failed' : notice.outcome === 'cancelled' ? 'cancelled' : notice.queued > 0 ? 'running' : 'idle';
-    this.update(notice.childId, { status, lastActivity: this.tick(), turnEnds: child.turnEnds + 1 });
+    this.update(notice.childId, { status, lastActivity: this.tick(), turnEnds: child.turnEnds + (notice.closed ? 0 : 1) });
     const at = this.groups.findIndex((g) => !g.delivered && g.members.includes(notice.childId));
     if (at < 0) return [{ kind: 'each', notice }];
     const group = this.groups[at];

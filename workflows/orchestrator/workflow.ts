@@ -367,7 +367,8 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
     const results = pendingResults;
     pendingResults = [];
     const messageId = `m${nextMessageSeq++}`;
-    const line = (n: ChildTurnEnded, indent = '') => `${indent}- ${n.childId}: turn ${n.outcome}${n.excerpt ? ` — ${excerpt(n.excerpt, 200)}` : ''}`;
+    const line = (n: ChildTurnEnded, indent = '') =>
+      `${indent}- ${n.childId}: ${n.closed ? `session closed (${n.outcome})` : `turn ${n.outcome}`}${n.excerpt ? ` — ${excerpt(n.excerpt, 200)}` : ''}`;
     const lines = results.flatMap((r) =>
       r.kind === 'each' ? [line(r.notice)] : [`- group ${r.groupId} complete (${r.notices.length} results):`, ...r.notices.map((n) => line(n, '  '))],
     );

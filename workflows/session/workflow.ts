@@ -327,8 +327,27 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
       await releaseWorktree();
       state.markClosed(status, reason);
       publish();
+      await notifyParentClosed(status, reason);
       await condition(allHandlersFinished);
     });
+  }
+
+  /** The session closed (cancelled or failed, maybe while idle): its orchestrator takes it off the roster. */
+  async function notifyParentClosed(status: 'cancelled' | 'failed', reason: string): Promise<void> {
+    if (!create.parent || !patched('notify-parent-close')) return;
+    const notice: ChildTurnEnded = {
+      childId: create.sessionId,
+      // One close per execution chain: a redelivered close notice counts once.
+      turnId: `closed/${state.executionId}`,
+      taskId: '',
+      outcome: status,
+      excerpt: excerpt(reason, 280),
+      queued: 0,
+      closed: true,
+    };
+    await getExternalWorkflowHandle(create.parent).signal(childTurnEndedSignal, notice).catch((err: unknown) =>
+      log.warn('close not delivered to the parent', { parent: create.parent, error: String(err) }),
+    );
   }
 
   /** The session is closing: its tool activities have ended, so the lease goes back (if still ours). */

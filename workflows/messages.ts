@@ -364,8 +364,14 @@ export interface OrchestratorChildView {
   readonly lastActivity: number;
   readonly turnEnds: number;
   /** How its turn ends reach the orchestrator's model: `each` (default) or with its completion group. */
-  readonly completion?: { readonly policy: 'each' } | { readonly policy: 'group'; readonly groupId: string };
+  readonly completion?: Completion;
 }
+
+/**
+ * `each`: every turn end of a child is a result of its own. `group`: the members created under one
+ * completionGroupId in one turn are delivered together, once every one of them is terminal.
+ */
+export type Completion = { readonly policy: 'each' } | { readonly policy: 'group'; readonly groupId: string };
 
 /** A completion group: members registered in the turn that opened it, sealed when that turn settled. */
 export interface CompletionGroupView {

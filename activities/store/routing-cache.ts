@@ -1,16 +1,10 @@
 import type { Pool } from 'pg';
 import type { OrchestratorChildView } from '../../workflows/messages';
 
-/** A routing cache row as read back: whatever is in the table, which nothing trusts. */
-export interface RoutingCacheRow {
-  readonly childId: string;
-  readonly title: string;
-  readonly agent: string;
-  readonly topicKey?: string;
-  readonly routingDescription?: string;
-  readonly routingAliases: readonly string[];
+/** A routing cache row as read back: whatever is in the table, which nothing trusts (its status is any text). */
+export type RoutingCacheRow = Pick<OrchestratorChildView, 'childId' | 'title' | 'agent' | 'topicKey' | 'routingDescription' | 'routingAliases'> & {
   readonly status: string;
-}
+};
 
 /** Writes ledger rows into the cache; a row already projected from a later ledger state is left alone. */
 export async function projectRoutingCache(pool: Pool, orchestratorId: string, children: readonly OrchestratorChildView[]): Promise<void> {

@@ -4,7 +4,9 @@
  * missing its operation is read as the send it means when that is unambiguous, and refused with a typed error
  * otherwise. No path turns anything into a create: a create must say `operation: "create"` and carry no session id.
  */
-import { MAX_TASK_CHARS } from '../messages';
+import { MAX_TASK_CHARS, type Completion } from '../messages';
+
+export type { Completion };
 
 export type SessionCall =
   | {
@@ -21,12 +23,6 @@ export type SessionCall =
   | { readonly operation: 'send'; readonly sessionID: string; readonly task: string }
   | { readonly operation: 'list' }
   | { readonly operation: 'status'; readonly sessionID: string };
-
-/**
- * `each`: every turn end is a result of its own. `group`: the members created under one completionGroupId in one
- * turn are delivered together, once every one of them is terminal.
- */
-export type Completion = { readonly policy: 'each' } | { readonly policy: 'group'; readonly groupId: string };
 
 export type ParsedSessionCall =
   /** `repaired` says how a malformed call was read (for the tool result), when it was. */

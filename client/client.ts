@@ -19,6 +19,7 @@ import {
   messageProblem,
   messageUpdate,
   orchestratorStatusQuery,
+  startOrchestratorProblem,
   orchestratorWorkflowId,
   rosterQuery,
   type MessageInput,
@@ -182,6 +183,8 @@ export class OrchardClient {
   /** Starts `orchestrator/<id>` (or finds it running): the session that routes work into its children. */
   async startOrchestrator(input: Omit<StartOrchestratorInput, 'host'> & { host?: string }): Promise<void> {
     const start: StartOrchestratorInput = { ...input, host: input.host ?? this.defaultHost };
+    const problem = startOrchestratorProblem(start);
+    if (problem) throw new OrchardError(problem.code, problem.message);
     const args: OrchestratorWorkflowInput = { start };
     try {
       await this.temporal.workflow.start(ORCHESTRATOR_WORKFLOW_TYPE, {

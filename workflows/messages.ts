@@ -283,18 +283,26 @@ export function createSessionProblem(input: unknown): Problem | undefined {
   const idProblem = typeof i.sessionId === 'string' ? sessionIdProblem(i.sessionId) : 'sessionId must be a string';
   if (idProblem) return { code: 'invalid_input', message: idProblem };
   if (typeof i.title !== 'string' || i.title.trim() === '') return { code: 'invalid_input', message: 'title must be a non-empty string' };
+  const placement = placementProblem(i);
+  if (placement) return placement;
+  if (i.task !== undefined) return taskProblem(i.task, 'create');
+  return requestIdProblem(i.requestId);
+}
+
+/** What a session and an orchestrator are both given: the repository, the host, models and limits. */
+function placementProblem(i: Record<string, unknown>): Problem | undefined {
   if (typeof i.repo !== 'string' || !i.repo.startsWith('/')) {
     return { code: 'invalid_input', message: 'repo must be an absolute path to a git repository on the host' };
   }
   if (typeof i.host !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/.test(i.host)) {
     return { code: 'invalid_input', message: 'host must be a host id (letters, digits, ".", "_", "-")' };
   }
-  const model = i.model as Record<string, unknown> | undefined;
-  if (model !== undefined) {
+  for (const field of ['model', 'childModel'] as const) {
+    const model = i[field] as Record<string, unknown> | undefined;
+    if (model === undefined) continue;
     const ok =
-      (model?.provider === 'default') ||
-      (model?.provider === 'scripted' && typeof model.scenario === 'string' && model.scenario !== '');
-    if (!ok) return { code: 'invalid_input', message: 'model must be { provider: "default" } or { provider: "scripted", scenario }' };
+      model?.provider === 'default' || (model?.provider === 'scripted' && typeof model.scenario === 'string' && model.scenario !== '');
+    if (!ok) return { code: 'invalid_input', message: `${field} must be { provider: "default" } or { provider: "scripted", scenario }` };
   }
   const limits = i.limits as Record<string, unknown> | undefined;
   if (limits !== undefined) {
@@ -305,8 +313,19 @@ export function createSessionProblem(input: unknown): Problem | undefined {
       if (problem) return { code: 'invalid_input', message: problem };
     }
   }
-  if (i.task !== undefined) return taskProblem(i.task, 'create');
-  return requestIdProblem(i.requestId);
+  return undefined;
+}
+
+/** Why an orchestrator cannot be started with this input (checked by the client before anything starts). */
+export function startOrchestratorProblem(input: unknown): Problem | undefined {
+  if (typeof input !== 'object' || input === null) return { code: 'invalid_input', message: 'an orchestrator needs an object' };
+  const i = input as Record<string, unknown>;
+  const idProblem = typeof i.orchestratorId === 'string' ? sessionIdProblem(i.orchestratorId) : 'orchestratorId must be a string';
+  if (idProblem) return { code: 'invalid_input', message: idProblem.replace('session id', 'orchestrator id') };
+  if (i.title !== undefined && (typeof i.title !== 'string' || i.title.trim() === '')) {
+    return { code: 'invalid_input', message: 'title must be a non-empty string when given' };
+  }
+  return placementProblem(i);
 }
 
 export const ORCHESTRATOR_WORKFLOW_TYPE = 'orchestratorSession';

@@ -1,4 +1,5 @@
 import test from 'ava';
+import { startOrchestratorProblem } from '../../workflows/messages';
 import fc from 'fast-check';
 import { dispatchRequestId, parseSessionCall } from '../../workflows/orchestrator/session-call';
 import { ORCHESTRATOR_TOOLS } from '../../workflows/orchestrator/tools';
@@ -113,4 +114,24 @@ test('property: a dispatch request id is stable, distinct per call, and within t
     }),
   );
   t.not(dispatchRequestId('o', { turnId: 't', step: 1, callId: 'x'.repeat(100) }), dispatchRequestId('o', { turnId: 't', step: 1, callId: 'x'.repeat(101) }));
+});
+
+test('an orchestrator start is checked like a session create: id, repo, host, models, limits', (t) => {
+  const good = { orchestratorId: 'fleet-1', repo: '/srv/repo', host: 'h1' };
+  t.is(startOrchestratorProblem(good), undefined);
+  t.is(startOrchestratorProblem({ ...good, childModel: { provider: 'scripted', scenario: '/s.json' }, limits: { turnsPerRun: 5 } }), undefined);
+  const bad: [Record<string, unknown>, RegExp][] = [
+    [{ ...good, orchestratorId: '../x' }, /orchestrator id/],
+    [{ ...good, repo: 'relative/path' }, /repo must be an absolute path/],
+    [{ ...good, host: 'no spaces' }, /host must be/],
+    [{ ...good, childModel: { provider: 'gpt' } }, /childModel must be/],
+    [{ ...good, limits: { turnsPerRun: 0 } }, /turnsPerRun/],
+    [{ ...good, limits: { sparkle: 1 } }, /unknown limit sparkle/],
+    [{ ...good, title: '  ' }, /title/],
+  ];
+  for (const [input, why] of bad) {
+    const problem = startOrchestratorProblem(input);
+    t.is(problem?.code, 'invalid_input', JSON.stringify(input));
+    t.regex(problem?.message ?? '', why);
+  }
 });

@@ -12,6 +12,8 @@ export const ERROR_CODES = [
   'session_not_found',
   'session_closed',
   'session_closing',
+  'orchestrator_not_found',
+  'orchestrator_closed',
   'queue_full',
   'store_unavailable',
   'model_rate_limited',

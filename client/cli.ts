@@ -237,6 +237,7 @@ program
   .command('demo <name>')
   .description('run a demo on the embedded stack (or the configured one): route-first')
   .option('--json', 'print {children, deliveries, messages, problems} as JSON (progress goes to stderr)')
+  .option('--scenario <file>', 'a route-first scenario with a router and messages (default scenarios/route-first.json)')
   .action(async (name: string, o) => {
     if (name !== 'route-first') throw new OrchardError('invalid_input', `no demo ${JSON.stringify(name)}: the demo is route-first`);
     const { startOrchard, PROJECT_ROOT } = await import('../worker/runtime');
@@ -251,7 +252,7 @@ program
       const result = await runRouteFirst(orchard.client, {
         orchestratorId: `route-first-${Date.now().toString(36)}`,
         repo,
-        scenario: resolve(PROJECT_ROOT, 'scenarios/route-first.json'),
+        scenario: o.scenario ? resolve(o.scenario) : resolve(PROJECT_ROOT, 'scenarios/route-first.json'),
         log: progress,
       });
       print(o.json, result, () => formatRouteFirst(result));

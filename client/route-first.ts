@@ -7,7 +7,7 @@
 import { loadScenario } from '../activities/model/scenario';
 import type { OrchestratorChildView, OrchestratorDelivery, OrchestratorStatusView, TurnOutcome } from '../workflows/messages';
 import { topicKey } from '../workflows/orchestrator/topic';
-import type { OrchardClient } from './client';
+import { OrchardError, type OrchardClient } from './client';
 
 export interface RouteFirstMessage {
   readonly index: number;
@@ -47,7 +47,9 @@ export async function runRouteFirst(client: OrchardClient, options: RouteFirstOp
   const log = options.log ?? (() => undefined);
   const scenario = await loadScenario(options.scenario);
   const script = scenario.messages ?? [];
-  if (script.length === 0) throw new Error(`scenario ${options.scenario} has no messages to send`);
+  if (!scenario.router || script.length === 0) {
+    throw new OrchardError('scenario_invalid', `scenario ${options.scenario} needs a router and messages to send (scenarios/FORMAT.md)`);
+  }
   const model = { provider: 'scripted' as const, scenario: options.scenario };
   await client.startOrchestrator({
     orchestratorId: options.orchestratorId,

@@ -90,6 +90,13 @@ test('an unknown orchestrator is a typed error with exit code 2 for send, status
     t.regex(r.stderr, new RegExp(`^orchard: orchestrator_not_found: no orchestrator ${ghost}: start it with`), args.join(' '));
     t.is(r.stdout, '');
   }
+  // A closed one says so, and a message to it is refused.
+  const closed = uniqueId('closed-orch');
+  await shared().client.startOrchestrator({ orchestratorId: closed, repo: makeRepo(), model: { provider: 'scripted', scenario: ROUTE_FIRST } });
+  await shared().temporal.workflow.getHandle(`orchestrator/${closed}`).terminate('test closes it');
+  const toClosed = await orchard(['orchestrator', 'send', closed, 'hello']);
+  t.is(toClosed.code, 2);
+  t.regex(toClosed.stderr, new RegExp(`^orchard: orchestrator_closed: orchestrator ${closed} is closed`));
   const badId = await orchard(['orchestrator', 'start', 'no/slashes', '--repo', makeRepo()]);
   t.is(badId.code, 2);
   t.regex(badId.stderr, /^orchard: invalid_input: orchestrator id "no\/slashes" is invalid/);

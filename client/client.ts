@@ -234,7 +234,7 @@ export class OrchardClient {
       if (turn) return { turn, status };
       if (Date.now() > deadline) {
         throw new OrchardError(
-          'temporal_timeout',
+          'wait_timeout',
           `orchestrator ${orchestratorId} has not finished the turn for message ${messageId} after ${timeoutMs} ms ` +
             `(${status.status}, ${status.queued} queued); check it with \`orchard orchestrator status ${orchestratorId}\``,
         );

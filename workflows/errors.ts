@@ -14,6 +14,7 @@ export const ERROR_CODES = [
   'session_closing',
   'orchestrator_not_found',
   'orchestrator_closed',
+  'wait_timeout',
   'queue_full',
   'store_unavailable',
   'model_rate_limited',

@@ -1,10 +1,11 @@
+import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
 import { OrchardError, OrchardClient } from './client';
-import { slugOf } from '../workflows/session/ids';
+import { sessionIdProblem, slugOf } from '../workflows/session/ids';
 import { describeCliError, type CliErrorContext } from './cli-errors';
 import { registerGuardCommand } from './guard-command';
-import type { SessionStatusView } from '../workflows/messages';
+import type { OrchestratorStatusView, SessionStatusView } from '../workflows/messages';
 import { workerConfigFromEnv } from '../worker/config';
 import { describeTarget, loadTemporalSettings, type TemporalTarget } from '../worker/temporal-connection';
 
@@ -165,7 +166,136 @@ session
     });
   });
 
+const orchestrator = program.command('orchestrator').description('start an orchestrator, send it messages, inspect its ledger and roster');
+
+orchestrator
+  .command('start <id>')
+  .description('start orchestrator <id> (or find it running): it routes messages into child sessions on a repository')
+  .requiredOption('--repo <path>', 'git repository its children work on (a path on the host)')
+  .option('--host <id>', 'host whose disk holds the repository (default: this host)')
+  .option('--title <text>', 'what the fleet works on')
+  .option('--scripted <scenario>', 'play the orchestrator and its children with this scripted scenario (see scenarios/FORMAT.md, router)')
+  .action(async (id: string, o) => {
+    const idProblem = sessionIdProblem(id);
+    if (idProblem) throw new OrchardError('invalid_input', idProblem.replace(/^session id/, 'orchestrator id'));
+    const repo = resolve(o.repo);
+    // Only a local repository can be checked here; another host's path is checked when a child prepares its worktree.
+    if (!o.host && !existsSync(repo)) throw new OrchardError('repository_not_found', `no repository at ${repo}`);
+    const model = o.scripted ? ({ provider: 'scripted', scenario: resolve(o.scripted) } as const) : undefined;
+    await withClient(async (client) => {
+      await client.startOrchestrator({ orchestratorId: id, repo, host: o.host, title: o.title, model, childModel: model });
+      console.log(`orchestrator ${id} is running; send it a message with: orchard orchestrator send ${id} "<message>"`);
+    });
+  });
+
+orchestrator
+  .command('send <id> <message...>')
+  .description('send a user message; prints its id (with --wait: the turn that answered it and where it was delivered)')
+  .option('--request-id <id>', 'idempotency key: a repeated message with the same key is accepted once')
+  .option('--wait', 'wait until the orchestrator has finished the turn that answers this message')
+  .option('--timeout <seconds>', 'with --wait: how long to wait', positiveInt, 600)
+  .option('--json', 'print JSON')
+  .action(async (id: string, words: string[], o) => {
+    await withClient(async (client) => {
+      const result = await client.message(id, { text: words.join(' '), requestId: o.requestId });
+      if (!o.wait) {
+        return print(o.json, result, () => `${id}: message ${result.messageId} accepted${result.duplicate ? ' (duplicate request, not queued again)' : ''}`);
+      }
+      const { turn, status } = await client.waitForMessageTurn(id, result.messageId, { timeoutMs: o.timeout * 1000 });
+      const deliveries = status.deliveries.filter((d) => d.messageId === result.messageId);
+      print(o.json, { ...result, turn, deliveries }, () =>
+        [
+          `${id}: message ${result.messageId}: turn ${turn.turn} ${turn.outcome}${turn.finalExcerpt ? `: ${turn.finalExcerpt}` : ''}`,
+          ...(turn.error ? [`  error: ${turn.error.code}: ${turn.error.message}`] : []),
+          ...(deliveries.length === 0 ? ['  delivered to no child'] : deliveries.map((d) => `  -> ${d.childId} via ${d.via}${d.taskId ? ` (task ${d.taskId})` : ''}`)),
+        ].join('\n'),
+      );
+    });
+  });
+
+orchestrator
+  .command('status <id>')
+  .description("the orchestrator's ledger: its children, recent turns and deliveries")
+  .option('--json', 'print the status view as JSON')
+  .action(async (id: string, o) => {
+    await withClient(async (client) => {
+      const view = await client.orchestratorStatus(id);
+      print(o.json, view, () => formatOrchestratorStatus(view));
+    });
+  });
+
+orchestrator
+  .command('roster <id>')
+  .description('the exact roster text the orchestrator\'s model gets now')
+  .action(async (id: string) => {
+    await withClient(async (client) => {
+      process.stdout.write(`${await client.roster(id)}\n`);
+    });
+  });
+
+program
+  .command('demo <name>')
+  .description('run a demo on the embedded stack (or the configured one): route-first')
+  .option('--json', 'print {children, deliveries, messages, problems} as JSON (progress goes to stderr)')
+  .option('--scenario <file>', 'a route-first scenario with a router and messages (default scenarios/route-first.json)')
+  .action(async (name: string, o) => {
+    if (name !== 'route-first') throw new OrchardError('invalid_input', `no demo ${JSON.stringify(name)}: the demo is route-first`);
+    const { startOrchard, PROJECT_ROOT } = await import('../worker/runtime');
+    const { runRouteFirst, formatRouteFirst } = await import('./route-first');
+    const { makeFixtureRepo } = await import('./fixture');
+    // With --json, stdout carries the JSON alone.
+    const progress = (line: string) => (o.json ? console.error : console.log)(`[demo] ${line}`);
+    const orchard = await startOrchard(progress, { model: { kind: 'demo' } });
+    let failed = false;
+    try {
+      const repo = makeFixtureRepo(resolve(orchard.config.stateDir, 'demo'));
+      const result = await runRouteFirst(orchard.client, {
+        orchestratorId: `route-first-${Date.now().toString(36)}`,
+        repo,
+        scenario: o.scenario ? resolve(o.scenario) : resolve(PROJECT_ROOT, 'scenarios/route-first.json'),
+        log: progress,
+      });
+      print(o.json, result, () => formatRouteFirst(result));
+      failed = result.problems.length > 0;
+    } finally {
+      await orchard.stop();
+    }
+    process.exit(failed ? 1 : 0);
+  });
+
 registerGuardCommand(program);
+
+function formatOrchestratorStatus(view: OrchestratorStatusView): string {
+  const lines = [`orchestrator ${view.orchestratorId} | ${view.status} | ${view.turnsCompleted} turn(s) done, ${view.queued} queued, run ${view.runIndex}`];
+  lines.push('', `children (${view.children.length}):`);
+  if (view.children.length === 0) lines.push('  none');
+  else lines.push(...table(['id', 'title', 'agent', 'topic', 'status'], view.children.map((c) => [c.childId, c.title, c.agent, c.topicKey ?? '-', c.status])));
+  lines.push('', `turns (${view.turns.length} most recent):`);
+  if (view.turns.length === 0) lines.push('  none');
+  else {
+    lines.push(
+      ...table(
+        ['turn', 'message', 'outcome', 'tool calls', 'answer'],
+        view.turns.map((t) => [String(t.turn), t.taskId, t.outcome, String(t.toolCalls), t.error ? `${t.error.code}: ${t.error.message}` : (t.finalExcerpt ?? '')]),
+      ),
+    );
+  }
+  lines.push('', `deliveries (${view.deliveries.length} most recent):`);
+  if (view.deliveries.length === 0) lines.push('  none');
+  else lines.push(...table(['message', 'turn', 'child', 'via', 'task'], view.deliveries.map((d) => [d.messageId, String(d.turn), d.childId, d.via, d.taskId ?? '-'])));
+  return lines.join('\n');
+}
+
+/** Columns padded to their widest cell, indented two spaces; cells are cut to one line. */
+function table(header: string[], rows: string[][]): string[] {
+  const clean = (cell: string) => {
+    const line = cell.replace(/\s+/g, ' ').trim();
+    return line.length > 80 ? `${line.slice(0, 79)}…` : line;
+  };
+  const all = [header, ...rows.map((r) => r.map(clean))];
+  const widths = header.map((_, i) => Math.max(...all.map((r) => r[i].length)));
+  return all.map((r) => `  ${r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]))).join('  ')}`);
+}
 
 function formatStatus(view: SessionStatusView): string {
   const lines = [

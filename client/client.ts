@@ -40,6 +40,7 @@ import {
   type SessionStatus,
   type SessionStatusView,
   type TranscriptRefs,
+  type TurnRef,
 } from '../workflows/messages';
 import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_PARENT, ORCHARD_STATUS } from '../workflows/search-attributes';
 import type { SessionWorkflowInput } from '../workflows/session/state';
@@ -219,13 +220,51 @@ export class OrchardClient {
     return this.orchestratorCall(orchestratorId, (h) => h.query(rosterQuery));
   }
 
+  /**
+   * Waits until the orchestrator has finished the turn that answered `messageId` (the turn whose `taskId` is the
+   * message id) and returns it with the status it was read from. A client-side wait: it asks the status query
+   * every `intervalMs`. The status keeps the most recent turns only, so wait soon after sending.
+   */
+  async waitForMessageTurn(
+    orchestratorId: string,
+    messageId: string,
+    { timeoutMs = 120_000, intervalMs = 200 }: { timeoutMs?: number; intervalMs?: number } = {},
+  ): Promise<{ turn: TurnRef; status: OrchestratorStatusView }> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const status = await this.orchestratorStatus(orchestratorId);
+      const turn = status.turns.find((t) => t.taskId === messageId);
+      if (turn) return { turn, status };
+      if (Date.now() > deadline) {
+        throw new OrchardError(
+          'wait_timeout',
+          `orchestrator ${orchestratorId} has not finished the turn for message ${messageId} after ${timeoutMs} ms ` +
+            `(${status.status}, ${status.queued} queued); check it with \`orchard orchestrator status ${orchestratorId}\``,
+        );
+      }
+      await new Promise((r) => setTimeout(r, intervalMs));
+    }
+  }
+
   private async orchestratorCall<T>(orchestratorId: string, fn: (handle: WorkflowHandle) => Promise<T>): Promise<T> {
+    const handle = this.temporal.workflow.getHandle(orchestratorWorkflowId(orchestratorId));
     try {
-      return await fn(this.temporal.workflow.getHandle(orchestratorWorkflowId(orchestratorId)));
+      return await fn(handle);
     } catch (err) {
       if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure) {
         const code = err.cause.type;
         throw new OrchardError(isErrorCode(code) ? code : 'internal', err.cause.message);
+      }
+      if (err instanceof WorkflowNotFoundError || isNotFound(err)) {
+        const closed = await handle.describe().then(
+          (d) => d.status.name !== 'RUNNING',
+          () => false,
+        );
+        if (closed) throw new OrchardError('orchestrator_closed', `orchestrator ${orchestratorId} is closed: start a new one`);
+        throw new OrchardError(
+          'orchestrator_not_found',
+          `no orchestrator ${orchestratorId}: start it with \`orchard orchestrator start ${orchestratorId} --repo <path>\``,
+        );
       }
       throw err;
     }

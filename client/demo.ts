@@ -1,28 +1,20 @@
 /**
  * `npm start`: boots the embedded stack and a worker, creates a small fixture repository, and runs the
- * scripted demo — one session, two tasks, the second using the history of the first. Exits 0 when both
- * tasks completed in that one session; `--keep` leaves the stack and worker up afterwards.
+ * scripted demos: one session, two tasks, the second using the history of the first; then `route-first`, an
+ * orchestrator routing 8 messages into the 3 children that own their topics. Exits 0 when both tasks completed in
+ * that one session and route-first's check passed; `--keep` leaves the stack and worker up afterwards.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { sessionWorkflowId, type SessionStatusView } from '../workflows/messages';
+import { orchestratorWorkflowId, sessionWorkflowId, type SessionStatusView } from '../workflows/messages';
 import { PROJECT_ROOT, startOrchard } from '../worker/runtime';
 import { removeStackFile, writeStackFile } from '../worker/stack';
+import { makeFixtureRepo } from './fixture';
+import { formatRouteFirst, runRouteFirst } from './route-first';
 
 const keep = process.argv.includes('--keep');
 const log = (line: string) => console.log(`[demo] ${line}`);
-
-function makeFixtureRepo(root: string): string {
-  const dir = join(root, `fixture-${Date.now().toString(36)}`);
-  mkdirSync(dir, { recursive: true });
-  const git = (...args: string[]) => execFileSync('git', args, { cwd: dir, stdio: 'pipe' }).toString().trim();
-  git('init', '-q', '-b', 'main');
-  writeFileSync(join(dir, 'README.md'), '# Fixture\n\nA small repository for the Orchard demo.\n');
-  git('add', '-A');
-  git('-c', 'user.name=Orchard demo', '-c', 'user.email=demo@orchard.invalid', 'commit', '-q', '-m', 'initial commit');
-  return dir;
-}
 
 function workflowUrl(webUiUrl: string | undefined, namespace: string, workflowId: string): string {
   if (!webUiUrl) return '(no Web UI: the Temporal cluster is external; open your own UI)';
@@ -70,6 +62,17 @@ async function main(): Promise<void> {
     const mainHead = execFileSync('git', ['log', '-1', '--format=%s', 'main'], { cwd: repo }).toString().trim();
     log(`main checkout untouched (main is still at "${mainHead}")`);
     log(`both tasks completed in one session: ${sessionId} (${second.turnsCompleted} turns, status ${second.status})`);
+
+    log('route-first: an orchestrator routes 8 messages about 3 topics into the children that own them');
+    const routed = await runRouteFirst(client, {
+      orchestratorId: `route-first-${Date.now().toString(36)}`,
+      repo,
+      scenario: resolve(PROJECT_ROOT, 'scenarios/route-first.json'),
+      log,
+    });
+    console.log(formatRouteFirst(routed));
+    log(`Web UI: ${workflowUrl(stack.webUiUrl, stack.namespace, orchestratorWorkflowId(routed.orchestratorId))}`);
+    if (routed.problems.length > 0) throw new Error(`route-first failed its check: ${routed.problems.join('; ')}`);
     ok = true;
 
     if (keep) {

@@ -2,6 +2,7 @@ import { readFile, stat } from 'node:fs/promises';
 import { extname, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
+import { routerProblems } from './router';
 import { describeIssues, ModelError } from './types';
 
 /**
@@ -48,6 +49,38 @@ const scriptedTurn = z
     });
   });
 
+/** One topic the scripted orchestrator can recognise (see `router` in scenarios/FORMAT.md). */
+const routerTopic = z.strictObject({
+  /** The title of the child it creates for this topic; a roster row is this topic's owner when its title is about it. */
+  title: z.string().min(1),
+  /** The `topic` of that create call. */
+  topic: z.string().min(1),
+  /** Words and phrases that mean this topic, matched case-insensitively as whole words: synonyms make paraphrases land. */
+  keywords: z.array(z.string().min(1)).min(1),
+});
+
+/**
+ * A scripted orchestrator policy: it answers requests that offer the `session` tool from the request alone (the
+ * roster rows in the system message, the last message), so routing is decided by the same bytes a real model
+ * would get. Requests without that tool (children) are answered from `turns`.
+ */
+const routerSchema = z.strictObject({
+  topics: z.array(routerTopic).min(1),
+  /** User messages that begin with one of these are reports (the workflow's manifest of child results), not requests. */
+  notices: z.array(z.string().min(1)).default(['Child results']),
+  /** The final text after a tool result; `{{result}}` is the first line of that result. */
+  reply: z.string().min(1).default('Routed: {{result}}'),
+  /** The answer to a notice, or to a message about none of the topics. */
+  unrouted: z.string().min(1).default('Nothing to route.'),
+});
+
+/** A message a driver (`orchard demo`) sends, and the topic it is about; never read by the provider. */
+const scenarioMessage = z.strictObject({
+  text: z.string().min(1),
+  /** The `topic` of the router topic that owns it: the demo checks the message was delivered to that topic's child. */
+  topic: z.string().min(1),
+});
+
 export const scenarioSchema = z.strictObject({
   name: z.string().min(1),
   description: z.string().optional(),
@@ -63,6 +96,16 @@ export const scenarioSchema = z.strictObject({
         }
       });
     }),
+  router: routerSchema.optional(),
+  messages: z.array(scenarioMessage).optional(),
+}).superRefine((scenario, ctx) => {
+  if (scenario.router) {
+    for (const message of routerProblems(scenario.router)) ctx.addIssue({ code: 'custom', path: ['router'], message });
+  }
+  const known = new Set(scenario.router?.topics.map((t) => t.topic) ?? []);
+  scenario.messages?.forEach((m, i) => {
+    if (!known.has(m.topic)) ctx.addIssue({ code: 'custom', path: ['messages', i, 'topic'], message: `"${m.topic}" is not a router topic` });
+  });
 });
 
 export type Scenario = z.infer<typeof scenarioSchema>;

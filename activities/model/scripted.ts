@@ -1,3 +1,4 @@
+import { routeRequest, type RouterDecision } from './router';
 import type { Scenario, ScriptedStep, ScriptedTurn } from './scenario';
 import {
   ModelError,
@@ -37,6 +38,10 @@ export function scriptedResponse(scenario: Scenario, request: ModelRequest): Mod
   if (turn === 0) {
     throw new ModelError('scenario_exhausted', `${label}: the request has no user message, so it is in no turn`, false);
   }
+  // An orchestrator's request (it offers the session tool) is routed from its own bytes; children follow `turns`.
+  if (scenario.router && request.tools.some((tool) => tool.name === 'session')) {
+    return respond(scenario, request, routedMessage(routeRequest(scenario.router, request), turn, step));
+  }
   const last = scenario.turns[scenario.turns.length - 1];
   const script = scenario.turns[turn - 1] ?? (last.repeat ? last : undefined);
   if (!script) {
@@ -56,7 +61,10 @@ export function scriptedResponse(scenario: Scenario, request: ModelRequest): Mod
       false,
     );
   }
-  const message = assistantMessage(scripted, turn, step);
+  return respond(scenario, request, assistantMessage(scripted, turn, step));
+}
+
+function respond(scenario: Scenario, request: ModelRequest, message: AssistantMessage): ModelResponse {
   const promptTokens = syntheticTokens(JSON.stringify(request.messages) + JSON.stringify(request.tools));
   const completionTokens = syntheticTokens(JSON.stringify(message));
   return {
@@ -65,6 +73,17 @@ export function scriptedResponse(scenario: Scenario, request: ModelRequest): Mod
     usage: { promptTokens, completionTokens, totalTokens: promptTokens + completionTokens },
     model: scenario.model ?? `scripted-${scenario.name}`,
   };
+}
+
+/** The router's decision as the assistant message: one `session` call (id as for scripted steps), or text. */
+function routedMessage(decision: RouterDecision, turn: number, step: number): AssistantMessage {
+  if (decision.kind === 'text') return { role: 'assistant', content: decision.content };
+  const call: ToolCall = {
+    id: `call_t${turn}_s${step}_1`,
+    type: 'function',
+    function: { name: 'session', arguments: JSON.stringify(decision.arguments) },
+  };
+  return { role: 'assistant', content: null, tool_calls: [call] };
 }
 
 function stepAt(turn: ScriptedTurn, step: number): ScriptedStep | undefined {

@@ -209,7 +209,9 @@ export class OrchardClient {
     const problem = messageProblem(input);
     if (problem) throw new OrchardError(problem.code, problem.message);
     const message = { ...input, requestId: input.requestId ?? randomUUID() };
-    return this.orchestratorCall(orchestratorId, (h) => h.executeUpdate(messageUpdate, { args: [message], updateId: message.requestId }));
+    // No update id: the workflow deduplicates request ids itself (across continue-as-new too), so a repeat is
+    // answered `duplicate: true` with the first message's id instead of a replay of the first answer.
+    return this.orchestratorCall(orchestratorId, (h) => h.executeUpdate(messageUpdate, { args: [message] }));
   }
 
   async orchestratorStatus(orchestratorId: string): Promise<OrchestratorStatusView> {

@@ -1,0 +1,333 @@
+import type { Pool, PoolClient } from 'pg';
+import { actorLabel, MEMBER_MESSAGE_PURPOSES, storeRefusal, type Actor, type StoreOperation } from '../../workflows/team/authority';
+import { withTransaction } from './db';
+
+/**
+ * The team board in Postgres (issue 9): tasks, outputs, facts, the Inbox and user events. Every write goes through
+ * `commit`, which refuses a write its actor may not make (the store boundary of invariant 12) before anything is
+ * read, then locks the run row, applies the change and bumps `work_revision` with a fact row, all in one
+ * transaction: a reader that saw revision N knows whether anything happened since.
+ */
+
+export type TaskStatus = 'pending' | 'in_progress' | 'completed' | 'failed' | 'cancelled';
+
+export interface TeamTask {
+  readonly taskId: string;
+  readonly title: string;
+  readonly description: string;
+  readonly owner?: string;
+  readonly status: TaskStatus;
+  readonly replacesTaskId?: string;
+  readonly outputId?: string;
+  readonly cancel?: { by: 'user' | 'coordinator'; kind?: string; reason?: string; userEventId?: string };
+  readonly generation: number;
+  readonly updatedRevision: number;
+}
+
+export interface TeamOutput {
+  readonly outputId: string;
+  readonly taskId: string;
+  readonly generation: number;
+  readonly executionId: string;
+  readonly summary: string;
+  readonly commitSha?: string;
+}
+
+export interface BoardSnapshot {
+  readonly teamId: string;
+  readonly generation: number;
+  readonly workRevision: number;
+  readonly tasks: readonly TeamTask[];
+  readonly outputs: readonly TeamOutput[];
+  readonly userEvents: readonly { id: string; teamId: string; kind: string; taskId?: string }[];
+  readonly inboxUnread: number;
+}
+
+/** A refused write: typed, and nothing was changed. */
+export class TeamStoreRefusal extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'TeamStoreRefusal';
+  }
+}
+
+export async function createTeamRun(
+  pool: Pool,
+  run: { teamId: string; repo: string; goal: string; protectedBranch?: string; members: readonly { memberId: string; role: string; sessionId: string }[] },
+): Promise<void> {
+  await withTransaction(pool, async (c) => {
+    await c.query(
+      `INSERT INTO team_runs (team_id, repo, goal, protected_branch) VALUES ($1, $2, $3, $4) ON CONFLICT (team_id) DO NOTHING`,
+      [run.teamId, run.repo, run.goal, run.protectedBranch ?? 'main'],
+    );
+    for (const m of run.members) {
+      await c.query(
+        `INSERT INTO team_members (team_id, member_id, role, session_id) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`,
+        [run.teamId, m.memberId, m.role, m.sessionId],
+      );
+    }
+  });
+}
+
+/** Context of one committed change: the transaction, the locked run row, and the fact to record. */
+interface Txn {
+  readonly c: PoolClient;
+  readonly generation: number;
+  readonly revision: number;
+}
+
+/**
+ * One committed fact: refuse what the actor may not do, lock the run, apply, bump the revision. `apply` returns
+ * the fact's kind, task and detail, or undefined when it changed nothing (an idempotent retry): no revision bump.
+ */
+async function commit<T>(
+  pool: Pool,
+  teamId: string,
+  actor: Actor,
+  operation: StoreOperation,
+  apply: (t: Txn) => Promise<{ result: T; fact?: { kind: string; taskId?: string; detail?: unknown } }>,
+): Promise<{ result: T; revision: number }> {
+  const refused = storeRefusal(actor, operation);
+  if (refused) throw new TeamStoreRefusal('tool_not_allowed', refused);
+  return withTransaction(pool, async (c) => {
+    const { rows } = await c.query(`SELECT generation, work_revision FROM team_runs WHERE team_id = $1 FOR UPDATE`, [teamId]);
+    if (rows.length === 0) throw new TeamStoreRefusal('team_not_found', `no team run ${teamId}`);
+    const generation = Number(rows[0].generation);
+    const current = Number(rows[0].work_revision);
+    const { result, fact } = await apply({ c, generation, revision: current + 1 });
+    if (!fact) return { result, revision: current };
+    await c.query(`UPDATE team_runs SET work_revision = $2 WHERE team_id = $1`, [teamId, current + 1]);
+    await c.query(`INSERT INTO team_facts (team_id, revision, kind, task_id, actor, detail) VALUES ($1, $2, $3, $4, $5, $6)`, [
+      teamId,
+      current + 1,
+      fact.kind,
+      fact.taskId ?? null,
+      actorLabel(actor),
+      JSON.stringify(fact.detail ?? {}),
+    ]);
+    return { result, revision: current + 1 };
+  });
+}
+
+async function taskRow(c: PoolClient, teamId: string, taskId: string, lock = true): Promise<TeamTask | undefined> {
+  const { rows } = await c.query(`SELECT * FROM team_tasks WHERE team_id = $1 AND task_id = $2${lock ? ' FOR UPDATE' : ''}`, [teamId, taskId]);
+  return rows[0] ? toTask(rows[0]) : undefined;
+}
+
+function toTask(r: any): TeamTask {
+  return {
+    taskId: r.task_id,
+    title: r.title,
+    description: r.description,
+    owner: r.owner ?? undefined,
+    status: r.status,
+    replacesTaskId: r.replaces_task_id ?? undefined,
+    outputId: r.output_id ?? undefined,
+    cancel: r.cancel ?? undefined,
+    generation: Number(r.generation),
+    updatedRevision: Number(r.updated_revision),
+  };
+}
+
+async function requireMember(c: PoolClient, teamId: string, memberId: string): Promise<void> {
+  const { rowCount } = await c.query(`SELECT 1 FROM team_members WHERE team_id = $1 AND member_id = $2`, [teamId, memberId]);
+  if (!rowCount) throw new TeamStoreRefusal('member_not_found', `no member ${memberId} in team ${teamId}`);
+}
+
+export async function createTask(
+  pool: Pool,
+  teamId: string,
+  actor: Actor,
+  task: { taskId: string; title: string; description?: string; owner?: string; replacesTaskId?: string },
+) {
+  return commit(pool, teamId, actor, 'task_create', async ({ c, generation, revision }) => {
+    const existing = await taskRow(c, teamId, task.taskId);
+    if (existing) return { result: existing };
+    if (task.owner) await requireMember(c, teamId, task.owner);
+    await c.query(
+      `INSERT INTO team_tasks (team_id, task_id, title, description, owner, status, replaces_task_id, generation, updated_revision)
+       VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7, $8)`,
+      [teamId, task.taskId, task.title, task.description ?? '', task.owner ?? null, task.replacesTaskId ?? null, generation, revision],
+    );
+    return { result: (await taskRow(c, teamId, task.taskId))!, fact: { kind: 'task_created', taskId: task.taskId, detail: { owner: task.owner } } };
+  });
+}
+
+export async function assignTask(pool: Pool, teamId: string, actor: Actor, taskId: string, owner: string) {
+  return commit(pool, teamId, actor, 'task_assign', async ({ c, revision }) => {
+    const task = await taskRow(c, teamId, taskId);
+    if (!task) throw new TeamStoreRefusal('task_not_found', `no task ${taskId}`);
+    await requireMember(c, teamId, owner);
+    if (task.status !== 'pending') throw new TeamStoreRefusal('task_not_pending', `task ${taskId} is ${task.status}; only a pending task is assigned`);
+    if (task.owner === owner) return { result: task };
+    await c.query(`UPDATE team_tasks SET owner = $3, updated_revision = $4 WHERE team_id = $1 AND task_id = $2`, [teamId, taskId, owner, revision]);
+    return { result: { ...task, owner }, fact: { kind: 'task_assigned', taskId, detail: { owner } } };
+  });
+}
+
+export async function updateTask(pool: Pool, teamId: string, actor: Actor, taskId: string, change: { title?: string; description?: string }) {
+  return commit(pool, teamId, actor, 'task_update', async ({ c, revision }) => {
+    const task = await taskRow(c, teamId, taskId);
+    if (!task) throw new TeamStoreRefusal('task_not_found', `no task ${taskId}`);
+    if (task.status !== 'pending' && task.status !== 'in_progress') throw new TeamStoreRefusal('task_closed', `task ${taskId} is ${task.status}`);
+    const title = change.title ?? task.title;
+    const description = change.description ?? task.description;
+    if (title === task.title && description === task.description) return { result: task };
+    await c.query(`UPDATE team_tasks SET title = $3, description = $4, updated_revision = $5 WHERE team_id = $1 AND task_id = $2`, [
+      teamId,
+      taskId,
+      title,
+      description,
+      revision,
+    ]);
+    return { result: { ...task, title, description }, fact: { kind: 'task_updated', taskId } };
+  });
+}
+
+/** A task execution began (system: the workflow started the Member's work). */
+export async function startTask(pool: Pool, teamId: string, taskId: string, executionId: string) {
+  return commit(pool, teamId, { kind: 'system' }, 'task_start', async ({ c, revision }) => {
+    const task = await taskRow(c, teamId, taskId);
+    if (!task) throw new TeamStoreRefusal('task_not_found', `no task ${taskId}`);
+    if (task.status === 'in_progress') return { result: task };
+    if (task.status !== 'pending' || !task.owner) throw new TeamStoreRefusal('task_not_startable', `task ${taskId} is ${task.status}${task.owner ? '' : ' and has no owner'}`);
+    await c.query(`UPDATE team_tasks SET status = 'in_progress', updated_revision = $3 WHERE team_id = $1 AND task_id = $2`, [teamId, taskId, revision]);
+    return { result: { ...task, status: 'in_progress' as const }, fact: { kind: 'task_started', taskId, detail: { executionId } } };
+  });
+}
+
+/**
+ * Evidence: the owner's execution delivered the task. Only a Member's execution may write it (a Coordinator
+ * turn is refused at the boundary), only for a task it owns and that is in progress; a retry is idempotent.
+ */
+export async function recordTaskOutput(
+  pool: Pool,
+  teamId: string,
+  actor: Actor,
+  output: { taskId: string; outputId: string; summary: string; commitSha?: string },
+) {
+  return commit(pool, teamId, actor, 'task_output', async ({ c, generation, revision }) => {
+    if (actor.kind !== 'member') throw new TeamStoreRefusal('tool_not_allowed', 'only a member execution writes task output');
+    const task = await taskRow(c, teamId, output.taskId);
+    if (!task) throw new TeamStoreRefusal('task_not_found', `no task ${output.taskId}`);
+    if (task.status === 'completed' && task.outputId === output.outputId) return { result: task };
+    if (task.owner !== actor.memberId) throw new TeamStoreRefusal('task_not_owned', `task ${output.taskId} is owned by ${task.owner ?? 'nobody'}`);
+    if (task.status !== 'in_progress') throw new TeamStoreRefusal('task_not_in_progress', `task ${output.taskId} is ${task.status}`);
+    await c.query(
+      `INSERT INTO team_task_outputs (output_id, team_id, task_id, generation, execution_id, summary, commit_sha)
+       VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (output_id) DO NOTHING`,
+      [output.outputId, teamId, output.taskId, generation, actor.executionId, output.summary, output.commitSha ?? null],
+    );
+    await c.query(`UPDATE team_tasks SET status = 'completed', output_id = $3, updated_revision = $4 WHERE team_id = $1 AND task_id = $2`, [
+      teamId,
+      output.taskId,
+      output.outputId,
+      revision,
+    ]);
+    return {
+      result: { ...task, status: 'completed' as const, outputId: output.outputId },
+      fact: { kind: 'task_output', taskId: output.taskId, detail: { outputId: output.outputId, executionId: actor.executionId } },
+    };
+  });
+}
+
+export async function failTask(pool: Pool, teamId: string, actor: Actor, taskId: string, reason: string) {
+  return commit(pool, teamId, actor, 'task_fail', async ({ c, revision }) => {
+    const task = await taskRow(c, teamId, taskId);
+    if (!task) throw new TeamStoreRefusal('task_not_found', `no task ${taskId}`);
+    if (task.status === 'failed') return { result: task };
+    if (actor.kind === 'member' && task.owner !== actor.memberId) throw new TeamStoreRefusal('task_not_owned', `task ${taskId} is owned by ${task.owner}`);
+    if (task.status !== 'in_progress' && task.status !== 'pending') throw new TeamStoreRefusal('task_closed', `task ${taskId} is ${task.status}`);
+    await c.query(`UPDATE team_tasks SET status = 'failed', updated_revision = $3 WHERE team_id = $1 AND task_id = $2`, [teamId, taskId, revision]);
+    return { result: { ...task, status: 'failed' as const }, fact: { kind: 'task_failed', taskId, detail: { reason } } };
+  });
+}
+
+/**
+ * A Member's message to the Coordinator (invariant 16): the exact current task it owns and is working on, and a
+ * purpose from the list; anything else is refused before a row is written, so nothing wakes.
+ */
+export async function postInboxMessage(
+  pool: Pool,
+  teamId: string,
+  actor: Actor,
+  message: { messageId: string; relatedTaskId?: unknown; purpose?: unknown; text: string },
+) {
+  if (actor.kind !== 'member') throw new TeamStoreRefusal('tool_not_allowed', storeRefusal(actor, 'inbox_message') ?? 'only members post to the inbox');
+  if (typeof message.purpose !== 'string' || !(MEMBER_MESSAGE_PURPOSES as readonly string[]).includes(message.purpose)) {
+    throw new TeamStoreRefusal('message_purpose_invalid', `purpose must be one of ${MEMBER_MESSAGE_PURPOSES.join(', ')}`);
+  }
+  if (typeof message.relatedTaskId !== 'string' || message.relatedTaskId === '') {
+    throw new TeamStoreRefusal('related_task_required', 'related_task_id must name the task you are working on');
+  }
+  const relatedTaskId = message.relatedTaskId;
+  return commit(pool, teamId, actor, 'inbox_message', async ({ c }) => {
+    const task = await taskRow(c, teamId, relatedTaskId, false);
+    if (!task) throw new TeamStoreRefusal('related_task_unknown', `no task ${relatedTaskId}`);
+    if (task.owner !== actor.memberId || task.status !== 'in_progress') {
+      throw new TeamStoreRefusal('related_task_not_current', `task ${relatedTaskId} is ${task.status}, owned by ${task.owner ?? 'nobody'}: not your current task`);
+    }
+    const inserted = await c.query(
+      `INSERT INTO team_inbox (team_id, message_id, from_member, related_task_id, purpose, text) VALUES ($1, $2, $3, $4, $5, $6)
+       ON CONFLICT DO NOTHING`,
+      [teamId, message.messageId, actor.memberId, relatedTaskId, message.purpose, message.text],
+    );
+    if (!inserted.rowCount) return { result: { messageId: message.messageId } };
+    return { result: { messageId: message.messageId }, fact: { kind: 'inbox_message', taskId: relatedTaskId, detail: { messageId: message.messageId, purpose: message.purpose } } };
+  });
+}
+
+/** The Coordinator read its Inbox up to now (no fact: reading changes no work). */
+export async function readInbox(pool: Pool, teamId: string, upToRevision: number) {
+  const { rows } = await pool.query(
+    `UPDATE team_inbox SET read_revision = $2 WHERE team_id = $1 AND read_revision IS NULL
+     RETURNING message_id, from_member, related_task_id, purpose, text`,
+    [teamId, upToRevision],
+  );
+  return rows.map((r) => ({ messageId: r.message_id, from: r.from_member, relatedTaskId: r.related_task_id, purpose: r.purpose, text: r.text }));
+}
+
+export async function recordUserEvent(pool: Pool, teamId: string, event: { eventId: string; kind: string; taskId?: string; text?: string }) {
+  return commit(pool, teamId, { kind: 'user', eventId: event.eventId }, 'user_event', async ({ c }) => {
+    const inserted = await c.query(
+      `INSERT INTO team_user_events (team_id, event_id, kind, task_id, text) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`,
+      [teamId, event.eventId, event.kind, event.taskId ?? null, event.text ?? ''],
+    );
+    return { result: { eventId: event.eventId }, fact: inserted.rowCount ? { kind: 'user_event', taskId: event.taskId, detail: { eventId: event.eventId, kind: event.kind } } : undefined };
+  });
+}
+
+/** The whole board at one revision (one snapshot transaction). */
+export async function readBoard(pool: Pool, teamId: string): Promise<BoardSnapshot> {
+  return withTransaction(pool, async (c) => {
+    // One snapshot for the run row and every table read after it.
+    await c.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ');
+    const run = await c.query(`SELECT generation, work_revision FROM team_runs WHERE team_id = $1`, [teamId]);
+    if (run.rows.length === 0) throw new TeamStoreRefusal('team_not_found', `no team run ${teamId}`);
+    const tasks = await c.query(`SELECT * FROM team_tasks WHERE team_id = $1 ORDER BY created_at, task_id`, [teamId]);
+    const outputs = await c.query(`SELECT * FROM team_task_outputs WHERE team_id = $1 ORDER BY created_at`, [teamId]);
+    const events = await c.query(`SELECT event_id, kind, task_id FROM team_user_events WHERE team_id = $1 ORDER BY created_at`, [teamId]);
+    const unread = await c.query(`SELECT count(*)::int AS n FROM team_inbox WHERE team_id = $1 AND read_revision IS NULL`, [teamId]);
+    return {
+      teamId,
+      generation: Number(run.rows[0].generation),
+      workRevision: Number(run.rows[0].work_revision),
+      tasks: tasks.rows.map(toTask),
+      outputs: outputs.rows.map((r) => ({
+        outputId: r.output_id,
+        taskId: r.task_id,
+        generation: Number(r.generation),
+        executionId: r.execution_id,
+        summary: r.summary,
+        commitSha: r.commit_sha ?? undefined,
+      })),
+      userEvents: events.rows.map((r) => ({ id: r.event_id, teamId, kind: r.kind, taskId: r.task_id ?? undefined })),
+      inboxUnread: Number(unread.rows[0].n),
+    };
+  });
+}
+
+export const __testing = { commit };

@@ -1,0 +1,135 @@
+import test from 'ava';
+import type { Pool } from 'pg';
+import {
+  assignTask,
+  createTask,
+  createTeamRun,
+  failTask,
+  postInboxMessage,
+  readBoard,
+  recordTaskOutput,
+  recordUserEvent,
+  startTask,
+  TeamStoreRefusal,
+  updateTask,
+} from '../../activities/store/team';
+import { MEMBER_MESSAGE_PURPOSES, type Actor } from '../../workflows/team/authority';
+import { testPool, uniqueId } from '../helpers/orchard';
+
+/**
+ * The team board in real Postgres: the store boundary (invariant 12: a write attributed to a Coordinator turn that
+ * is not graph administration is refused), the work revision (one bump per committed fact, none for an
+ * idempotent retry or a refusal) and the Member message rule (invariant 16).
+ */
+const coordinator: Actor = { kind: 'coordinator', turnId: 'turn-1' };
+const implementer: Actor = { kind: 'member', memberId: 'implementer', executionId: 'exec-1' };
+const reviewer: Actor = { kind: 'member', memberId: 'reviewer', executionId: 'exec-2' };
+
+async function team(pool: Pool): Promise<string> {
+  const teamId = uniqueId('team');
+  await createTeamRun(pool, {
+    teamId,
+    repo: '/srv/repo',
+    goal: 'build it',
+    members: [
+      { memberId: 'implementer', role: 'Implementer', sessionId: `${teamId}-implementer` },
+      { memberId: 'reviewer', role: 'Reviewer', sessionId: `${teamId}-reviewer` },
+    ],
+  });
+  return teamId;
+}
+
+const revision = async (pool: Pool, teamId: string) =>
+  Number((await pool.query('SELECT work_revision FROM team_runs WHERE team_id = $1', [teamId])).rows[0].work_revision);
+
+async function refusedWith(t: import('ava').ExecutionContext, pool: Pool, teamId: string, code: string, write: () => Promise<unknown>) {
+  const before = await revision(pool, teamId);
+  const facts = Number((await pool.query('SELECT count(*) AS n FROM team_facts WHERE team_id = $1', [teamId])).rows[0].n);
+  const err = await t.throwsAsync(write(), { instanceOf: TeamStoreRefusal });
+  t.is(err?.code, code, err?.message);
+  t.is(await revision(pool, teamId), before, 'no revision bump');
+  t.is(Number((await pool.query('SELECT count(*) AS n FROM team_facts WHERE team_id = $1', [teamId])).rows[0].n), facts, 'no fact');
+}
+
+test('the store boundary: each write only from the actors allowed to make it; a refusal changes nothing', async (t) => {
+  const pool = await testPool(t);
+  const teamId = await team(pool);
+  const user: Actor = { kind: 'user', eventId: 'ev-1' };
+  // Graph administration is the Coordinator's; evidence is not.
+  await createTask(pool, teamId, coordinator, { taskId: 't1', title: 'implement', owner: 'implementer' });
+  await refusedWith(t, pool, teamId, 'tool_not_allowed', () => createTask(pool, teamId, implementer, { taskId: 't2', title: 'sneak' }));
+  await refusedWith(t, pool, teamId, 'tool_not_allowed', () => createTask(pool, teamId, user, { taskId: 't2', title: 'sneak' }));
+  await startTask(pool, teamId, 't1', 'exec-1');
+  await refusedWith(t, pool, teamId, 'tool_not_allowed', () =>
+    recordTaskOutput(pool, teamId, coordinator, { taskId: 't1', outputId: 'o1', summary: 'I did it myself' }),
+  );
+  await refusedWith(t, pool, teamId, 'tool_not_allowed', () => failTask(pool, teamId, coordinator, 't1', 'give up'));
+  await refusedWith(t, pool, teamId, 'tool_not_allowed', () =>
+    postInboxMessage(pool, teamId, coordinator, { messageId: 'x', relatedTaskId: 't1', purpose: 'risk', text: 'hi' }),
+  );
+  await refusedWith(t, pool, teamId, 'tool_not_allowed', () => updateTask(pool, teamId, implementer, 't1', { title: 'rename' }));
+  await refusedWith(t, pool, teamId, 'tool_not_allowed', () => assignTask(pool, teamId, reviewer, 't1', 'reviewer'));
+  // Another member cannot deliver a task it does not own.
+  await refusedWith(t, pool, teamId, 'task_not_owned', () => recordTaskOutput(pool, teamId, reviewer, { taskId: 't1', outputId: 'o1', summary: 'mine' }));
+  // The owner's execution can, once; a retry is idempotent.
+  const done = await recordTaskOutput(pool, teamId, implementer, { taskId: 't1', outputId: 'o1', summary: 'implemented' });
+  const again = await recordTaskOutput(pool, teamId, implementer, { taskId: 't1', outputId: 'o1', summary: 'implemented' });
+  t.is(again.revision, done.revision, 'a retried output commits no second fact');
+  const board = await readBoard(pool, teamId);
+  t.like(board.tasks[0], { taskId: 't1', status: 'completed', outputId: 'o1' });
+  t.deepEqual(board.outputs.map((o) => [o.outputId, o.executionId, o.generation]), [['o1', 'exec-1', 1]]);
+  t.is(board.workRevision, done.revision);
+  const facts = (await pool.query('SELECT revision, kind, actor FROM team_facts WHERE team_id = $1 ORDER BY revision', [teamId])).rows;
+  t.deepEqual(
+    facts.map((f) => [Number(f.revision), f.kind, f.actor]),
+    [
+      [1, 'task_created', 'coordinator:turn-1'],
+      [2, 'task_started', 'system'],
+      [3, 'task_output', 'member:implementer:exec-1'],
+    ],
+  );
+});
+
+test('every committed fact bumps the work revision once; concurrent writers serialise on the run row', async (t) => {
+  const pool = await testPool(t);
+  const teamId = await team(pool);
+  await Promise.all(
+    Array.from({ length: 12 }, (_, i) => createTask(pool, teamId, coordinator, { taskId: `t${i}`, title: `task ${i}` })),
+  );
+  t.is(await revision(pool, teamId), 12);
+  const revisions = (await pool.query('SELECT revision FROM team_facts WHERE team_id = $1 ORDER BY revision', [teamId])).rows.map((r) => Number(r.revision));
+  t.deepEqual(revisions, Array.from({ length: 12 }, (_, i) => i + 1));
+  // Re-creating an existing task is a retry: no fact.
+  await createTask(pool, teamId, coordinator, { taskId: 't0', title: 'task 0' });
+  t.is(await revision(pool, teamId), 12);
+  await recordUserEvent(pool, teamId, { eventId: 'ev-1', kind: 'scope_removed', taskId: 't3' });
+  await recordUserEvent(pool, teamId, { eventId: 'ev-1', kind: 'scope_removed', taskId: 't3' });
+  t.is(await revision(pool, teamId), 13);
+});
+
+test('a Member message needs its exact current task and a listed purpose; a refusal writes no inbox row and wakes nothing', async (t) => {
+  const pool = await testPool(t);
+  const teamId = await team(pool);
+  await createTask(pool, teamId, coordinator, { taskId: 'mine', title: 'implement', owner: 'implementer' });
+  await createTask(pool, teamId, coordinator, { taskId: 'theirs', title: 'review', owner: 'reviewer' });
+  await createTask(pool, teamId, coordinator, { taskId: 'later', title: 'later', owner: 'implementer' });
+  await startTask(pool, teamId, 'mine', 'exec-1');
+  await startTask(pool, teamId, 'theirs', 'exec-2');
+  const message = (extra: Record<string, unknown>) => ({ messageId: uniqueId('msg'), text: 'need a decision', relatedTaskId: 'mine', purpose: 'blocker', ...extra });
+  const refusals: [string, Record<string, unknown>, string][] = [
+    ['no purpose', { purpose: undefined }, 'message_purpose_invalid'],
+    ['an unknown purpose', { purpose: 'chitchat' }, 'message_purpose_invalid'],
+    ['no related task', { relatedTaskId: undefined }, 'related_task_required'],
+    ['an unknown task', { relatedTaskId: 'nope' }, 'related_task_unknown'],
+    ["another member's task", { relatedTaskId: 'theirs' }, 'related_task_not_current'],
+    ['its own task that is not in progress', { relatedTaskId: 'later' }, 'related_task_not_current'],
+  ];
+  for (const [, extra, code] of refusals) await refusedWith(t, pool, teamId, code, () => postInboxMessage(pool, teamId, implementer, message(extra)));
+  t.is(Number((await pool.query('SELECT count(*) AS n FROM team_inbox WHERE team_id = $1', [teamId])).rows[0].n), 0);
+  for (const purpose of MEMBER_MESSAGE_PURPOSES) {
+    const before = await revision(pool, teamId);
+    await postInboxMessage(pool, teamId, implementer, message({ purpose }));
+    t.is(await revision(pool, teamId), before + 1, purpose);
+  }
+  t.is((await readBoard(pool, teamId)).inboxUnread, MEMBER_MESSAGE_PURPOSES.length);
+});

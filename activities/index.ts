@@ -19,6 +19,7 @@ import { endTasks, storeTasks, type StoredTask, type TaskEnd } from './store/tas
 import { appendEntry } from './store/transcript';
 import { executeTool, type ExecuteToolInput } from './tools/execute';
 import { createOrchestratorActivities } from './orchestrator';
+import { createTeamActivities } from './team';
 import type { OrchardClient } from '../client/client';
 import { limitsFromEnv } from './limits';
 
@@ -79,8 +80,16 @@ export function createSharedActivities(deps: SharedActivityDeps) {
       return deps.orchard();
     },
   });
+  const team = createTeamActivities({
+    pool: deps.pool,
+    orchard: () => {
+      if (!deps.orchard) throw new Error('this worker has no client for team runs');
+      return deps.orchard();
+    },
+  });
   return {
     ...orchestrator,
+    ...team,
     /** Sessions from histories recorded before execution keys: the task becomes the user message of its turn. */
     async recordTask(input: RecordTaskInput): Promise<void> {
       await appendEntry(deps.pool, { ...turnKeyOf(input), step: 0, ordinal: 0 }, { role: 'user', content: input.task }, input.taskId);

@@ -19,6 +19,13 @@ import {
   messageProblem,
   messageUpdate,
   orchestratorStatusQuery,
+  startTeamProblem,
+  TEAM_WORKFLOW_TYPE,
+  teamWorkflowId,
+  teamStatusQuery,
+  teamMessageUpdate,
+  type StartTeamInput,
+  type TeamStatusView,
   startOrchestratorProblem,
   orchestratorWorkflowId,
   rosterQuery,
@@ -45,6 +52,7 @@ import {
 import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_PARENT, ORCHARD_STATUS } from '../workflows/search-attributes';
 import type { SessionWorkflowInput } from '../workflows/session/state';
 import type { OrchestratorWorkflowInput } from '../workflows/orchestrator/workflow';
+import type { TeamWorkflowInput } from '../workflows/team/workflow';
 import {
   DEFAULT_NAMESPACE,
   TemporalConfigError,
@@ -202,6 +210,40 @@ export class OrchardClient {
     } catch (err) {
       if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
     }
+  }
+
+  /** Starts `team/<id>` (or finds it running): a Coordinator and its Members on one repository, toward a goal. */
+  async startTeam(input: Omit<StartTeamInput, 'host'> & { host?: string }): Promise<void> {
+    const start: StartTeamInput = { ...input, host: input.host ?? this.defaultHost };
+    const problem = startTeamProblem(start);
+    if (problem) throw new OrchardError(problem.code, problem.message);
+    const args: TeamWorkflowInput = { start };
+    try {
+      await this.temporal.workflow.start(TEAM_WORKFLOW_TYPE, {
+        workflowId: teamWorkflowId(start.teamId),
+        taskQueue: this.options.taskQueue,
+        args: [args],
+        workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
+        typedSearchAttributes: new TypedSearchAttributes([
+          { key: ORCHARD_KIND, value: 'team' },
+          { key: ORCHARD_HOST, value: start.host },
+        ]),
+        staticSummary: `team ${start.teamId}: ${start.goal.slice(0, 120)}`,
+      });
+    } catch (err) {
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+    }
+  }
+
+  async teamStatus(teamId: string): Promise<TeamStatusView> {
+    return this.temporal.workflow.getHandle(teamWorkflowId(teamId)).query(teamStatusQuery);
+  }
+
+  /** A user message to a team's Coordinator (an update: answered once accepted, with its id). */
+  async teamMessage(teamId: string, input: MessageInput): Promise<MessageResult> {
+    const problem = messageProblem(input);
+    if (problem) throw new OrchardError(problem.code, problem.message);
+    return this.temporal.workflow.getHandle(teamWorkflowId(teamId)).executeUpdate(teamMessageUpdate, { args: [input] });
   }
 
   /** A user message to an orchestrator (an update: answered once it is accepted, with its id). */

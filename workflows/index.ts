@@ -1,2 +1,3 @@
 export { childSession } from './session/workflow';
 export { orchestratorSession } from './orchestrator/workflow';
+export { teamRun } from './team/workflow';

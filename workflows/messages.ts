@@ -451,3 +451,116 @@ export function messageProblem(input: unknown): Problem | undefined {
   if (text.length > MAX_TASK_CHARS) return { code: 'task_too_large', message: `message is ${text.length} characters; the limit is ${MAX_TASK_CHARS}` };
   return requestIdProblem(requestId);
 }
+
+// Team runs (issue 9) ------------------------------------------------------------------------------------------
+
+export const TEAM_WORKFLOW_TYPE = 'teamRun';
+export const teamWorkflowId = (teamId: string): string => `team/${teamId}`;
+
+export interface TeamMemberSpec {
+  /** Unique in the team; part of the member's session id `<teamId>-<memberId>`. */
+  readonly memberId: string;
+  /** What the member is for (Planner, Implementer, Reviewer, Tester…): its agent profile name. */
+  readonly role: string;
+}
+
+export const DEFAULT_TEAM_MEMBERS: readonly TeamMemberSpec[] = [
+  { memberId: 'planner', role: 'Planner' },
+  { memberId: 'implementer', role: 'Implementer' },
+  { memberId: 'reviewer', role: 'Reviewer' },
+  { memberId: 'tester', role: 'Tester' },
+];
+
+export interface StartTeamInput {
+  /** Becomes the workflow id `team/<teamId>`; same alphabet as session ids. */
+  readonly teamId: string;
+  readonly repo: string;
+  readonly host: string;
+  readonly goal: string;
+  readonly members?: readonly TeamMemberSpec[];
+  /** The branch no member and no Coordinator may move (default main). */
+  readonly protectedBranch?: string;
+  /** The Coordinator's model, and the members' (the worker's default unless given). */
+  readonly model?: ModelSpec;
+  readonly memberModel?: ModelSpec;
+  readonly limits?: Partial<SessionLimits>;
+}
+
+/** One dispatch of a task to its owner: the execution the board's evidence will be attributed to. */
+export interface TaskExecutionView {
+  readonly executionId: string;
+  readonly taskId: string;
+  readonly memberId: string;
+  readonly sessionId: string;
+  readonly state: 'running' | 'completed' | 'failed';
+  /** The member session's task id (its queue entry). */
+  readonly sessionTaskId?: string;
+}
+
+/** How a Coordinator turn ended: `waiting_for_org_event` when it produced no new fact. */
+export type CoordinatorTurnOutcome = TurnOutcome | 'waiting_for_org_event';
+
+export interface CoordinatorTurnView {
+  readonly turn: number;
+  readonly turnId: string;
+  /** What woke it: the work revision it started at, and whether a user message was among the causes. */
+  readonly startRevision: number;
+  readonly endRevision: number;
+  readonly outcome: CoordinatorTurnOutcome;
+  readonly modelCalls: number;
+  readonly toolCalls: number;
+  readonly finalExcerpt?: string;
+}
+
+export interface TeamStatusView {
+  readonly teamId: string;
+  readonly goal: string;
+  readonly status: 'coordinating' | 'waiting_for_org_event' | 'delivered';
+  readonly generation: number;
+  /** The highest work revision the workflow has been told of, and the one the Coordinator last read. */
+  readonly workRevision: number;
+  readonly readRevision: number;
+  readonly members: readonly (TeamMemberSpec & { readonly sessionId: string })[];
+  readonly planApproved: boolean;
+  readonly executions: readonly TaskExecutionView[];
+  readonly turns: readonly CoordinatorTurnView[];
+  /** What the Coordinator said to the user (user_reply), newest last. */
+  readonly replies: readonly string[];
+  /** Refused Coordinator tool calls (name and code), newest last: the allowlist at work. */
+  readonly refusals: readonly { readonly tool: string; readonly code: string }[];
+  readonly queuedMessages: number;
+}
+
+export const teamMessageUpdate = defineUpdate<MessageResult, [MessageInput]>('message');
+export const teamMessageSignal = defineSignal<[MessageInput]>('message');
+/** A fact was committed outside the workflow (a member's message, a user event): wake if it is new. */
+export const teamFactSignal = defineSignal<[{ readonly revision: number }]>('fact');
+export const teamStatusQuery = defineQuery<TeamStatusView>('status');
+
+/** Why a team cannot be started with this input (checked by the client before anything starts). */
+export function startTeamProblem(input: unknown): Problem | undefined {
+  if (typeof input !== 'object' || input === null) return { code: 'invalid_input', message: 'a team needs an object' };
+  const i = input as Record<string, unknown>;
+  const idProblem = typeof i.teamId === 'string' ? sessionIdProblem(i.teamId) : 'teamId must be a string';
+  if (idProblem) return { code: 'invalid_input', message: idProblem.replace('session id', 'team id') };
+  if (typeof i.goal !== 'string' || i.goal.trim() === '') return { code: 'invalid_input', message: 'goal must be a non-empty string' };
+  if (i.goal.length > MAX_TASK_CHARS) return { code: 'task_too_large', message: `goal is ${i.goal.length} characters; the limit is ${MAX_TASK_CHARS}` };
+  if (i.members !== undefined) {
+    if (!Array.isArray(i.members) || i.members.length === 0 || i.members.length > 12) {
+      return { code: 'invalid_input', message: 'members must be a list of 1 to 12 { memberId, role }' };
+    }
+    const ids = new Set<string>();
+    for (const m of i.members as Record<string, unknown>[]) {
+      if (typeof m?.memberId !== 'string' || !/^[a-z][a-z0-9-]{0,23}$/.test(m.memberId) || ids.has(m.memberId)) {
+        return { code: 'invalid_input', message: 'each memberId must be unique: lowercase letters, digits, "-", at most 24' };
+      }
+      if (typeof m.role !== 'string' || m.role.trim() === '') return { code: 'invalid_input', message: `member ${m.memberId} needs a role` };
+      ids.add(m.memberId);
+    }
+  }
+  if (i.memberModel !== undefined) {
+    const problem = placementProblem({ ...i, childModel: i.memberModel });
+    if (problem) return problem;
+  }
+  return placementProblem(i);
+}

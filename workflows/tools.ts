@@ -1,3 +1,4 @@
+import { COORDINATOR_TOOLS } from './team/tools';
 import { ORCHESTRATOR_TOOLS } from './orchestrator/tools';
 
 /**
@@ -92,5 +93,5 @@ export const CHILD_TOOLS: readonly ToolDefinition[] = [
 
 export type ToolName = 'bash' | 'read_file' | 'write_file' | 'git_status' | 'git_diff' | 'git_commit';
 
-export const TOOL_PROFILES = { child: CHILD_TOOLS, orchestrator: ORCHESTRATOR_TOOLS } as const;
+export const TOOL_PROFILES = { child: CHILD_TOOLS, orchestrator: ORCHESTRATOR_TOOLS, coordinator: COORDINATOR_TOOLS } as const;
 export type ToolProfile = keyof typeof TOOL_PROFILES;

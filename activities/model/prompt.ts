@@ -22,6 +22,28 @@ export function orchestratorPrompt(context: SessionContext): string {
   ].join('\n');
 }
 
+/**
+ * The system message of a team's Coordinator: it plans, assigns and coordinates through the board; Members do
+ * the work. `roster` carries the members and, when the board is ready, the instruction to request completion.
+ */
+export function coordinatorPrompt(context: SessionContext): string {
+  return [
+    `You are the Coordinator of a team working on this goal: ${context.title}.`,
+    'You only orchestrate: plan the work as tasks on the board, assign each to a member, approve the plan, answer ' +
+      'members and the user, and request completion when every task is closed with evidence. Members do the work in ' +
+      'their own worktrees; you never write code or run commands. When nothing new has happened, end your turn: you ' +
+      'are woken when a task changes, a member writes, or the user speaks.',
+    ...(context.omittedTurns ? [`The ${context.omittedTurns} oldest turn(s) are not shown (context budget).`] : []),
+    '',
+    context.roster ?? '',
+  ].join('\n');
+}
+
+/** The system prompt for a profile. */
+export function promptFor(profile: 'child' | 'orchestrator' | 'coordinator'): (context: SessionContext) => string {
+  return profile === 'orchestrator' ? orchestratorPrompt : profile === 'coordinator' ? coordinatorPrompt : systemPrompt;
+}
+
 /** The system message of a child session: who it is and where it works. Rebuilt on every call. */
 export function systemPrompt(context: SessionContext): string {
   return [

@@ -9,7 +9,7 @@ import { turnKeyOf, type TurnKey } from '../store/keys';
 import { markTaskRunning, taskText } from '../store/tasks';
 import { appendEntry, findAssistantMessage, loadConversation } from '../store/transcript';
 import { recordModelCall } from '../store/usage';
-import { orchestratorPrompt, systemPrompt, type SessionContext } from './prompt';
+import { promptFor, type SessionContext } from './prompt';
 import { ModelError, type AssistantMessage, type ModelProvider, type ToolCall } from './types';
 
 export interface ModelStepInput {
@@ -68,7 +68,7 @@ export async function modelStep(pool: Pool, resolve: ProviderResolver, input: Mo
   try {
     response = await provider.complete(
       {
-        messages: [{ role: 'system', content: (input.profile === 'orchestrator' ? orchestratorPrompt : systemPrompt)({ ...input.context, omittedTurns }) }, ...history],
+        messages: [{ role: 'system', content: promptFor(input.profile)({ ...input.context, omittedTurns }) }, ...history],
         tools: TOOL_PROFILES[input.profile],
       },
       context.cancellationSignal,

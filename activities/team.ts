@@ -1,0 +1,258 @@
+import type { Pool } from 'pg';
+import { OrchardError, type OrchardClient } from '../client/client';
+import type { ModelSpec, StartTeamInput } from '../workflows/messages';
+import { isCoordinatorTool, MEMBER_MESSAGE_PURPOSES, type Actor } from '../workflows/team/authority';
+import { excerpt } from '../workflows/session/state';
+import type { CallRef } from './orchestrator';
+import { turnKeyOf } from './store/keys';
+import {
+  assignTask,
+  createTask,
+  createTeamRun,
+  failTask,
+  readBoard,
+  recordTaskOutput,
+  startTask,
+  TeamStoreRefusal,
+  updateTask,
+  type BoardSnapshot,
+} from './store/team';
+import { appendEntry, findAssistantMessage } from './store/transcript';
+
+/**
+ * A team's side effects (issue 9): opening the run in Postgres, executing the Coordinator's tool calls against
+ * the board (attributed to its turn, so the store boundary applies), dispatching tasks to Members' sessions and
+ * settling their executions as evidence attributed to the Member. Tool arguments and results stay in Postgres:
+ * the workflow gets revisions and the effects it must act on.
+ */
+export interface TeamActivityDeps {
+  pool: Pool;
+  orchard: () => OrchardClient;
+}
+
+export const memberSessionId = (teamId: string, memberId: string): string => `${teamId}-${memberId}`;
+
+/** What a Coordinator tool call changed that the workflow acts on. */
+export interface CoordinatorToolEffects {
+  /** The work revision after the call, when it committed a fact. */
+  revision?: number;
+  /** Board revision the call read (task_list). */
+  readRevision?: number;
+  /** Tasks that now have an owner and wait for the plan (or for their owner to be free). */
+  assigned?: { taskId: string; owner: string }[];
+  planApproved?: boolean;
+  reply?: string;
+  /** The call was refused; the code is in the tool result too. */
+  refused?: string;
+}
+
+function boardView(board: BoardSnapshot) {
+  return {
+    workRevision: board.workRevision,
+    generation: board.generation,
+    tasks: board.tasks.map((t) => ({
+      id: t.taskId,
+      title: t.title,
+      owner: t.owner ?? null,
+      status: t.status,
+      replacesTaskId: t.replacesTaskId ?? null,
+      outputId: t.outputId ?? null,
+      cancel: t.cancel ?? null,
+    })),
+    inboxUnread: board.inboxUnread,
+  };
+}
+
+export function createTeamActivities(deps: TeamActivityDeps) {
+  async function argsOf(ref: CallRef): Promise<Record<string, unknown>> {
+    const message = await findAssistantMessage(deps.pool, ref.turnId, ref.step);
+    const call = message?.tool_calls?.find((c) => c.id === ref.callId);
+    if (!call) throw new Error(`no tool call ${ref.callId} in turn ${ref.turn} step ${ref.step}`);
+    const parsed: unknown = call.function.arguments.trim() === '' ? {} : JSON.parse(call.function.arguments);
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new TeamStoreRefusal('tool_args_invalid', 'the arguments must be a JSON object');
+    return parsed as Record<string, unknown>;
+  }
+  const text = (v: unknown, field: string): string => {
+    if (typeof v !== 'string' || v.trim() === '') throw new TeamStoreRefusal('tool_args_invalid', `${field} must be a non-empty string`);
+    return v;
+  };
+  async function record(ref: CallRef, index: number, content: string): Promise<void> {
+    await appendEntry(deps.pool, { ...turnKeyOf(ref), step: ref.step, ordinal: index + 1 }, { role: 'tool', tool_call_id: ref.callId, content });
+  }
+
+  return {
+    /** Opens the team's rows (idempotent): the run, its members and their session ids. */
+    async openTeam(start: StartTeamInput & { members: { memberId: string; role: string }[] }): Promise<{ generation: number; workRevision: number }> {
+      await createTeamRun(deps.pool, {
+        teamId: start.teamId,
+        repo: start.repo,
+        goal: start.goal,
+        protectedBranch: start.protectedBranch,
+        members: start.members.map((m) => ({ ...m, sessionId: memberSessionId(start.teamId, m.memberId) })),
+      });
+      const board = await readBoard(deps.pool, start.teamId);
+      return { generation: board.generation, workRevision: board.workRevision };
+    },
+
+    /**
+     * Executes one Coordinator tool call (a name the allowlist holds; the workflow refuses the rest before this)
+     * and writes its result to the transcript. Writes are attributed to the Coordinator's turn.
+     */
+    async coordinatorTool(input: { teamId: string; ref: CallRef; index: number; tool: string; members: string[] }): Promise<CoordinatorToolEffects> {
+      const { teamId, ref } = input;
+      const actor: Actor = { kind: 'coordinator', turnId: ref.turnId };
+      let content: string;
+      let effects: CoordinatorToolEffects = {};
+      try {
+        if (!isCoordinatorTool(input.tool)) throw new TeamStoreRefusal('tool_not_allowed', `${input.tool} is not a Coordinator tool`);
+        const args = await argsOf(ref);
+        switch (input.tool) {
+          case 'task_list': {
+            const board = await readBoard(deps.pool, teamId);
+            content = JSON.stringify(boardView(board));
+            effects = { readRevision: board.workRevision };
+            break;
+          }
+          case 'task_get': {
+            const id = text(args.taskId, 'taskId');
+            const board = await readBoard(deps.pool, teamId);
+            const task = board.tasks.find((t) => t.taskId === id);
+            if (!task) throw new TeamStoreRefusal('task_not_found', `no task ${id}`);
+            content = JSON.stringify({ ...task, output: board.outputs.find((o) => o.outputId === task.outputId) ?? null });
+            break;
+          }
+          case 'task_create': {
+            const owner = args.owner === undefined ? undefined : text(args.owner, 'owner');
+            if (owner && !input.members.includes(owner)) throw new TeamStoreRefusal('member_not_found', `no member ${owner}; members: ${input.members.join(', ')}`);
+            const { result, revision } = await createTask(deps.pool, teamId, actor, {
+              taskId: text(args.taskId, 'taskId'),
+              title: text(args.title, 'title'),
+              description: typeof args.description === 'string' ? args.description : '',
+              owner,
+            });
+            content = `created task ${result.taskId}${result.owner ? ` for ${result.owner}` : ''} (revision ${revision})`;
+            effects = { revision, assigned: result.owner ? [{ taskId: result.taskId, owner: result.owner }] : [] };
+            break;
+          }
+          case 'task_assign': {
+            const { result, revision } = await assignTask(deps.pool, teamId, actor, text(args.taskId, 'taskId'), text(args.owner, 'owner'));
+            content = `task ${result.taskId} assigned to ${result.owner} (revision ${revision})`;
+            effects = { revision, assigned: [{ taskId: result.taskId, owner: result.owner! }] };
+            break;
+          }
+          case 'task_update': {
+            const { result, revision } = await updateTask(deps.pool, teamId, actor, text(args.taskId, 'taskId'), {
+              title: typeof args.title === 'string' ? args.title : undefined,
+              description: typeof args.description === 'string' ? args.description : undefined,
+            });
+            content = `task ${result.taskId} updated (revision ${revision})`;
+            effects = { revision };
+            break;
+          }
+          case 'plan_approve':
+            content = 'plan approved: assigned tasks start with their owners';
+            effects = { planApproved: true };
+            break;
+          case 'org_send_message': {
+            const memberId = text(args.memberId, 'memberId');
+            if (!input.members.includes(memberId)) throw new TeamStoreRefusal('member_not_found', `no member ${memberId}`);
+            const purpose = args.purpose ?? 'requested_reply';
+            if (!(MEMBER_MESSAGE_PURPOSES as readonly unknown[]).includes(purpose)) throw new TeamStoreRefusal('message_purpose_invalid', `purpose must be one of ${MEMBER_MESSAGE_PURPOSES.join(', ')}`);
+            const sent = await deps.orchard().send(memberSessionId(teamId, memberId), {
+              task: `Message from your Coordinator about task ${text(args.relatedTaskId, 'relatedTaskId')} (${String(purpose)}): ${text(args.text, 'text')}`,
+              requestId: `${teamId}/${ref.turnId}/${ref.step}/${ref.callId}`,
+              from: 'coordinator',
+            });
+            content = `sent to ${memberId} (its task ${sent.taskId})`;
+            break;
+          }
+          case 'user_reply': {
+            const reply = text(args.text, 'text');
+            content = 'delivered to the user';
+            effects = { reply: excerpt(reply, 500) };
+            break;
+          }
+          case 'org_run_complete':
+            throw new TeamStoreRefusal('completion_not_available', 'completion certification is not built yet; tell the user the board state with user_reply');
+        }
+      } catch (err) {
+        if (err instanceof TeamStoreRefusal || err instanceof OrchardError || err instanceof SyntaxError) {
+          const code: string = err instanceof SyntaxError ? 'tool_args_invalid' : (err as TeamStoreRefusal | OrchardError).code;
+          content = `error (${code}): ${err.message}; nothing was changed`;
+          effects = { refused: code };
+        } else throw err;
+      }
+      await record(ref, input.index, content!);
+      return effects;
+    },
+
+    /** Records a tool result the workflow decided itself (a refusal before any store query). */
+    async recordCoordinatorResult(input: CallRef & { index: number; content: string }): Promise<void> {
+      await record(input, input.index, input.content);
+    },
+
+    /**
+     * Starts a task's execution: the board marks it in progress (system), and its text goes to the owner's session
+     * (created on its first task: isolated, on its own worktree, reporting turn ends to the team). The request id
+     * is the execution id, so a retry dispatches once.
+     */
+    async dispatchTask(input: {
+      teamId: string;
+      taskId: string;
+      executionId: string;
+      memberId: string;
+      role: string;
+      repo: string;
+      host: string;
+      parent: string;
+      model?: ModelSpec;
+    }): Promise<{ revision: number; sessionId: string; sessionTaskId?: string }> {
+      const board = await readBoard(deps.pool, input.teamId);
+      const task = board.tasks.find((t) => t.taskId === input.taskId);
+      if (!task) throw new TeamStoreRefusal('task_not_found', `no task ${input.taskId}`);
+      const { revision } = await startTask(deps.pool, input.teamId, input.taskId, input.executionId);
+      const sessionId = memberSessionId(input.teamId, input.memberId);
+      const brief = `Task ${task.taskId}: ${task.title}\n\n${task.description}`.trim();
+      const requestId = `${input.teamId}/${input.executionId}`;
+      const created = await deps.orchard().createSession({
+        sessionId,
+        title: `${input.role} of team ${input.teamId}`,
+        agent: input.role.toLowerCase(),
+        repo: input.repo,
+        host: input.host,
+        parent: input.parent,
+        isolated: true,
+        model: input.model,
+        requestId,
+        task: brief,
+      });
+      if (created.outcome === 'created') return { revision, sessionId, sessionTaskId: created.task?.taskId };
+      const sent = await deps.orchard().send(sessionId, { task: brief, requestId, from: 'team' });
+      return { revision, sessionId, sessionTaskId: sent.taskId };
+    },
+
+    /** The owner's execution ended: its evidence (or its failure), attributed to the Member's execution. */
+    async settleExecution(input: {
+      teamId: string;
+      taskId: string;
+      executionId: string;
+      memberId: string;
+      outcome: string;
+      excerpt?: string;
+    }): Promise<{ revision: number; state: 'completed' | 'failed' }> {
+      const actor: Actor = { kind: 'member', memberId: input.memberId, executionId: input.executionId };
+      if (input.outcome === 'finished') {
+        const { revision } = await recordTaskOutput(deps.pool, input.teamId, actor, {
+          taskId: input.taskId,
+          outputId: `out-${input.executionId}`,
+          summary: input.excerpt ?? '',
+        });
+        return { revision, state: 'completed' };
+      }
+      const { revision } = await failTask(deps.pool, input.teamId, actor, input.taskId, `execution ended ${input.outcome}`);
+      return { revision, state: 'failed' };
+    },
+  };
+}
+
+export type TeamActivities = ReturnType<typeof createTeamActivities>;

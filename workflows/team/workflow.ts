@@ -1,0 +1,423 @@
+import {
+  ActivityFailure,
+  allHandlersFinished,
+  condition,
+  continueAsNew,
+  log,
+  proxyActivities,
+  proxyLocalActivities,
+  setCurrentDetails,
+  setHandler,
+  upsertSearchAttributes,
+  uuid4,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { SearchAttributeUpdatePair } from '@temporalio/common';
+import type { SharedActivities } from '../../activities';
+import type { CallRef } from '../../activities/orchestrator';
+import { MODEL_ACTIVITY_OPTIONS, STORE_LOCAL_OPTIONS, failureOf } from '../activity-options';
+import { orchardFailure } from '../errors';
+import {
+  childTurnEndedSignal,
+  DEFAULT_TEAM_MEMBERS,
+  messageProblem,
+  resolveLimits,
+  teamFactSignal,
+  teamMessageSignal,
+  teamMessageUpdate,
+  teamStatusQuery,
+  type ChildTurnEnded,
+  type CoordinatorTurnView,
+  type MessageInput,
+  type MessageResult,
+  type StartTeamInput,
+  type TaskExecutionView,
+  type TeamMemberSpec,
+  type TeamStatusView,
+} from '../messages';
+import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_STATUS } from '../search-attributes';
+import { excerpt } from '../session/state';
+import { isCoordinatorTool } from './authority';
+
+/** Why the Coordinator is woken: what happened since its last turn, as short lines (the board has the rest). */
+interface Wake {
+  readonly userMessages: readonly { readonly messageId: string }[];
+  readonly events: readonly string[];
+}
+
+export interface CarriedTeamState {
+  readonly executionId: string;
+  readonly generation: number;
+  readonly knownRevision: number;
+  readonly readRevision: number;
+  readonly planApproved: boolean;
+  readonly assigned: readonly { readonly taskId: string; readonly owner: string }[];
+  readonly executions: readonly TaskExecutionView[];
+  readonly wake: Wake;
+  readonly dirty: boolean;
+  readonly nextMessageSeq: number;
+  readonly seenRequests: readonly (readonly [string, string])[];
+  readonly turns: readonly CoordinatorTurnView[];
+  readonly turnsCompleted: number;
+  readonly replies: readonly string[];
+  readonly refusals: readonly { readonly tool: string; readonly code: string }[];
+  readonly pendingEnds: readonly ChildTurnEnded[];
+}
+
+export interface TeamWorkflowInput {
+  readonly start: StartTeamInput;
+  readonly carried?: CarriedTeamState;
+}
+
+const KEPT = 50;
+const EVENTS_KEPT = 30;
+
+const keep = <T>(list: T[], max: number) => {
+  while (list.length > max) list.shift();
+};
+
+/**
+ * A team run (`team/<id>`, issue 9): a Coordinator that only orchestrates, and Members that work. The board and
+ * its facts live in Postgres; this workflow holds revisions, ids and the executions it started. The Coordinator
+ * runs a turn only when a durable event arrived — a user message, or a fact committed by someone other than
+ * itself (a task's evidence or failure, a member's message) — and a burst of them is one wake: handlers only
+ * record and set a flag, and the loop below wakes once. Nothing here sleeps, polls or starts a timer.
+ */
+export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView> {
+  const { start, carried } = input;
+  const info = workflowInfo();
+  const members: TeamMemberSpec[] = [...(start.members ?? DEFAULT_TEAM_MEMBERS)];
+  const limits = resolveLimits(start.limits);
+  const executionId = carried?.executionId ?? uuid4();
+  let generation = carried?.generation ?? 0;
+  let knownRevision = carried?.knownRevision ?? 0;
+  let readRevision = carried?.readRevision ?? -1;
+  let planApproved = carried?.planApproved ?? false;
+  const assigned = [...(carried?.assigned ?? [])];
+  const executions: TaskExecutionView[] = [...(carried?.executions ?? [])];
+  let wake: { userMessages: { messageId: string }[]; events: string[] } = {
+    userMessages: [...(carried?.wake.userMessages ?? [])],
+    events: [...(carried?.wake.events ?? [])],
+  };
+  // New facts from anyone but the Coordinator itself since its last turn began: the only reason to wake it.
+  let dirty = carried?.dirty ?? false;
+  let nextMessageSeq = carried?.nextMessageSeq ?? 1;
+  const seenRequests: [string, string][] = (carried?.seenRequests ?? []).map(([r, m]) => [r, m]);
+  const turns: CoordinatorTurnView[] = [...(carried?.turns ?? [])];
+  let turnsCompleted = carried?.turnsCompleted ?? 0;
+  let turnsThisRun = 0;
+  const replies = [...(carried?.replies ?? [])];
+  const refusals = [...(carried?.refusals ?? [])];
+  // Member turn ends not yet settled into board evidence.
+  const pendingEnds: ChildTurnEnded[] = [...(carried?.pendingEnds ?? [])];
+  let coordinating = false;
+
+  const local = proxyLocalActivities<SharedActivities>({ ...STORE_LOCAL_OPTIONS, summary: 'team store' });
+  const acts = proxyActivities<SharedActivities>({ ...MODEL_ACTIVITY_OPTIONS, summary: 'team' });
+  const memberIds = members.map((m) => m.memberId);
+  const sessionOf = (memberId: string) => `${start.teamId}-${memberId}`;
+
+  setHandler(teamMessageUpdate, (message) => accept(message), {
+    description: 'A user message to the Coordinator: accepted with its id (a repeated requestId once), answered by a Coordinator turn.',
+    validator: (message) => {
+      const problem = messageProblem(message);
+      if (problem) throw orchardFailure(problem.code, problem.message);
+    },
+  });
+  setHandler(
+    teamMessageSignal,
+    async (message) => {
+      const problem = messageProblem(message);
+      if (problem) return log.warn('message signal refused', { code: problem.code });
+      await accept(message);
+    },
+    { description: 'Fire-and-forget `message`.' },
+  );
+  setHandler(
+    childTurnEndedSignal,
+    (notice) => {
+      // A member session's turn ended: the main loop settles it into evidence if it ended a task execution (the
+      // notice may arrive before the dispatch that started it has returned, so it is matched there, not here).
+      if (!memberIds.some((m) => sessionOf(m) === notice.childId)) return;
+      if (!pendingEnds.some((p) => p.childId === notice.childId && p.turnId === notice.turnId)) pendingEnds.push(notice);
+    },
+    { description: "A member session's turn ended (sent by the session)." },
+  );
+  setHandler(
+    teamFactSignal,
+    ({ revision }) => {
+      if (typeof revision !== 'number' || revision <= knownRevision) return;
+      knownRevision = revision;
+      noteEvent(`work revision ${revision}: a fact was committed outside the run`);
+    },
+    { description: 'A fact was committed outside the workflow (its revision); wakes the Coordinator if it is new.' },
+  );
+  setHandler(teamStatusQuery, () => view(), { description: 'Revisions, members, executions, Coordinator turns, replies and refusals.' });
+
+  async function accept(message: MessageInput): Promise<MessageResult> {
+    const seen = message.requestId === undefined ? undefined : seenRequests.find(([r]) => r === message.requestId);
+    if (seen) return { messageId: seen[1], duplicate: true };
+    const messageId = `u${nextMessageSeq++}`;
+    if (message.requestId !== undefined) {
+      seenRequests.push([message.requestId, messageId]);
+      keep(seenRequests, 500);
+    }
+    await local.storeTasks([{ executionId, sessionId: start.teamId, taskId: messageId, task: message.text, requestId: message.requestId }]);
+    wake.userMessages.push({ messageId });
+    publish();
+    return { messageId, duplicate: false };
+  }
+
+  function noteEvent(line: string): void {
+    wake.events.push(line);
+    keep(wake.events, EVENTS_KEPT);
+    dirty = true;
+  }
+
+  function view(): TeamStatusView {
+    return {
+      teamId: start.teamId,
+      goal: start.goal,
+      status: coordinating || wake.userMessages.length > 0 || dirty ? 'coordinating' : 'waiting_for_org_event',
+      generation,
+      workRevision: knownRevision,
+      readRevision,
+      members: members.map((m) => ({ ...m, sessionId: sessionOf(m.memberId) })),
+      planApproved,
+      executions,
+      turns,
+      replies,
+      refusals,
+      queuedMessages: wake.userMessages.length,
+    };
+  }
+
+  function publish(): void {
+    const v = view();
+    const desired: SearchAttributeUpdatePair[] = [
+      { key: ORCHARD_KIND, value: 'team' },
+      { key: ORCHARD_STATUS, value: v.status },
+      { key: ORCHARD_HOST, value: start.host },
+    ];
+    const now = workflowInfo().typedSearchAttributes;
+    const changed = desired.filter((pair) => now.get(pair.key) !== pair.value);
+    if (changed.length > 0) upsertSearchAttributes(changed);
+    setCurrentDetails(
+      [
+        `**${v.status}** · revision ${v.workRevision} · generation ${v.generation} · ${turnsCompleted} Coordinator turn(s)`,
+        ...executions.slice(-10).map((e) => `- ${e.taskId} → ${e.memberId}: ${e.state}`),
+      ].join('\n'),
+    );
+  }
+
+  /** Starts every assigned task whose owner is free, once the plan is approved. One execution per member at a time. */
+  async function dispatchReady(): Promise<void> {
+    if (!planApproved) return;
+    for (let i = 0; i < assigned.length; ) {
+      const next = assigned[i];
+      const busy = executions.some((e) => e.memberId === next.owner && e.state === 'running');
+      if (busy) {
+        i++;
+        continue;
+      }
+      assigned.splice(i, 1);
+      const member = members.find((m) => m.memberId === next.owner)!;
+      const execution = uuid4();
+      try {
+        const started = await acts.dispatchTask({
+          teamId: start.teamId,
+          taskId: next.taskId,
+          executionId: execution,
+          memberId: next.owner,
+          role: member.role,
+          repo: start.repo,
+          host: start.host,
+          parent: info.workflowId,
+          model: start.memberModel,
+        });
+        knownRevision = Math.max(knownRevision, started.revision);
+        executions.push({
+          executionId: execution,
+          taskId: next.taskId,
+          memberId: next.owner,
+          sessionId: started.sessionId,
+          state: 'running',
+          sessionTaskId: started.sessionTaskId,
+        });
+        keep(executions, KEPT * 4);
+      } catch (err) {
+        if (!(err instanceof ActivityFailure)) throw err;
+        noteEvent(`task ${next.taskId} could not start with ${next.owner}: ${failureOf(err).message}`);
+      }
+      publish();
+    }
+  }
+
+  /** Member turn ends that finished a task execution become evidence (or a failure) on the board. */
+  async function settleEnds(): Promise<void> {
+    while (pendingEnds.length > 0) {
+      const notice = pendingEnds.shift()!;
+      const at = executions.findIndex((e) => e.sessionId === notice.childId && e.state === 'running' && e.sessionTaskId === notice.taskId);
+      if (at < 0) continue;
+      const execution = executions[at];
+      const settled = await acts.settleExecution({
+        teamId: start.teamId,
+        taskId: execution.taskId,
+        executionId: execution.executionId,
+        memberId: execution.memberId,
+        outcome: notice.outcome,
+        excerpt: notice.excerpt,
+      });
+      executions[at] = { ...execution, state: settled.state };
+      knownRevision = Math.max(knownRevision, settled.revision);
+      noteEvent(`task ${execution.taskId} ${settled.state} by ${execution.memberId}${notice.excerpt ? `: ${excerpt(notice.excerpt, 160)}` : ''}`);
+      publish();
+    }
+  }
+
+  /** The opening message of a Coordinator turn: the user's words, or the events that woke it. */
+  async function openingMessage(): Promise<string> {
+    const user = wake.userMessages.shift();
+    if (user) return user.messageId;
+    const messageId = `e${nextMessageSeq++}`;
+    const text = [`Work facts changed (revision ${knownRevision}):`, ...wake.events.map((e) => `- ${e}`)].join('\n');
+    wake.events = [];
+    await local.storeTasks([{ executionId, sessionId: start.teamId, taskId: messageId, task: text }]);
+    return messageId;
+  }
+
+  async function coordinatorTurn(): Promise<void> {
+    const turn = turnsCompleted + 1;
+    const turnId = uuid4();
+    const startRevision = knownRevision;
+    dirty = false;
+    coordinating = true;
+    publish();
+    const taskId = await openingMessage();
+    const keys = { sessionId: start.teamId, executionId, turnId, turn };
+    let modelCalls = 0;
+    let toolCalls = 0;
+    let outcome: CoordinatorTurnView['outcome'] = 'step_limit';
+    let finalExcerpt: string | undefined;
+    try {
+      for (let step = 1; step <= limits.maxStepsPerTurn; step++) {
+        modelCalls += 1;
+        const answer = await acts.modelStep({
+          ...keys,
+          step,
+          taskId: step === 1 ? taskId : undefined,
+          model: start.model ?? { provider: 'default' },
+          profile: 'coordinator',
+          context: { title: start.goal, agent: 'coordinator', worktree: '', branch: '', roster: membersText() },
+          contextChars: limits.contextChars,
+        });
+        if (answer.toolCalls.length === 0) {
+          outcome = 'finished';
+          finalExcerpt = answer.textExcerpt;
+          break;
+        }
+        for (const [index, call] of answer.toolCalls.entries()) {
+          const ref: CallRef = { ...keys, step, callId: call.id };
+          toolCalls += 1;
+          await executeTool(ref, index, call.name);
+        }
+        await dispatchReady();
+      }
+    } catch (err) {
+      if (!(err instanceof ActivityFailure)) throw err;
+      outcome = 'failed';
+      finalExcerpt = failureOf(err).message;
+    }
+    // A turn that committed no fact of its own and approved nothing is a wait for the next org event.
+    if (outcome === 'finished' && knownRevision === startRevision) outcome = 'waiting_for_org_event';
+    turns.push({ turn, turnId, startRevision, endRevision: knownRevision, outcome, modelCalls, toolCalls, finalExcerpt });
+    keep(turns, KEPT);
+    turnsCompleted = turn;
+    turnsThisRun += 1;
+    coordinating = false;
+    publish();
+  }
+
+  function membersText(): string {
+    return [
+      'Your members (give each task to one of them):',
+      'member | role | session',
+      ...members.map((m) => `${m.memberId} | ${m.role} | ${sessionOf(m.memberId)}`),
+      planApproved ? 'The plan is approved: assigned tasks start with their owners.' : 'The plan is not approved yet: tasks start once you call plan_approve.',
+    ].join('\n');
+  }
+
+  /** One Coordinator tool call: names outside the allowlist, and a re-read of an unchanged board, are refused here. */
+  async function executeTool(ref: CallRef, index: number, name: string): Promise<void> {
+    const refuse = async (code: string, message: string) => {
+      refusals.push({ tool: name, code });
+      keep(refusals, KEPT);
+      await acts.recordCoordinatorResult({ ...ref, index, content: `error (${code}): ${message}; nothing was done` });
+    };
+    if (!isCoordinatorTool(name)) return refuse('tool_not_allowed', `${name} is not one of your tools: you only orchestrate, members do the work`);
+    if (name === 'task_list' && readRevision === knownRevision) {
+      return refuse('coordinator_no_new_work_facts', `the board is unchanged since you read it at revision ${readRevision}; end your turn and you will be woken when something happens`);
+    }
+    const effects = await acts.coordinatorTool({ teamId: start.teamId, ref, index, tool: name, members: memberIds });
+    if (effects.refused) {
+      refusals.push({ tool: name, code: effects.refused });
+      keep(refusals, KEPT);
+    }
+    if (effects.revision !== undefined) knownRevision = Math.max(knownRevision, effects.revision);
+    if (effects.readRevision !== undefined) readRevision = effects.readRevision;
+    for (const a of effects.assigned ?? []) {
+      if (!assigned.some((x) => x.taskId === a.taskId)) assigned.push(a);
+    }
+    if (effects.planApproved) planApproved = true;
+    if (effects.reply) {
+      replies.push(effects.reply);
+      keep(replies, KEPT);
+    }
+  }
+
+  const opened = await acts.openTeam({ ...start, members });
+  generation = opened.generation;
+  knownRevision = Math.max(knownRevision, opened.workRevision);
+  if (!carried) {
+    // The goal is the first user message.
+    await accept({ text: start.goal, requestId: `goal/${start.teamId}` });
+  }
+  publish();
+
+  for (;;) {
+    await condition(
+      () => wake.userMessages.length > 0 || dirty || pendingEnds.length > 0 || turnsThisRun >= limits.turnsPerRun || workflowInfo().continueAsNewSuggested,
+    );
+    if (pendingEnds.length > 0) {
+      await settleEnds();
+      await dispatchReady();
+      continue;
+    }
+    if (wake.userMessages.length > 0 || dirty) {
+      await coordinatorTurn();
+      continue;
+    }
+    await condition(allHandlersFinished);
+    await continueAsNew<typeof teamRun>({
+      start,
+      carried: {
+        executionId,
+        generation,
+        knownRevision,
+        readRevision,
+        planApproved,
+        assigned,
+        executions,
+        wake,
+        dirty,
+        nextMessageSeq,
+        seenRequests,
+        turns,
+        turnsCompleted,
+        replies,
+        refusals,
+        pendingEnds,
+      },
+    });
+  }
+}

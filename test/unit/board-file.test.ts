@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import test from 'ava';
 import { BoardFileError, boardJsonSchema, parseBoardFile } from '../../workflows/team/board-file';
+import { CLOSURE_REASONS } from '../../workflows/team/closure';
 
 const DOCS = join(__dirname, '../../docs');
 const FIXTURES = join(__dirname, '../fixtures/boards');
@@ -64,4 +65,11 @@ test('text that is not JSON, or not an object, is refused at the root', (t) => {
   t.is(notJson.path, '$');
   t.regex(notJson.message, /is not valid JSON/);
   t.is(refusal(t, '[]').path, '$');
+});
+
+test('docs/board-format.md documents exactly the reason codes the validator gives', (t) => {
+  const doc = readFileSync(join(DOCS, 'board-format.md'), 'utf8');
+  const table = doc.slice(doc.indexOf('## Reasons'), doc.indexOf('## Example'));
+  const documented = [...table.matchAll(/^\| `([a-z_]+)` \|/gm)].map((m) => m[1]);
+  t.deepEqual(documented, Object.keys(CLOSURE_REASONS));
 });

@@ -5,6 +5,7 @@ import { OrchardError, OrchardClient } from './client';
 import { sessionIdProblem, slugOf } from '../workflows/session/ids';
 import { describeCliError, type CliErrorContext } from './cli-errors';
 import { registerGuardCommand } from './guard-command';
+import { registerBoardCommand } from './board-command';
 import type { OrchestratorStatusView, SessionStatusView } from '../workflows/messages';
 import { workerConfigFromEnv } from '../worker/config';
 import { describeTarget, loadTemporalSettings, type TemporalTarget } from '../worker/temporal-connection';
@@ -264,6 +265,7 @@ program
   });
 
 registerGuardCommand(program);
+registerBoardCommand(program);
 
 function formatOrchestratorStatus(view: OrchestratorStatusView): string {
   const lines = [`orchestrator ${view.orchestratorId} | ${view.status} | ${view.turnsCompleted} turn(s) done, ${view.queued} queued, run ${view.runIndex}`];

@@ -25,6 +25,7 @@ export const ERROR_CODES = [
   'model_response_malformed',
   'host_unavailable',
   'scenario_invalid',
+  'board_file_invalid',
   'scenario_exhausted',
   'scenario_expectation_failed',
   'tool_unknown',

@@ -1,0 +1,176 @@
+import { readdirSync } from 'node:fs';
+import test from 'ava';
+import { OpenAICompatibleProvider } from '../../activities/model/openai';
+import { readBoard } from '../../activities/store/team';
+import { teamWorkflowId, type TeamStatusView } from '../../workflows/messages';
+import { calls, final, gate, lastUserText } from '../helpers/fleet-model';
+import { completion, stubModel, type Reply } from '../helpers/model-stub';
+import { git, makeRepo, startOrchard, uniqueId, type TestOrchard } from '../helpers/orchard';
+import { waitFor } from '../helpers/wait';
+
+/**
+ * Team runs against the real dev server and Postgres, the model played over HTTP: Coordinator requests (they offer
+ * `task_list`) are answered by the test's `coordinator`, from the request alone; member requests by `member`.
+ */
+const isCoordinatorRequest = (body: any) => (body.tools ?? []).some((tool: any) => tool.function.name === 'task_list');
+
+interface TeamCtx {
+  /** The last user message of the request (the goal, a user message or the events that woke the Coordinator). */
+  text: string;
+  /** Tool results since that message. */
+  results: string[];
+  body: any;
+}
+
+async function startTeam(
+  t: import('ava').ExecutionContext,
+  coordinator: (ctx: TeamCtx) => Reply | Promise<Reply>,
+  member: (body: any) => Reply | Promise<Reply> = (body) => completion({ content: `done: ${lastUserText(body).slice(0, 60)}` }),
+) {
+  const stub = await stubModel(t, (body) => {
+    if (!isCoordinatorRequest(body)) return member(body);
+    const messages: any[] = body.messages;
+    const lastUser = messages.map((m) => m.role).lastIndexOf('user');
+    const results = messages.slice(lastUser + 1).filter((m) => m.role === 'tool').map((m) => String(m.content));
+    return coordinator({ text: String(messages[lastUser].content), results, body });
+  });
+  const provider = new OpenAICompatibleProvider({ baseURL: stub.url, model: 'stub-model', timeoutMs: 30_000 });
+  const orchard = await startOrchard(t, { defaultProvider: provider });
+  const teamId = uniqueId('team');
+  const repo = makeRepo();
+  return { stub, orchard, teamId, repo, coordinatorRequests: () => stub.requests.map((r) => r.body).filter(isCoordinatorRequest) };
+}
+
+const status = (orchard: TestOrchard, teamId: string) => orchard.client.teamStatus(teamId);
+const until = (orchard: TestOrchard, teamId: string, what: string, probe: (v: TeamStatusView) => boolean) =>
+  waitFor(async () => {
+    const v = await status(orchard, teamId);
+    return probe(v) ? v : undefined;
+  }, 60_000, what);
+
+/** A Coordinator that plans two tasks on the goal, approves, and on every wake reads the board once and ends. */
+const planner = (ctx: TeamCtx): Reply => {
+  if (ctx.text.startsWith('Build')) {
+    if (ctx.results.length === 0) {
+      return calls(
+        ['task_create', { taskId: 'implement', title: 'Implement the evaluator', description: 'Write evaluator.js', owner: 'implementer' }],
+        ['task_create', { taskId: 'test', title: 'Test the evaluator', description: 'Write evaluator.test.js', owner: 'tester' }],
+        ['plan_approve', {}],
+      );
+    }
+    return final('Plan approved.');
+  }
+  if (ctx.results.length === 0) return calls(['task_list', {}]);
+  return final('Noted.');
+};
+
+test('a team plans, dispatches to its members, and records their evidence; the Coordinator wakes only on their facts', async (t) => {
+  const { orchard, teamId, repo, coordinatorRequests } = await startTeam(t, planner);
+  await orchard.client.startTeam({ teamId, repo, goal: 'Build a poker hand evaluator with tests' });
+  const done = await until(orchard, teamId, 'both tasks completed', (v) => v.executions.length === 2 && v.executions.every((e) => e.state === 'completed'));
+  t.deepEqual(
+    done.executions.map((e) => [e.taskId, e.memberId, e.sessionId]).sort(),
+    [
+      ['implement', 'implementer', `${teamId}-implementer`],
+      ['test', 'tester', `${teamId}-tester`],
+    ],
+  );
+  const board = await readBoard(orchard.pool, teamId);
+  t.deepEqual(board.tasks.map((task) => [task.taskId, task.status]).sort(), [['implement', 'completed'], ['test', 'completed']]);
+  // The evidence is attributed to each member's execution, never to the Coordinator.
+  const facts = (await orchard.pool.query(`SELECT kind, task_id, actor FROM team_facts WHERE team_id = $1 ORDER BY revision`, [teamId])).rows;
+  for (const e of done.executions) {
+    t.truthy(facts.find((f) => f.kind === 'task_output' && f.task_id === e.taskId && f.actor === `member:${e.memberId}:${e.executionId}`));
+  }
+  t.false(facts.some((f) => f.kind === 'task_output' && String(f.actor).startsWith('coordinator')));
+  // Each member worked in its own session (own worktree).
+  const sessions = await Promise.all(done.executions.map((e) => orchard.client.status(e.sessionId)));
+  t.is(new Set(sessions.map((s) => s.worktree)).size, 2);
+  // The Coordinator's turns: the goal, then wakes that each carried a member's fact; no turn without a cause.
+  const settled = await until(orchard, teamId, 'the Coordinator idle', (v) => v.status === 'waiting_for_org_event' && v.turns.length >= 2);
+  const wakes = coordinatorRequests().filter((b) => b.messages.at(-1).role === 'user').map((b) => String(b.messages.at(-1).content));
+  t.true(wakes[0].startsWith('Build a poker hand evaluator'));
+  t.true(wakes.slice(1).every((w) => /^Work facts changed \(revision \d+\):\n- task (implement|test) completed by (implementer|tester)/.test(w)), JSON.stringify(wakes));
+  t.true(settled.turns.length <= 3, 'two completions wake the Coordinator at most twice');
+  t.truthy(git(repo, 'rev-parse', 'main'));
+});
+
+test('while a member works, the Coordinator makes no model call, no store query and starts no timer', async (t) => {
+  const hold = gate();
+  const { orchard, teamId, repo, coordinatorRequests } = await startTeam(t, planner, async (body) => {
+    if (lastUserText(body).includes('evaluator.js')) await hold.promise;
+    return completion({ content: 'done' });
+  });
+  await orchard.client.startTeam({ teamId, repo, goal: 'Build a poker hand evaluator with tests', members: [{ memberId: 'implementer', role: 'Implementer' }, { memberId: 'tester', role: 'Tester' }] });
+  // The tester finishes; the implementer is held.
+  await until(orchard, teamId, 'the tester done and the Coordinator idle', (v) => v.executions.some((e) => e.taskId === 'test' && e.state === 'completed') && v.status === 'waiting_for_org_event');
+  const handle = orchard.temporal.workflow.getHandle(teamWorkflowId(teamId));
+  const before = (await handle.fetchHistory()).events!.length;
+  const requestsBefore = coordinatorRequests().length;
+  // The member works for a while (configurable; short here).
+  const workMs = Number(process.env.ORCHARD_TEST_MEMBER_WORK_MS ?? 3000);
+  await new Promise((r) => setTimeout(r, workMs));
+  const quiet = (await handle.fetchHistory()).events!;
+  t.is(quiet.length, before, 'no event at all: no activity (no store query), no timer, no workflow task');
+  t.is(coordinatorRequests().length, requestsBefore, 'no model call');
+  t.false(quiet.some((e) => e.timerStartedEventAttributes), 'no timer ever');
+  hold.open();
+  await until(orchard, teamId, 'the implementer done', (v) => v.executions.every((e) => e.state === 'completed') && v.status === 'waiting_for_org_event');
+  t.true(coordinatorRequests().length > requestsBefore, 'its fact woke the Coordinator');
+});
+
+/** Every tool name the system has, and some it does not. */
+const EVERY_TOOL = [
+  'bash',
+  'read_file',
+  'write_file',
+  'git_status',
+  'git_diff',
+  'git_commit',
+  'session',
+  'list_orchestrator_agents',
+  'update_orchestrator_agent_description',
+  'sleep',
+  'await_output',
+  'delegate',
+  'send_message_to_self',
+  'org_send_message_to_self',
+];
+
+test('the Coordinator allowlist: only its tools are offered; every other tool of the system is refused and changes nothing, also after a worker restart', async (t) => {
+  let round = 0;
+  const coordinator = (ctx: TeamCtx): Reply => {
+    if (ctx.results.length > 0) return final('done');
+    round += 1;
+    return calls(
+      ...EVERY_TOOL.map((name): [string, unknown] => [name, name === 'bash' ? { command: 'echo owned > pwned.txt && git commit -qam x' } : name === 'write_file' ? { path: 'pwned.txt', content: 'x' } : {}]),
+      ['task_list', {}],
+      ['task_list', {}],
+    );
+  };
+  const { orchard, teamId, repo, coordinatorRequests } = await startTeam(t, coordinator);
+  await orchard.client.startTeam({ teamId, repo, goal: 'Try everything', members: [{ memberId: 'implementer', role: 'Implementer' }] });
+  const first = await until(orchard, teamId, 'the first turn', (v) => v.turns.length >= 1 && v.status === 'waiting_for_org_event');
+  const offered = coordinatorRequests()[0].tools.map((tool: any) => tool.function.name);
+  t.deepEqual(offered, ['task_list', 'task_get', 'task_create', 'task_assign', 'task_update', 'plan_approve', 'org_send_message', 'user_reply', 'org_run_complete']);
+  t.deepEqual(first.refusals.slice(0, EVERY_TOOL.length), EVERY_TOOL.map((tool) => ({ tool, code: 'tool_not_allowed' })));
+  // The second read of the same revision is refused without a board query.
+  t.deepEqual(first.refusals.at(-1), { tool: 'task_list', code: 'coordinator_no_new_work_facts' });
+  t.is(first.turns[0].outcome, 'waiting_for_org_event');
+  const revision = (await readBoard(orchard.pool, teamId)).workRevision;
+  t.is(revision, 0, 'no fact was committed');
+  t.false(readdirSync(repo).includes('pwned.txt'));
+
+  await orchard.restartWorkers();
+  await orchard.client.teamMessage(teamId, { text: 'again, please' });
+  const second = await until(orchard, teamId, 'the second turn', (v) => v.turns.length >= 2 && v.status === 'waiting_for_org_event');
+  t.is(round, 2);
+  // The same refusals after the restart; this time both reads are refused: the board is still at the revision read in turn 1.
+  t.deepEqual(
+    second.refusals.slice(-(EVERY_TOOL.length + 2)),
+    [...EVERY_TOOL.map((tool) => ({ tool, code: 'tool_not_allowed' })), ...[1, 2].map(() => ({ tool: 'task_list', code: 'coordinator_no_new_work_facts' }))],
+  );
+  t.is((await readBoard(orchard.pool, teamId)).workRevision, 0);
+  t.false(readdirSync(repo).includes('pwned.txt'));
+  t.is(git(repo, 'status', '--porcelain'), '');
+});

@@ -15,8 +15,11 @@ import {
   startTask,
   TeamStoreRefusal,
   updateTask,
+  closureInputOf,
+  issueCertificate,
   type BoardSnapshot,
 } from './store/team';
+import { validateClosure } from '../workflows/team/closure';
 import { appendEntry, findAssistantMessage } from './store/transcript';
 
 /**
@@ -28,6 +31,15 @@ import { appendEntry, findAssistantMessage } from './store/transcript';
 export interface TeamActivityDeps {
   pool: Pool;
   orchard: () => OrchardClient;
+}
+
+/** What the workflow keeps of a certificate: ids and revisions (the certificate is in Postgres). */
+export interface CertificateRef {
+  certificateId: string;
+  generation: number;
+  workRevision: number;
+  taskIds: string[];
+  outputIds: string[];
 }
 
 export const memberSessionId = (teamId: string, memberId: string): string => `${teamId}-${memberId}`;
@@ -42,6 +54,8 @@ export interface CoordinatorToolEffects {
   assigned?: { taskId: string; owner: string }[];
   planApproved?: boolean;
   reply?: string;
+  /** The run was certified delivered (the certificate itself is in Postgres and in the tool result). */
+  certificate?: CertificateRef;
   /** The call was refused; the code is in the tool result too. */
   refused?: string;
 }
@@ -80,6 +94,11 @@ export function createTeamActivities(deps: TeamActivityDeps) {
     await appendEntry(deps.pool, { ...turnKeyOf(ref), step: ref.step, ordinal: index + 1 }, { role: 'tool', tool_call_id: ref.callId, content });
   }
 
+  /** `completion_candidate.state` of the board now (the same validator as the certificate). */
+  async function candidateOf(teamId: string, turnsRunning: number): Promise<string> {
+    return validateClosure(closureInputOf(await readBoard(deps.pool, teamId), turnsRunning)).candidate;
+  }
+
   return {
     /** Opens the team's rows (idempotent): the run, its members and their session ids. */
     async openTeam(start: StartTeamInput & { members: { memberId: string; role: string }[] }): Promise<{ generation: number; workRevision: number }> {
@@ -98,7 +117,15 @@ export function createTeamActivities(deps: TeamActivityDeps) {
      * Executes one Coordinator tool call (a name the allowlist holds; the workflow refuses the rest before this)
      * and writes its result to the transcript. Writes are attributed to the Coordinator's turn.
      */
-    async coordinatorTool(input: { teamId: string; ref: CallRef; index: number; tool: string; members: string[] }): Promise<CoordinatorToolEffects> {
+    async coordinatorTool(input: {
+      teamId: string;
+      ref: CallRef;
+      index: number;
+      tool: string;
+      members: string[];
+      /** Member task executions still running (a closure blocker). */
+      turnsRunning?: number;
+    }): Promise<CoordinatorToolEffects> {
       const { teamId, ref } = input;
       const actor: Actor = { kind: 'coordinator', turnId: ref.turnId };
       let content: string;
@@ -109,7 +136,8 @@ export function createTeamActivities(deps: TeamActivityDeps) {
         switch (input.tool) {
           case 'task_list': {
             const board = await readBoard(deps.pool, teamId);
-            content = JSON.stringify(boardView(board));
+            const candidate = validateClosure(closureInputOf(board, input.turnsRunning ?? 0));
+            content = JSON.stringify({ ...boardView(board), completion_candidate: { state: candidate.candidate, reasons: candidate.reasons.map((r) => r.code) } });
             effects = { readRevision: board.workRevision };
             break;
           }
@@ -172,8 +200,40 @@ export function createTeamActivities(deps: TeamActivityDeps) {
             effects = { reply: excerpt(reply, 500) };
             break;
           }
-          case 'org_run_complete':
-            throw new TeamStoreRefusal('completion_not_available', 'completion certification is not built yet; tell the user the board state with user_reply');
+          case 'org_run_complete': {
+            const summary = text(args.summary, 'summary');
+            const board = await readBoard(deps.pool, teamId);
+            const closure = validateClosure(closureInputOf(board, input.turnsRunning ?? 0));
+            if (closure.outcome !== 'delivered') {
+              throw new TeamStoreRefusal(
+                'completion_refused',
+                `the run is ${closure.outcome}: ${closure.reasons.map((r) => `${r.code}${r.taskId ? ` (${r.taskId})` : ''}`).join(', ')}`,
+              );
+            }
+            const { result: certificate } = await issueCertificate(deps.pool, teamId, actor, {
+              certificateId: `cert-${teamId}-g${board.generation}-r${board.workRevision}`,
+              teamId,
+              outcome: 'delivered',
+              generation: board.generation,
+              workRevision: board.workRevision,
+              evidence: { taskIds: closure.evidence.taskIds, outputIds: closure.evidence.outputIds },
+              resolutions: closure.evidence.resolutions,
+              validatorVersion: closure.validatorVersion,
+              issuedAt: new Date().toISOString(),
+              summary: excerpt(summary, 1000),
+            });
+            content = `delivered: certificate ${certificate.certificateId}\n${JSON.stringify(certificate)}\nNow give the user your final summary, citing the certificate.`;
+            effects = {
+              certificate: {
+                certificateId: certificate.certificateId,
+                generation: certificate.generation,
+                workRevision: certificate.workRevision,
+                taskIds: [...certificate.evidence.taskIds],
+                outputIds: [...certificate.evidence.outputIds],
+              },
+            };
+            break;
+          }
         }
       } catch (err) {
         if (err instanceof TeamStoreRefusal || err instanceof OrchardError || err instanceof SyntaxError) {
@@ -239,7 +299,9 @@ export function createTeamActivities(deps: TeamActivityDeps) {
       memberId: string;
       outcome: string;
       excerpt?: string;
-    }): Promise<{ revision: number; state: 'completed' | 'failed' }> {
+      /** Other member executions still running. */
+      othersRunning?: number;
+    }): Promise<{ revision: number; state: 'completed' | 'failed'; candidate: string }> {
       const actor: Actor = { kind: 'member', memberId: input.memberId, executionId: input.executionId };
       if (input.outcome === 'finished') {
         const { revision } = await recordTaskOutput(deps.pool, input.teamId, actor, {
@@ -247,10 +309,10 @@ export function createTeamActivities(deps: TeamActivityDeps) {
           outputId: `out-${input.executionId}`,
           summary: input.excerpt ?? '',
         });
-        return { revision, state: 'completed' };
+        return { revision, state: 'completed', candidate: await candidateOf(input.teamId, input.othersRunning ?? 0) };
       }
       const { revision } = await failTask(deps.pool, input.teamId, actor, input.taskId, `execution ended ${input.outcome}`);
-      return { revision, state: 'failed' };
+      return { revision, state: 'failed', candidate: await candidateOf(input.teamId, input.othersRunning ?? 0) };
     },
   };
 }

@@ -529,6 +529,16 @@ export interface TeamStatusView {
   /** Refused Coordinator tool calls (name and code), newest last: the allowlist at work. */
   readonly refusals: readonly { readonly tool: string; readonly code: string }[];
   readonly queuedMessages: number;
+  /** `completion_candidate.state` when the board last changed through this run (`certified` once delivered). */
+  readonly candidate?: 'ready' | 'blocked' | 'not_applicable' | 'certified';
+  /** The run's certificate, once delivered (ids and revisions; the full certificate is in Postgres). */
+  readonly certificate?: {
+    readonly certificateId: string;
+    readonly generation: number;
+    readonly workRevision: number;
+    readonly taskIds: readonly string[];
+    readonly outputIds: readonly string[];
+  };
 }
 
 export const teamMessageUpdate = defineUpdate<MessageResult, [MessageInput]>('message');

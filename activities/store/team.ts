@@ -1,5 +1,6 @@
 import type { Pool, PoolClient } from 'pg';
 import { actorLabel, MEMBER_MESSAGE_PURPOSES, storeRefusal, type Actor, type StoreOperation } from '../../workflows/team/authority';
+import type { BoardSnapshot as ClosureBoard, ClosureResult, HandoffState } from '../../workflows/team/closure';
 import { withTransaction } from './db';
 
 /**
@@ -40,6 +41,7 @@ export interface BoardSnapshot {
   readonly tasks: readonly TeamTask[];
   readonly outputs: readonly TeamOutput[];
   readonly userEvents: readonly { id: string; teamId: string; kind: string; taskId?: string }[];
+  readonly handoffs: readonly { oldTaskId: string; newTaskId: string; state: HandoffState }[];
   readonly inboxUnread: number;
 }
 
@@ -310,6 +312,7 @@ export async function readBoard(pool: Pool, teamId: string): Promise<BoardSnapsh
     const tasks = await c.query(`SELECT * FROM team_tasks WHERE team_id = $1 ORDER BY created_at, task_id`, [teamId]);
     const outputs = await c.query(`SELECT * FROM team_task_outputs WHERE team_id = $1 ORDER BY created_at`, [teamId]);
     const events = await c.query(`SELECT event_id, kind, task_id FROM team_user_events WHERE team_id = $1 ORDER BY created_at`, [teamId]);
+    const handoffs = await c.query(`SELECT old_task_id, new_task_id, state FROM team_handoff_receipts WHERE team_id = $1 ORDER BY created_at`, [teamId]);
     const unread = await c.query(`SELECT count(*)::int AS n FROM team_inbox WHERE team_id = $1 AND read_revision IS NULL`, [teamId]);
     return {
       teamId,
@@ -325,8 +328,68 @@ export async function readBoard(pool: Pool, teamId: string): Promise<BoardSnapsh
         commitSha: r.commit_sha ?? undefined,
       })),
       userEvents: events.rows.map((r) => ({ id: r.event_id, teamId, kind: r.kind, taskId: r.task_id ?? undefined })),
+      handoffs: handoffs.rows.map((r) => ({ oldTaskId: r.old_task_id, newTaskId: r.new_task_id, state: r.state })),
       inboxUnread: Number(unread.rows[0].n),
     };
+  });
+}
+
+/** The board as the closure validator reads it, assessed at the board's own revision. */
+export function closureInputOf(board: BoardSnapshot, turnsRunning: number): ClosureBoard {
+  return {
+    teamId: board.teamId,
+    generation: board.generation,
+    workRevision: board.workRevision,
+    assessedRevision: board.workRevision,
+    tasks: board.tasks.map((t) => ({
+      id: t.taskId,
+      status: t.status,
+      outputId: t.outputId,
+      replacesTaskId: t.replacesTaskId,
+      cancel: t.cancel,
+    })),
+    outputs: board.outputs.map((o) => ({ id: o.outputId, taskId: o.taskId, generation: o.generation })),
+    handoffs: board.handoffs,
+    userEvents: board.userEvents.map((e) => ({ id: e.id, teamId: e.teamId, kind: e.kind, taskId: e.taskId ?? '' })),
+    blockers: { inboxUnread: board.inboxUnread, turnsRunning },
+  };
+}
+
+export interface RunCompletionCertificate {
+  readonly certificateId: string;
+  readonly teamId: string;
+  readonly outcome: 'delivered';
+  readonly generation: number;
+  readonly workRevision: number;
+  readonly evidence: { readonly taskIds: readonly string[]; readonly outputIds: readonly string[] };
+  readonly resolutions: ClosureResult['evidence']['resolutions'];
+  readonly validatorVersion: string;
+  readonly issuedAt: string;
+  readonly summary: string;
+}
+
+/**
+ * Persists the certificate of a delivered closure, once per (team, generation, revision): a retry (or a lost
+ * response replayed) gets the stored one back. Refused when the board moved since it was assessed.
+ */
+export async function issueCertificate(pool: Pool, teamId: string, actor: Actor, certificate: RunCompletionCertificate) {
+  return commit(pool, teamId, actor, 'certificate', async ({ c, generation, revision }) => {
+    const existing = await c.query(`SELECT certificate FROM team_certificates WHERE team_id = $1 AND generation = $2 AND work_revision = $3`, [
+      teamId,
+      certificate.generation,
+      certificate.workRevision,
+    ]);
+    if (existing.rows[0]) return { result: existing.rows[0].certificate as RunCompletionCertificate };
+    if (certificate.generation !== generation || certificate.workRevision !== revision - 1) {
+      throw new TeamStoreRefusal('stale_evidence', `the board moved (generation ${generation}, revision ${revision - 1}) since it was assessed at revision ${certificate.workRevision}`);
+    }
+    await c.query(`INSERT INTO team_certificates (team_id, generation, work_revision, certificate) VALUES ($1, $2, $3, $4)`, [
+      teamId,
+      certificate.generation,
+      certificate.workRevision,
+      JSON.stringify(certificate),
+    ]);
+    return { result: certificate };
   });
 }
 

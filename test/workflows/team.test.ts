@@ -174,3 +174,63 @@ test('the Coordinator allowlist: only its tools are offered; every other tool of
   t.false(readdirSync(repo).includes('pwned.txt'));
   t.is(git(repo, 'status', '--porcelain'), '');
 });
+
+test('a closed board steers the Coordinator to completion; one certificate, idempotent, cited in the summary', async (t) => {
+  const coordinator = (ctx: TeamCtx): Reply => {
+    if (ctx.text.includes('completion_candidate.state is ready') || ctx.text === 'certify again') {
+      if (ctx.results.length === 0) return calls(['org_run_complete', { summary: 'Evaluator and tests delivered.' }]);
+      const cert = /certificate (cert-\S+)/.exec(ctx.results[0])?.[1];
+      return final(cert ? `Delivered, certificate ${cert}.` : `Not delivered: ${ctx.results[0]}`);
+    }
+    return planner(ctx);
+  };
+  const { orchard, teamId, repo, coordinatorRequests } = await startTeam(t, coordinator);
+  await orchard.client.startTeam({ teamId, repo, goal: 'Build a poker hand evaluator with tests' });
+  const delivered = await until(orchard, teamId, 'delivered', (v) => v.status === 'delivered');
+  t.is(delivered.candidate, 'certified');
+  t.deepEqual([...delivered.certificate!.taskIds], ['implement', 'test']);
+  t.is(delivered.certificate!.outputIds.length, 2);
+  // The wake that carried "ready" was answered with org_run_complete as the first call: no task_list first.
+  const readyRequest = coordinatorRequests().find((b) => String(b.messages.at(-1).content).includes('completion_candidate.state is ready'));
+  t.truthy(readyRequest);
+  const after = coordinatorRequests().find((b) => b.messages.some((m: any) => m.role === 'tool' && String(m.content).startsWith('delivered: certificate')));
+  const firstCall = after.messages.filter((m: any) => m.role === 'assistant' && m.tool_calls).at(-1).tool_calls[0].function.name;
+  t.is(firstCall, 'org_run_complete');
+  // The final summary cites the certificate; the turn ended after it.
+  const last = delivered.turns.at(-1)!;
+  t.is(last.outcome, 'finished');
+  t.is(last.finalExcerpt, `Delivered, certificate ${delivered.certificate!.certificateId}.`);
+  const rows = async () => (await orchard.pool.query('SELECT certificate FROM team_certificates WHERE team_id = $1', [teamId])).rows;
+  t.is((await rows()).length, 1);
+  t.like((await rows())[0].certificate, { outcome: 'delivered', validatorVersion: 'closure/1', generation: 1, workRevision: delivered.certificate!.workRevision });
+  // Asking again gets the same certificate back: one per generation and revision.
+  await orchard.client.teamMessage(teamId, { text: 'certify again' });
+  const again = await until(orchard, teamId, 'the second request answered', (v) => v.turns.length > delivered.turns.length && v.status === 'delivered');
+  t.is(again.turns.at(-1)!.finalExcerpt, `Delivered, certificate ${delivered.certificate!.certificateId}.`);
+  t.is((await rows()).length, 1);
+});
+
+test('a run whose work failed is never delivered: the completion request is refused with the reasons, and no certificate exists', async (t) => {
+  const coordinator = (ctx: TeamCtx): Reply => {
+    if (ctx.text === 'complete now') {
+      if (ctx.results.length === 0) return calls(['org_run_complete', { summary: 'done?' }]);
+      return final(ctx.results[0]);
+    }
+    if (ctx.text.startsWith('Build')) {
+      return ctx.results.length === 0
+        ? calls(['task_create', { taskId: 'implement', title: 'Implement', description: 'Write evaluator.js', owner: 'implementer' }], ['plan_approve', {}])
+        : final('ok');
+    }
+    return final('noted');
+  };
+  // The member's model refuses every request: its turn fails, and so does the task.
+  const { orchard, teamId, repo } = await startTeam(t, coordinator, () => ({ status: 400, body: { error: { message: 'bad request' } } }));
+  await orchard.client.startTeam({ teamId, repo, goal: 'Build it', members: [{ memberId: 'implementer', role: 'Implementer' }] });
+  await until(orchard, teamId, 'the task failed', (v) => v.executions.some((e) => e.state === 'failed') && v.status === 'waiting_for_org_event');
+  await orchard.client.teamMessage(teamId, { text: 'complete now' });
+  const refused = await until(orchard, teamId, 'the completion answered', (v) => v.turns.some((turn) => turn.finalExcerpt?.startsWith('error (completion_refused)')));
+  t.regex(refused.turns.at(-1)!.finalExcerpt!, /the run is not_delivered: .*all_failed/);
+  t.not(refused.status, 'delivered');
+  t.is(refused.certificate, undefined);
+  t.is((await orchard.pool.query('SELECT count(*)::int AS n FROM team_certificates WHERE team_id = $1', [teamId])).rows[0].n, 0);
+});

@@ -62,6 +62,8 @@ export interface CarriedTeamState {
   readonly replies: readonly string[];
   readonly refusals: readonly { readonly tool: string; readonly code: string }[];
   readonly pendingEnds: readonly ChildTurnEnded[];
+  readonly candidate?: TeamStatusView['candidate'];
+  readonly certificate?: TeamStatusView['certificate'];
 }
 
 export interface TeamWorkflowInput {
@@ -111,6 +113,9 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   // Member turn ends not yet settled into board evidence.
   const pendingEnds: ChildTurnEnded[] = [...(carried?.pendingEnds ?? [])];
   let coordinating = false;
+  let candidate: TeamStatusView['candidate'] = carried?.candidate;
+  let certificate: TeamStatusView['certificate'] = carried?.certificate;
+  const running = () => executions.filter((e) => e.state === 'running').length;
 
   const local = proxyLocalActivities<SharedActivities>({ ...STORE_LOCAL_OPTIONS, summary: 'team store' });
   const acts = proxyActivities<SharedActivities>({ ...MODEL_ACTIVITY_OPTIONS, summary: 'team' });
@@ -178,7 +183,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     return {
       teamId: start.teamId,
       goal: start.goal,
-      status: coordinating || wake.userMessages.length > 0 || dirty ? 'coordinating' : 'waiting_for_org_event',
+      status: coordinating || wake.userMessages.length > 0 || dirty ? 'coordinating' : certificate ? 'delivered' : 'waiting_for_org_event',
       generation,
       workRevision: knownRevision,
       readRevision,
@@ -189,6 +194,8 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       replies,
       refusals,
       queuedMessages: wake.userMessages.length,
+      candidate,
+      certificate,
     };
   }
 
@@ -267,10 +274,16 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
         memberId: execution.memberId,
         outcome: notice.outcome,
         excerpt: notice.excerpt,
+        othersRunning: running() - 1,
       });
+      if (!certificate) candidate = settled.candidate as TeamStatusView['candidate'];
       executions[at] = { ...execution, state: settled.state };
       knownRevision = Math.max(knownRevision, settled.revision);
       noteEvent(`task ${execution.taskId} ${settled.state} by ${execution.memberId}${notice.excerpt ? `: ${excerpt(notice.excerpt, 160)}` : ''}`);
+      if (candidate === 'ready') {
+        // Steer straight to completion: the board is closed, nothing to read first.
+        noteEvent('completion_candidate.state is ready: call org_run_complete now, directly, without task_list first.');
+      }
       publish();
     }
   }
@@ -290,6 +303,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     const turn = turnsCompleted + 1;
     const turnId = uuid4();
     const startRevision = knownRevision;
+    const certifiedBefore = certificate !== undefined;
     dirty = false;
     coordinating = true;
     publish();
@@ -329,7 +343,8 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       finalExcerpt = failureOf(err).message;
     }
     // A turn that committed no fact of its own and approved nothing is a wait for the next org event.
-    if (outcome === 'finished' && knownRevision === startRevision) outcome = 'waiting_for_org_event';
+    const certifiedNow = certificate !== undefined && !certifiedBefore;
+    if (outcome === 'finished' && knownRevision === startRevision && !certifiedNow) outcome = 'waiting_for_org_event';
     turns.push({ turn, turnId, startRevision, endRevision: knownRevision, outcome, modelCalls, toolCalls, finalExcerpt });
     keep(turns, KEPT);
     turnsCompleted = turn;
@@ -358,7 +373,11 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     if (name === 'task_list' && readRevision === knownRevision) {
       return refuse('coordinator_no_new_work_facts', `the board is unchanged since you read it at revision ${readRevision}; end your turn and you will be woken when something happens`);
     }
-    const effects = await acts.coordinatorTool({ teamId: start.teamId, ref, index, tool: name, members: memberIds });
+    const effects = await acts.coordinatorTool({ teamId: start.teamId, ref, index, tool: name, members: memberIds, turnsRunning: running() });
+    if (effects.certificate) {
+      certificate = effects.certificate;
+      candidate = 'certified';
+    }
     if (effects.refused) {
       refusals.push({ tool: name, code: effects.refused });
       keep(refusals, KEPT);
@@ -417,6 +436,8 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
         replies,
         refusals,
         pendingEnds,
+        candidate,
+        certificate,
       },
     });
   }

@@ -31,6 +31,8 @@ export interface SharedActivityDeps {
   env?: NodeJS.ProcessEnv;
   /** The client orchestrators start and send to children with (the worker's own connection and task queue). */
   orchard?: () => OrchardClient;
+  /** The worker's Temporal namespace (lease holders name it). */
+  namespace?: string;
 }
 
 export interface HostActivityDeps {
@@ -82,6 +84,7 @@ export function createSharedActivities(deps: SharedActivityDeps) {
   });
   const team = createTeamActivities({
     pool: deps.pool,
+    namespace: deps.namespace,
     orchard: () => {
       if (!deps.orchard) throw new Error('this worker has no client for team runs');
       return deps.orchard();

@@ -1,4 +1,6 @@
+import { Context } from '@temporalio/activity';
 import type { Pool } from 'pg';
+import { isErrorCode, orchardFailure } from '../workflows/errors';
 import { OrchardError, type OrchardClient } from '../client/client';
 import type { ModelSpec, StartTeamInput } from '../workflows/messages';
 import { isCoordinatorTool, MEMBER_MESSAGE_PURPOSES, type Actor } from '../workflows/team/authority';
@@ -15,8 +17,14 @@ import {
   startTask,
   TeamStoreRefusal,
   updateTask,
+  cancelReplacement,
   closureInputOf,
+  fenceHandoff,
   issueCertificate,
+  moveReceipt,
+  openProcessGroups,
+  type HandoffReceipt,
+  type ReceiptState,
   type BoardSnapshot,
 } from './store/team';
 import { validateClosure } from '../workflows/team/closure';
@@ -31,6 +39,8 @@ import { appendEntry, findAssistantMessage } from './store/transcript';
 export interface TeamActivityDeps {
   pool: Pool;
   orchard: () => OrchardClient;
+  /** The Temporal namespace (lease holders are namespaced). */
+  namespace?: string;
 }
 
 /** What the workflow keeps of a certificate: ids and revisions (the certificate is in Postgres). */
@@ -41,6 +51,14 @@ export interface CertificateRef {
   taskIds: string[];
   outputIds: string[];
 }
+
+/** A refusal of the store becomes a typed, non-retryable activity failure (a retry would be refused again). */
+function asFailure(err: unknown): unknown {
+  return err instanceof TeamStoreRefusal ? orchardFailure(isErrorCode(err.code) ? err.code : 'invalid_input', err.message) : err;
+}
+
+/** How long a yield waits for the old runtime to be quiescent before answering that it is not (unknown). */
+const YIELD_WAIT_MS = 60_000;
 
 export const memberSessionId = (teamId: string, memberId: string): string => `${teamId}-${memberId}`;
 
@@ -92,6 +110,14 @@ export function createTeamActivities(deps: TeamActivityDeps) {
   };
   async function record(ref: CallRef, index: number, content: string): Promise<void> {
     await appendEntry(deps.pool, { ...turnKeyOf(ref), step: ref.step, ordinal: index + 1 }, { role: 'tool', tool_call_id: ref.callId, content });
+  }
+
+  async function quiescence(input: { sessionId: string; lease?: { worktree: string; generation: number } }) {
+    const live = await deps.orchard().sessionLiveness(input.sessionId);
+    if (live.liveness !== 'dead') return { quiescent: false, why: `session ${input.sessionId} is ${live.liveness} (${live.execution})` };
+    const open = input.lease ? await openProcessGroups(deps.pool, input.lease) : 0;
+    if (open > 0) return { quiescent: false, why: `${open} process group(s) of the old execution are not verified gone` };
+    return { quiescent: true };
   }
 
   /** `completion_candidate.state` of the board now (the same validator as the certificate). */
@@ -291,6 +317,68 @@ export function createTeamActivities(deps: TeamActivityDeps) {
       return { revision, sessionId, sessionTaskId: sent.taskId };
     },
 
+    /** The fence transaction of a reassign (see `fenceHandoff`): committed before the old execution is asked to yield. */
+    async fenceHandoff(input: {
+      teamId: string;
+      eventId: string;
+      oldTaskId: string;
+      newTaskId: string;
+      newOwner: string;
+      reason: string;
+      sessionId: string;
+      executionId: string;
+    }): Promise<{ receipt: HandoffReceipt; revision: number }> {
+      try {
+        const { result, revision } = await fenceHandoff(deps.pool, input.teamId, { ...input, kind: 'reassign', namespace: deps.namespace ?? 'default' });
+        return { receipt: result, revision };
+      } catch (err) {
+        throw asFailure(err);
+      }
+    },
+
+    async moveReceipt(input: { teamId: string; receiptId: string; to: ReceiptState; sloMissed?: boolean; resolution?: unknown }) {
+      const { result, revision } = await moveReceipt(deps.pool, input.teamId, input.receiptId, input.to, input);
+      return { receipt: result, revision };
+    },
+
+    /**
+     * Asks the old execution to yield — its session is cancelled, which stops its command's process group and
+     * closes it — and then checks release: the session's workflow closed and none of its recorded process groups
+     * still open. Returns whether the old runtime is quiescent, and why not.
+     */
+    async yieldExecution(input: { sessionId: string; reason: string; lease?: { worktree: string; generation: number } }): Promise<{ quiescent: boolean; why?: string }> {
+      const orchard = deps.orchard();
+      const live = await orchard.sessionLiveness(input.sessionId);
+      if (live.liveness === 'alive') {
+        await orchard.cancel(input.sessionId, input.reason).catch((err: unknown) => {
+          if (!(err instanceof OrchardError && (err.code === 'session_closed' || err.code === 'session_not_found'))) throw err;
+        });
+      }
+      // The session closes after its cancel is answered (its close path tears its commands down and verifies
+      // them gone): wait for that here, heartbeating, so the workflow hears one answer. Its timers bound the wait.
+      const deadline = Date.now() + YIELD_WAIT_MS;
+      for (;;) {
+        const proof = await quiescence(input);
+        if (proof.quiescent || Date.now() > deadline) return proof;
+        Context.current().heartbeat();
+        await Context.current().sleep(100);
+      }
+    },
+
+    /** Proof that the old runtime is quiescent (for a user's `release` after a timeout). */
+    async checkQuiescent(input: { sessionId: string; lease?: { worktree: string; generation: number } }): Promise<{ quiescent: boolean; why?: string }> {
+      return quiescence(input);
+    },
+
+    /** "Keep stopped": cancels only the replacement task. */
+    async keepStopped(input: { teamId: string; eventId: string; taskId: string; reason: string }): Promise<{ revision: number }> {
+      try {
+        return { revision: (await cancelReplacement(deps.pool, input.teamId, input.eventId, input.taskId, input.reason)).revision };
+      } catch (err) {
+        throw asFailure(err);
+      }
+    },
+
     /** The owner's execution ended: its evidence (or its failure), attributed to the Member's execution. */
     async settleExecution(input: {
       teamId: string;
@@ -301,8 +389,12 @@ export function createTeamActivities(deps: TeamActivityDeps) {
       excerpt?: string;
       /** Other member executions still running. */
       othersRunning?: number;
-    }): Promise<{ revision: number; state: 'completed' | 'failed'; candidate: string }> {
+    }): Promise<{ revision: number; state: 'completed' | 'failed' | 'handed_off'; candidate: string }> {
       const actor: Actor = { kind: 'member', memberId: input.memberId, executionId: input.executionId };
+      const board = await readBoard(deps.pool, input.teamId);
+      const task = board.tasks.find((t) => t.taskId === input.taskId);
+      // A fence committed first (the task was handed off): this end is not evidence.
+      if (task?.status === 'cancelled') return { revision: board.workRevision, state: 'handed_off', candidate: await candidateOf(input.teamId, input.othersRunning ?? 0) };
       if (input.outcome === 'finished') {
         const { revision } = await recordTaskOutput(deps.pool, input.teamId, actor, {
           taskId: input.taskId,

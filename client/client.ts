@@ -20,6 +20,11 @@ import {
   messageUpdate,
   orchestratorStatusQuery,
   startTeamProblem,
+  reassignTaskUpdate,
+  resolveHandoffUpdate,
+  type ReassignInput,
+  type ReceiptView,
+  type ResolveHandoffInput,
   TEAM_WORKFLOW_TYPE,
   teamWorkflowId,
   teamStatusQuery,
@@ -244,6 +249,28 @@ export class OrchardClient {
     const problem = messageProblem(input);
     if (problem) throw new OrchardError(problem.code, problem.message);
     return this.temporal.workflow.getHandle(teamWorkflowId(teamId)).executeUpdate(teamMessageUpdate, { args: [input] });
+  }
+
+  /** Reassigns a running task (a handoff): answered with the receipt once the fence has committed. */
+  async reassignTask(teamId: string, input: ReassignInput): Promise<ReceiptView> {
+    return this.teamUpdate(teamId, (h) => h.executeUpdate(reassignTaskUpdate, { args: [input] }));
+  }
+
+  /** Resolves a handoff that timed out: keep_stopped, or release with proof the old runtime is quiescent. */
+  async resolveHandoff(teamId: string, input: ResolveHandoffInput): Promise<ReceiptView> {
+    return this.teamUpdate(teamId, (h) => h.executeUpdate(resolveHandoffUpdate, { args: [input] }));
+  }
+
+  private async teamUpdate<T>(teamId: string, fn: (handle: WorkflowHandle) => Promise<T>): Promise<T> {
+    try {
+      return await fn(this.temporal.workflow.getHandle(teamWorkflowId(teamId)));
+    } catch (err) {
+      if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure) {
+        const code = err.cause.type;
+        throw new OrchardError(isErrorCode(code) ? code : 'internal', err.cause.message);
+      }
+      throw err;
+    }
   }
 
   /** A user message to an orchestrator (an update: answered once it is accepted, with its id). */

@@ -106,6 +106,7 @@ export async function createOrchardWorkers(options: OrchardWorkerOptions): Promi
           pool: options.pool,
           defaultProvider: options.defaultProvider,
           env: options.env,
+          namespace: options.namespace,
           orchard: () => new OrchardClient(options.client, { taskQueue: options.taskQueue, defaultHost: options.hostId }),
         }),
         maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,

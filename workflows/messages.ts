@@ -484,7 +484,11 @@ export interface StartTeamInput {
   readonly model?: ModelSpec;
   readonly memberModel?: ModelSpec;
   readonly limits?: Partial<SessionLimits>;
+  /** Handoff SLO and timeout in milliseconds (durable timers; defaults 5 000 and 10 000). */
+  readonly handoff?: { readonly sloMs?: number; readonly timeoutMs?: number };
 }
+
+export const DEFAULT_HANDOFF = { sloMs: 5_000, timeoutMs: 10_000 } as const;
 
 /** One dispatch of a task to its owner: the execution the board's evidence will be attributed to. */
 export interface TaskExecutionView {
@@ -492,7 +496,7 @@ export interface TaskExecutionView {
   readonly taskId: string;
   readonly memberId: string;
   readonly sessionId: string;
-  readonly state: 'running' | 'completed' | 'failed';
+  readonly state: 'running' | 'completed' | 'failed' | 'handed_off';
   /** The member session's task id (its queue entry). */
   readonly sessionTaskId?: string;
 }
@@ -529,6 +533,10 @@ export interface TeamStatusView {
   /** Refused Coordinator tool calls (name and code), newest last: the allowlist at work. */
   readonly refusals: readonly { readonly tool: string; readonly code: string }[];
   readonly queuedMessages: number;
+  /** Handoff receipts of this run, newest last. */
+  readonly receipts: readonly ReceiptView[];
+  /** Replacement tasks that wait for their previous execution to be released (not a task status). */
+  readonly waiting: readonly { readonly taskId: string; readonly waiting: 'waiting_for_previous_execution'; readonly receiptId: string }[];
   /** `completion_candidate.state` when the board last changed through this run (`certified` once delivered). */
   readonly candidate?: 'ready' | 'blocked' | 'not_applicable' | 'certified';
   /** The run's certificate, once delivered (ids and revisions; the full certificate is in Postgres). */
@@ -540,6 +548,35 @@ export interface TeamStatusView {
     readonly outputIds: readonly string[];
   };
 }
+
+export interface ReceiptView {
+  readonly receiptId: string;
+  readonly oldTaskId: string;
+  readonly newTaskId: string;
+  readonly oldOwner: string;
+  readonly newOwner: string;
+  readonly state: 'requested' | 'yielding' | 'released' | 'timeout' | 'unknown' | 'failed';
+  readonly sloMissed: boolean;
+  /** The states it went through, in order. */
+  readonly trail: readonly string[];
+  readonly resolution?: 'keep_stopped' | 'release';
+}
+
+export interface ReassignInput {
+  readonly taskId: string;
+  readonly newOwner: string;
+  readonly reason: string;
+}
+
+export interface ResolveHandoffInput {
+  readonly receiptId: string;
+  /** keep_stopped: cancel only the replacement; release: start it, given proof the old runtime is quiescent. */
+  readonly action: 'keep_stopped' | 'release';
+  readonly reason?: string;
+}
+
+export const reassignTaskUpdate = defineUpdate<ReceiptView, [ReassignInput]>('reassignTask');
+export const resolveHandoffUpdate = defineUpdate<ReceiptView, [ResolveHandoffInput]>('resolveHandoff');
 
 export const teamMessageUpdate = defineUpdate<MessageResult, [MessageInput]>('message');
 export const teamMessageSignal = defineSignal<[MessageInput]>('message');

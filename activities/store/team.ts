@@ -394,3 +394,169 @@ export async function issueCertificate(pool: Pool, teamId: string, actor: Actor,
 }
 
 export const __testing = { commit };
+
+// Handoff (invariant 14) ----------------------------------------------------------------------------------------
+
+export type ReceiptState = 'requested' | 'yielding' | 'released' | 'timeout' | 'unknown' | 'failed';
+
+export interface HandoffReceipt {
+  readonly receiptId: string;
+  readonly teamId: string;
+  readonly oldTaskId: string;
+  readonly newTaskId: string;
+  readonly owner: string;
+  readonly sessionId: string;
+  readonly executionId: string;
+  /** The old execution's lease as it was fenced: worktree, holder and the generation it held. */
+  readonly lease?: { worktree: string; holder: string; generation: number };
+  readonly generation: number;
+  readonly state: ReceiptState;
+  readonly reason: { kind: string; reason: string; userEventId: string; newOwner: string };
+  readonly sloMissed: boolean;
+  readonly resolution?: unknown;
+}
+
+function toReceipt(r: any): HandoffReceipt {
+  return {
+    receiptId: r.receipt_id,
+    teamId: r.team_id,
+    oldTaskId: r.old_task_id,
+    newTaskId: r.new_task_id,
+    owner: r.owner,
+    sessionId: r.session_id,
+    executionId: r.execution_id,
+    lease: r.lease ?? undefined,
+    generation: Number(r.generation),
+    state: r.state,
+    reason: r.reason,
+    sloMissed: r.slo_missed,
+    resolution: r.resolution ?? undefined,
+  };
+}
+
+/**
+ * The fence (one transaction): freezes the old task (cancelled by the user, with the structured reason and the
+ * user event), creates the pending replacement for the new owner, bumps the old execution's worktree lease
+ * generation — so every later mutating call of the old execution revalidates stale and is refused — and writes
+ * the receipt bound to old task, owner, session, execution, lease and generation. All before anyone asks the
+ * old execution to yield. A retry finds the receipt and changes nothing.
+ */
+export async function fenceHandoff(
+  pool: Pool,
+  teamId: string,
+  input: { eventId: string; oldTaskId: string; newTaskId: string; newOwner: string; reason: string; kind: 'reassign'; sessionId: string; executionId: string; namespace: string },
+): Promise<{ result: HandoffReceipt; revision: number }> {
+  return commit(pool, teamId, { kind: 'user', eventId: input.eventId }, 'handoff', async ({ c, generation, revision }) => {
+    const existing = await c.query(`SELECT * FROM team_handoff_receipts WHERE team_id = $1 AND old_task_id = $2`, [teamId, input.oldTaskId]);
+    if (existing.rows[0]) return { result: toReceipt(existing.rows[0]) };
+    const task = await taskRow(c, teamId, input.oldTaskId);
+    if (!task) throw new TeamStoreRefusal('task_not_found', `no task ${input.oldTaskId}`);
+    if (task.status !== 'in_progress' || !task.owner) throw new TeamStoreRefusal('task_not_in_progress', `task ${input.oldTaskId} is ${task.status}: only running work is handed off`);
+    await requireMember(c, teamId, input.newOwner);
+    if (input.newOwner === task.owner) throw new TeamStoreRefusal('same_owner', `task ${input.oldTaskId} is already ${task.owner}'s: a handoff goes to another member`);
+    const lease = await c.query(
+      `SELECT worktree, holder, generation FROM worktree_leases WHERE holder = $1 || '/' || $2 || '@' || split_part(holder, '@', 2) AND state = 'held' FOR UPDATE`,
+      [input.namespace, `session/${input.sessionId}`],
+    );
+    const fenced = lease.rows[0] ? { worktree: lease.rows[0].worktree, holder: lease.rows[0].holder, generation: Number(lease.rows[0].generation) } : undefined;
+    if (fenced) {
+      await c.query(`UPDATE worktree_leases SET generation = generation + 1 WHERE worktree = $1 AND generation = $2`, [fenced.worktree, fenced.generation]);
+    }
+    const cancel = { by: 'user', kind: input.kind, reason: input.reason, userEventId: input.eventId };
+    await c.query(`UPDATE team_tasks SET status = 'cancelled', cancel = $3, updated_revision = $4 WHERE team_id = $1 AND task_id = $2`, [
+      teamId,
+      input.oldTaskId,
+      JSON.stringify(cancel),
+      revision,
+    ]);
+    await c.query(`INSERT INTO team_user_events (team_id, event_id, kind, task_id, text) VALUES ($1, $2, $3, $4, $5)`, [
+      teamId,
+      input.eventId,
+      input.kind,
+      input.oldTaskId,
+      input.reason,
+    ]);
+    await c.query(
+      `INSERT INTO team_tasks (team_id, task_id, title, description, owner, status, replaces_task_id, generation, updated_revision)
+       VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7, $8)`,
+      [teamId, input.newTaskId, task.title, task.description, input.newOwner, input.oldTaskId, generation, revision],
+    );
+    const receipt = await c.query(
+      `INSERT INTO team_handoff_receipts (receipt_id, team_id, old_task_id, new_task_id, owner, session_id, execution_id, lease, generation, state, reason)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'requested', $10) RETURNING *`,
+      [
+        `handoff-${teamId}-${input.oldTaskId}`,
+        teamId,
+        input.oldTaskId,
+        input.newTaskId,
+        task.owner,
+        input.sessionId,
+        input.executionId,
+        fenced ? JSON.stringify(fenced) : null,
+        generation,
+        JSON.stringify({ kind: input.kind, reason: input.reason, userEventId: input.eventId, newOwner: input.newOwner }),
+      ],
+    );
+    return {
+      result: toReceipt(receipt.rows[0]),
+      fact: { kind: 'handoff_requested', taskId: input.oldTaskId, detail: { newTaskId: input.newTaskId, newOwner: input.newOwner, lease: fenced } },
+    };
+  });
+}
+
+/** Moves a receipt along (requested → yielding → released, or to timeout | unknown | failed); a repeat changes nothing. */
+export async function moveReceipt(
+  pool: Pool,
+  teamId: string,
+  receiptId: string,
+  to: ReceiptState,
+  extra: { sloMissed?: boolean; resolution?: unknown } = {},
+): Promise<{ result: HandoffReceipt; revision: number }> {
+  return commit(pool, teamId, { kind: 'system' }, 'handoff', async ({ c }) => {
+    const { rows } = await c.query(`SELECT * FROM team_handoff_receipts WHERE receipt_id = $1 AND team_id = $2 FOR UPDATE`, [receiptId, teamId]);
+    if (!rows[0]) throw new TeamStoreRefusal('receipt_not_found', `no handoff receipt ${receiptId}`);
+    const receipt = toReceipt(rows[0]);
+    const final = ['released', 'failed'].includes(receipt.state);
+    const same = receipt.state === to && (extra.sloMissed === undefined || extra.sloMissed === receipt.sloMissed) && extra.resolution === undefined;
+    if (same || final) return { result: receipt };
+    const updated = await c.query(
+      `UPDATE team_handoff_receipts SET state = $3, slo_missed = slo_missed OR $4, resolution = COALESCE($5, resolution), updated_at = now()
+       WHERE receipt_id = $1 AND team_id = $2 RETURNING *`,
+      [receiptId, teamId, to, extra.sloMissed ?? false, extra.resolution === undefined ? null : JSON.stringify(extra.resolution)],
+    );
+    return { result: toReceipt(updated.rows[0]), fact: { kind: `handoff_${to}`, taskId: receipt.oldTaskId, detail: { receiptId, sloMissed: extra.sloMissed } } };
+  });
+}
+
+/** "Keep stopped": only the replacement is cancelled (the user's decision, cited); the rest of the team runs on. */
+export async function cancelReplacement(pool: Pool, teamId: string, eventId: string, taskId: string, reason: string) {
+  return commit(pool, teamId, { kind: 'user', eventId }, 'task_cancel', async ({ c, revision }) => {
+    const task = await taskRow(c, teamId, taskId);
+    if (!task) throw new TeamStoreRefusal('task_not_found', `no task ${taskId}`);
+    if (task.status === 'cancelled') return { result: task };
+    if (task.status !== 'pending') throw new TeamStoreRefusal('task_not_pending', `task ${taskId} is ${task.status}`);
+    const cancel = { by: 'user', kind: 'keep_stopped', reason, userEventId: eventId };
+    await c.query(`INSERT INTO team_user_events (team_id, event_id, kind, task_id, text) VALUES ($1, $2, 'keep_stopped', $3, $4) ON CONFLICT DO NOTHING`, [
+      teamId,
+      eventId,
+      taskId,
+      reason,
+    ]);
+    await c.query(`UPDATE team_tasks SET status = 'cancelled', cancel = $3, updated_revision = $4 WHERE team_id = $1 AND task_id = $2`, [
+      teamId,
+      taskId,
+      JSON.stringify(cancel),
+      revision,
+    ]);
+    return { result: { ...task, status: 'cancelled' as const }, fact: { kind: 'task_cancelled', taskId, detail: cancel } };
+  });
+}
+
+/** Whether the old execution's recorded process groups are all ended (the session's teardown verified each). */
+export async function openProcessGroups(pool: Pool, lease: { worktree: string; generation: number }): Promise<number> {
+  const { rows } = await pool.query(
+    `SELECT count(*)::int AS n FROM lease_process_groups WHERE worktree = $1 AND generation <= $2 AND ended_at IS NULL`,
+    [lease.worktree, lease.generation],
+  );
+  return rows[0].n;
+}

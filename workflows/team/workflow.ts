@@ -1,6 +1,7 @@
 import {
   ActivityFailure,
   allHandlersFinished,
+  CancellationScope,
   condition,
   continueAsNew,
   log,
@@ -8,6 +9,7 @@ import {
   proxyLocalActivities,
   setCurrentDetails,
   setHandler,
+  sleep,
   upsertSearchAttributes,
   uuid4,
   workflowInfo,
@@ -19,7 +21,10 @@ import { MODEL_ACTIVITY_OPTIONS, STORE_LOCAL_OPTIONS, failureOf } from '../activ
 import { orchardFailure } from '../errors';
 import {
   childTurnEndedSignal,
+  DEFAULT_HANDOFF,
   DEFAULT_TEAM_MEMBERS,
+  reassignTaskUpdate,
+  resolveHandoffUpdate,
   messageProblem,
   resolveLimits,
   teamFactSignal,
@@ -30,6 +35,7 @@ import {
   type CoordinatorTurnView,
   type MessageInput,
   type MessageResult,
+  type ReceiptView,
   type StartTeamInput,
   type TaskExecutionView,
   type TeamMemberSpec,
@@ -64,6 +70,15 @@ export interface CarriedTeamState {
   readonly pendingEnds: readonly ChildTurnEnded[];
   readonly candidate?: TeamStatusView['candidate'];
   readonly certificate?: TeamStatusView['certificate'];
+  readonly receipts: readonly HandoffState[];
+}
+
+/** A handoff as the workflow drives it: the receipt's view plus what the driver needs. */
+interface HandoffState extends ReceiptView {
+  readonly sessionId: string;
+  readonly lease?: { readonly worktree: string; readonly generation: number };
+  /** The driver has finished with it (released, or settled at timeout/unknown/failed and waiting for a user). */
+  readonly driven: boolean;
 }
 
 export interface TeamWorkflowInput {
@@ -116,6 +131,9 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   let candidate: TeamStatusView['candidate'] = carried?.candidate;
   let certificate: TeamStatusView['certificate'] = carried?.certificate;
   const running = () => executions.filter((e) => e.state === 'running').length;
+  const receipts: HandoffState[] = [...(carried?.receipts ?? [])];
+  let driving = 0;
+  const handoffTimes = { ...DEFAULT_HANDOFF, ...(start.handoff ?? {}) };
 
   const local = proxyLocalActivities<SharedActivities>({ ...STORE_LOCAL_OPTIONS, summary: 'team store' });
   const acts = proxyActivities<SharedActivities>({ ...MODEL_ACTIVITY_OPTIONS, summary: 'team' });
@@ -157,7 +175,168 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     },
     { description: 'A fact was committed outside the workflow (its revision); wakes the Coordinator if it is new.' },
   );
+  setHandler(reassignTaskUpdate, (input) => reassign(input), {
+    description: 'Cancel a running task and give it to another member: fence, receipt, yield, release, then the replacement starts.',
+    validator: (input) => {
+      const problem = reassignProblem(input);
+      if (problem) throw orchardFailure(problem.code, problem.message);
+    },
+  });
+  setHandler(resolveHandoffUpdate, (input) => resolveHandoff(input), {
+    description: 'A user resolves a handoff that timed out: keep_stopped (cancel only the replacement) or release (with proof of quiescence).',
+    validator: (input) => {
+      const receipt = receipts.find((r) => r.receiptId === input?.receiptId);
+      if (!receipt) throw orchardFailure('receipt_not_found', `no handoff receipt ${String(input?.receiptId)}`);
+      if (input.action !== 'keep_stopped' && input.action !== 'release') throw orchardFailure('invalid_input', 'action must be keep_stopped or release');
+      if (!['timeout', 'unknown', 'failed'].includes(receipt.state) || receipt.resolution) {
+        throw orchardFailure('handoff_not_blocked', `receipt ${receipt.receiptId} is ${receipt.state}${receipt.resolution ? `, resolved ${receipt.resolution}` : ''}: nothing to resolve`);
+      }
+    },
+  });
   setHandler(teamStatusQuery, () => view(), { description: 'Revisions, members, executions, Coordinator turns, replies and refusals.' });
+
+  function reassignProblem(input: unknown): { code: 'invalid_input' | 'task_not_in_progress' | 'member_not_found' | 'same_owner'; message: string } | undefined {
+    const i = (input ?? {}) as Record<string, unknown>;
+    if (typeof i.taskId !== 'string' || typeof i.newOwner !== 'string' || typeof i.reason !== 'string' || i.reason.trim() === '') {
+      return { code: 'invalid_input', message: 'reassign needs { taskId, newOwner, reason }' };
+    }
+    const execution = executions.find((e) => e.taskId === i.taskId && e.state === 'running');
+    if (!execution) return { code: 'task_not_in_progress', message: `task ${i.taskId} has no running execution: only running work is handed off` };
+    if (!memberIds.includes(i.newOwner)) return { code: 'member_not_found', message: `no member ${i.newOwner}; members: ${memberIds.join(', ')}` };
+    if (i.newOwner === execution.memberId) return { code: 'same_owner', message: `task ${i.taskId} is already ${i.newOwner}'s` };
+    return undefined;
+  }
+
+  /** The user's reassign: one fence transaction (before anything is asked of the old execution), then the driver. */
+  async function reassign(input: { taskId: string; newOwner: string; reason: string }): Promise<ReceiptView> {
+    const execution = executions.find((e) => e.taskId === input.taskId && e.state === 'running')!;
+    // Whichever commits first wins: a completion settled before the fence makes the fence refuse (typed), and a
+    // fence first makes the late completion settle as handed off, not as evidence.
+    const fenced = await acts.fenceHandoff({
+      teamId: start.teamId,
+      eventId: `reassign-${uuid4()}`,
+      oldTaskId: input.taskId,
+      newTaskId: `${input.taskId}-r${receipts.length + 1}`,
+      newOwner: input.newOwner,
+      reason: input.reason,
+      sessionId: execution.sessionId,
+      executionId: execution.executionId,
+    });
+    knownRevision = Math.max(knownRevision, fenced.revision);
+    const at = executions.findIndex((e) => e.executionId === execution.executionId);
+    executions[at] = { ...executions[at], state: 'handed_off' };
+    const r = fenced.receipt;
+    const receipt: HandoffState = {
+      receiptId: r.receiptId,
+      oldTaskId: r.oldTaskId,
+      newTaskId: r.newTaskId,
+      oldOwner: r.owner,
+      newOwner: input.newOwner,
+      state: r.state,
+      sloMissed: r.sloMissed,
+      trail: [r.state],
+      sessionId: r.sessionId,
+      lease: r.lease ? { worktree: r.lease.worktree, generation: r.lease.generation } : undefined,
+      driven: false,
+    };
+    receipts.push(receipt);
+    noteEvent(`task ${input.taskId} reassigned from ${r.owner} to ${input.newOwner} (${input.reason}): replacement ${r.newTaskId} waits for the old execution`);
+    publish();
+    void drive(receipt.receiptId);
+    return publicReceipt(receipt.receiptId);
+  }
+
+  function publicReceipt(receiptId: string): ReceiptView {
+    const { sessionId: _s, lease: _l, driven: _d, ...r } = receipts.find((x) => x.receiptId === receiptId)!;
+    return r;
+  }
+
+  function setReceipt(receiptId: string, change: Partial<HandoffState>): void {
+    const at = receipts.findIndex((r) => r.receiptId === receiptId);
+    const before = receipts[at];
+    receipts[at] = { ...before, ...change, trail: change.state && change.state !== before.state ? [...before.trail, change.state] : before.trail };
+    publish();
+  }
+
+  async function moveTo(receiptId: string, to: ReceiptView['state'], extra: { sloMissed?: boolean; resolution?: unknown } = {}): Promise<void> {
+    const moved = await acts.moveReceipt({ teamId: start.teamId, receiptId, to, ...extra });
+    knownRevision = Math.max(knownRevision, moved.revision);
+    setReceipt(receiptId, { state: moved.receipt.state, sloMissed: moved.receipt.sloMissed });
+  }
+
+  /**
+   * Drives one handoff: asks the old execution to yield, then releases the replacement once the old runtime is
+   * quiescent. Two durable timers bound it: at the SLO a miss is recorded; at the timeout the receipt settles as
+   * `timeout` (or `unknown` when the yield failed in a way that says nothing) and the replacement stays blocked
+   * until a user resolves it.
+   */
+  async function drive(receiptId: string): Promise<void> {
+    driving += 1;
+    try {
+      const receipt = receipts.find((r) => r.receiptId === receiptId)!;
+      await moveTo(receiptId, 'yielding');
+      let settled = false;
+      // Only the sleeps are cancellable: a recording that has begun always completes.
+      const timers = new CancellationScope();
+      const slo = timers
+        .run(() => sleep(handoffTimes.sloMs))
+        .then(
+          async () => {
+            if (!settled) await moveTo(receiptId, 'yielding', { sloMissed: true });
+          },
+          () => undefined,
+        );
+      const timeout = timers.run(() => sleep(handoffTimes.timeoutMs)).then(() => 'timeout' as const);
+      const yielded = acts
+        .yieldExecution({ sessionId: receipt.sessionId, reason: `handoff ${receiptId}`, lease: receipt.lease })
+        .then((r) => (r.quiescent ? ('released' as const) : ('unknown' as const)))
+        .catch(() => 'unknown' as const);
+      const outcome = await Promise.race([yielded, timeout.catch(() => 'cancelled' as const)]);
+      settled = true;
+      timers.cancel();
+      await slo;
+      if (outcome === 'released') {
+        await moveTo(receiptId, 'released');
+        release(receiptId);
+      } else {
+        await moveTo(receiptId, outcome === 'timeout' ? 'timeout' : 'unknown');
+        noteEvent(`handoff ${receiptId} is ${outcome}: replacement ${receipt.newTaskId} stays blocked until the user resolves it`);
+      }
+      setReceipt(receiptId, { driven: true });
+    } finally {
+      driving -= 1;
+    }
+  }
+
+  /** The old execution is gone: the replacement may start with its new owner. */
+  function release(receiptId: string): void {
+    const receipt = receipts.find((r) => r.receiptId === receiptId)!;
+    if (!assigned.some((a) => a.taskId === receipt.newTaskId)) assigned.push({ taskId: receipt.newTaskId, owner: receipt.newOwner });
+    noteEvent(`handoff ${receiptId} released: ${receipt.newTaskId} starts with ${receipt.newOwner}`);
+  }
+
+  async function resolveHandoff(input: { receiptId: string; action: 'keep_stopped' | 'release'; reason?: string }): Promise<ReceiptView> {
+    const receipt = receipts.find((r) => r.receiptId === input.receiptId)!;
+    if (input.action === 'keep_stopped') {
+      const cancelled = await acts.keepStopped({
+        teamId: start.teamId,
+        eventId: `keep-stopped-${uuid4()}`,
+        taskId: receipt.newTaskId,
+        reason: input.reason ?? 'the user kept the task stopped',
+      });
+      knownRevision = Math.max(knownRevision, cancelled.revision);
+      await moveTo(receipt.receiptId, receipt.state, { resolution: { action: 'keep_stopped', reason: input.reason ?? null } });
+      setReceipt(receipt.receiptId, { resolution: 'keep_stopped' });
+      noteEvent(`handoff ${receipt.receiptId}: the user kept ${receipt.oldTaskId} stopped; ${receipt.newTaskId} is cancelled`);
+      return publicReceipt(receipt.receiptId);
+    }
+    const proof = await acts.checkQuiescent({ sessionId: receipt.sessionId, lease: receipt.lease });
+    if (!proof.quiescent) throw orchardFailure('old_runtime_not_quiescent', `cannot release ${receipt.receiptId}: ${proof.why}`);
+    await moveTo(receipt.receiptId, 'released', { resolution: { action: 'release', reason: input.reason ?? null } });
+    setReceipt(receipt.receiptId, { resolution: 'release' });
+    release(receipt.receiptId);
+    return publicReceipt(receipt.receiptId);
+  }
 
   async function accept(message: MessageInput): Promise<MessageResult> {
     const seen = message.requestId === undefined ? undefined : seenRequests.find(([r]) => r === message.requestId);
@@ -194,6 +373,10 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       replies,
       refusals,
       queuedMessages: wake.userMessages.length,
+      receipts: receipts.map(({ sessionId: _s, lease: _l, driven: _d, ...r }) => r),
+      waiting: receipts
+        .filter((r) => r.state !== 'released' && r.resolution === undefined)
+        .map((r) => ({ taskId: r.newTaskId, waiting: 'waiting_for_previous_execution' as const, receiptId: r.receiptId })),
       candidate,
       certificate,
     };
@@ -264,6 +447,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   async function settleEnds(): Promise<void> {
     while (pendingEnds.length > 0) {
       const notice = pendingEnds.shift()!;
+      // A handed-off execution's end is the handoff driver's business, not evidence.
       const at = executions.findIndex((e) => e.sessionId === notice.childId && e.state === 'running' && e.sessionTaskId === notice.taskId);
       if (at < 0) continue;
       const execution = executions[at];
@@ -279,6 +463,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       if (!certificate) candidate = settled.candidate as TeamStatusView['candidate'];
       executions[at] = { ...execution, state: settled.state };
       knownRevision = Math.max(knownRevision, settled.revision);
+      if (settled.state === 'handed_off') continue;
       noteEvent(`task ${execution.taskId} ${settled.state} by ${execution.memberId}${notice.excerpt ? `: ${excerpt(notice.excerpt, 160)}` : ''}`);
       if (candidate === 'ready') {
         // Steer straight to completion: the board is closed, nothing to read first.
@@ -413,10 +598,11 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       continue;
     }
     if (wake.userMessages.length > 0 || dirty) {
+      await dispatchReady();
       await coordinatorTurn();
       continue;
     }
-    await condition(allHandlersFinished);
+    await condition(() => driving === 0 && allHandlersFinished());
     await continueAsNew<typeof teamRun>({
       start,
       carried: {
@@ -438,6 +624,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
         pendingEnds,
         candidate,
         certificate,
+        receipts,
       },
     });
   }

@@ -1,0 +1,150 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import test from 'ava';
+import { OpenAICompatibleProvider } from '../../activities/model/openai';
+import { readBoard } from '../../activities/store/team';
+import type { TeamStatusView } from '../../workflows/messages';
+import { calls, final } from '../helpers/fleet-model';
+import { completion, stubModel, type Reply } from '../helpers/model-stub';
+import { makeRepo, startOrchard, uniqueId, type TestOrchard } from '../helpers/orchard';
+import { waitFor } from '../helpers/wait';
+
+/**
+ * Cancel/reassign handoff (invariant 14) against real sessions, bash processes and Postgres. The implementer's
+ * execution runs a long writer (a timestamp per line into its worktree); the task is reassigned to the reviewer
+ * while it writes. The fence commits first, the old execution is stopped, and the replacement starts only once
+ * the old runtime is quiescent: the files' timestamps prove the writers never overlapped.
+ */
+const isCoordinator = (body: any) => (body.tools ?? []).some((tool: any) => tool.function.name === 'task_list');
+const agentOf = (body: any) => /^You are (\S+),/.exec(String(body.messages[0].content))?.[1];
+const afterTool = (body: any) => body.messages.at(-1).role === 'tool';
+
+function model(body: any): Reply {
+  if (isCoordinator(body)) {
+    const last = body.messages.at(-1);
+    if (last.role === 'user' && String(last.content).startsWith('Build')) {
+      return calls(['task_create', { taskId: 'implement', title: 'Implement', description: 'write the evaluator', owner: 'implementer' }], ['plan_approve', {}]);
+    }
+    return final('ok');
+  }
+  if (afterTool(body)) return completion({ content: 'done' });
+  const bash = (command: string) => calls(['bash', { command }]);
+  if (agentOf(body) === 'implementer') return bash('for i in $(seq 1 400); do date +%s%N >> old.log; sleep 0.05; done');
+  return bash('for i in 1 2 3; do date +%s%N >> new.log; done');
+}
+
+async function team(t: import('ava').ExecutionContext, handoff?: { sloMs: number; timeoutMs: number }) {
+  const stub = await stubModel(t, model);
+  const orchard = await startOrchard(t, { defaultProvider: new OpenAICompatibleProvider({ baseURL: stub.url, model: 'stub', timeoutMs: 30_000 }) });
+  const teamId = uniqueId('team');
+  await orchard.client.startTeam({
+    teamId,
+    repo: makeRepo(),
+    goal: 'Build an evaluator',
+    members: [
+      { memberId: 'implementer', role: 'Implementer' },
+      { memberId: 'reviewer', role: 'Reviewer' },
+    ],
+    handoff,
+  });
+  // The implementer is writing.
+  const implementerSession = `${teamId}-implementer`;
+  const oldLog = await waitFor(async () => {
+    const s = await orchard.client.status(implementerSession).catch(() => undefined);
+    const path = s?.worktree ? join(s.worktree, 'old.log') : undefined;
+    return path && existsSync(path) && readFileSync(path, 'utf8').split('\n').length > 3 ? path : undefined;
+  }, 60_000, 'the old writer running');
+  return { orchard, teamId, oldLog, implementerSession };
+}
+
+const until = async (orchard: TestOrchard, teamId: string, what: string, probe: (v: TeamStatusView) => boolean) => {
+  try {
+    return await waitFor(async () => {
+      const v = await orchard.client.teamStatus(teamId);
+      return probe(v) ? v : undefined;
+    }, 60_000, what);
+  } catch (err) {
+    // Say where the team stood, for whoever reads the failure.
+    throw new Error(`${(err as Error).message}; status: ${JSON.stringify(await orchard.client.teamStatus(teamId))}`);
+  }
+};
+
+const stamps = (path: string) =>
+  readFileSync(path, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => BigInt(line));
+
+test('a reassign while the old execution writes: fence, yield, release, then the replacement; the writers never overlap (real 5 s / 10 s timers)', async (t) => {
+  const { orchard, teamId, oldLog, implementerSession } = await team(t);
+  const receipt = await orchard.client.reassignTask(teamId, { taskId: 'implement', newOwner: 'reviewer', reason: 'the reviewer knows this code' });
+  t.like(receipt, { oldTaskId: 'implement', newTaskId: 'implement-r1', oldOwner: 'implementer', newOwner: 'reviewer', state: 'requested' });
+  // The fence committed before the answer: the old task is frozen and the replacement exists, pending.
+  const fenced = await readBoard(orchard.pool, teamId);
+  t.like(fenced.tasks.find((task) => task.taskId === 'implement'), { status: 'cancelled', cancel: { by: 'user', kind: 'reassign' } });
+  t.like(fenced.tasks.find((task) => task.taskId === 'implement-r1'), { replacesTaskId: 'implement', owner: 'reviewer' });
+
+  const done = await until(orchard, teamId, 'the replacement completed', (v) => v.executions.some((e) => e.taskId === 'implement-r1' && e.state === 'completed'));
+  const r = done.receipts[0];
+  t.deepEqual(r.trail, ['requested', 'yielding', 'released']);
+  t.false(r.sloMissed, 'released inside the 5 s SLO');
+  t.deepEqual(done.waiting, []);
+  t.is((await orchard.temporal.workflow.getHandle(`session/${implementerSession}`).describe()).status.name !== 'RUNNING', true);
+  // The writers never overlapped: the old writer's last line is older than the new writer's first.
+  const newSession = await orchard.client.status(`${teamId}-reviewer`);
+  const oldStamps = stamps(oldLog);
+  const newStamps = stamps(join(newSession.worktree!, 'new.log'));
+  t.true(oldStamps.length < 400, 'the old writer was stopped');
+  t.true(oldStamps.at(-1)! < newStamps[0], `old ended ${oldStamps.at(-1)}, new began ${newStamps[0]}`);
+  // And the old writer stays stopped.
+  const count = oldStamps.length;
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  t.is(stamps(oldLog).length, count);
+  const board = await readBoard(orchard.pool, teamId);
+  t.like(board.tasks.find((task) => task.taskId === 'implement-r1'), { status: 'completed' });
+  t.deepEqual(board.handoffs, [{ oldTaskId: 'implement', newTaskId: 'implement-r1', state: 'released' }]);
+});
+
+test('a handoff past its timeout is durable timeout, its replacement blocked until the user releases it with proof', async (t) => {
+  const { orchard, teamId } = await team(t, { sloMs: 1, timeoutMs: 2 });
+  await orchard.client.reassignTask(teamId, { taskId: 'implement', newOwner: 'reviewer', reason: 'move it' });
+  const timedOut = await until(orchard, teamId, 'the timeout', (v) => v.receipts[0]?.state === 'timeout');
+  t.true(timedOut.receipts[0].sloMissed);
+  t.deepEqual(timedOut.waiting, [{ taskId: 'implement-r1', waiting: 'waiting_for_previous_execution', receiptId: timedOut.receipts[0].receiptId }]);
+  t.false(timedOut.executions.some((e) => e.taskId === 'implement-r1'), 'the replacement did not start');
+  const row = (await orchard.pool.query('SELECT state, slo_missed FROM team_handoff_receipts WHERE team_id = $1', [teamId])).rows[0];
+  t.deepEqual(row, { state: 'timeout', slo_missed: true });
+  // Release needs proof the old runtime is quiescent; once its session has closed, the proof holds.
+  const released = await waitFor(
+    () => orchard.client.resolveHandoff(teamId, { receiptId: timedOut.receipts[0].receiptId, action: 'release' }).catch((err) => (err.code === 'old_runtime_not_quiescent' ? undefined : Promise.reject(err))),
+    60_000,
+    'a release with proof',
+  );
+  t.is(released.state, 'released');
+  t.is(released.resolution, 'release');
+  await until(orchard, teamId, 'the replacement completed', (v) => v.executions.some((e) => e.taskId === 'implement-r1' && e.state === 'completed'));
+  // A released receipt has nothing left to resolve.
+  const err = await t.throwsAsync(orchard.client.resolveHandoff(teamId, { receiptId: released.receiptId, action: 'keep_stopped' }));
+  t.is((err as any).code, 'handoff_not_blocked');
+});
+
+test('keep_stopped cancels only the replacement; the rest of the team runs on', async (t) => {
+  const { orchard, teamId } = await team(t, { sloMs: 1, timeoutMs: 2 });
+  await orchard.client.reassignTask(teamId, { taskId: 'implement', newOwner: 'reviewer', reason: 'move it' });
+  const timedOut = await until(orchard, teamId, 'the timeout', (v) => v.receipts[0]?.state === 'timeout');
+  const kept = await orchard.client.resolveHandoff(teamId, { receiptId: timedOut.receipts[0].receiptId, action: 'keep_stopped', reason: 'not needed after all' });
+  t.is(kept.resolution, 'keep_stopped');
+  const board = await readBoard(orchard.pool, teamId);
+  t.like(board.tasks.find((task) => task.taskId === 'implement-r1'), { status: 'cancelled', cancel: { by: 'user', kind: 'keep_stopped' } });
+  const view = await orchard.client.teamStatus(teamId);
+  t.deepEqual(view.waiting, []);
+  t.is((await orchard.temporal.workflow.getHandle(`team/${teamId}`).describe()).status.name, 'RUNNING');
+  // Bad reassigns are refused before anything is written.
+  for (const [input, code] of [
+    [{ taskId: 'nope', newOwner: 'reviewer', reason: 'x' }, 'task_not_in_progress'],
+    [{ taskId: 'implement', newOwner: 'reviewer', reason: '' }, 'invalid_input'],
+  ] as const) {
+    const err = await t.throwsAsync(orchard.client.reassignTask(teamId, input));
+    t.is((err as any).code, code);
+  }
+});

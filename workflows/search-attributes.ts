@@ -9,4 +9,7 @@ export const ORCHARD_STATUS = defineSearchAttributeKey('OrchardStatus', SearchAt
 export const ORCHARD_PARENT = defineSearchAttributeKey('OrchardParent', SearchAttributeType.KEYWORD);
 export const ORCHARD_HOST = defineSearchAttributeKey('OrchardHost', SearchAttributeType.KEYWORD);
 
-export const ORCHARD_SEARCH_ATTRIBUTES = [ORCHARD_KIND, ORCHARD_STATUS, ORCHARD_PARENT, ORCHARD_HOST] as const;
+/** Set on a team run once any of its handoffs missed the SLO (query `OrchardHandoffSloMissed = true`). */
+export const ORCHARD_HANDOFF_SLO_MISSED = defineSearchAttributeKey('OrchardHandoffSloMissed', SearchAttributeType.BOOL);
+
+export const ORCHARD_SEARCH_ATTRIBUTES = [ORCHARD_KIND, ORCHARD_STATUS, ORCHARD_PARENT, ORCHARD_HOST, ORCHARD_HANDOFF_SLO_MISSED] as const;

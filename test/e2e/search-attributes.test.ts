@@ -8,7 +8,7 @@ import { createBareNamespace } from '../helpers/namespaces';
 import { testStackEnv } from '../helpers/orchard';
 
 const DEMO = join(__dirname, '../../scenarios/demo.json');
-const command = (ns: string, name: string) => `temporal operator search-attribute create --namespace ${ns} --name ${name} --type Keyword`;
+const command = (ns: string, name: string, type = 'Keyword') => `temporal operator search-attribute create --namespace ${ns} --name ${name} --type ${type}`;
 
 test('a worker in a namespace without Orchard search attributes refuses to start and prints the commands', async (t) => {
   const connection = await Connection.connect({ address: testStackEnv().temporalAddress });
@@ -21,7 +21,7 @@ test('a worker in a namespace without Orchard search attributes refuses to start
   t.regex(lines[0], new RegExp(`^orchard: search_attributes_missing: namespace ${namespace} lacks the search attributes Orchard writes`));
   t.deepEqual(
     lines.slice(1).map((l) => l.trim()),
-    ['OrchardKind', 'OrchardStatus', 'OrchardParent', 'OrchardHost'].map((name) => command(namespace, name)),
+    [...['OrchardKind', 'OrchardStatus', 'OrchardParent', 'OrchardHost'].map((name) => command(namespace, name)), command(namespace, 'OrchardHandoffSloMissed', 'Bool')],
   );
   t.notRegex(worker.stdout(), /migrations:/, 'it refused before touching the database');
 
@@ -29,7 +29,10 @@ test('a worker in a namespace without Orchard search attributes refuses to start
   const keyword = encodeSearchAttributeIndexedValueType('KEYWORD')!;
   await connection.operatorService.addSearchAttributes({ namespace, searchAttributes: { OrchardKind: keyword, OrchardStatus: keyword } });
   const partial = await t.throwsAsync(() => assertSearchAttributes(connection, namespace), { instanceOf: SearchAttributesMissingError });
-  t.deepEqual(partial?.problems.missing.map((a) => a.name), ['OrchardParent', 'OrchardHost']);
-  await connection.operatorService.addSearchAttributes({ namespace, searchAttributes: { OrchardParent: keyword, OrchardHost: keyword } });
+  t.deepEqual(partial?.problems.missing.map((a) => a.name), ['OrchardParent', 'OrchardHost', 'OrchardHandoffSloMissed']);
+  await connection.operatorService.addSearchAttributes({
+    namespace,
+    searchAttributes: { OrchardParent: keyword, OrchardHost: keyword, OrchardHandoffSloMissed: encodeSearchAttributeIndexedValueType('BOOL')! },
+  });
   await t.notThrowsAsync(() => assertSearchAttributes(connection, namespace));
 });

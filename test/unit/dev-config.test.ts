@@ -30,6 +30,8 @@ test('the project temporal-dev.yaml becomes the start-dev argv', (t) => {
     'OrchardParent=Keyword',
     '--search-attribute',
     'OrchardHost=Keyword',
+    '--search-attribute',
+    'OrchardHandoffSloMissed=Bool',
     '--dynamic-config-value',
     'frontend.enableUpdateWorkflowExecution=true',
     '--dynamic-config-value',
@@ -39,12 +41,13 @@ test('the project temporal-dev.yaml becomes the start-dev argv', (t) => {
   ]);
 });
 
-test('the project temporal-dev.yaml registers exactly the four Orchard keyword attributes', (t) => {
+test('the project temporal-dev.yaml registers exactly the Orchard attributes: four keywords and one bool', (t) => {
   t.deepEqual(loadDevConfig(projectRoot).searchAttributes, {
     OrchardKind: 'Keyword',
     OrchardStatus: 'Keyword',
     OrchardParent: 'Keyword',
     OrchardHost: 'Keyword',
+    OrchardHandoffSloMissed: 'Bool',
   });
 });
 

@@ -19,6 +19,7 @@ test('the dev stack registers the four Orchard search attributes as Keyword', as
     const actual = customAttributes?.[name];
     t.true(keyword !== undefined && actual === keyword, `${name} is a Keyword search attribute (got ${actual})`);
   }
+  t.is(customAttributes?.OrchardHandoffSloMissed as unknown, encodeSearchAttributeIndexedValueType('BOOL') as unknown);
 });
 
 const projectRoot = path.resolve(__dirname, '..', '..');

@@ -6,6 +6,7 @@ import {
   continueAsNew,
   log,
   proxyActivities,
+  metricMeter,
   proxyLocalActivities,
   setCurrentDetails,
   setHandler,
@@ -41,7 +42,7 @@ import {
   type TeamMemberSpec,
   type TeamStatusView,
 } from '../messages';
-import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_STATUS } from '../search-attributes';
+import { ORCHARD_HANDOFF_SLO_MISSED, ORCHARD_HOST, ORCHARD_KIND, ORCHARD_STATUS } from '../search-attributes';
 import { excerpt } from '../session/state';
 import { isCoordinatorTool } from './authority';
 
@@ -134,6 +135,8 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   const receipts: HandoffState[] = [...(carried?.receipts ?? [])];
   let driving = 0;
   const handoffTimes = { ...DEFAULT_HANDOFF, ...(start.handoff ?? {}) };
+  // Emitted through the worker's telemetry (Prometheus when the runtime exports metrics); replay-safe.
+  const sloMisses = metricMeter.createCounter('orchard_handoff_slo_missed', 'handoffs', 'Handoffs whose old execution was not released within the SLO');
 
   const local = proxyLocalActivities<SharedActivities>({ ...STORE_LOCAL_OPTIONS, summary: 'team store' });
   const acts = proxyActivities<SharedActivities>({ ...MODEL_ACTIVITY_OPTIONS, summary: 'team' });
@@ -282,7 +285,10 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
         .run(() => sleep(handoffTimes.sloMs))
         .then(
           async () => {
-            if (!settled) await moveTo(receiptId, 'yielding', { sloMissed: true });
+            if (settled) return;
+            await moveTo(receiptId, 'yielding', { sloMissed: true });
+            sloMisses.add(1, { team: start.teamId });
+            publish();
           },
           () => undefined,
         );
@@ -388,6 +394,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       { key: ORCHARD_KIND, value: 'team' },
       { key: ORCHARD_STATUS, value: v.status },
       { key: ORCHARD_HOST, value: start.host },
+      ...(receipts.some((r) => r.sloMissed) ? [{ key: ORCHARD_HANDOFF_SLO_MISSED, value: true }] : []),
     ];
     const now = workflowInfo().typedSearchAttributes;
     const changed = desired.filter((pair) => now.get(pair.key) !== pair.value);

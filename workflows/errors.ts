@@ -14,6 +14,7 @@ export const ERROR_CODES = [
   'session_closing',
   'orchestrator_not_found',
   'orchestrator_closed',
+  'team_not_found',
   'wait_timeout',
   'queue_full',
   'store_unavailable',

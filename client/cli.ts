@@ -234,15 +234,73 @@ orchestrator
     });
   });
 
+const team = program.command('team').description('start a team run (a Coordinator over Members), send it messages, inspect its board and certificate');
+
+team
+  .command('start <id>')
+  .description('start team <id> (or find it running): a Coordinator plans the goal as tasks on a board, Members do them in their own worktrees')
+  .requiredOption('--repo <path>', 'git repository the members work on (a path on the host)')
+  .requiredOption('--goal <text>', "the team's goal: the Coordinator's first message")
+  .option('--member <id:Role>', 'a member (repeat it; default planner:Planner implementer:Implementer reviewer:Reviewer tester:Tester)', collectMember, [])
+  .option('--host <id>', 'host whose disk holds the repository (default: this host)')
+  .option('--scripted <scenario>', 'play the Coordinator and the members with this scripted scenario (see scenarios/FORMAT.md, coordinator)')
+  .action(async (id: string, o) => {
+    const idProblem = sessionIdProblem(id);
+    if (idProblem) throw new OrchardError('invalid_input', idProblem.replace(/^session id/, 'team id'));
+    const repo = resolve(o.repo);
+    // Only a local repository can be checked here; another host's path is checked when a member prepares its worktree.
+    if (!o.host && !existsSync(repo)) throw new OrchardError('repository_not_found', `no repository at ${repo}`);
+    const model = o.scripted ? ({ provider: 'scripted', scenario: resolve(o.scripted) } as const) : undefined;
+    const members: { memberId: string; role: string }[] = o.member;
+    await withClient(async (client) => {
+      await client.startTeam({ teamId: id, repo, host: o.host, goal: o.goal, members: members.length > 0 ? members : undefined, model, memberModel: model });
+      console.log(`team ${id} is running; follow it with: orchard team status ${id}`);
+    });
+  });
+
+team
+  .command('send <id> <message...>')
+  .description("send a user message to the team's Coordinator; prints its id")
+  .option('--request-id <id>', 'idempotency key: a repeated message with the same key is accepted once')
+  .option('--json', 'print JSON')
+  .action(async (id: string, words: string[], o) => {
+    await withClient(async (client) => {
+      const result = await client.teamMessage(id, { text: words.join(' '), requestId: o.requestId });
+      print(o.json, result, () => `${id}: message ${result.messageId} accepted${result.duplicate ? ' (duplicate request, not queued again)' : ''}`);
+    });
+  });
+
+team
+  .command('status <id>')
+  .description("the team's status, and from PostgreSQL (when DATABASE_URL or `orchard dev` gives one) its board and certificate")
+  .option('--json', 'print {status, board, certificate} as JSON')
+  .action(async (id: string, o) => {
+    await withClient(async (client, target) => {
+      const status = await client.teamStatus(id);
+      let record: Pick<import('./team-view').TeamReport, 'board' | 'certificate'> = { board: null, certificate: null };
+      const { formatTeamReport, readTeamRecord } = await import('./team-view');
+      if (target.databaseUrl) {
+        const { createPool } = await import('../activities/store/db');
+        const pool = createPool(target.databaseUrl, { max: 1, embedded: target.databaseEmbedded });
+        try {
+          record = await readTeamRecord(pool, id);
+        } finally {
+          await pool.end();
+        }
+      }
+      const report = { status, ...record };
+      print(o.json, report, () => formatTeamReport(report, { hasDatabase: target.databaseUrl !== undefined }));
+    });
+  });
+
 program
   .command('demo <name>')
-  .description('run a demo on the embedded stack (or the configured one): route-first')
-  .option('--json', 'print {children, deliveries, messages, problems} as JSON (progress goes to stderr)')
-  .option('--scenario <file>', 'a route-first scenario with a router and messages (default scenarios/route-first.json)')
+  .description('run a demo on the embedded stack (or the configured one): route-first, or team')
+  .option('--json', 'print the result as JSON (progress goes to stderr): route-first {children, deliveries, messages, problems}; team {status, board, certificate, problems}')
+  .option('--scenario <file>', 'the scenario (default scenarios/route-first.json or scenarios/team.json)')
   .action(async (name: string, o) => {
-    if (name !== 'route-first') throw new OrchardError('invalid_input', `no demo ${JSON.stringify(name)}: the demo is route-first`);
+    if (name !== 'route-first' && name !== 'team') throw new OrchardError('invalid_input', `no demo ${JSON.stringify(name)}: the demos are route-first and team`);
     const { startOrchard, PROJECT_ROOT } = await import('../worker/runtime');
-    const { runRouteFirst, formatRouteFirst } = await import('./route-first');
     const { makeFixtureRepo } = await import('./fixture');
     // With --json, stdout carries the JSON alone.
     const progress = (line: string) => (o.json ? console.error : console.log)(`[demo] ${line}`);
@@ -250,14 +308,28 @@ program
     let failed = false;
     try {
       const repo = makeFixtureRepo(resolve(orchard.config.stateDir, 'demo'));
-      const result = await runRouteFirst(orchard.client, {
-        orchestratorId: `route-first-${Date.now().toString(36)}`,
-        repo,
-        scenario: o.scenario ? resolve(o.scenario) : resolve(PROJECT_ROOT, 'scenarios/route-first.json'),
-        log: progress,
-      });
-      print(o.json, result, () => formatRouteFirst(result));
-      failed = result.problems.length > 0;
+      if (name === 'team') {
+        const { runTeamDemo, formatTeamDemo } = await import('./team-demo');
+        const result = await runTeamDemo(orchard.client, orchard.pool, {
+          teamId: `team-${Date.now().toString(36)}`,
+          repo,
+          scenario: o.scenario ? resolve(o.scenario) : resolve(PROJECT_ROOT, 'scenarios/team.json'),
+          log: progress,
+        });
+        const { status, board, certificate, problems } = result;
+        print(o.json, { status, board, certificate, problems }, () => formatTeamDemo(result));
+        failed = problems.length > 0;
+      } else {
+        const { runRouteFirst, formatRouteFirst } = await import('./route-first');
+        const result = await runRouteFirst(orchard.client, {
+          orchestratorId: `route-first-${Date.now().toString(36)}`,
+          repo,
+          scenario: o.scenario ? resolve(o.scenario) : resolve(PROJECT_ROOT, 'scenarios/route-first.json'),
+          log: progress,
+        });
+        print(o.json, result, () => formatRouteFirst(result));
+        failed = result.problems.length > 0;
+      }
     } finally {
       await orchard.stop();
     }
@@ -358,12 +430,12 @@ async function findTarget(): Promise<Target> {
   );
 }
 
-async function withClient(fn: (client: OrchardClient) => Promise<void>): Promise<void> {
+async function withClient(fn: (client: OrchardClient, target: Target) => Promise<void>): Promise<void> {
   const target = await resolveTarget();
   const config = workerConfigFromEnv();
   const client = await OrchardClient.connect({ ...target.temporal, taskQueue: config.taskQueue, defaultHost: config.hostId });
   try {
-    await fn(client);
+    await fn(client, target);
   } finally {
     await client.close();
   }
@@ -409,6 +481,15 @@ function print(json: boolean | undefined, value: unknown, text: () => string): v
   console.log(json ? JSON.stringify(value, null, 2) : text());
 }
 
+
+/** `--member implementer:Implementer`, repeatable: the member id, then its role. */
+function collectMember(value: string, previous: { memberId: string; role: string }[]): { memberId: string; role: string }[] {
+  const at = value.indexOf(':');
+  const memberId = at < 0 ? '' : value.slice(0, at).trim();
+  const role = at < 0 ? '' : value.slice(at + 1).trim();
+  if (!memberId || !role) throw new InvalidArgumentError('give a member as <id>:<Role>, e.g. implementer:Implementer');
+  return [...previous, { memberId, role }];
+}
 
 function positiveInt(value: string): number {
   const n = Number(value);

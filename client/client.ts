@@ -241,14 +241,30 @@ export class OrchardClient {
   }
 
   async teamStatus(teamId: string): Promise<TeamStatusView> {
-    return this.temporal.workflow.getHandle(teamWorkflowId(teamId)).query(teamStatusQuery);
+    return this.teamCall(teamId, (h) => h.query(teamStatusQuery));
   }
 
   /** A user message to a team's Coordinator (an update: answered once accepted, with its id). */
   async teamMessage(teamId: string, input: MessageInput): Promise<MessageResult> {
     const problem = messageProblem(input);
     if (problem) throw new OrchardError(problem.code, problem.message);
-    return this.temporal.workflow.getHandle(teamWorkflowId(teamId)).executeUpdate(teamMessageUpdate, { args: [input] });
+    return this.teamCall(teamId, (h) => h.executeUpdate(teamMessageUpdate, { args: [input] }));
+  }
+
+  /** A call to `team/<id>`: a refused update keeps its code, a team that does not exist is `team_not_found`. */
+  private async teamCall<T>(teamId: string, fn: (handle: WorkflowHandle) => Promise<T>): Promise<T> {
+    try {
+      return await fn(this.temporal.workflow.getHandle(teamWorkflowId(teamId)));
+    } catch (err) {
+      if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure) {
+        const code = err.cause.type;
+        throw new OrchardError(isErrorCode(code) ? code : 'internal', err.cause.message);
+      }
+      if (err instanceof WorkflowNotFoundError || isNotFound(err)) {
+        throw new OrchardError('team_not_found', `no team ${teamId}: start it with \`orchard team start ${teamId} --repo <path> --goal <text>\``);
+      }
+      throw err;
+    }
   }
 
   /** Reassigns a running task (a handoff): answered with the receipt once the fence has committed. */

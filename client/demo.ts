@@ -1,17 +1,19 @@
 /**
  * `npm start`: boots the embedded stack and a worker, creates a small fixture repository, and runs the
  * scripted demos: one session, two tasks, the second using the history of the first; then `route-first`, an
- * orchestrator routing 8 messages into the 3 children that own their topics. Exits 0 when both tasks completed in
- * that one session and route-first's check passed; `--keep` leaves the stack and worker up afterwards.
+ * orchestrator routing 8 messages into the 3 children that own their topics; then `team`, a Coordinator and its
+ * members building a tested poker hand evaluator to a certified delivery. Exits 0 when both tasks completed in
+ * that one session and the route-first and team checks passed; `--keep` leaves the stack and worker up afterwards.
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { orchestratorWorkflowId, sessionWorkflowId, type SessionStatusView } from '../workflows/messages';
+import { orchestratorWorkflowId, sessionWorkflowId, teamWorkflowId, type SessionStatusView } from '../workflows/messages';
 import { PROJECT_ROOT, startOrchard } from '../worker/runtime';
 import { removeStackFile, writeStackFile } from '../worker/stack';
 import { makeFixtureRepo } from './fixture';
 import { formatRouteFirst, runRouteFirst } from './route-first';
+import { formatTeamDemo, runTeamDemo } from './team-demo';
 
 const keep = process.argv.includes('--keep');
 const log = (line: string) => console.log(`[demo] ${line}`);
@@ -73,6 +75,17 @@ async function main(): Promise<void> {
     console.log(formatRouteFirst(routed));
     log(`Web UI: ${workflowUrl(stack.webUiUrl, stack.namespace, orchestratorWorkflowId(routed.orchestratorId))}`);
     if (routed.problems.length > 0) throw new Error(`route-first failed its check: ${routed.problems.join('; ')}`);
+
+    log('team: a Coordinator plans a poker hand evaluator; the Implementer writes it, the Tester tests it; delivered with a certificate');
+    const team = await runTeamDemo(client, orchard.pool, {
+      teamId: `team-${Date.now().toString(36)}`,
+      repo: makeFixtureRepo(resolve(orchard.config.stateDir, 'demo')),
+      scenario: resolve(PROJECT_ROOT, 'scenarios/team.json'),
+      log,
+    });
+    console.log(formatTeamDemo(team));
+    log(`Web UI: ${workflowUrl(stack.webUiUrl, stack.namespace, teamWorkflowId(team.teamId))}`);
+    if (team.problems.length > 0) throw new Error(`team failed its check: ${team.problems.join('; ')}`);
     ok = true;
 
     if (keep) {

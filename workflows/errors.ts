@@ -14,6 +14,7 @@ export const ERROR_CODES = [
   'session_closing',
   'orchestrator_not_found',
   'orchestrator_closed',
+  'team_not_found',
   'wait_timeout',
   'task_not_found',
   'task_not_in_progress',

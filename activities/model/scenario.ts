@@ -2,6 +2,7 @@ import { readFile, stat } from 'node:fs/promises';
 import { extname, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
+import { coordinatorProblems } from './coordinator';
 import { routerProblems } from './router';
 import { describeIssues, ModelError } from './types';
 
@@ -38,6 +39,11 @@ const scriptedTurn = z
   .strictObject({
     steps: z.array(scriptedStep).min(1),
     expect: turnExpectation.optional(),
+    /**
+     * Values read from the turn's task: each name is bound to the first match of its regular expression (its first
+     * group when it has one) and `{{name}}` in the steps is replaced by it; no match fails the turn.
+     */
+    bind: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'a name of letters, digits and _'), z.string().min(1)).optional(),
     // Only on the last turn: it answers every later turn too (for long-running sessions in tests).
     repeat: z.boolean().optional(),
   })
@@ -45,6 +51,25 @@ const scriptedTurn = z
     turn.steps.forEach((step, i) => {
       if (step.repeat && i !== turn.steps.length - 1) {
         ctx.addIssue({ code: 'custom', path: ['steps', i, 'repeat'], message: 'only the last step may repeat' });
+      }
+    });
+    for (const [name, pattern] of Object.entries(turn.bind ?? {})) {
+      try {
+        new RegExp(pattern);
+      } catch (err) {
+        ctx.addIssue({ code: 'custom', path: ['bind', name], message: `not a regular expression: ${err instanceof Error ? err.message : String(err)}` });
+      }
+    }
+  });
+
+/** A session's turns: only the last may repeat. */
+const scriptedTurns = z
+  .array(scriptedTurn)
+  .min(1)
+  .superRefine((turns, ctx) => {
+    turns.forEach((turn, i) => {
+      if (turn.repeat && i !== turns.length - 1) {
+        ctx.addIssue({ code: 'custom', path: [i, 'repeat'], message: 'only the last turn may repeat' });
       }
     });
   });
@@ -74,6 +99,31 @@ const routerSchema = z.strictObject({
   unrouted: z.string().min(1).default('Nothing to route.'),
 });
 
+/**
+ * A scripted Coordinator policy: it answers requests that offer the `task_list` tool (a team's Coordinator) from
+ * the request alone (the member rows in the system message, the last user message, the tool results since).
+ */
+const coordinatorSchema = z.strictObject({
+  /** The plan it creates on the goal, in order. */
+  tasks: z
+    .array(
+      z.strictObject({
+        taskId: z.string().regex(/^[a-z][a-z0-9-]{0,39}$/, 'lowercase letters, digits and "-", at most 40'),
+        title: z.string().min(1),
+        /** `{{session:<member>}}` is that member's session id as the request lists it (its branch is `orchard/<session>`). */
+        description: z.string().min(1),
+        owner: z.string().min(1),
+        /** Created unassigned with the plan; assigned to `owner` when a wake reports this task completed. */
+        after: z.string().min(1).optional(),
+      }),
+    )
+    .min(1),
+  completion: z.string().min(1).default('Every planned task is completed with evidence.'),
+  summary: z.string().min(1).default('Delivered: certificate {{certificate}}.'),
+  reply: z.string().min(1).default('Done: {{result}}'),
+  waiting: z.string().min(1).default('Nothing to do until a member reports.'),
+});
+
 /** A message a driver (`orchard demo`) sends, and the topic it is about; never read by the provider. */
 const scenarioMessage = z.strictObject({
   text: z.string().min(1),
@@ -86,19 +136,18 @@ export const scenarioSchema = z.strictObject({
   description: z.string().optional(),
   /** Reported as the answering model; `scripted-<name>` when absent. */
   model: z.string().min(1).optional(),
-  turns: z
-    .array(scriptedTurn)
-    .min(1)
-    .superRefine((turns, ctx) => {
-      turns.forEach((turn, i) => {
-        if (turn.repeat && i !== turns.length - 1) {
-          ctx.addIssue({ code: 'custom', path: [i, 'repeat'], message: 'only the last turn may repeat' });
-        }
-      });
-    }),
+  /** Every session's turns; with `members`, the turns of a session whose agent is not listed there. */
+  turns: scriptedTurns.optional(),
+  /** Turns per agent (a member's role lower-cased, as its system message names it: `You are <agent>, …`). */
+  members: z.record(z.string().min(1), scriptedTurns).optional(),
   router: routerSchema.optional(),
+  coordinator: coordinatorSchema.optional(),
   messages: z.array(scenarioMessage).optional(),
 }).superRefine((scenario, ctx) => {
+  if (!scenario.turns && !scenario.members) ctx.addIssue({ code: 'custom', path: ['turns'], message: 'a scenario needs `turns`, `members`, or both' });
+  if (scenario.coordinator) {
+    for (const p of coordinatorProblems(scenario.coordinator)) ctx.addIssue({ code: 'custom', path: ['coordinator', ...p.path], message: p.message });
+  }
   if (scenario.router) {
     for (const message of routerProblems(scenario.router)) ctx.addIssue({ code: 'custom', path: ['router'], message });
   }
@@ -109,7 +158,7 @@ export const scenarioSchema = z.strictObject({
 });
 
 export type Scenario = z.infer<typeof scenarioSchema>;
-export type ScriptedTurn = Scenario['turns'][number];
+export type ScriptedTurn = NonNullable<Scenario['turns']>[number];
 export type ScriptedStep = ScriptedTurn['steps'][number];
 export type ScriptedToolCall = NonNullable<ScriptedStep['tool_calls']>[number];
 

@@ -1,3 +1,4 @@
+import { coordinateRequest, UnknownMemberError, type CoordinatorDecision } from './coordinator';
 import { routeRequest, type RouterDecision } from './router';
 import type { Scenario, ScriptedStep, ScriptedTurn } from './scenario';
 import {
@@ -42,26 +43,83 @@ export function scriptedResponse(scenario: Scenario, request: ModelRequest): Mod
   if (scenario.router && request.tools.some((tool) => tool.name === 'session')) {
     return respond(scenario, request, routedMessage(routeRequest(scenario.router, request), turn, step));
   }
-  const last = scenario.turns[scenario.turns.length - 1];
-  const script = scenario.turns[turn - 1] ?? (last.repeat ? last : undefined);
-  if (!script) {
+  // A team Coordinator's request (it offers task_list) is decided from its own bytes; members follow their turns.
+  if (scenario.coordinator && request.tools.some((tool) => tool.name === 'task_list')) {
+    let decision: CoordinatorDecision;
+    try {
+      decision = coordinateRequest(scenario.coordinator, request);
+    } catch (err) {
+      if (err instanceof UnknownMemberError) throw new ModelError('scenario_expectation_failed', `${label}: ${err.message}`, false);
+      throw err;
+    }
+    return respond(scenario, request, coordinatedMessage(decision, turn, step));
+  }
+  const agent = agentOf(request.messages);
+  const memberTurns = agent === undefined ? undefined : scenario.members?.[agent];
+  const turns = memberTurns ?? scenario.turns;
+  const whose = memberTurns ? `${label}, agent ${agent}` : label;
+  if (!turns) {
     throw new ModelError(
       'scenario_exhausted',
-      `${label} scripts ${scenario.turns.length} turn(s); this request is turn ${turn} (it has ${turn} user messages)`,
+      `${label} scripts no turns for agent ${agent ?? '(none named)'}: its members are ${Object.keys(scenario.members ?? {}).join(', ')}`,
       false,
     );
   }
-  if (step === 1) checkExpectations(script, request.messages, task ?? '', `${label}, turn ${turn}`);
+  const last = turns[turns.length - 1];
+  const script = turns[turn - 1] ?? (last.repeat ? last : undefined);
+  if (!script) {
+    throw new ModelError(
+      'scenario_exhausted',
+      `${whose} scripts ${turns.length} turn(s); this request is turn ${turn} (it has ${turn} user messages)`,
+      false,
+    );
+  }
+  if (step === 1) checkExpectations(script, request.messages, task ?? '', `${whose}, turn ${turn}`);
+  const bound = bindings(script, task ?? '', `${whose}, turn ${turn}`);
   const scripted = stepAt(script, step);
   if (!scripted) {
     throw new ModelError(
       'scenario_exhausted',
-      `${label}, turn ${turn} scripts ${script.steps.length} step(s); this request asks for step ${step} ` +
+      `${whose}, turn ${turn} scripts ${script.steps.length} step(s); this request asks for step ${step} ` +
         `(${step - 1} assistant messages since the last user message)`,
       false,
     );
   }
-  return respond(scenario, request, assistantMessage(scripted, turn, step));
+  return respond(scenario, request, assistantMessage(scripted, turn, step, bound));
+}
+
+/** The agent a session's system message names (`You are <agent>, a coding agent …`). */
+export function agentOf(messages: readonly ChatMessage[]): string | undefined {
+  const system = messages.find((m) => m.role === 'system')?.content ?? '';
+  return /^You are (\S+), a coding agent/.exec(system)?.[1];
+}
+
+/** The turn's `bind` values, read from its task; a pattern that does not match fails the turn. */
+function bindings(turn: ScriptedTurn, task: string, where: string): Map<string, string> {
+  const values = new Map<string, string>();
+  for (const [name, pattern] of Object.entries(turn.bind ?? {})) {
+    const match = new RegExp(pattern).exec(task);
+    if (!match) {
+      throw new ModelError(
+        'scenario_expectation_failed',
+        `${where} binds {{${name}}} to /${pattern}/, which the task does not match; the task was ${JSON.stringify(excerpt(task))}`,
+        false,
+      );
+    }
+    values.set(name, match[1] ?? match[0]);
+  }
+  return values;
+}
+
+/** The Coordinator's decision as the assistant message: its tool calls (ids as for scripted steps), or text. */
+function coordinatedMessage(decision: CoordinatorDecision, turn: number, step: number): AssistantMessage {
+  if (decision.kind === 'text') return { role: 'assistant', content: decision.content };
+  const calls: ToolCall[] = decision.calls.map((call, i) => ({
+    id: `call_t${turn}_s${step}_${i + 1}`,
+    type: 'function',
+    function: { name: call.name, arguments: JSON.stringify(call.arguments) },
+  }));
+  return { role: 'assistant', content: null, tool_calls: calls };
 }
 
 function respond(scenario: Scenario, request: ModelRequest, message: AssistantMessage): ModelResponse {
@@ -125,15 +183,20 @@ function messageTexts(message: ChatMessage): string[] {
   return texts;
 }
 
-function assistantMessage(step: ScriptedStep, turn: number, stepNumber: number): AssistantMessage {
-  const fill = (text: string) => text.replaceAll('{{turn}}', String(turn)).replaceAll('{{step}}', String(stepNumber));
+function assistantMessage(step: ScriptedStep, turn: number, stepNumber: number, bound: ReadonlyMap<string, string> = new Map()): AssistantMessage {
+  const values = new Map<string, string>([...bound, ['turn', String(turn)], ['step', String(stepNumber)]]);
+  // In JSON arguments a bound value is escaped as a JSON string body, so a quote in the task cannot break them.
+  const fillWith = (text: string, escape: (v: string) => string) =>
+    text.replace(/\{\{([A-Za-z_][A-Za-z0-9_]*)\}\}/g, (whole, name: string) => (values.has(name) ? escape(values.get(name)!) : whole));
+  const fill = (text: string) => fillWith(text, (v) => v);
   const toolCalls: ToolCall[] = (step.tool_calls ?? []).map((call, i) => ({
     // Unique within the conversation, including replays of a repeated step, and the same on every retry.
     id: `call_t${turn}_s${stepNumber}_${i + 1}`,
     type: 'function',
     function: {
       name: call.name,
-      arguments: fill(typeof call.arguments === 'string' ? call.arguments : JSON.stringify(call.arguments)),
+      arguments:
+        typeof call.arguments === 'string' ? fill(call.arguments) : fillWith(JSON.stringify(call.arguments), (v) => JSON.stringify(v).slice(1, -1)),
     },
   }));
   return {

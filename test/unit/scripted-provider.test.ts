@@ -239,13 +239,13 @@ test('loadScenario reads YAML and JSON, re-reads changed files, and reports bad 
   const yamlPath = join(dir, 'flow.yaml');
   await writeFile(yamlPath, 'name: flow\nturns:\n  - steps:\n      - content: "Hi from YAML"\n');
   const fromYaml = await loadScenario(yamlPath);
-  t.is(fromYaml.turns[0].steps[0].content, 'Hi from YAML');
+  t.is(fromYaml.turns![0].steps[0].content, 'Hi from YAML');
   t.is(await loadScenario(yamlPath), fromYaml, 'an unchanged file comes from the cache');
 
   await writeFile(yamlPath, 'name: flow\nturns:\n  - steps:\n      - content: "Changed"\n');
   const later = new Date(Date.now() + 5_000);
   await utimes(yamlPath, later, later);
-  t.is((await loadScenario(yamlPath)).turns[0].steps[0].content, 'Changed');
+  t.is((await loadScenario(yamlPath)).turns![0].steps[0].content, 'Changed');
 
   const badJson = join(dir, 'bad.json');
   await writeFile(badJson, '{"name": "x", "turns": [');

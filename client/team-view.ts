@@ -1,0 +1,135 @@
+/**
+ * What `orchard team status` and `orchard demo team` show of a team: the workflow's status query, and from
+ * Postgres the board (tasks, outputs) and the full certificate row. The workflow holds ids and revisions; the
+ * board and the certificate live in the store, so both are read.
+ */
+import type { Pool } from 'pg';
+import { readBoard, TeamStoreRefusal, type RunCompletionCertificate } from '../activities/store/team';
+import type { TeamStatusView } from '../workflows/messages';
+
+export interface TeamBoardView {
+  readonly generation: number;
+  readonly workRevision: number;
+  readonly tasks: readonly {
+    readonly id: string;
+    readonly title: string;
+    readonly owner: string | null;
+    readonly status: string;
+    readonly outputId: string | null;
+    readonly replacesTaskId: string | null;
+    readonly cancel: { by: string; kind?: string; reason?: string; userEventId?: string } | null;
+  }[];
+  readonly outputs: readonly { readonly id: string; readonly taskId: string; readonly executionId: string; readonly generation: number; readonly summary: string }[];
+  readonly inboxUnread: number;
+}
+
+export interface TeamReport {
+  readonly status: TeamStatusView;
+  /** Null when the CLI has no database (or the run's rows are not written yet). */
+  readonly board: TeamBoardView | null;
+  /** The newest certificate row of the run, as stored; null when there is none (or no database). */
+  readonly certificate: RunCompletionCertificate | null;
+}
+
+/** The board and the certificate of `teamId` from Postgres; `board: null` when the run has no row yet. */
+export async function readTeamRecord(pool: Pool, teamId: string): Promise<Pick<TeamReport, 'board' | 'certificate'>> {
+  let board: TeamBoardView | null = null;
+  try {
+    const b = await readBoard(pool, teamId);
+    board = {
+      generation: b.generation,
+      workRevision: b.workRevision,
+      tasks: b.tasks.map((t) => ({
+        id: t.taskId,
+        title: t.title,
+        owner: t.owner ?? null,
+        status: t.status,
+        outputId: t.outputId ?? null,
+        replacesTaskId: t.replacesTaskId ?? null,
+        cancel: t.cancel ?? null,
+      })),
+      outputs: b.outputs.map((o) => ({ id: o.outputId, taskId: o.taskId, executionId: o.executionId, generation: o.generation, summary: o.summary })),
+      inboxUnread: b.inboxUnread,
+    };
+  } catch (err) {
+    if (!(err instanceof TeamStoreRefusal && err.code === 'team_not_found')) throw err;
+  }
+  const { rows } = await pool.query(
+    `SELECT certificate FROM team_certificates WHERE team_id = $1 ORDER BY generation DESC, work_revision DESC LIMIT 1`,
+    [teamId],
+  );
+  return { board, certificate: (rows[0]?.certificate as RunCompletionCertificate | undefined) ?? null };
+}
+
+/** The report as text: status line, board, executions, candidate and certificate, Coordinator turns and refusals. */
+export function formatTeamReport({ status: v, board, certificate }: TeamReport, options: { hasDatabase: boolean }): string {
+  const lines = [
+    `team ${v.teamId} | ${v.status} | revision ${v.workRevision} (read ${v.readRevision < 0 ? '-' : v.readRevision}) | generation ${v.generation} | plan ${v.planApproved ? 'approved' : 'not approved'}`,
+    `  goal: ${oneLine(v.goal)}`,
+    `  members: ${v.members.map((m) => `${m.memberId} (${m.role})`).join(', ')}`,
+  ];
+  if (board) {
+    lines.push('', `board (${board.tasks.length} task(s), revision ${board.workRevision}):`);
+    if (board.tasks.length === 0) lines.push('  none');
+    else {
+      lines.push(
+        ...table(
+          ['task', 'title', 'owner', 'status', 'output', 'replaces', 'cancel'],
+          board.tasks.map((t) => [
+            t.id,
+            t.title,
+            t.owner ?? '-',
+            t.status,
+            t.outputId ?? '-',
+            t.replacesTaskId ?? '-',
+            t.cancel ? `${t.cancel.by}${t.cancel.kind ? ` ${t.cancel.kind}` : ''}${t.cancel.reason ? `: ${t.cancel.reason}` : ''}` : '-',
+          ]),
+        ),
+      );
+    }
+  } else {
+    lines.push('', options.hasDatabase ? 'board: no rows for this team yet' : 'board: not shown (set DATABASE_URL, or run `orchard dev`, to read it from PostgreSQL)');
+  }
+  lines.push('', `executions (${v.executions.length}):`);
+  if (v.executions.length === 0) lines.push('  none');
+  else lines.push(...table(['task', 'member', 'state', 'execution', 'session'], v.executions.map((e) => [e.taskId, e.memberId, e.state, e.executionId, e.sessionId])));
+  lines.push('', `completion candidate: ${v.candidate ?? '-'}`);
+  if (certificate) {
+    lines.push(
+      `certificate ${certificate.certificateId}: ${certificate.outcome} at generation ${certificate.generation}, revision ${certificate.workRevision} (${certificate.validatorVersion}, ${certificate.issuedAt})`,
+      `  evidence tasks: ${certificate.evidence.taskIds.join(', ')}`,
+      `  evidence outputs: ${certificate.evidence.outputIds.join(', ')}`,
+      `  summary: ${oneLine(certificate.summary)}`,
+    );
+  } else if (v.certificate) {
+    lines.push(`certificate ${v.certificate.certificateId} (tasks ${v.certificate.taskIds.join(', ')}; outputs ${v.certificate.outputIds.join(', ')})`);
+  } else lines.push('certificate: none');
+  lines.push('', `Coordinator turns (${v.turns.length} most recent):`);
+  if (v.turns.length === 0) lines.push('  none');
+  else {
+    lines.push(
+      ...table(
+        ['turn', 'revisions', 'outcome', 'model calls', 'tool calls', 'answer'],
+        v.turns.map((t) => [String(t.turn), `${t.startRevision}→${t.endRevision}`, t.outcome, String(t.modelCalls), String(t.toolCalls), t.finalExcerpt ?? '']),
+      ),
+    );
+  }
+  lines.push('', `refusals (${v.refusals.length}):`);
+  if (v.refusals.length === 0) lines.push('  none');
+  else lines.push(...table(['tool', 'code'], v.refusals.map((r) => [r.tool, r.code])));
+  if (v.replies.length > 0) lines.push('', 'replies to the user:', ...v.replies.map((r) => `  ${oneLine(r)}`));
+  return lines.join('\n');
+}
+
+const oneLine = (text: string) => text.replace(/\s+/g, ' ').trim();
+
+/** Columns padded to their widest cell, indented two spaces; cells are cut to one line. */
+function table(header: string[], rows: string[][]): string[] {
+  const clean = (cell: string) => {
+    const line = oneLine(cell);
+    return line.length > 80 ? `${line.slice(0, 79)}…` : line;
+  };
+  const all = [header, ...rows.map((r) => r.map(clean))];
+  const widths = header.map((_, i) => Math.max(...all.map((r) => r[i].length)));
+  return all.map((r) => `  ${r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]))).join('  ')}`);
+}

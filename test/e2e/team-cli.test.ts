@@ -1,0 +1,151 @@
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import test from 'ava';
+import { orchardEnv, spawnOrchard } from '../helpers/cli-process';
+import { git, makeRepo, sharedOrchard, testStackEnv, uniqueId, writeScenario } from '../helpers/orchard';
+import { waitFor } from '../helpers/wait';
+import { loadScenario } from '../../activities/model/scenario';
+import { readBoard } from '../../activities/store/team';
+
+const run = promisify(execFile);
+const shared = sharedOrchard(test);
+const ORCHARD = join(__dirname, '../../bin/orchard');
+const TEAM = join(__dirname, '../../scenarios/team.json');
+
+/** Runs the real CLI against the test run's dev server and this file's worker (DATABASE_URL unless `env` drops it). */
+async function orchard(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+  const o = shared();
+  const full: NodeJS.ProcessEnv = { ...process.env, TEMPORAL_ADDRESS: testStackEnv().temporalAddress, ORCHARD_TASK_QUEUE: o.taskQueue, ORCHARD_HOST_ID: o.hostId, ...env };
+  for (const [key, value] of Object.entries(env)) if (value === undefined) delete full[key];
+  try {
+    const { stdout, stderr } = await run(ORCHARD, args, { env: full, timeout: 120_000 });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+
+test('team start --scripted, status --json and send: the board, the certificate row and the Coordinator turns of one delivered run', async (t) => {
+  t.timeout(240_000);
+  const id = uniqueId('team-cli');
+  const repo = makeRepo();
+  const started = await orchard(['team', 'start', id, '--repo', repo, '--goal', 'Build a poker hand evaluator with tests', '--member', 'implementer:Implementer', '--member', 'tester:Tester', '--scripted', TEAM]);
+  t.is(started.code, 0, started.stderr);
+  await waitFor(async () => ((await shared().client.teamStatus(id)).status === 'delivered' ? true : undefined), 180_000, 'the team delivered');
+
+  const status = await orchard(['team', 'status', id, '--json']);
+  t.is(status.code, 0, status.stderr);
+  const report = JSON.parse(status.stdout);
+  t.deepEqual(Object.keys(report).sort(), ['board', 'certificate', 'status']);
+  t.is(report.status.teamId, id);
+  t.deepEqual(report.status.members.map((m: any) => [m.memberId, m.role]), [['implementer', 'Implementer'], ['tester', 'Tester']]);
+  // The board as Postgres has it: each planned task with its owner, completed with its own output.
+  const board = await readBoard(shared().pool, id);
+  t.deepEqual(
+    report.board.tasks.map((task: any) => [task.id, task.owner, task.status, task.outputId, task.replacesTaskId, task.cancel]),
+    board.tasks.map((task) => [task.taskId, task.owner, 'completed', task.outputId, null, null]),
+  );
+  t.deepEqual(report.board.tasks.map((task: any) => [task.id, task.owner]), [['implement-evaluator', 'implementer'], ['test-evaluator', 'tester']]);
+  // The certificate is the row in team_certificates, whole.
+  const rows = (await shared().pool.query('SELECT certificate FROM team_certificates WHERE team_id = $1', [id])).rows;
+  t.is(rows.length, 1);
+  t.deepEqual(report.certificate, rows[0].certificate);
+  t.deepEqual([...report.certificate.evidence.outputIds].sort(), report.board.tasks.map((task: any) => task.outputId).sort());
+  t.is(report.status.certificate.certificateId, report.certificate.certificateId);
+  // Every execution completed; the Tester's branch holds the tested program.
+  t.deepEqual(report.status.executions.map((e: any) => [e.taskId, e.memberId, e.state]), [['implement-evaluator', 'implementer', 'completed'], ['test-evaluator', 'tester', 'completed']]);
+  t.deepEqual(git(repo, 'ls-tree', '--name-only', `orchard/${id}-tester`).split('\n').sort(), ['README.md', 'evaluator.js', 'evaluator.test.js']);
+
+  // The human view: a row per task, the certificate, and the turn that cited it.
+  const human = await orchard(['team', 'status', id]);
+  t.is(human.code, 0, human.stderr);
+  const row = human.stdout.split('\n').find((l) => l.trim().startsWith('test-evaluator '));
+  t.truthy(row, human.stdout);
+  const cells = row!.trim().split(/\s{2,}/);
+  t.deepEqual([cells[0], cells[2], cells[3], cells[4]], ['test-evaluator', 'tester', 'completed', board.tasks[1].outputId]);
+  t.true(human.stdout.includes(`certificate ${report.certificate.certificateId}: delivered`));
+
+  // A message is accepted once per request id, and wakes one Coordinator turn that finds nothing to do.
+  const turnsBefore = report.status.turns.length;
+  const sent = await orchard(['team', 'send', id, 'anything', 'left?', '--request-id', 'q-1', '--json']);
+  t.is(sent.code, 0, sent.stderr);
+  const accepted = JSON.parse(sent.stdout);
+  t.false(accepted.duplicate);
+  const again = await orchard(['team', 'send', id, 'anything', 'left?', '--request-id', 'q-1', '--json']);
+  t.like(JSON.parse(again.stdout), { messageId: accepted.messageId, duplicate: true });
+  const after = await waitFor(async () => {
+    const v = await shared().client.teamStatus(id);
+    return v.turns.length > turnsBefore && v.status === 'delivered' ? v : undefined;
+  }, 60_000, 'the message answered');
+  t.is(after.turns.length, turnsBefore + 1);
+  t.is(after.turns.at(-1)!.outcome, 'waiting_for_org_event');
+  t.is((await shared().pool.query('SELECT count(*)::int AS n FROM team_certificates WHERE team_id = $1', [id])).rows[0].n, 1);
+
+  // Without a database the status still answers, without the board.
+  const noDb = await orchard(['team', 'status', id, '--json'], { DATABASE_URL: undefined });
+  t.is(noDb.code, 0, noDb.stderr);
+  t.like(JSON.parse(noDb.stdout), { board: null, certificate: null, status: { status: 'delivered' } });
+});
+
+test('an unknown team is team_not_found with exit code 2 for send and status; a malformed --member is refused', async (t) => {
+  const ghost = uniqueId('ghost-team');
+  for (const args of [['send', ghost, 'hello'], ['status', ghost], ['status', ghost, '--json']]) {
+    const r = await orchard(['team', ...args]);
+    t.is(r.code, 2, args.join(' '));
+    t.regex(r.stderr, new RegExp(`^orchard: team_not_found: no team ${ghost}: start it with`), args.join(' '));
+    t.is(r.stdout, '');
+  }
+  const badMember = await orchard(['team', 'start', uniqueId('t'), '--repo', makeRepo(), '--goal', 'x', '--member', 'implementer']);
+  t.is(badMember.code, 2);
+  t.regex(badMember.stderr, /give a member as <id>:<Role>/);
+  const badId = await orchard(['team', 'start', 'no/slashes', '--repo', makeRepo(), '--goal', 'x']);
+  t.is(badId.code, 2);
+  t.regex(badId.stderr, /^orchard: invalid_input: team id "no\/slashes" is invalid/);
+});
+
+/** `orchard demo` runs its own worker (on a queue of its own) against the test run's Temporal and database. */
+function demo(t: import('ava').ExecutionContext, args: string[]) {
+  const env = orchardEnv({ ORCHARD_TASK_QUEUE: uniqueId('demo-q'), ORCHARD_HOST_ID: uniqueId('demo-host') });
+  return spawnOrchard(t, ['demo', 'team', ...args], env);
+}
+
+test('orchard demo team --json: delivered with one certificate whose evidence is every task and its output, exit 0', async (t) => {
+  t.timeout(300_000);
+  const demoRun = demo(t, ['--json']);
+  const { code } = await demoRun.exit(290_000);
+  t.is(code, 0, demoRun.stderr());
+  const result = JSON.parse(demoRun.stdout());
+  t.deepEqual(result.problems, []);
+  t.is(result.status.status, 'delivered');
+  const teamId: string = result.status.teamId;
+  t.is((await shared().pool.query('SELECT count(*)::int AS n FROM team_certificates WHERE team_id = $1', [teamId])).rows[0].n, 1);
+  const board = await readBoard(shared().pool, teamId);
+  t.true(board.tasks.length >= 2);
+  t.true(board.tasks.every((task) => task.status === 'completed' && board.outputs.some((o) => o.outputId === task.outputId && o.taskId === task.taskId)));
+  t.deepEqual([...result.certificate.evidence.taskIds].sort(), board.tasks.map((task) => task.taskId).sort());
+  t.deepEqual([...result.certificate.evidence.outputIds].sort(), board.tasks.map((task) => task.outputId).sort());
+  t.regex(demoRun.stderr(), /\[demo\] started team team-/);
+});
+
+test('orchard demo team exits 1 and says why when the tested program does not pass its tests, although the run was delivered', async (t) => {
+  t.timeout(300_000);
+  const scenario = await loadScenario(TEAM);
+  // The Tester's test file asserts something false: the run is still certified (the turn finished), but the
+  // demo's own check runs node --test on the Tester's branch and must fail.
+  const tester = scenario.members!.tester.map((turn) => ({
+    ...turn,
+    steps: turn.steps.map((step) =>
+      step.tool_calls?.[0]?.name === 'write_file'
+        ? { ...step, tool_calls: [{ name: 'write_file', arguments: { path: 'evaluator.test.js', content: "require('node:test')('wrong', () => require('node:assert').strictEqual(1, 2));\n" } }] }
+        : step,
+    ),
+  }));
+  const broken = writeScenario({ ...scenario, members: { ...scenario.members, tester } });
+  const demoRun = demo(t, ['--scenario', broken]);
+  const { code } = await demoRun.exit(290_000);
+  t.is(code, 1, demoRun.stderr());
+  t.regex(demoRun.stdout(), /team: FAILED:\n\s+- node --test on orchard\/team-\w+-tester did not pass \(exit 1\)/);
+  t.regex(demoRun.stdout(), /certificate cert-team-\w+-g1-r\d+: delivered/);
+});

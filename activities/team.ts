@@ -350,9 +350,12 @@ export function createTeamActivities(deps: TeamActivityDeps) {
       const orchard = deps.orchard();
       const live = await orchard.sessionLiveness(input.sessionId);
       if (live.liveness === 'alive') {
-        await orchard.cancel(input.sessionId, input.reason).catch((err: unknown) => {
+        // The cancel update answers once the session has closed; this activity's own cancellation (a worker
+        // shutting down, the workflow giving up) must not wait for that.
+        const cancelled = orchard.cancel(input.sessionId, input.reason).catch((err: unknown) => {
           if (!(err instanceof OrchardError && (err.code === 'session_closed' || err.code === 'session_not_found'))) throw err;
         });
+        await Promise.race([cancelled, Context.current().cancelled]);
       }
       // The session closes after its cancel is answered (its close path tears its commands down and verifies
       // them gone): wait for that here, heartbeating, so the workflow hears one answer. Its timers bound the wait.

@@ -269,24 +269,12 @@ export class OrchardClient {
 
   /** Reassigns a running task (a handoff): answered with the receipt once the fence has committed. */
   async reassignTask(teamId: string, input: ReassignInput): Promise<ReceiptView> {
-    return this.teamUpdate(teamId, (h) => h.executeUpdate(reassignTaskUpdate, { args: [input] }));
+    return this.teamCall(teamId, (h) => h.executeUpdate(reassignTaskUpdate, { args: [input] }));
   }
 
   /** Resolves a handoff that timed out: keep_stopped, or release with proof the old runtime is quiescent. */
   async resolveHandoff(teamId: string, input: ResolveHandoffInput): Promise<ReceiptView> {
-    return this.teamUpdate(teamId, (h) => h.executeUpdate(resolveHandoffUpdate, { args: [input] }));
-  }
-
-  private async teamUpdate<T>(teamId: string, fn: (handle: WorkflowHandle) => Promise<T>): Promise<T> {
-    try {
-      return await fn(this.temporal.workflow.getHandle(teamWorkflowId(teamId)));
-    } catch (err) {
-      if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure) {
-        const code = err.cause.type;
-        throw new OrchardError(isErrorCode(code) ? code : 'internal', err.cause.message);
-      }
-      throw err;
-    }
+    return this.teamCall(teamId, (h) => h.executeUpdate(resolveHandoffUpdate, { args: [input] }));
   }
 
   /** A user message to an orchestrator (an update: answered once it is accepted, with its id). */

@@ -220,7 +220,7 @@ export async function recordTaskOutput(
     if (task.status !== 'in_progress') throw new TeamStoreRefusal('task_not_in_progress', `task ${output.taskId} is ${task.status}`);
     await c.query(
       `INSERT INTO team_task_outputs (output_id, team_id, task_id, generation, execution_id, summary, commit_sha)
-       VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (output_id) DO NOTHING`,
+       VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (team_id, output_id) DO NOTHING`,
       [output.outputId, teamId, output.taskId, generation, actor.executionId, output.summary, output.commitSha ?? null],
     );
     await c.query(`UPDATE team_tasks SET status = 'completed', output_id = $3, updated_revision = $4 WHERE team_id = $1 AND task_id = $2`, [

@@ -174,3 +174,31 @@ test('the real 5 s SLO and 10 s timeout: an old runtime that cannot be proven qu
   t.is((err as any).code, 'old_runtime_not_quiescent');
   t.false((await orchard.client.teamStatus(teamId)).executions.some((e) => e.taskId === 'implement-r1'));
 });
+
+test('a worker restart mid-handoff resumes the same receipt and repeats no side effect; a second reassign of the task is refused', async (t) => {
+  const { orchard, teamId, implementerSession } = await team(t, { sloMs: 60_000, timeoutMs: 120_000 });
+  const holder = (await orchard.pool.query(`SELECT worktree, generation FROM worktree_leases WHERE holder LIKE $1 AND state = 'held'`, [`%session/${implementerSession}@%`])).rows[0];
+  // Hold the handoff in `yielding`: one of the old execution's groups is not verified gone yet.
+  await orchard.pool.query(`INSERT INTO lease_process_groups (worktree, generation, host, pgid, call_key) VALUES ($1, $2, 'elsewhere', 999998, 'held')`, [
+    holder.worktree,
+    holder.generation,
+  ]);
+  const receipt = await orchard.client.reassignTask(teamId, { taskId: 'implement', newOwner: 'reviewer', reason: 'move it' });
+  await until(orchard, teamId, 'yielding', (v) => v.receipts[0]?.state === 'yielding');
+  const again = await t.throwsAsync(orchard.client.reassignTask(teamId, { taskId: 'implement', newOwner: 'reviewer', reason: 'twice' }));
+  t.is((again as any).code, 'task_not_in_progress');
+  await orchard.restartWorkers();
+  // The group is verified gone now; the resumed yield sees it.
+  await orchard.pool.query(`UPDATE lease_process_groups SET ended_at = now() WHERE call_key = 'held' AND worktree = $1`, [holder.worktree]);
+  const done = await until(orchard, teamId, 'released and replaced', (v) => v.executions.some((e) => e.taskId === 'implement-r1' && e.state === 'completed'));
+  t.is(done.receipts.length, 1);
+  t.is(done.receipts[0].receiptId, receipt.receiptId);
+  t.deepEqual(done.receipts[0].trail, ['requested', 'yielding', 'released']);
+  const count = async (sql: string) => Number((await orchard.pool.query(sql, [teamId])).rows[0].n);
+  t.is(await count(`SELECT count(*) AS n FROM team_handoff_receipts WHERE team_id = $1`), 1);
+  t.is(await count(`SELECT count(*) AS n FROM team_facts WHERE team_id = $1 AND kind = 'handoff_requested'`), 1);
+  t.is(await count(`SELECT count(*) AS n FROM team_facts WHERE team_id = $1 AND kind = 'handoff_released'`), 1);
+  t.is(await count(`SELECT count(*) AS n FROM team_user_events WHERE team_id = $1`), 1);
+  t.is(await count(`SELECT count(*) AS n FROM team_tasks WHERE team_id = $1 AND replaces_task_id = 'implement'`), 1);
+  t.is(await count(`SELECT count(*) AS n FROM team_facts WHERE team_id = $1 AND kind = 'task_started' AND task_id = 'implement-r1'`), 1);
+});

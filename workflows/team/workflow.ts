@@ -140,6 +140,9 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
 
   const local = proxyLocalActivities<SharedActivities>({ ...STORE_LOCAL_OPTIONS, summary: 'team store' });
   const acts = proxyActivities<SharedActivities>({ ...MODEL_ACTIVITY_OPTIONS, summary: 'team' });
+  // A yield heartbeats while it waits for the old runtime: a worker lost mid-handoff is noticed in seconds and
+  // the same receipt's yield is retried elsewhere (cancel and the checks are idempotent).
+  const handoffActs = proxyActivities<SharedActivities>({ ...MODEL_ACTIVITY_OPTIONS, heartbeatTimeout: '5 seconds', summary: 'handoff' });
   const memberIds = members.map((m) => m.memberId);
   const sessionOf = (memberId: string) => `${start.teamId}-${memberId}`;
 
@@ -293,7 +296,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
           () => undefined,
         );
       const timeout = timers.run(() => sleep(handoffTimes.timeoutMs)).then(() => 'timeout' as const);
-      const yielded = acts
+      const yielded = handoffActs
         .yieldExecution({ sessionId: receipt.sessionId, reason: `handoff ${receiptId}`, lease: receipt.lease })
         .then((r) => (r.quiescent ? ('released' as const) : ('unknown' as const)))
         .catch(() => 'unknown' as const);

@@ -293,6 +293,32 @@ team
     });
   });
 
+team
+  .command('reassign <id> <taskId>')
+  .description('hand a running task to another member: the old execution is fenced and stopped, the replacement starts once it is quiescent')
+  .requiredOption('--to <member>', 'the member who takes the task over')
+  .requiredOption('--reason <text>', 'why (recorded on the old task and the receipt)')
+  .option('--json', 'print the receipt as JSON')
+  .action(async (id: string, taskId: string, o) => {
+    await withClient(async (client) => {
+      const receipt = await client.reassignTask(id, { taskId, newOwner: o.to, reason: o.reason });
+      print(o.json, receipt, () => `${id}: ${receipt.receiptId} ${receipt.state}: ${receipt.oldTaskId} (${receipt.oldOwner}) → ${receipt.newTaskId} (${receipt.newOwner})`);
+    });
+  });
+
+team
+  .command('resolve-handoff <id> <receiptId> <action>')
+  .description('resolve a handoff that timed out: keep_stopped (cancel only the replacement) or release (needs the old runtime quiescent)')
+  .option('--reason <text>', 'why (recorded with the resolution)')
+  .option('--json', 'print the receipt as JSON')
+  .action(async (id: string, receiptId: string, action: string, o) => {
+    if (action !== 'keep_stopped' && action !== 'release') throw new OrchardError('invalid_input', 'action must be keep_stopped or release');
+    await withClient(async (client) => {
+      const receipt = await client.resolveHandoff(id, { receiptId, action, reason: o.reason });
+      print(o.json, receipt, () => `${id}: ${receipt.receiptId} ${receipt.state}, resolved ${receipt.resolution}`);
+    });
+  });
+
 program
   .command('demo <name>')
   .description('run a demo on the embedded stack (or the configured one): route-first, or team')

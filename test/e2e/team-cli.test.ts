@@ -149,3 +149,21 @@ test('orchard demo team exits 1 and says why when the tested program does not pa
   t.regex(demoRun.stdout(), /team: FAILED:\n\s+- node --test on orchard\/team-\w+-tester did not pass \(exit 1\)/);
   t.regex(demoRun.stdout(), /certificate cert-team-\w+-g1-r\d+: delivered/);
 });
+
+test('team reassign and resolve-handoff refuse what they cannot do with typed errors and exit 2', async (t) => {
+  const id = uniqueId('team-cli-refuse');
+  const repo = makeRepo();
+  const started = await orchard(['team', 'start', id, '--repo', repo, '--goal', 'Build a poker hand evaluator with tests', '--member', 'implementer:Implementer', '--member', 'tester:Tester', '--scripted', TEAM]);
+  t.is(started.code, 0, started.stderr);
+  const cases: [string[], RegExp][] = [
+    [['team', 'reassign', id, 'no-such-task', '--to', 'tester', '--reason', 'x'], /^orchard: task_not_in_progress: /],
+    [['team', 'resolve-handoff', id, 'handoff-x', 'release'], /^orchard: receipt_not_found: /],
+    [['team', 'resolve-handoff', id, 'handoff-x', 'shrug'], /^orchard: invalid_input: action must be keep_stopped or release/],
+    [['team', 'reassign', uniqueId('no-team'), 't1', '--to', 'tester', '--reason', 'x'], /^orchard: team_not_found: /],
+  ];
+  for (const [args, expected] of cases) {
+    const result = await orchard(args);
+    t.is(result.code, 2, `${args.join(' ')}: ${result.stderr}`);
+    t.regex(result.stderr, expected);
+  }
+});

@@ -5,7 +5,7 @@
  * is the board's tasks and outputs, every task completed with an output, and the Tester's branch passing
  * `node --test` when checked out afresh.
  *
- * Not built yet (issue 9): the cancel/reassign handoff. This demo does not cancel or reassign a task.
+ * Not shown by this demo (issue 9): the cancel/reassign handoff (built and tested in test/workflows/team-handoff.test.ts).
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -22,7 +22,7 @@ export const TEAM_DEMO_GOAL =
 
 /** Said by the demo and the README until the handoff exists: the demo shows none. */
 export const TEAM_DEMO_NOT_BUILT =
-  'not shown yet: cancel/reassign with a handoff receipt (requested → released) is not built; this run cancels and reassigns nothing';
+  'not shown by this demo: cancel/reassign with a handoff receipt (see orchard team reassign); this run cancels and reassigns nothing';
 
 export interface TeamDemoResult extends TeamReport {
   readonly teamId: string;

@@ -15,6 +15,7 @@ import {
   readBoard,
   recordTaskOutput,
   startTask,
+  taskView,
   TeamStoreRefusal,
   updateTask,
   cancelReplacement,
@@ -82,15 +83,7 @@ function boardView(board: BoardSnapshot) {
   return {
     workRevision: board.workRevision,
     generation: board.generation,
-    tasks: board.tasks.map((t) => ({
-      id: t.taskId,
-      title: t.title,
-      owner: t.owner ?? null,
-      status: t.status,
-      replacesTaskId: t.replacesTaskId ?? null,
-      outputId: t.outputId ?? null,
-      cancel: t.cancel ?? null,
-    })),
+    tasks: board.tasks.map(taskView),
     inboxUnread: board.inboxUnread,
   };
 }

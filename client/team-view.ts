@@ -4,7 +4,7 @@
  * board and the certificate live in the store, so both are read.
  */
 import type { Pool } from 'pg';
-import { readBoard, TeamStoreRefusal, type RunCompletionCertificate } from '../activities/store/team';
+import { readBoard, taskView, TeamStoreRefusal, type RunCompletionCertificate } from '../activities/store/team';
 import type { TeamStatusView } from '../workflows/messages';
 
 export interface TeamBoardView {
@@ -39,15 +39,7 @@ export async function readTeamRecord(pool: Pool, teamId: string): Promise<Pick<T
     board = {
       generation: b.generation,
       workRevision: b.workRevision,
-      tasks: b.tasks.map((t) => ({
-        id: t.taskId,
-        title: t.title,
-        owner: t.owner ?? null,
-        status: t.status,
-        outputId: t.outputId ?? null,
-        replacesTaskId: t.replacesTaskId ?? null,
-        cancel: t.cancel ?? null,
-      })),
+      tasks: b.tasks.map(taskView),
       outputs: b.outputs.map((o) => ({ id: o.outputId, taskId: o.taskId, executionId: o.executionId, generation: o.generation, summary: o.summary })),
       inboxUnread: b.inboxUnread,
     };

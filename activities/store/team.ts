@@ -134,6 +134,12 @@ function toTask(r: any): TeamTask {
   };
 }
 
+async function requireTask(c: PoolClient, teamId: string, taskId: string): Promise<TeamTask> {
+  const task = await taskRow(c, teamId, taskId);
+  if (!task) throw new TeamStoreRefusal('task_not_found', `no task ${taskId}`);
+  return task;
+}
+
 async function requireMember(c: PoolClient, teamId: string, memberId: string): Promise<void> {
   const { rowCount } = await c.query(`SELECT 1 FROM team_members WHERE team_id = $1 AND member_id = $2`, [teamId, memberId]);
   if (!rowCount) throw new TeamStoreRefusal('member_not_found', `no member ${memberId} in team ${teamId}`);
@@ -160,8 +166,7 @@ export async function createTask(
 
 export async function assignTask(pool: Pool, teamId: string, actor: Actor, taskId: string, owner: string) {
   return commit(pool, teamId, actor, 'task_assign', async ({ c, revision }) => {
-    const task = await taskRow(c, teamId, taskId);
-    if (!task) throw new TeamStoreRefusal('task_not_found', `no task ${taskId}`);
+    const task = await requireTask(c, teamId, taskId);
     await requireMember(c, teamId, owner);
     if (task.status !== 'pending') throw new TeamStoreRefusal('task_not_pending', `task ${taskId} is ${task.status}; only a pending task is assigned`);
     if (task.owner === owner) return { result: task };
@@ -172,8 +177,7 @@ export async function assignTask(pool: Pool, teamId: string, actor: Actor, taskI
 
 export async function updateTask(pool: Pool, teamId: string, actor: Actor, taskId: string, change: { title?: string; description?: string }) {
   return commit(pool, teamId, actor, 'task_update', async ({ c, revision }) => {
-    const task = await taskRow(c, teamId, taskId);
-    if (!task) throw new TeamStoreRefusal('task_not_found', `no task ${taskId}`);
+    const task = await requireTask(c, teamId, taskId);
     if (task.status !== 'pending' && task.status !== 'in_progress') throw new TeamStoreRefusal('task_closed', `task ${taskId} is ${task.status}`);
     const title = change.title ?? task.title;
     const description = change.description ?? task.description;
@@ -192,8 +196,7 @@ export async function updateTask(pool: Pool, teamId: string, actor: Actor, taskI
 /** A task execution began (system: the workflow started the Member's work). */
 export async function startTask(pool: Pool, teamId: string, taskId: string, executionId: string) {
   return commit(pool, teamId, { kind: 'system' }, 'task_start', async ({ c, revision }) => {
-    const task = await taskRow(c, teamId, taskId);
-    if (!task) throw new TeamStoreRefusal('task_not_found', `no task ${taskId}`);
+    const task = await requireTask(c, teamId, taskId);
     if (task.status === 'in_progress') return { result: task };
     if (task.status !== 'pending' || !task.owner) throw new TeamStoreRefusal('task_not_startable', `task ${taskId} is ${task.status}${task.owner ? '' : ' and has no owner'}`);
     await c.query(`UPDATE team_tasks SET status = 'in_progress', updated_revision = $3 WHERE team_id = $1 AND task_id = $2`, [teamId, taskId, revision]);
@@ -213,8 +216,7 @@ export async function recordTaskOutput(
 ) {
   return commit(pool, teamId, actor, 'task_output', async ({ c, generation, revision }) => {
     if (actor.kind !== 'member') throw new TeamStoreRefusal('tool_not_allowed', 'only a member execution writes task output');
-    const task = await taskRow(c, teamId, output.taskId);
-    if (!task) throw new TeamStoreRefusal('task_not_found', `no task ${output.taskId}`);
+    const task = await requireTask(c, teamId, output.taskId);
     if (task.status === 'completed' && task.outputId === output.outputId) return { result: task };
     if (task.owner !== actor.memberId) throw new TeamStoreRefusal('task_not_owned', `task ${output.taskId} is owned by ${task.owner ?? 'nobody'}`);
     if (task.status !== 'in_progress') throw new TeamStoreRefusal('task_not_in_progress', `task ${output.taskId} is ${task.status}`);
@@ -238,8 +240,7 @@ export async function recordTaskOutput(
 
 export async function failTask(pool: Pool, teamId: string, actor: Actor, taskId: string, reason: string) {
   return commit(pool, teamId, actor, 'task_fail', async ({ c, revision }) => {
-    const task = await taskRow(c, teamId, taskId);
-    if (!task) throw new TeamStoreRefusal('task_not_found', `no task ${taskId}`);
+    const task = await requireTask(c, teamId, taskId);
     if (task.status === 'failed') return { result: task };
     if (actor.kind === 'member' && task.owner !== actor.memberId) throw new TeamStoreRefusal('task_not_owned', `task ${taskId} is owned by ${task.owner}`);
     if (task.status !== 'in_progress' && task.status !== 'pending') throw new TeamStoreRefusal('task_closed', `task ${taskId} is ${task.status}`);
@@ -300,6 +301,19 @@ export async function recordUserEvent(pool: Pool, teamId: string, event: { event
     );
     return { result: { eventId: event.eventId }, fact: inserted.rowCount ? { kind: 'user_event', taskId: event.taskId, detail: { eventId: event.eventId, kind: event.kind } } : undefined };
   });
+}
+
+/** A task as views print it (JSON-safe: absent fields are null). */
+export function taskView(t: TeamTask) {
+  return {
+    id: t.taskId,
+    title: t.title,
+    owner: t.owner ?? null,
+    status: t.status,
+    outputId: t.outputId ?? null,
+    replacesTaskId: t.replacesTaskId ?? null,
+    cancel: t.cancel ?? null,
+  };
 }
 
 /** The whole board at one revision (one snapshot transaction). */
@@ -449,8 +463,7 @@ export async function fenceHandoff(
   return commit(pool, teamId, { kind: 'user', eventId: input.eventId }, 'handoff', async ({ c, generation, revision }) => {
     const existing = await c.query(`SELECT * FROM team_handoff_receipts WHERE team_id = $1 AND old_task_id = $2`, [teamId, input.oldTaskId]);
     if (existing.rows[0]) return { result: toReceipt(existing.rows[0]) };
-    const task = await taskRow(c, teamId, input.oldTaskId);
-    if (!task) throw new TeamStoreRefusal('task_not_found', `no task ${input.oldTaskId}`);
+    const task = await requireTask(c, teamId, input.oldTaskId);
     if (task.status !== 'in_progress' || !task.owner) throw new TeamStoreRefusal('task_not_in_progress', `task ${input.oldTaskId} is ${task.status}: only running work is handed off`);
     await requireMember(c, teamId, input.newOwner);
     if (input.newOwner === task.owner) throw new TeamStoreRefusal('same_owner', `task ${input.oldTaskId} is already ${task.owner}'s: a handoff goes to another member`);
@@ -531,8 +544,7 @@ export async function moveReceipt(
 /** "Keep stopped": only the replacement is cancelled (the user's decision, cited); the rest of the team runs on. */
 export async function cancelReplacement(pool: Pool, teamId: string, eventId: string, taskId: string, reason: string) {
   return commit(pool, teamId, { kind: 'user', eventId }, 'task_cancel', async ({ c, revision }) => {
-    const task = await taskRow(c, teamId, taskId);
-    if (!task) throw new TeamStoreRefusal('task_not_found', `no task ${taskId}`);
+    const task = await requireTask(c, teamId, taskId);
     if (task.status === 'cancelled') return { result: task };
     if (task.status !== 'pending') throw new TeamStoreRefusal('task_not_pending', `task ${taskId} is ${task.status}`);
     const cancel = { by: 'user', kind: 'keep_stopped', reason, userEventId: eventId };

@@ -1,25 +1,14 @@
-import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import test from 'ava';
 import { validateClosure } from '../../workflows/team/closure';
+import { runOrchard } from '../helpers/cli-process';
 
-const run = promisify(execFile);
-const ORCHARD = join(__dirname, '../../bin/orchard');
 const BOARDS = join(__dirname, '../fixtures/boards');
 
 /** Runs the real CLI from the fixtures directory (relative paths resolve there); it needs no Temporal and no database. */
-async function orchard(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const env = { ...process.env, TEMPORAL_ADDRESS: '127.0.0.1:1', DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' };
-  try {
-    const { stdout, stderr } = await run(ORCHARD, args, { cwd: BOARDS, env, timeout: 60_000 });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
+const orchard = (args: string[]) =>
+  runOrchard(args, { TEMPORAL_ADDRESS: '127.0.0.1:1', DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' }, { cwd: BOARDS, timeoutMs: 60_000 });
 
 test('a delivered board: exit 0, the outcome, no reasons and how each task counts', async (t) => {
   const r = await orchard(['board', 'check', 'delivered.json']);

@@ -1,26 +1,13 @@
-import { execFile } from 'node:child_process';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import test from 'ava';
-import { makeRepo, sharedOrchard, testStackEnv, uniqueId } from '../helpers/orchard';
+import { runOrchard, workerEnv } from '../helpers/cli-process';
+import { makeRepo, sharedOrchard, uniqueId } from '../helpers/orchard';
 
-const run = promisify(execFile);
 const shared = sharedOrchard(test);
-const ORCHARD = join(__dirname, '../../bin/orchard');
 const DEMO = join(__dirname, '../../scenarios/demo.json');
 
 /** Runs the real CLI against the test run's dev server and this file's worker. */
-async function orchard(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const o = shared();
-  const env = { ...process.env, TEMPORAL_ADDRESS: testStackEnv().temporalAddress, ORCHARD_TASK_QUEUE: o.taskQueue, ORCHARD_HOST_ID: o.hostId };
-  try {
-    const { stdout, stderr } = await run(ORCHARD, args, { env, timeout: 120_000 });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
+const orchard = (args: string[]) => runOrchard(args, workerEnv(shared()));
 
 test('the CLI creates a session, sends it a second task and shows it in status and list', async (t) => {
   const id = uniqueId('cli');

@@ -1,28 +1,14 @@
-import { execFile } from 'node:child_process';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import test from 'ava';
-import { orchardEnv, spawnOrchard } from '../helpers/cli-process';
-import { makeRepo, sharedOrchard, testStackEnv, uniqueId, writeScenario } from '../helpers/orchard';
+import { orchardEnv, runOrchard, spawnOrchard, workerEnv } from '../helpers/cli-process';
+import { makeRepo, sharedOrchard, uniqueId, writeScenario } from '../helpers/orchard';
 import { loadScenario } from '../../activities/model/scenario';
 
-const run = promisify(execFile);
 const shared = sharedOrchard(test);
-const ORCHARD = join(__dirname, '../../bin/orchard');
 const ROUTE_FIRST = join(__dirname, '../../scenarios/route-first.json');
 
 /** Runs the real CLI against the test run's dev server and this file's worker. */
-async function orchard(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const o = shared();
-  const env = { ...process.env, TEMPORAL_ADDRESS: testStackEnv().temporalAddress, ORCHARD_TASK_QUEUE: o.taskQueue, ORCHARD_HOST_ID: o.hostId };
-  try {
-    const { stdout, stderr } = await run(ORCHARD, args, { env, timeout: 120_000 });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
+const orchard = (args: string[]) => runOrchard(args, workerEnv(shared()));
 
 test('orchestrator start, send --wait, status --json and roster drive and show one orchestrator', async (t) => {
   const id = uniqueId('orch-cli');

@@ -1,31 +1,16 @@
-import { execFile } from 'node:child_process';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import test from 'ava';
-import { orchardEnv, spawnOrchard } from '../helpers/cli-process';
-import { git, makeRepo, sharedOrchard, testStackEnv, uniqueId, writeScenario } from '../helpers/orchard';
+import { orchardEnv, runOrchard, spawnOrchard, workerEnv } from '../helpers/cli-process';
+import { git, makeRepo, sharedOrchard, uniqueId, writeScenario } from '../helpers/orchard';
 import { waitFor } from '../helpers/wait';
 import { loadScenario } from '../../activities/model/scenario';
 import { readBoard } from '../../activities/store/team';
 
-const run = promisify(execFile);
 const shared = sharedOrchard(test);
-const ORCHARD = join(__dirname, '../../bin/orchard');
 const TEAM = join(__dirname, '../../scenarios/team.json');
 
 /** Runs the real CLI against the test run's dev server and this file's worker (DATABASE_URL unless `env` drops it). */
-async function orchard(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; stdout: string; stderr: string }> {
-  const o = shared();
-  const full: NodeJS.ProcessEnv = { ...process.env, TEMPORAL_ADDRESS: testStackEnv().temporalAddress, ORCHARD_TASK_QUEUE: o.taskQueue, ORCHARD_HOST_ID: o.hostId, ...env };
-  for (const [key, value] of Object.entries(env)) if (value === undefined) delete full[key];
-  try {
-    const { stdout, stderr } = await run(ORCHARD, args, { env: full, timeout: 120_000 });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
+const orchard = (args: string[], env: NodeJS.ProcessEnv = {}) => runOrchard(args, { ...workerEnv(shared()), ...env });
 
 test('team start --scripted, status --json and send: the board, the certificate row and the Coordinator turns of one delivered run', async (t) => {
   t.timeout(240_000);

@@ -1,10 +1,12 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { promisify } from 'node:util';
 import { mkdtempSync, readFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { testStackEnv } from './orchard';
 
 export const ORCHARD_BIN = join(__dirname, '../../bin/orchard');
+const runFile = promisify(execFile);
 
 type Teardown = { teardown(fn: () => unknown): void };
 
@@ -115,4 +117,32 @@ export async function until(check: () => boolean, timeoutMs: number, what = 'con
     if (Date.now() > deadline) throw new Error(`${what} not met within ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+/** The outcome of one run of the real CLI. */
+export interface CliRun {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/**
+ * Runs `bin/orchard` to completion with `env` on top of this process's environment (a key set to undefined is
+ * removed), and returns its exit code and output instead of throwing on a non-zero exit.
+ */
+export async function runOrchard(args: string[], env: NodeJS.ProcessEnv = {}, options: { cwd?: string; timeoutMs?: number } = {}): Promise<CliRun> {
+  const full: NodeJS.ProcessEnv = { ...process.env, ...env };
+  for (const [key, value] of Object.entries(env)) if (value === undefined) delete full[key];
+  try {
+    const { stdout, stderr } = await runFile(ORCHARD_BIN, args, { env: full, cwd: options.cwd, timeout: options.timeoutMs ?? 120_000 });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+
+/** The environment that points the CLI at the test run's dev server and a test worker's queue and host. */
+export function workerEnv(worker: { taskQueue: string; hostId: string }): NodeJS.ProcessEnv {
+  return { TEMPORAL_ADDRESS: testStackEnv().temporalAddress, ORCHARD_TASK_QUEUE: worker.taskQueue, ORCHARD_HOST_ID: worker.hostId };
 }

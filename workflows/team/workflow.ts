@@ -1,6 +1,7 @@
 import {
   ActivityFailure,
   allHandlersFinished,
+  ApplicationFailure,
   CancellationScope,
   condition,
   continueAsNew,
@@ -218,7 +219,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     const execution = executions.find((e) => e.taskId === input.taskId && e.state === 'running')!;
     // Whichever commits first wins: a completion settled before the fence makes the fence refuse (typed), and a
     // fence first makes the late completion settle as handed off, not as evidence.
-    const fenced = await acts.fenceHandoff({
+    const fenced = await asUpdateFailure(acts.fenceHandoff({
       teamId: start.teamId,
       eventId: `reassign-${uuid4()}`,
       oldTaskId: input.taskId,
@@ -227,7 +228,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       reason: input.reason,
       sessionId: execution.sessionId,
       executionId: execution.executionId,
-    });
+    }));
     knownRevision = Math.max(knownRevision, fenced.revision);
     const at = executions.findIndex((e) => e.executionId === execution.executionId);
     executions[at] = { ...executions[at], state: 'handed_off' };
@@ -327,12 +328,12 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   async function resolveHandoff(input: { receiptId: string; action: 'keep_stopped' | 'release'; reason?: string }): Promise<ReceiptView> {
     const receipt = receipts.find((r) => r.receiptId === input.receiptId)!;
     if (input.action === 'keep_stopped') {
-      const cancelled = await acts.keepStopped({
+      const cancelled = await asUpdateFailure(acts.keepStopped({
         teamId: start.teamId,
         eventId: `keep-stopped-${uuid4()}`,
         taskId: receipt.newTaskId,
         reason: input.reason ?? 'the user kept the task stopped',
-      });
+      }));
       knownRevision = Math.max(knownRevision, cancelled.revision);
       await moveTo(receipt.receiptId, receipt.state, { resolution: { action: 'keep_stopped', reason: input.reason ?? null } });
       setReceipt(receipt.receiptId, { resolution: 'keep_stopped' });
@@ -345,6 +346,16 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     setReceipt(receipt.receiptId, { resolution: 'release' });
     release(receipt.receiptId);
     return publicReceipt(receipt.receiptId);
+  }
+
+  /** A refused activity under an update: the caller gets its typed code (the store's refusal), not "activity failed". */
+  async function asUpdateFailure<T>(call: Promise<T>): Promise<T> {
+    try {
+      return await call;
+    } catch (err) {
+      if (err instanceof ActivityFailure && err.cause instanceof ApplicationFailure) throw err.cause;
+      throw err;
+    }
   }
 
   async function accept(message: MessageInput): Promise<MessageResult> {

@@ -200,21 +200,11 @@ export class OrchardClient {
     const problem = startOrchestratorProblem(start);
     if (problem) throw new OrchardError(problem.code, problem.message);
     const args: OrchestratorWorkflowInput = { start };
-    try {
-      await this.temporal.workflow.start(ORCHESTRATOR_WORKFLOW_TYPE, {
-        workflowId: orchestratorWorkflowId(start.orchestratorId),
-        taskQueue: this.options.taskQueue,
-        args: [args],
-        workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
-        typedSearchAttributes: new TypedSearchAttributes([
-          { key: ORCHARD_KIND, value: 'orchestrator' },
-          { key: ORCHARD_HOST, value: start.host },
-        ]),
-        staticSummary: `orchestrator ${start.orchestratorId}${start.title ? `: ${start.title}` : ''}`,
-      });
-    } catch (err) {
-      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
-    }
+    await this.startOrFind(ORCHESTRATOR_WORKFLOW_TYPE, orchestratorWorkflowId(start.orchestratorId), args, {
+      kind: 'orchestrator',
+      host: start.host,
+      summary: `orchestrator ${start.orchestratorId}${start.title ? `: ${start.title}` : ''}`,
+    });
   }
 
   /** Starts `team/<id>` (or finds it running): a Coordinator and its Members on one repository, toward a goal. */
@@ -223,17 +213,26 @@ export class OrchardClient {
     const problem = startTeamProblem(start);
     if (problem) throw new OrchardError(problem.code, problem.message);
     const args: TeamWorkflowInput = { start };
+    await this.startOrFind(TEAM_WORKFLOW_TYPE, teamWorkflowId(start.teamId), args, {
+      kind: 'team',
+      host: start.host,
+      summary: `team ${start.teamId}: ${start.goal.slice(0, 120)}`,
+    });
+  }
+
+  /** Starts a long-lived workflow on the shared queue, or leaves the running one with that id as it is. */
+  private async startOrFind(type: string, workflowId: string, args: unknown, meta: { kind: string; host: string; summary: string }): Promise<void> {
     try {
-      await this.temporal.workflow.start(TEAM_WORKFLOW_TYPE, {
-        workflowId: teamWorkflowId(start.teamId),
+      await this.temporal.workflow.start(type, {
+        workflowId,
         taskQueue: this.options.taskQueue,
         args: [args],
         workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
         typedSearchAttributes: new TypedSearchAttributes([
-          { key: ORCHARD_KIND, value: 'team' },
-          { key: ORCHARD_HOST, value: start.host },
+          { key: ORCHARD_KIND, value: meta.kind },
+          { key: ORCHARD_HOST, value: meta.host },
         ]),
-        staticSummary: `team ${start.teamId}: ${start.goal.slice(0, 120)}`,
+        staticSummary: meta.summary,
       });
     } catch (err) {
       if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
@@ -256,10 +255,7 @@ export class OrchardClient {
     try {
       return await fn(this.temporal.workflow.getHandle(teamWorkflowId(teamId)));
     } catch (err) {
-      if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure) {
-        const code = err.cause.type;
-        throw new OrchardError(isErrorCode(code) ? code : 'internal', err.cause.message);
-      }
+      rethrowUpdateRefusal(err);
       if (err instanceof WorkflowNotFoundError || isNotFound(err)) {
         throw new OrchardError('team_not_found', `no team ${teamId}: start it with \`orchard team start ${teamId} --repo <path> --goal <text>\``);
       }
@@ -326,10 +322,7 @@ export class OrchardClient {
     try {
       return await fn(handle);
     } catch (err) {
-      if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure) {
-        const code = err.cause.type;
-        throw new OrchardError(isErrorCode(code) ? code : 'internal', err.cause.message);
-      }
+      rethrowUpdateRefusal(err);
       if (err instanceof WorkflowNotFoundError || isNotFound(err)) {
         const closed = await handle.describe().then(
           (d) => d.status.name !== 'RUNNING',
@@ -444,10 +437,7 @@ export class OrchardClient {
     try {
       return await fn();
     } catch (err) {
-      if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure) {
-        const code = err.cause.type;
-        throw new OrchardError(isErrorCode(code) ? code : 'internal', err.cause.message);
-      }
+      rethrowUpdateRefusal(err);
       if (err instanceof WorkflowNotFoundError || isNotFound(err)) {
         // A send to a finished workflow execution is "not found" to Temporal; tell the caller which it is.
         const closed = await handle.describe().then(
@@ -468,6 +458,14 @@ export interface SessionLiveness {
   readonly execution: string;
   /** Where and since when it runs: workflow id, run id, host. */
   readonly runtime: string;
+}
+
+/** A refused update (its validator or handler failed it with a typed failure) becomes the OrchardError of its code. */
+function rethrowUpdateRefusal(err: unknown): void {
+  if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure) {
+    const code = err.cause.type;
+    throw new OrchardError(isErrorCode(code) ? code : 'internal', err.cause.message);
+  }
 }
 
 function normalizeSend(input: SendInput | string): SendInput {

@@ -322,8 +322,8 @@ team
 program
   .command('demo <name>')
   .description('run a demo on the embedded stack (or the configured one): route-first, or team')
-  .option('--json', 'print the result as JSON (progress goes to stderr): route-first {children, deliveries, messages, problems}; team {status, board, certificate, problems}')
-  .option('--scenario <file>', 'the scenario (default scenarios/route-first.json or scenarios/team.json)')
+  .option('--json', 'print the result as JSON (progress goes to stderr): route-first {children, deliveries, messages, problems}; team {status, board, certificate, handoff, problems}')
+  .option('--scenario <file>', 'the scenario (default scenarios/route-first.json or scenarios/team-handoff.json)')
   .action(async (name: string, o) => {
     if (name !== 'route-first' && name !== 'team') throw new OrchardError('invalid_input', `no demo ${JSON.stringify(name)}: the demos are route-first and team`);
     const { startOrchard, PROJECT_ROOT } = await import('../worker/runtime');
@@ -339,11 +339,11 @@ program
         const result = await runTeamDemo(orchard.client, orchard.pool, {
           teamId: `team-${Date.now().toString(36)}`,
           repo,
-          scenario: o.scenario ? resolve(o.scenario) : resolve(PROJECT_ROOT, 'scenarios/team.json'),
+          scenario: o.scenario ? resolve(o.scenario) : resolve(PROJECT_ROOT, 'scenarios/team-handoff.json'),
           log: progress,
         });
-        const { status, board, certificate, problems } = result;
-        print(o.json, { status, board, certificate, problems }, () => formatTeamDemo(result));
+        const { status, board, certificate, handoff, problems } = result;
+        print(o.json, { status, board, certificate, handoff: handoff ?? null, problems }, () => formatTeamDemo(result));
         failed = problems.length > 0;
       } else {
         const { runRouteFirst, formatRouteFirst } = await import('./route-first');

@@ -76,11 +76,11 @@ async function main(): Promise<void> {
     log(`Web UI: ${workflowUrl(stack.webUiUrl, stack.namespace, orchestratorWorkflowId(routed.orchestratorId))}`);
     if (routed.problems.length > 0) throw new Error(`route-first failed its check: ${routed.problems.join('; ')}`);
 
-    log('team: a Coordinator plans a poker hand evaluator; the Implementer writes it, the Tester tests it; delivered with a certificate');
+    log('team: a Coordinator plans a poker hand evaluator; the Planner plans it, the Implementer writes it, the Tester starts testing it and the user reassigns the tests to the Reviewer while the Tester still writes; delivered with a certificate');
     const team = await runTeamDemo(client, orchard.pool, {
       teamId: `team-${Date.now().toString(36)}`,
       repo: makeFixtureRepo(resolve(orchard.config.stateDir, 'demo')),
-      scenario: resolve(PROJECT_ROOT, 'scenarios/team.json'),
+      scenario: resolve(PROJECT_ROOT, 'scenarios/team-handoff.json'),
       log,
     });
     console.log(formatTeamDemo(team));

@@ -131,6 +131,26 @@ const scenarioMessage = z.strictObject({
   topic: z.string().min(1),
 });
 
+/**
+ * What a team demo's driver (`orchard demo team`) does as the user while the run goes on; never read by the
+ * provider. `reassign`: once `taskId`'s execution has written `lines` lines to `log` (a path in its worktree),
+ * reassign the task to `to` with `reason`; the check then compares that log with the new owner's.
+ */
+const teamDriver = z.strictObject({
+  reassign: z
+    .strictObject({
+      taskId: z.string().min(1),
+      to: z.string().min(1),
+      reason: z.string().min(1),
+      log: z
+        .string()
+        .min(1)
+        .refine((p) => !p.startsWith('/') && !p.split('/').includes('..'), 'a relative path inside the worktree'),
+      lines: z.number().int().min(1).default(5),
+    })
+    .optional(),
+});
+
 export const scenarioSchema = z.strictObject({
   name: z.string().min(1),
   description: z.string().optional(),
@@ -143,6 +163,7 @@ export const scenarioSchema = z.strictObject({
   router: routerSchema.optional(),
   coordinator: coordinatorSchema.optional(),
   messages: z.array(scenarioMessage).optional(),
+  driver: teamDriver.optional(),
 }).superRefine((scenario, ctx) => {
   if (!scenario.turns && !scenario.members) ctx.addIssue({ code: 'custom', path: ['turns'], message: 'a scenario needs `turns`, `members`, or both' });
   if (scenario.coordinator) {
@@ -150,6 +171,10 @@ export const scenarioSchema = z.strictObject({
   }
   if (scenario.router) {
     for (const message of routerProblems(scenario.router)) ctx.addIssue({ code: 'custom', path: ['router'], message });
+  }
+  const reassign = scenario.driver?.reassign;
+  if (reassign && !scenario.coordinator?.tasks.some((t) => t.taskId === reassign.taskId)) {
+    ctx.addIssue({ code: 'custom', path: ['driver', 'reassign', 'taskId'], message: `"${reassign.taskId}" is not a task of the coordinator's plan` });
   }
   const known = new Set(scenario.router?.topics.map((t) => t.topic) ?? []);
   scenario.messages?.forEach((m, i) => {

@@ -81,16 +81,17 @@ export async function runTeamDemo(client: OrchardClient, pool: Pool, options: Te
   await client.startTeam({ teamId: options.teamId, repo: options.repo, host: options.host, goal: TEAM_DEMO_GOAL, model, memberModel: model });
   log(`started team ${options.teamId}: ${TEAM_DEMO_GOAL}`);
   const driverProblems: string[] = [];
+  const progress = progressLog(log);
   const reassign = scenario.driver?.reassign;
   if (reassign) {
     try {
-      await reassignWhileWriting(client, options.teamId, reassign, deadline, log);
+      await reassignWhileWriting(client, options.teamId, reassign, deadline, log, progress);
     } catch (err) {
       if (!(err instanceof OrchardError)) throw err;
       driverProblems.push(`the reassign of ${reassign.taskId} did not happen: ${err.code}: ${err.message}`);
     }
   }
-  const status = await waitForOutcome(client, options.teamId, deadline, log);
+  const status = await waitForOutcome(client, options.teamId, deadline, progress);
   const record = await readTeamRecord(pool, options.teamId);
   const handoff = reassign ? await readHandoffFacts(client, pool, status, reassign) : undefined;
   const problems = [...driverProblems, ...(await checkTeamDemo(client, pool, { status, ...record }, options.repo, handoff))];
@@ -101,10 +102,18 @@ export async function runTeamDemo(client: OrchardClient, pool: Pool, options: Te
  * Waits until `reassign.taskId` runs and its execution has written `reassign.lines` lines to its log, then
  * reassigns it as the user would (`orchard team reassign`). Throws `OrchardError` when that moment never comes.
  */
-async function reassignWhileWriting(client: OrchardClient, teamId: string, reassign: Reassign, deadline: number, log: (line: string) => void): Promise<ReceiptView> {
+async function reassignWhileWriting(
+  client: OrchardClient,
+  teamId: string,
+  reassign: Reassign,
+  deadline: number,
+  log: (line: string) => void,
+  progress: (v: TeamStatusView) => void,
+): Promise<ReceiptView> {
   let announced = false;
   for (;;) {
     const v = await client.teamStatus(teamId);
+    progress(v);
     const execution = v.executions.find((e) => e.taskId === reassign.taskId);
     if (execution && execution.state !== 'running') {
       throw new OrchardError('task_not_in_progress', `task ${reassign.taskId} ended ${execution.state} before its log had ${reassign.lines} lines`);
@@ -118,7 +127,7 @@ async function reassignWhileWriting(client: OrchardClient, teamId: string, reass
       if (lines >= reassign.lines) {
         log(`the user reassigns ${reassign.taskId} from ${execution.memberId} to ${reassign.to} while it writes (${lines} lines so far): ${reassign.reason}`);
         const receipt = await client.reassignTask(teamId, { taskId: reassign.taskId, newOwner: reassign.to, reason: reassign.reason });
-        log(`receipt ${receipt.receiptId}: ${receipt.state}; replacement ${receipt.newTaskId} waits for the old execution`);
+        log(`the fence committed: replacement ${receipt.newTaskId} (${receipt.newOwner}) waits for the old execution to be released`);
         return receipt;
       }
     }
@@ -127,17 +136,24 @@ async function reassignWhileWriting(client: OrchardClient, teamId: string, reass
   }
 }
 
-/** Polls the status query until the run is delivered, or settles without it (a failed task, nothing running). */
-async function waitForOutcome(client: OrchardClient, teamId: string, deadline: number, log: (line: string) => void): Promise<TeamStatusView> {
+/** Logs each execution state and receipt trail of the status the first time it is seen. */
+function progressLog(log: (line: string) => void): (v: TeamStatusView) => void {
   const seen = new Set<string>();
-  for (;;) {
-    const v = await client.teamStatus(teamId);
+  return (v) => {
     const lines = [
-      ...v.executions.map((e) => `task ${e.taskId} → ${e.memberId}: ${e.state}`),
       ...v.receipts.map((r) => `receipt ${r.receiptId}: ${r.trail.join(' → ')}${r.sloMissed ? ' (SLO missed)' : ''}`),
+      ...v.executions.map((e) => `task ${e.taskId} → ${e.memberId}: ${e.state}`),
     ];
     for (const line of lines) if (!seen.has(line)) log(line);
     for (const line of lines) seen.add(line);
+  };
+}
+
+/** Polls the status query until the run is delivered, or settles without it (a failed task, nothing running). */
+async function waitForOutcome(client: OrchardClient, teamId: string, deadline: number, progress: (v: TeamStatusView) => void): Promise<TeamStatusView> {
+  for (;;) {
+    const v = await client.teamStatus(teamId);
+    progress(v);
     if (v.status === 'delivered') return v;
     const settled = v.status === 'waiting_for_org_event' && v.executions.length > 0 && v.executions.every((e) => e.state !== 'running');
     if (settled && v.executions.some((e) => e.state === 'failed')) return v;

@@ -18,12 +18,13 @@ import {
   taskView,
   TeamStoreRefusal,
   updateTask,
-  cancelReplacement,
+  cancelPendingTask,
   closureInputOf,
   fenceHandoff,
   issueCertificate,
   moveReceipt,
   openProcessGroups,
+  type HandoffKind,
   type HandoffReceipt,
   type ReceiptState,
   type BoardSnapshot,
@@ -315,14 +316,14 @@ export function createTeamActivities(deps: TeamActivityDeps) {
       teamId: string;
       eventId: string;
       oldTaskId: string;
-      newTaskId: string;
-      newOwner: string;
+      kind: HandoffKind;
       reason: string;
       sessionId: string;
       executionId: string;
+      replacement?: { taskId: string; owner: string };
     }): Promise<{ receipt: HandoffReceipt; revision: number }> {
       try {
-        const { result, revision } = await fenceHandoff(deps.pool, input.teamId, { ...input, kind: 'reassign', namespace: deps.namespace ?? 'default' });
+        const { result, revision } = await fenceHandoff(deps.pool, input.teamId, { ...input, namespace: deps.namespace ?? 'default' });
         return { receipt: result, revision };
       } catch (err) {
         throw asFailure(err);
@@ -366,10 +367,10 @@ export function createTeamActivities(deps: TeamActivityDeps) {
       return quiescence(input);
     },
 
-    /** "Keep stopped": cancels only the replacement task. */
-    async keepStopped(input: { teamId: string; eventId: string; taskId: string; reason: string }): Promise<{ revision: number }> {
+    /** A user's cancel of a task that is not running, or "keep stopped" (cancels only a handoff's replacement). */
+    async cancelPendingTask(input: { teamId: string; eventId: string; taskId: string; reason: string; kind: 'keep_stopped' | 'cancel' }): Promise<{ revision: number }> {
       try {
-        return { revision: (await cancelReplacement(deps.pool, input.teamId, input.eventId, input.taskId, input.reason)).revision };
+        return { revision: (await cancelPendingTask(deps.pool, input.teamId, input)).revision };
       } catch (err) {
         throw asFailure(err);
       }

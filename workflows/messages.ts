@@ -496,7 +496,7 @@ export interface TaskExecutionView {
   readonly taskId: string;
   readonly memberId: string;
   readonly sessionId: string;
-  readonly state: 'running' | 'completed' | 'failed' | 'handed_off';
+  readonly state: 'running' | 'completed' | 'failed' | 'handed_off' | 'cancelled';
   /** The member session's task id (its queue entry). */
   readonly sessionTaskId?: string;
 }
@@ -551,10 +551,12 @@ export interface TeamStatusView {
 
 export interface ReceiptView {
   readonly receiptId: string;
+  /** `reassign` (the work goes on with `newOwner` as `newTaskId`) or `cancel` (the user removed it; no replacement). */
+  readonly kind: 'reassign' | 'cancel';
   readonly oldTaskId: string;
-  readonly newTaskId: string;
+  readonly newTaskId?: string;
   readonly oldOwner: string;
-  readonly newOwner: string;
+  readonly newOwner?: string;
   readonly state: 'requested' | 'yielding' | 'released' | 'timeout' | 'unknown' | 'failed';
   readonly sloMissed: boolean;
   /** The states it went through, in order. */
@@ -575,6 +577,23 @@ export interface ResolveHandoffInput {
   readonly reason?: string;
 }
 
+export interface CancelTaskInput {
+  readonly taskId: string;
+  readonly reason: string;
+}
+
+/**
+ * A user's cancel: the task leaves the run's scope (cited by the user event, so the closure counts it as
+ * `user_scope_removed`). Running work is fenced and yielded like a reassign, without a replacement: `receipt`.
+ */
+export interface CancelTaskResult {
+  readonly taskId: string;
+  readonly status: 'cancelled';
+  readonly workRevision: number;
+  readonly receipt?: ReceiptView;
+}
+
+export const cancelTaskUpdate = defineUpdate<CancelTaskResult, [CancelTaskInput]>('cancelTask');
 export const reassignTaskUpdate = defineUpdate<ReceiptView, [ReassignInput]>('reassignTask');
 export const resolveHandoffUpdate = defineUpdate<ReceiptView, [ResolveHandoffInput]>('resolveHandoff');
 

@@ -25,6 +25,7 @@ import {
   childTurnEndedSignal,
   DEFAULT_HANDOFF,
   DEFAULT_TEAM_MEMBERS,
+  cancelTaskUpdate,
   reassignTaskUpdate,
   resolveHandoffUpdate,
   messageProblem,
@@ -33,6 +34,8 @@ import {
   teamMessageSignal,
   teamMessageUpdate,
   teamStatusQuery,
+  type CancelTaskInput,
+  type CancelTaskResult,
   type ChildTurnEnded,
   type CoordinatorTurnView,
   type MessageInput,
@@ -73,6 +76,8 @@ export interface CarriedTeamState {
   readonly candidate?: TeamStatusView['candidate'];
   readonly certificate?: TeamStatusView['certificate'];
   readonly receipts: readonly HandoffState[];
+  /** Tasks the user cancelled while they waited (never started, even when a handoff releases them later). */
+  readonly userCancelled?: readonly string[];
 }
 
 /** A handoff as the workflow drives it: the receipt's view plus what the driver needs. */
@@ -133,7 +138,8 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   let candidate: TeamStatusView['candidate'] = carried?.candidate;
   let certificate: TeamStatusView['certificate'] = carried?.certificate;
   const running = () => executions.filter((e) => e.state === 'running').length;
-  const receipts: HandoffState[] = [...(carried?.receipts ?? [])];
+  const receipts: HandoffState[] = (carried?.receipts ?? []).map((r) => ({ ...r, kind: r.kind ?? 'reassign' }));
+  const userCancelled: string[] = [...(carried?.userCancelled ?? [])];
   let driving = 0;
   const handoffTimes = { ...DEFAULT_HANDOFF, ...(start.handoff ?? {}) };
   // Emitted through the worker's telemetry (Prometheus when the runtime exports metrics); replay-safe.
@@ -189,6 +195,15 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       if (problem) throw orchardFailure(problem.code, problem.message);
     },
   });
+  setHandler(cancelTaskUpdate, (input) => cancelTask(input), {
+    description: "The user removes a task from the run's scope: a waiting task is cancelled; running work is fenced and yielded (a handoff without replacement).",
+    validator: (input) => {
+      const i = (input ?? {}) as unknown as Record<string, unknown>;
+      if (typeof i.taskId !== 'string' || i.taskId === '' || typeof i.reason !== 'string' || i.reason.trim() === '') {
+        throw orchardFailure('invalid_input', 'cancel needs { taskId, reason }');
+      }
+    },
+  });
   setHandler(resolveHandoffUpdate, (input) => resolveHandoff(input), {
     description: 'A user resolves a handoff that timed out: keep_stopped (cancel only the replacement) or release (with proof of quiescence).',
     validator: (input) => {
@@ -217,28 +232,70 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   /** The user's reassign: one fence transaction (before anything is asked of the old execution), then the driver. */
   async function reassign(input: { taskId: string; newOwner: string; reason: string }): Promise<ReceiptView> {
     const execution = executions.find((e) => e.taskId === input.taskId && e.state === 'running')!;
-    // Whichever commits first wins: a completion settled before the fence makes the fence refuse (typed), and a
-    // fence first makes the late completion settle as handed off, not as evidence.
+    const receipt = await fence(execution, 'reassign', input.reason, { taskId: `${input.taskId}-r${receipts.length + 1}`, owner: input.newOwner });
+    noteEvent(`task ${input.taskId} reassigned from ${receipt.oldOwner} to ${input.newOwner} (${input.reason}): replacement ${receipt.newTaskId} waits for the old execution`);
+    publish();
+    void drive(receipt.receiptId);
+    return publicReceipt(receipt.receiptId);
+  }
+
+  /**
+   * The user's cancel. Running work: the same fence and driver as a reassign, with no replacement (the receipt
+   * says when the old execution is gone). Anything else: one store transaction cancels it if it is still pending
+   * (a finished task is refused, typed), and it leaves the dispatch queue.
+   */
+  async function cancelTask(input: CancelTaskInput): Promise<CancelTaskResult> {
+    const execution = executions.find((e) => e.taskId === input.taskId && e.state === 'running');
+    if (execution) {
+      const receipt = await fence(execution, 'cancel', input.reason);
+      noteEvent(`the user cancelled task ${input.taskId} (${input.reason}) while ${receipt.oldOwner} worked on it: its execution is stopped, nothing replaces it`);
+      publish();
+      void drive(receipt.receiptId);
+      return { taskId: input.taskId, status: 'cancelled', workRevision: knownRevision, receipt: publicReceipt(receipt.receiptId) };
+    }
+    const cancelled = await asUpdateFailure(acts.cancelPendingTask({ teamId: start.teamId, eventId: `cancel-${uuid4()}`, taskId: input.taskId, reason: input.reason, kind: 'cancel' }));
+    knownRevision = Math.max(knownRevision, cancelled.revision);
+    const queued = assigned.findIndex((a) => a.taskId === input.taskId);
+    if (queued >= 0) assigned.splice(queued, 1);
+    if (!userCancelled.includes(input.taskId)) userCancelled.push(input.taskId);
+    keep(userCancelled, KEPT * 4);
+    noteEvent(`the user cancelled task ${input.taskId} (${input.reason}) before it ran`);
+    publish();
+    return { taskId: input.taskId, status: 'cancelled', workRevision: knownRevision };
+  }
+
+  /**
+   * One fence transaction, committed before anything is asked of the old execution. Whichever commits first
+   * wins: a completion settled before the fence makes the fence refuse (typed), and a fence first makes the late
+   * completion settle as handed off, not as evidence.
+   */
+  async function fence(
+    execution: TaskExecutionView,
+    kind: 'reassign' | 'cancel',
+    reason: string,
+    replacement?: { taskId: string; owner: string },
+  ): Promise<HandoffState> {
     const fenced = await asUpdateFailure(acts.fenceHandoff({
       teamId: start.teamId,
-      eventId: `reassign-${uuid4()}`,
-      oldTaskId: input.taskId,
-      newTaskId: `${input.taskId}-r${receipts.length + 1}`,
-      newOwner: input.newOwner,
-      reason: input.reason,
+      eventId: `${kind}-${uuid4()}`,
+      oldTaskId: execution.taskId,
+      kind,
+      reason,
       sessionId: execution.sessionId,
       executionId: execution.executionId,
+      replacement,
     }));
     knownRevision = Math.max(knownRevision, fenced.revision);
     const at = executions.findIndex((e) => e.executionId === execution.executionId);
-    executions[at] = { ...executions[at], state: 'handed_off' };
+    executions[at] = { ...executions[at], state: kind === 'cancel' ? 'cancelled' : 'handed_off' };
     const r = fenced.receipt;
     const receipt: HandoffState = {
       receiptId: r.receiptId,
+      kind,
       oldTaskId: r.oldTaskId,
       newTaskId: r.newTaskId,
       oldOwner: r.owner,
-      newOwner: input.newOwner,
+      newOwner: replacement?.owner,
       state: r.state,
       sloMissed: r.sloMissed,
       trail: [r.state],
@@ -247,10 +304,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       driven: false,
     };
     receipts.push(receipt);
-    noteEvent(`task ${input.taskId} reassigned from ${r.owner} to ${input.newOwner} (${input.reason}): replacement ${r.newTaskId} waits for the old execution`);
-    publish();
-    void drive(receipt.receiptId);
-    return publicReceipt(receipt.receiptId);
+    return receipt;
   }
 
   function publicReceipt(receiptId: string): ReceiptView {
@@ -310,7 +364,11 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
         release(receiptId);
       } else {
         await moveTo(receiptId, outcome === 'timeout' ? 'timeout' : 'unknown');
-        noteEvent(`handoff ${receiptId} is ${outcome}: replacement ${receipt.newTaskId} stays blocked until the user resolves it`);
+        noteEvent(
+          receipt.newTaskId
+            ? `handoff ${receiptId} is ${outcome}: replacement ${receipt.newTaskId} stays blocked until the user resolves it`
+            : `handoff ${receiptId} is ${outcome}: the cancelled execution of ${receipt.oldTaskId} is not proven stopped until the user resolves it`,
+        );
       }
       setReceipt(receiptId, { driven: true });
     } finally {
@@ -321,23 +379,28 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   /** The old execution is gone: the replacement may start with its new owner. */
   function release(receiptId: string): void {
     const receipt = receipts.find((r) => r.receiptId === receiptId)!;
-    if (!assigned.some((a) => a.taskId === receipt.newTaskId)) assigned.push({ taskId: receipt.newTaskId, owner: receipt.newOwner });
-    noteEvent(`handoff ${receiptId} released: ${receipt.newTaskId} starts with ${receipt.newOwner}`);
+    const next = receipt.newTaskId && receipt.newOwner && !userCancelled.includes(receipt.newTaskId) ? { taskId: receipt.newTaskId, owner: receipt.newOwner } : undefined;
+    if (!next) return noteEvent(`handoff ${receiptId} released: the old execution of ${receipt.oldTaskId} is stopped`);
+    if (!assigned.some((a) => a.taskId === next.taskId)) assigned.push(next);
+    noteEvent(`handoff ${receiptId} released: ${next.taskId} starts with ${next.owner}`);
   }
 
   async function resolveHandoff(input: { receiptId: string; action: 'keep_stopped' | 'release'; reason?: string }): Promise<ReceiptView> {
     const receipt = receipts.find((r) => r.receiptId === input.receiptId)!;
     if (input.action === 'keep_stopped') {
-      const cancelled = await asUpdateFailure(acts.keepStopped({
-        teamId: start.teamId,
-        eventId: `keep-stopped-${uuid4()}`,
-        taskId: receipt.newTaskId,
-        reason: input.reason ?? 'the user kept the task stopped',
-      }));
-      knownRevision = Math.max(knownRevision, cancelled.revision);
+      if (receipt.newTaskId) {
+        const cancelled = await asUpdateFailure(acts.cancelPendingTask({
+          teamId: start.teamId,
+          eventId: `keep-stopped-${uuid4()}`,
+          taskId: receipt.newTaskId,
+          reason: input.reason ?? 'the user kept the task stopped',
+          kind: 'keep_stopped',
+        }));
+        knownRevision = Math.max(knownRevision, cancelled.revision);
+      }
       await moveTo(receipt.receiptId, receipt.state, { resolution: { action: 'keep_stopped', reason: input.reason ?? null } });
       setReceipt(receipt.receiptId, { resolution: 'keep_stopped' });
-      noteEvent(`handoff ${receipt.receiptId}: the user kept ${receipt.oldTaskId} stopped; ${receipt.newTaskId} is cancelled`);
+      noteEvent(`handoff ${receipt.receiptId}: the user kept ${receipt.oldTaskId} stopped${receipt.newTaskId ? `; ${receipt.newTaskId} is cancelled` : ''}`);
       return publicReceipt(receipt.receiptId);
     }
     const proof = await acts.checkQuiescent({ sessionId: receipt.sessionId, lease: receipt.lease });
@@ -394,9 +457,11 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       refusals,
       queuedMessages: wake.userMessages.length,
       receipts: receipts.map(({ sessionId: _s, lease: _l, driven: _d, ...r }) => r),
-      waiting: receipts
-        .filter((r) => r.state !== 'released' && r.resolution === undefined)
-        .map((r) => ({ taskId: r.newTaskId, waiting: 'waiting_for_previous_execution' as const, receiptId: r.receiptId })),
+      waiting: receipts.flatMap((r) =>
+        r.newTaskId && r.state !== 'released' && r.resolution === undefined
+          ? [{ taskId: r.newTaskId, waiting: 'waiting_for_previous_execution' as const, receiptId: r.receiptId }]
+          : [],
+      ),
       candidate,
       certificate,
     };
@@ -646,6 +711,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
         candidate,
         certificate,
         receipts,
+        userCancelled,
       },
     });
   }

@@ -8,6 +8,7 @@ import { excerpt } from '../workflows/session/state';
 import type { CallRef } from './orchestrator';
 import { turnKeyOf } from './store/keys';
 import {
+  activateTeamRun,
   assignTask,
   createTask,
   createTeamRun,
@@ -121,7 +122,9 @@ export function createTeamActivities(deps: TeamActivityDeps) {
 
   return {
     /** Opens the team's rows (idempotent): the run, its members and their session ids. */
-    async openTeam(start: StartTeamInput & { members: { memberId: string; role: string }[] }): Promise<{ generation: number; workRevision: number }> {
+    async openTeam(
+      start: StartTeamInput & { members: { memberId: string; role: string }[]; activationId?: string },
+    ): Promise<{ generation: number; workRevision: number }> {
       await createTeamRun(deps.pool, {
         teamId: start.teamId,
         repo: start.repo,
@@ -129,6 +132,7 @@ export function createTeamActivities(deps: TeamActivityDeps) {
         protectedBranch: start.protectedBranch,
         members: start.members.map((m) => ({ ...m, sessionId: memberSessionId(start.teamId, m.memberId) })),
       });
+      if (start.activationId) await activateTeamRun(deps.pool, start.teamId, start.activationId);
       const board = await readBoard(deps.pool, start.teamId);
       return { generation: board.generation, workRevision: board.workRevision };
     },

@@ -74,6 +74,22 @@ export async function createTeamRun(
   });
 }
 
+/**
+ * An activation of the team: the first run of a `team/<id>` workflow chain (continue-as-new keeps it). The first
+ * activation is generation 1; each later one bumps the generation, so the evidence of an earlier activation is
+ * stale for the closure. The same activation again (a retried activity, a continued run) changes nothing.
+ */
+export async function activateTeamRun(pool: Pool, teamId: string, activationId: string) {
+  return commit(pool, teamId, { kind: 'system' }, 'activate', async ({ c, generation }) => {
+    const { rows } = await c.query(`SELECT activation_id FROM team_runs WHERE team_id = $1`, [teamId]);
+    const previous: string | null = rows[0].activation_id;
+    if (previous === activationId) return { result: { generation } };
+    const next = previous === null ? generation : generation + 1;
+    await c.query(`UPDATE team_runs SET activation_id = $2, generation = $3 WHERE team_id = $1`, [teamId, activationId, next]);
+    return { result: { generation: next }, fact: { kind: 'activated', detail: { activationId, generation: next, previous } } };
+  });
+}
+
 /** Context of one committed change: the transaction, the locked run row, and the fact to record. */
 interface Txn {
   readonly c: PoolClient;

@@ -665,7 +665,8 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     }
   }
 
-  const opened = await acts.openTeam({ ...start, members });
+  // The chain's first run is this activation: a team started again after its run closed is a new generation.
+  const opened = await acts.openTeam({ ...start, members, activationId: info.firstExecutionRunId });
   generation = opened.generation;
   knownRevision = Math.max(knownRevision, opened.workRevision);
   if (!carried) {

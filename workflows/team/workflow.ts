@@ -5,6 +5,9 @@ import {
   CancellationScope,
   condition,
   continueAsNew,
+  getExternalWorkflowHandle,
+  ParentClosePolicy,
+  startChild,
   log,
   proxyActivities,
   metricMeter,
@@ -24,6 +27,10 @@ import { orchardFailure } from '../errors';
 import {
   childTurnEndedSignal,
   DEFAULT_HANDOFF,
+  executionTurnEndedSignal,
+  taskExecutionSettledSignal,
+  taskExecutionWorkflowId,
+  type TaskExecutionSettled,
   DEFAULT_TEAM_MEMBERS,
   cancelTaskUpdate,
   reassignTaskUpdate,
@@ -49,6 +56,7 @@ import {
 import { ORCHARD_HANDOFF_SLO_MISSED, ORCHARD_HOST, ORCHARD_KIND, ORCHARD_STATUS } from '../search-attributes';
 import { excerpt } from '../session/state';
 import { isCoordinatorTool } from './authority';
+import { teamTaskExecution } from './execution';
 
 /** Why the Coordinator is woken: what happened since its last turn, as short lines (the board has the rest). */
 interface Wake {
@@ -73,6 +81,8 @@ export interface CarriedTeamState {
   readonly replies: readonly string[];
   readonly refusals: readonly { readonly tool: string; readonly code: string }[];
   readonly pendingEnds: readonly ChildTurnEnded[];
+  /** Executions that reported their end, not yet applied. */
+  readonly pendingSettled?: readonly TaskExecutionSettled[];
   readonly candidate?: TeamStatusView['candidate'];
   readonly certificate?: TeamStatusView['certificate'];
   readonly receipts: readonly HandoffState[];
@@ -132,8 +142,9 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   let turnsThisRun = 0;
   const replies = [...(carried?.replies ?? [])];
   const refusals = [...(carried?.refusals ?? [])];
-  // Member turn ends not yet settled into board evidence.
+  // Member session turn ends not yet forwarded to their executions, and executions' ends not yet applied.
   const pendingEnds: ChildTurnEnded[] = [...(carried?.pendingEnds ?? [])];
+  const pendingSettled: TaskExecutionSettled[] = [...(carried?.pendingSettled ?? [])];
   let coordinating = false;
   let candidate: TeamStatusView['candidate'] = carried?.candidate;
   let certificate: TeamStatusView['certificate'] = carried?.certificate;
@@ -172,12 +183,19 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   setHandler(
     childTurnEndedSignal,
     (notice) => {
-      // A member session's turn ended: the main loop settles it into evidence if it ended a task execution (the
-      // notice may arrive before the dispatch that started it has returned, so it is matched there, not here).
+      // A member session's turn ended (or it closed): the main loop forwards it to the member's running execution,
+      // whose workflow settles it if it was its task's turn.
       if (!memberIds.some((m) => sessionOf(m) === notice.childId)) return;
-      if (!pendingEnds.some((p) => p.childId === notice.childId && p.turnId === notice.turnId)) pendingEnds.push(notice);
+      if (!pendingEnds.some((p) => p.childId === notice.childId && p.turnId === notice.turnId && p.closed === notice.closed)) pendingEnds.push(notice);
     },
     { description: "A member session's turn ended (sent by the session)." },
+  );
+  setHandler(
+    taskExecutionSettledSignal,
+    (settled) => {
+      if (!pendingSettled.some((p) => p.executionId === settled.executionId)) pendingSettled.push(settled);
+    },
+    { description: 'A task execution settled (sent by its workflow): evidence, failure, handed off or not started.' },
   );
   setHandler(
     teamFactSignal,
@@ -288,6 +306,12 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     knownRevision = Math.max(knownRevision, fenced.revision);
     const at = executions.findIndex((e) => e.executionId === execution.executionId);
     executions[at] = { ...executions[at], state: kind === 'cancel' ? 'cancelled' : 'handed_off' };
+    // The task is frozen: its execution's workflow has nothing left to record. (The session is stopped by the driver.)
+    if (execution.workflowId) {
+      await getExternalWorkflowHandle(execution.workflowId)
+        .cancel()
+        .catch((err) => log.warn('execution workflow not cancelled', { workflowId: execution.workflowId, error: String(err) }));
+    }
     const r = fenced.receipt;
     const receipt: HandoffState = {
       receiptId: r.receiptId,
@@ -498,59 +522,64 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       }
       assigned.splice(i, 1);
       const member = members.find((m) => m.memberId === next.owner)!;
-      const execution = uuid4();
-      try {
-        const started = await acts.dispatchTask({
-          teamId: start.teamId,
-          taskId: next.taskId,
-          executionId: execution,
-          memberId: next.owner,
-          role: member.role,
-          repo: start.repo,
-          host: start.host,
-          parent: info.workflowId,
-          model: start.memberModel,
-        });
-        knownRevision = Math.max(knownRevision, started.revision);
-        executions.push({
-          executionId: execution,
-          taskId: next.taskId,
-          memberId: next.owner,
-          sessionId: started.sessionId,
-          state: 'running',
-          sessionTaskId: started.sessionTaskId,
-        });
-        keep(executions, KEPT * 4);
-      } catch (err) {
-        if (!(err instanceof ActivityFailure)) throw err;
-        noteEvent(`task ${next.taskId} could not start with ${next.owner}: ${failureOf(err).message}`);
-      }
+      const executionId = uuid4();
+      const workflowId = taskExecutionWorkflowId(start.teamId, next.taskId, executionId);
+      // Its own workflow, outliving this run (continue-as-new): it reports its end by signal, not as a child result.
+      await startChild(teamTaskExecution, {
+        workflowId,
+        args: [
+          {
+            teamId: start.teamId,
+            taskId: next.taskId,
+            executionId,
+            memberId: next.owner,
+            role: member.role,
+            sessionId: sessionOf(next.owner),
+            repo: start.repo,
+            host: start.host,
+            model: start.memberModel,
+          },
+        ],
+        parentClosePolicy: ParentClosePolicy.ABANDON,
+        staticSummary: `task ${next.taskId} → ${next.owner}`,
+      });
+      executions.push({ executionId, workflowId, taskId: next.taskId, memberId: next.owner, sessionId: sessionOf(next.owner), state: 'running' });
+      keep(executions, KEPT * 4);
       publish();
     }
   }
 
-  /** Member turn ends that finished a task execution become evidence (or a failure) on the board. */
-  async function settleEnds(): Promise<void> {
+  /** Member session turn ends go to that member's running execution (its workflow decides whether it was its task's). */
+  async function forwardEnds(): Promise<void> {
     while (pendingEnds.length > 0) {
       const notice = pendingEnds.shift()!;
-      // A handed-off execution's end is the handoff driver's business, not evidence.
-      const at = executions.findIndex((e) => e.sessionId === notice.childId && e.state === 'running' && e.sessionTaskId === notice.taskId);
-      if (at < 0) continue;
+      for (const execution of executions.filter((e) => e.sessionId === notice.childId && e.state === 'running' && e.workflowId)) {
+        await getExternalWorkflowHandle(execution.workflowId!)
+          .signal(executionTurnEndedSignal, notice)
+          .catch((err) => log.warn('turn end not forwarded', { workflowId: execution.workflowId, error: String(err) }));
+      }
+    }
+  }
+
+  /** Executions that ended: their evidence (or failure) is on the board already; the Coordinator hears of it. */
+  function applySettled(): void {
+    while (pendingSettled.length > 0) {
+      const settled = pendingSettled.shift()!;
+      const at = executions.findIndex((e) => e.executionId === settled.executionId);
+      // A fenced execution's end is the handoff driver's business, not evidence.
+      if (at < 0 || executions[at].state !== 'running') continue;
       const execution = executions[at];
-      const settled = await acts.settleExecution({
-        teamId: start.teamId,
-        taskId: execution.taskId,
-        executionId: execution.executionId,
-        memberId: execution.memberId,
-        outcome: notice.outcome,
-        excerpt: notice.excerpt,
-        othersRunning: running() - 1,
-      });
-      if (!certificate) candidate = settled.candidate as TeamStatusView['candidate'];
-      executions[at] = { ...execution, state: settled.state };
       knownRevision = Math.max(knownRevision, settled.revision);
+      if (settled.state === 'not_started') {
+        executions.splice(at, 1);
+        noteEvent(`task ${execution.taskId} could not start with ${execution.memberId}: ${settled.message ?? 'refused'}`);
+        publish();
+        continue;
+      }
+      executions[at] = { ...execution, state: settled.state, sessionTaskId: settled.sessionTaskId };
+      if (!certificate) candidate = settled.candidate as TeamStatusView['candidate'];
       if (settled.state === 'handed_off') continue;
-      noteEvent(`task ${execution.taskId} ${settled.state} by ${execution.memberId}${notice.excerpt ? `: ${excerpt(notice.excerpt, 160)}` : ''}`);
+      noteEvent(`task ${execution.taskId} ${settled.state} by ${execution.memberId}${settled.excerpt ? `: ${excerpt(settled.excerpt, 160)}` : ''}`);
       if (candidate === 'ready') {
         // Steer straight to completion: the board is closed, nothing to read first.
         noteEvent('completion_candidate.state is ready: call org_run_complete now, directly, without task_list first.');
@@ -677,10 +706,20 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
 
   for (;;) {
     await condition(
-      () => wake.userMessages.length > 0 || dirty || pendingEnds.length > 0 || turnsThisRun >= limits.turnsPerRun || workflowInfo().continueAsNewSuggested,
+      () =>
+        wake.userMessages.length > 0 ||
+        dirty ||
+        pendingEnds.length > 0 ||
+        pendingSettled.length > 0 ||
+        turnsThisRun >= limits.turnsPerRun ||
+        workflowInfo().continueAsNewSuggested,
     );
     if (pendingEnds.length > 0) {
-      await settleEnds();
+      await forwardEnds();
+      continue;
+    }
+    if (pendingSettled.length > 0) {
+      applySettled();
       await dispatchReady();
       continue;
     }
@@ -709,6 +748,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
         replies,
         refusals,
         pendingEnds,
+        pendingSettled,
         candidate,
         certificate,
         receipts,

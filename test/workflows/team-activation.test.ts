@@ -4,7 +4,7 @@ import { closureInputOf, readBoard } from '../../activities/store/team';
 import { validateClosure } from '../../workflows/team/closure';
 import { calls, final, lastUserText } from '../helpers/fleet-model';
 import { completion, stubModel, type Reply } from '../helpers/model-stub';
-import { makeRepo, startOrchard, uniqueId } from '../helpers/orchard';
+import { keepHistory, makeRepo, startOrchard, uniqueId } from '../helpers/orchard';
 import { waitFor } from '../helpers/wait';
 
 /**
@@ -51,6 +51,7 @@ test('continue-as-new keeps the generation; a team started again after its run c
     [1],
   );
   t.is(validateClosure(closureInputOf(before, 0)).outcome, 'delivered');
+  await keepHistory(orchard, `team/${teamId}`, 'team-continued-as-new');
   const activations = async () => Number((await orchard.pool.query(`SELECT count(*) AS n FROM team_facts WHERE team_id = $1 AND kind = 'activated'`, [teamId])).rows[0].n);
   t.is(await activations(), 1);
 

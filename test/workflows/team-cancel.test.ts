@@ -7,7 +7,7 @@ import { validateClosure } from '../../workflows/team/closure';
 import type { TeamStatusView } from '../../workflows/messages';
 import { calls, final, lastUserText } from '../helpers/fleet-model';
 import { completion, stubModel, type Reply } from '../helpers/model-stub';
-import { makeRepo, startOrchard, uniqueId, type TestOrchard } from '../helpers/orchard';
+import { keepHistory, makeRepo, startOrchard, uniqueId, type TestOrchard } from '../helpers/orchard';
 import { waitFor } from '../helpers/wait';
 
 /**
@@ -104,6 +104,7 @@ test('a waiting task cancelled by the user never starts; the closure counts it a
   t.is(output?.outputId, `out-${execution.executionId}`);
   const closure = validateClosure(closureInputOf(await readBoard(orchard.pool, teamId), 0));
   t.is(closure.outcome, 'delivered');
+  await keepHistory(orchard, execution.workflowId!, 'team-task-execution-completed');
   t.deepEqual(
     closure.evidence.resolutions.find((r) => r.taskId === 'check'),
     { taskId: 'check', kind: 'user_scope_removed', userEventId: check.cancel!.userEventId },
@@ -154,6 +155,8 @@ test('running work cancelled by the user: fenced first, its execution stopped, a
   // Everything was removed by the user: nothing to deliver.
   const closure = validateClosure(closureInputOf(board, 0));
   t.not(closure.outcome, 'delivered');
+  await keepHistory(orchard, `team/${teamId}`, 'team-cancel-running');
+  await keepHistory(orchard, cancelledExecution.workflowId!, 'team-task-execution-cancelled');
 });
 
 test('cancel refusals are typed and change nothing: bad input before history, an unknown task, finished work', async (t) => {

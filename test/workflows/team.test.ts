@@ -5,7 +5,7 @@ import { readBoard } from '../../activities/store/team';
 import { teamWorkflowId, type TeamStatusView } from '../../workflows/messages';
 import { calls, final, gate, lastUserText } from '../helpers/fleet-model';
 import { completion, stubModel, type Reply } from '../helpers/model-stub';
-import { git, makeRepo, startOrchard, uniqueId, type TestOrchard } from '../helpers/orchard';
+import { git, keepHistory, makeRepo, startOrchard, uniqueId, type TestOrchard } from '../helpers/orchard';
 import { waitFor } from '../helpers/wait';
 
 /**
@@ -210,6 +210,7 @@ test('a closed board steers the Coordinator to completion; one certificate, idem
   const again = await until(orchard, teamId, 'the second request answered', (v) => v.turns.length > delivered.turns.length && v.status === 'delivered');
   t.is(again.turns.at(-1)!.finalExcerpt, `Delivered, certificate ${delivered.certificate!.certificateId}.`);
   t.is((await rows()).length, 1);
+  await keepHistory(orchard, `team/${teamId}`, 'team-certified');
 });
 
 test('a run whose work failed is never delivered: the completion request is refused with the reasons, and no certificate exists', async (t) => {

@@ -8,6 +8,7 @@ import { excerpt } from '../workflows/session/state';
 import type { CallRef } from './orchestrator';
 import { turnKeyOf } from './store/keys';
 import {
+  activateTeamRun,
   assignTask,
   createTask,
   createTeamRun,
@@ -18,12 +19,13 @@ import {
   taskView,
   TeamStoreRefusal,
   updateTask,
-  cancelReplacement,
+  cancelPendingTask,
   closureInputOf,
   fenceHandoff,
   issueCertificate,
   moveReceipt,
   openProcessGroups,
+  type HandoffKind,
   type HandoffReceipt,
   type ReceiptState,
   type BoardSnapshot,
@@ -120,7 +122,9 @@ export function createTeamActivities(deps: TeamActivityDeps) {
 
   return {
     /** Opens the team's rows (idempotent): the run, its members and their session ids. */
-    async openTeam(start: StartTeamInput & { members: { memberId: string; role: string }[] }): Promise<{ generation: number; workRevision: number }> {
+    async openTeam(
+      start: StartTeamInput & { members: { memberId: string; role: string }[]; activationId?: string },
+    ): Promise<{ generation: number; workRevision: number }> {
       await createTeamRun(deps.pool, {
         teamId: start.teamId,
         repo: start.repo,
@@ -128,6 +132,7 @@ export function createTeamActivities(deps: TeamActivityDeps) {
         protectedBranch: start.protectedBranch,
         members: start.members.map((m) => ({ ...m, sessionId: memberSessionId(start.teamId, m.memberId) })),
       });
+      if (start.activationId) await activateTeamRun(deps.pool, start.teamId, start.activationId);
       const board = await readBoard(deps.pool, start.teamId);
       return { generation: board.generation, workRevision: board.workRevision };
     },
@@ -315,14 +320,14 @@ export function createTeamActivities(deps: TeamActivityDeps) {
       teamId: string;
       eventId: string;
       oldTaskId: string;
-      newTaskId: string;
-      newOwner: string;
+      kind: HandoffKind;
       reason: string;
       sessionId: string;
       executionId: string;
+      replacement?: { taskId: string; owner: string };
     }): Promise<{ receipt: HandoffReceipt; revision: number }> {
       try {
-        const { result, revision } = await fenceHandoff(deps.pool, input.teamId, { ...input, kind: 'reassign', namespace: deps.namespace ?? 'default' });
+        const { result, revision } = await fenceHandoff(deps.pool, input.teamId, { ...input, namespace: deps.namespace ?? 'default' });
         return { receipt: result, revision };
       } catch (err) {
         throw asFailure(err);
@@ -366,10 +371,10 @@ export function createTeamActivities(deps: TeamActivityDeps) {
       return quiescence(input);
     },
 
-    /** "Keep stopped": cancels only the replacement task. */
-    async keepStopped(input: { teamId: string; eventId: string; taskId: string; reason: string }): Promise<{ revision: number }> {
+    /** A user's cancel of a task that is not running, or "keep stopped" (cancels only a handoff's replacement). */
+    async cancelPendingTask(input: { teamId: string; eventId: string; taskId: string; reason: string; kind: 'keep_stopped' | 'cancel' }): Promise<{ revision: number }> {
       try {
-        return { revision: (await cancelReplacement(deps.pool, input.teamId, input.eventId, input.taskId, input.reason)).revision };
+        return { revision: (await cancelPendingTask(deps.pool, input.teamId, input)).revision };
       } catch (err) {
         throw asFailure(err);
       }

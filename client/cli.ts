@@ -307,6 +307,20 @@ team
   });
 
 team
+  .command('cancel-task <id> <taskId>')
+  .description("remove a task from the run's scope as the user: a waiting task is cancelled; running work is fenced and stopped (a receipt, no replacement)")
+  .requiredOption('--reason <text>', 'why (recorded on the task and the user event the closure cites)')
+  .option('--json', 'print the result as JSON')
+  .action(async (id: string, taskId: string, o) => {
+    await withClient(async (client) => {
+      const result = await client.cancelTask(id, { taskId, reason: o.reason });
+      print(o.json, result, () =>
+        `${id}: ${result.taskId} cancelled at revision ${result.workRevision}${result.receipt ? `; ${result.receipt.receiptId} ${result.receipt.state} (its execution is being stopped)` : ''}`,
+      );
+    });
+  });
+
+team
   .command('resolve-handoff <id> <receiptId> <action>')
   .description('resolve a handoff that timed out: keep_stopped (cancel only the replacement) or release (needs the old runtime quiescent)')
   .option('--reason <text>', 'why (recorded with the resolution)')

@@ -20,8 +20,11 @@ import {
   messageUpdate,
   orchestratorStatusQuery,
   startTeamProblem,
+  cancelTaskUpdate,
   reassignTaskUpdate,
   resolveHandoffUpdate,
+  type CancelTaskInput,
+  type CancelTaskResult,
   type ReassignInput,
   type ReceiptView,
   type ResolveHandoffInput,
@@ -266,6 +269,11 @@ export class OrchardClient {
   /** Reassigns a running task (a handoff): answered with the receipt once the fence has committed. */
   async reassignTask(teamId: string, input: ReassignInput): Promise<ReceiptView> {
     return this.teamCall(teamId, (h) => h.executeUpdate(reassignTaskUpdate, { args: [input] }));
+  }
+
+  /** The user removes a task from the run's scope (running work is fenced and stopped, with a receipt). */
+  async cancelTask(teamId: string, input: CancelTaskInput): Promise<CancelTaskResult> {
+    return this.teamCall(teamId, (h) => h.executeUpdate(cancelTaskUpdate, { args: [input] }));
   }
 
   /** Resolves a handoff that timed out: keep_stopped, or release with proof the old runtime is quiescent. */

@@ -493,13 +493,52 @@ export const DEFAULT_HANDOFF = { sloMs: 5_000, timeoutMs: 10_000 } as const;
 /** One dispatch of a task to its owner: the execution the board's evidence will be attributed to. */
 export interface TaskExecutionView {
   readonly executionId: string;
+  /** The execution's own workflow (`team/<team>/task/<task>/<execution>`); absent for executions of older runs. */
+  readonly workflowId?: string;
   readonly taskId: string;
   readonly memberId: string;
   readonly sessionId: string;
-  readonly state: 'running' | 'completed' | 'failed' | 'handed_off';
+  readonly state: 'running' | 'completed' | 'failed' | 'handed_off' | 'cancelled';
   /** The member session's task id (its queue entry). */
   readonly sessionTaskId?: string;
 }
+
+export const TASK_EXECUTION_WORKFLOW_TYPE = 'teamTaskExecution';
+export const taskExecutionWorkflowId = (teamId: string, taskId: string, executionId: string): string => `team/${teamId}/task/${taskId}/${executionId}`;
+
+/** What a task execution workflow is started with (by its team). */
+export interface TaskExecutionInput {
+  readonly teamId: string;
+  readonly taskId: string;
+  readonly executionId: string;
+  readonly memberId: string;
+  readonly role: string;
+  /** The Member's session (`<team>-<member>`): its worktree and lease are the execution's. */
+  readonly sessionId: string;
+  readonly repo: string;
+  readonly host: string;
+  readonly model?: ModelSpec;
+}
+
+/** How an execution ended, as it tells its team (and returns). */
+export interface TaskExecutionSettled {
+  readonly executionId: string;
+  readonly taskId: string;
+  readonly memberId: string;
+  /** `not_started`: the dispatch was refused (`message` says why); `handed_off`: a fence had frozen the task. */
+  readonly state: 'completed' | 'failed' | 'handed_off' | 'not_started';
+  readonly revision: number;
+  readonly candidate?: string;
+  readonly sessionTaskId?: string;
+  readonly excerpt?: string;
+  readonly message?: string;
+}
+
+/** Team → execution: a turn end (or the close) of the Member's session. */
+export const executionTurnEndedSignal = defineSignal<[ChildTurnEnded]>('turnEnded');
+/** Execution → team: the execution settled. */
+export const taskExecutionSettledSignal = defineSignal<[TaskExecutionSettled]>('executionSettled');
+export const taskExecutionQuery = defineQuery<TaskExecutionInput & { readonly state: string; readonly sessionTaskId?: string }>('execution');
 
 /** How a Coordinator turn ended: `waiting_for_org_event` when it produced no new fact. */
 export type CoordinatorTurnOutcome = TurnOutcome | 'waiting_for_org_event';
@@ -551,10 +590,12 @@ export interface TeamStatusView {
 
 export interface ReceiptView {
   readonly receiptId: string;
+  /** `reassign` (the work goes on with `newOwner` as `newTaskId`) or `cancel` (the user removed it; no replacement). */
+  readonly kind: 'reassign' | 'cancel';
   readonly oldTaskId: string;
-  readonly newTaskId: string;
+  readonly newTaskId?: string;
   readonly oldOwner: string;
-  readonly newOwner: string;
+  readonly newOwner?: string;
   readonly state: 'requested' | 'yielding' | 'released' | 'timeout' | 'unknown' | 'failed';
   readonly sloMissed: boolean;
   /** The states it went through, in order. */
@@ -575,6 +616,23 @@ export interface ResolveHandoffInput {
   readonly reason?: string;
 }
 
+export interface CancelTaskInput {
+  readonly taskId: string;
+  readonly reason: string;
+}
+
+/**
+ * A user's cancel: the task leaves the run's scope (cited by the user event, so the closure counts it as
+ * `user_scope_removed`). Running work is fenced and yielded like a reassign, without a replacement: `receipt`.
+ */
+export interface CancelTaskResult {
+  readonly taskId: string;
+  readonly status: 'cancelled';
+  readonly workRevision: number;
+  readonly receipt?: ReceiptView;
+}
+
+export const cancelTaskUpdate = defineUpdate<CancelTaskResult, [CancelTaskInput]>('cancelTask');
 export const reassignTaskUpdate = defineUpdate<ReceiptView, [ReassignInput]>('reassignTask');
 export const resolveHandoffUpdate = defineUpdate<ReceiptView, [ResolveHandoffInput]>('resolveHandoff');
 

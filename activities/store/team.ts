@@ -41,7 +41,7 @@ export interface BoardSnapshot {
   readonly tasks: readonly TeamTask[];
   readonly outputs: readonly TeamOutput[];
   readonly userEvents: readonly { id: string; teamId: string; kind: string; taskId?: string }[];
-  readonly handoffs: readonly { oldTaskId: string; newTaskId: string; state: HandoffState }[];
+  readonly handoffs: readonly { oldTaskId: string; newTaskId?: string; state: HandoffState }[];
   readonly inboxUnread: number;
 }
 
@@ -71,6 +71,22 @@ export async function createTeamRun(
         [run.teamId, m.memberId, m.role, m.sessionId],
       );
     }
+  });
+}
+
+/**
+ * An activation of the team: the first run of a `team/<id>` workflow chain (continue-as-new keeps it). The first
+ * activation is generation 1; each later one bumps the generation, so the evidence of an earlier activation is
+ * stale for the closure. The same activation again (a retried activity, a continued run) changes nothing.
+ */
+export async function activateTeamRun(pool: Pool, teamId: string, activationId: string) {
+  return commit(pool, teamId, { kind: 'system' }, 'activate', async ({ c, generation }) => {
+    const { rows } = await c.query(`SELECT activation_id FROM team_runs WHERE team_id = $1`, [teamId]);
+    const previous: string | null = rows[0].activation_id;
+    if (previous === activationId) return { result: { generation } };
+    const next = previous === null ? generation : generation + 1;
+    await c.query(`UPDATE team_runs SET activation_id = $2, generation = $3 WHERE team_id = $1`, [teamId, activationId, next]);
+    return { result: { generation: next }, fact: { kind: 'activated', detail: { activationId, generation: next, previous } } };
   });
 }
 
@@ -342,7 +358,7 @@ export async function readBoard(pool: Pool, teamId: string): Promise<BoardSnapsh
         commitSha: r.commit_sha ?? undefined,
       })),
       userEvents: events.rows.map((r) => ({ id: r.event_id, teamId, kind: r.kind, taskId: r.task_id ?? undefined })),
-      handoffs: handoffs.rows.map((r) => ({ oldTaskId: r.old_task_id, newTaskId: r.new_task_id, state: r.state })),
+      handoffs: handoffs.rows.map((r) => ({ oldTaskId: r.old_task_id, ...(r.new_task_id ? { newTaskId: r.new_task_id } : {}), state: r.state })),
       inboxUnread: Number(unread.rows[0].n),
     };
   });
@@ -412,12 +428,15 @@ export const __testing = { commit };
 // Handoff (invariant 14) ----------------------------------------------------------------------------------------
 
 export type ReceiptState = 'requested' | 'yielding' | 'released' | 'timeout' | 'unknown' | 'failed';
+/** `reassign`: the work goes on with another member; `cancel`: the user removed it from the run's scope. */
+export type HandoffKind = 'reassign' | 'cancel';
 
 export interface HandoffReceipt {
   readonly receiptId: string;
   readonly teamId: string;
   readonly oldTaskId: string;
-  readonly newTaskId: string;
+  /** The pending replacement (a reassign); none when the user cancelled the work outright. */
+  readonly newTaskId?: string;
   readonly owner: string;
   readonly sessionId: string;
   readonly executionId: string;
@@ -425,7 +444,7 @@ export interface HandoffReceipt {
   readonly lease?: { worktree: string; holder: string; generation: number };
   readonly generation: number;
   readonly state: ReceiptState;
-  readonly reason: { kind: string; reason: string; userEventId: string; newOwner: string };
+  readonly reason: { kind: HandoffKind; reason: string; userEventId: string; newOwner?: string };
   readonly sloMissed: boolean;
   readonly resolution?: unknown;
 }
@@ -435,7 +454,7 @@ function toReceipt(r: any): HandoffReceipt {
     receiptId: r.receipt_id,
     teamId: r.team_id,
     oldTaskId: r.old_task_id,
-    newTaskId: r.new_task_id,
+    newTaskId: r.new_task_id ?? undefined,
     owner: r.owner,
     sessionId: r.session_id,
     executionId: r.execution_id,
@@ -450,23 +469,38 @@ function toReceipt(r: any): HandoffReceipt {
 
 /**
  * The fence (one transaction): freezes the old task (cancelled by the user, with the structured reason and the
- * user event), creates the pending replacement for the new owner, bumps the old execution's worktree lease
- * generation — so every later mutating call of the old execution revalidates stale and is refused — and writes
- * the receipt bound to old task, owner, session, execution, lease and generation. All before anyone asks the
- * old execution to yield. A retry finds the receipt and changes nothing.
+ * user event), creates the pending replacement for the new owner (a reassign; a user's cancel has none), bumps
+ * the old execution's worktree lease generation — so every later mutating call of the old execution
+ * revalidates stale and is refused — and writes the receipt bound to old task, owner, session, execution, lease
+ * and generation. All before anyone asks the old execution to yield. A retry finds the receipt and changes
+ * nothing.
  */
 export async function fenceHandoff(
   pool: Pool,
   teamId: string,
-  input: { eventId: string; oldTaskId: string; newTaskId: string; newOwner: string; reason: string; kind: 'reassign'; sessionId: string; executionId: string; namespace: string },
+  input: {
+    eventId: string;
+    oldTaskId: string;
+    kind: HandoffKind;
+    reason: string;
+    sessionId: string;
+    executionId: string;
+    namespace: string;
+    /** A reassign's replacement and its owner. */
+    replacement?: { taskId: string; owner: string };
+  },
 ): Promise<{ result: HandoffReceipt; revision: number }> {
   return commit(pool, teamId, { kind: 'user', eventId: input.eventId }, 'handoff', async ({ c, generation, revision }) => {
     const existing = await c.query(`SELECT * FROM team_handoff_receipts WHERE team_id = $1 AND old_task_id = $2`, [teamId, input.oldTaskId]);
     if (existing.rows[0]) return { result: toReceipt(existing.rows[0]) };
     const task = await requireTask(c, teamId, input.oldTaskId);
     if (task.status !== 'in_progress' || !task.owner) throw new TeamStoreRefusal('task_not_in_progress', `task ${input.oldTaskId} is ${task.status}: only running work is handed off`);
-    await requireMember(c, teamId, input.newOwner);
-    if (input.newOwner === task.owner) throw new TeamStoreRefusal('same_owner', `task ${input.oldTaskId} is already ${task.owner}'s: a handoff goes to another member`);
+    const replacement = input.replacement;
+    if ((input.kind === 'reassign') !== (replacement !== undefined)) throw new TeamStoreRefusal('invalid_input', 'a reassign names its replacement; a cancel has none');
+    if (replacement) {
+      await requireMember(c, teamId, replacement.owner);
+      if (replacement.owner === task.owner) throw new TeamStoreRefusal('same_owner', `task ${input.oldTaskId} is already ${task.owner}'s: a handoff goes to another member`);
+    }
     const lease = await c.query(
       `SELECT worktree, holder, generation FROM worktree_leases WHERE holder = $1 || '/' || $2 || '@' || split_part(holder, '@', 2) AND state = 'held' FOR UPDATE`,
       [input.namespace, `session/${input.sessionId}`],
@@ -489,11 +523,13 @@ export async function fenceHandoff(
       input.oldTaskId,
       input.reason,
     ]);
-    await c.query(
-      `INSERT INTO team_tasks (team_id, task_id, title, description, owner, status, replaces_task_id, generation, updated_revision)
-       VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7, $8)`,
-      [teamId, input.newTaskId, task.title, task.description, input.newOwner, input.oldTaskId, generation, revision],
-    );
+    if (replacement) {
+      await c.query(
+        `INSERT INTO team_tasks (team_id, task_id, title, description, owner, status, replaces_task_id, generation, updated_revision)
+         VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7, $8)`,
+        [teamId, replacement.taskId, task.title, task.description, replacement.owner, input.oldTaskId, generation, revision],
+      );
+    }
     const receipt = await c.query(
       `INSERT INTO team_handoff_receipts (receipt_id, team_id, old_task_id, new_task_id, owner, session_id, execution_id, lease, generation, state, reason)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'requested', $10) RETURNING *`,
@@ -501,18 +537,18 @@ export async function fenceHandoff(
         `handoff-${teamId}-${input.oldTaskId}`,
         teamId,
         input.oldTaskId,
-        input.newTaskId,
+        replacement?.taskId ?? null,
         task.owner,
         input.sessionId,
         input.executionId,
         fenced ? JSON.stringify(fenced) : null,
         generation,
-        JSON.stringify({ kind: input.kind, reason: input.reason, userEventId: input.eventId, newOwner: input.newOwner }),
+        JSON.stringify({ kind: input.kind, reason: input.reason, userEventId: input.eventId, newOwner: replacement?.owner }),
       ],
     );
     return {
       result: toReceipt(receipt.rows[0]),
-      fact: { kind: 'handoff_requested', taskId: input.oldTaskId, detail: { newTaskId: input.newTaskId, newOwner: input.newOwner, lease: fenced } },
+      fact: { kind: 'handoff_requested', taskId: input.oldTaskId, detail: { kind: input.kind, newTaskId: replacement?.taskId, newOwner: replacement?.owner, lease: fenced } },
     };
   });
 }
@@ -541,26 +577,37 @@ export async function moveReceipt(
   });
 }
 
-/** "Keep stopped": only the replacement is cancelled (the user's decision, cited); the rest of the team runs on. */
-export async function cancelReplacement(pool: Pool, teamId: string, eventId: string, taskId: string, reason: string) {
-  return commit(pool, teamId, { kind: 'user', eventId }, 'task_cancel', async ({ c, revision }) => {
-    const task = await requireTask(c, teamId, taskId);
-    if (task.status === 'cancelled') return { result: task };
-    if (task.status !== 'pending') throw new TeamStoreRefusal('task_not_pending', `task ${taskId} is ${task.status}`);
-    const cancel = { by: 'user', kind: 'keep_stopped', reason, userEventId: eventId };
-    await c.query(`INSERT INTO team_user_events (team_id, event_id, kind, task_id, text) VALUES ($1, $2, 'keep_stopped', $3, $4) ON CONFLICT DO NOTHING`, [
+/**
+ * A user cancels a task that is not running: the task leaves the run's scope, citing the user's event (so the
+ * closure counts it as `user_scope_removed`). `keep_stopped` is the same for a handoff's blocked replacement.
+ * Running work is cancelled through the fence instead (`fenceHandoff`, kind `cancel`). A repeat changes nothing.
+ */
+export async function cancelPendingTask(
+  pool: Pool,
+  teamId: string,
+  input: { eventId: string; taskId: string; reason: string; kind: 'keep_stopped' | 'cancel' },
+) {
+  return commit(pool, teamId, { kind: 'user', eventId: input.eventId }, 'task_cancel', async ({ c, revision }) => {
+    const task = await requireTask(c, teamId, input.taskId);
+    if (task.status === 'cancelled' && task.cancel?.by === 'user') return { result: task };
+    if (task.status !== 'pending') {
+      throw new TeamStoreRefusal('task_not_pending', `task ${input.taskId} is ${task.status}${task.status === 'in_progress' ? ': running work is cancelled through a handoff' : ''}`);
+    }
+    const cancel = { by: 'user' as const, kind: input.kind, reason: input.reason, userEventId: input.eventId };
+    await c.query(`INSERT INTO team_user_events (team_id, event_id, kind, task_id, text) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`, [
       teamId,
-      eventId,
-      taskId,
-      reason,
+      input.eventId,
+      input.kind,
+      input.taskId,
+      input.reason,
     ]);
     await c.query(`UPDATE team_tasks SET status = 'cancelled', cancel = $3, updated_revision = $4 WHERE team_id = $1 AND task_id = $2`, [
       teamId,
-      taskId,
+      input.taskId,
       JSON.stringify(cancel),
       revision,
     ]);
-    return { result: { ...task, status: 'cancelled' as const }, fact: { kind: 'task_cancelled', taskId, detail: cancel } };
+    return { result: { ...task, status: 'cancelled' as const, cancel }, fact: { kind: 'task_cancelled', taskId: input.taskId, detail: cancel } };
   });
 }
 

@@ -6,7 +6,7 @@ import { readBoard } from '../../activities/store/team';
 import type { TeamStatusView } from '../../workflows/messages';
 import { calls, final } from '../helpers/fleet-model';
 import { completion, stubModel, type Reply } from '../helpers/model-stub';
-import { makeRepo, startOrchard, uniqueId, type TestOrchard } from '../helpers/orchard';
+import { keepHistory, makeRepo, startOrchard, uniqueId, type TestOrchard } from '../helpers/orchard';
 import { waitFor } from '../helpers/wait';
 
 /**
@@ -104,6 +104,7 @@ test('a reassign while the old execution writes: fence, yield, release, then the
   const board = await readBoard(orchard.pool, teamId);
   t.like(board.tasks.find((task) => task.taskId === 'implement-r1'), { status: 'completed' });
   t.deepEqual(board.handoffs, [{ oldTaskId: 'implement', newTaskId: 'implement-r1', state: 'released' }]);
+  await keepHistory(orchard, `team/${teamId}`, 'team-reassign-released');
 });
 
 test('a handoff past its timeout is durable timeout, its replacement blocked until the user releases it with proof', async (t) => {
@@ -130,6 +131,7 @@ test('a handoff past its timeout is durable timeout, its replacement blocked unt
   // A released receipt has nothing left to resolve.
   const err = await t.throwsAsync(orchard.client.resolveHandoff(teamId, { receiptId: released.receiptId, action: 'keep_stopped' }));
   t.is((err as any).code, 'handoff_not_blocked');
+  await keepHistory(orchard, `team/${teamId}`, 'team-handoff-timeout-released');
 });
 
 test('keep_stopped cancels only the replacement; the rest of the team runs on', async (t) => {

@@ -45,7 +45,7 @@ const output = z
   .describe('a TaskOutput evidence row');
 
 const handoff = z
-  .strictObject({ oldTaskId: id, newTaskId: id, state: z.enum(HANDOFF_STATES) })
+  .strictObject({ oldTaskId: id, newTaskId: id.optional(), state: z.enum(HANDOFF_STATES) })
   .describe('a cancel/reassign handoff receipt; anything but released blocks delivery');
 
 const userEvent = z

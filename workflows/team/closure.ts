@@ -52,7 +52,8 @@ export interface BoardOutput {
 
 export interface BoardHandoff {
   readonly oldTaskId: string;
-  readonly newTaskId: string;
+  /** The replacement of a reassign; absent when the user cancelled the running work outright. */
+  readonly newTaskId?: string;
   readonly state: HandoffState;
 }
 
@@ -175,7 +176,7 @@ export function validateClosure(board: BoardSnapshot): ClosureResult {
   }
   for (const t of tasks) if (t.status === 'pending' || t.status === 'in_progress') add('task_open', `task ${t.id} is ${t.status}`, t.id);
   for (const h of board.handoffs) {
-    if (h.state !== 'released') add('handoff_pending', `handoff ${h.oldTaskId} -> ${h.newTaskId} is ${h.state}, not released`, h.newTaskId);
+    if (h.state !== 'released') add('handoff_pending', `handoff ${h.oldTaskId} -> ${h.newTaskId ?? '(cancelled)'} is ${h.state}, not released`, h.newTaskId ?? h.oldTaskId);
   }
   if (board.blockers.inboxUnread > 0) add('inbox_unread', `${board.blockers.inboxUnread} unread inbox message(s)`);
   if (board.blockers.turnsRunning > 0) add('turn_running', `${board.blockers.turnsRunning} turn(s) running`);

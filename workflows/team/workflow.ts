@@ -5,6 +5,9 @@ import {
   CancellationScope,
   condition,
   continueAsNew,
+  getExternalWorkflowHandle,
+  ParentClosePolicy,
+  startChild,
   log,
   proxyActivities,
   metricMeter,
@@ -24,7 +27,12 @@ import { orchardFailure } from '../errors';
 import {
   childTurnEndedSignal,
   DEFAULT_HANDOFF,
+  executionTurnEndedSignal,
+  taskExecutionSettledSignal,
+  taskExecutionWorkflowId,
+  type TaskExecutionSettled,
   DEFAULT_TEAM_MEMBERS,
+  cancelTaskUpdate,
   reassignTaskUpdate,
   resolveHandoffUpdate,
   messageProblem,
@@ -33,6 +41,8 @@ import {
   teamMessageSignal,
   teamMessageUpdate,
   teamStatusQuery,
+  type CancelTaskInput,
+  type CancelTaskResult,
   type ChildTurnEnded,
   type CoordinatorTurnView,
   type MessageInput,
@@ -46,6 +56,7 @@ import {
 import { ORCHARD_HANDOFF_SLO_MISSED, ORCHARD_HOST, ORCHARD_KIND, ORCHARD_STATUS } from '../search-attributes';
 import { excerpt } from '../session/state';
 import { isCoordinatorTool } from './authority';
+import { teamTaskExecution } from './execution';
 
 /** Why the Coordinator is woken: what happened since its last turn, as short lines (the board has the rest). */
 interface Wake {
@@ -70,9 +81,13 @@ export interface CarriedTeamState {
   readonly replies: readonly string[];
   readonly refusals: readonly { readonly tool: string; readonly code: string }[];
   readonly pendingEnds: readonly ChildTurnEnded[];
+  /** Executions that reported their end, not yet applied. */
+  readonly pendingSettled?: readonly TaskExecutionSettled[];
   readonly candidate?: TeamStatusView['candidate'];
   readonly certificate?: TeamStatusView['certificate'];
   readonly receipts: readonly HandoffState[];
+  /** Tasks the user cancelled while they waited (never started, even when a handoff releases them later). */
+  readonly userCancelled?: readonly string[];
 }
 
 /** A handoff as the workflow drives it: the receipt's view plus what the driver needs. */
@@ -127,13 +142,15 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   let turnsThisRun = 0;
   const replies = [...(carried?.replies ?? [])];
   const refusals = [...(carried?.refusals ?? [])];
-  // Member turn ends not yet settled into board evidence.
+  // Member session turn ends not yet forwarded to their executions, and executions' ends not yet applied.
   const pendingEnds: ChildTurnEnded[] = [...(carried?.pendingEnds ?? [])];
+  const pendingSettled: TaskExecutionSettled[] = [...(carried?.pendingSettled ?? [])];
   let coordinating = false;
   let candidate: TeamStatusView['candidate'] = carried?.candidate;
   let certificate: TeamStatusView['certificate'] = carried?.certificate;
   const running = () => executions.filter((e) => e.state === 'running').length;
-  const receipts: HandoffState[] = [...(carried?.receipts ?? [])];
+  const receipts: HandoffState[] = (carried?.receipts ?? []).map((r) => ({ ...r, kind: r.kind ?? 'reassign' }));
+  const userCancelled: string[] = [...(carried?.userCancelled ?? [])];
   let driving = 0;
   const handoffTimes = { ...DEFAULT_HANDOFF, ...(start.handoff ?? {}) };
   // Emitted through the worker's telemetry (Prometheus when the runtime exports metrics); replay-safe.
@@ -166,12 +183,19 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   setHandler(
     childTurnEndedSignal,
     (notice) => {
-      // A member session's turn ended: the main loop settles it into evidence if it ended a task execution (the
-      // notice may arrive before the dispatch that started it has returned, so it is matched there, not here).
+      // A member session's turn ended (or it closed): the main loop forwards it to the member's running execution,
+      // whose workflow settles it if it was its task's turn.
       if (!memberIds.some((m) => sessionOf(m) === notice.childId)) return;
-      if (!pendingEnds.some((p) => p.childId === notice.childId && p.turnId === notice.turnId)) pendingEnds.push(notice);
+      if (!pendingEnds.some((p) => p.childId === notice.childId && p.turnId === notice.turnId && p.closed === notice.closed)) pendingEnds.push(notice);
     },
     { description: "A member session's turn ended (sent by the session)." },
+  );
+  setHandler(
+    taskExecutionSettledSignal,
+    (settled) => {
+      if (!pendingSettled.some((p) => p.executionId === settled.executionId)) pendingSettled.push(settled);
+    },
+    { description: 'A task execution settled (sent by its workflow): evidence, failure, handed off or not started.' },
   );
   setHandler(
     teamFactSignal,
@@ -187,6 +211,15 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     validator: (input) => {
       const problem = reassignProblem(input);
       if (problem) throw orchardFailure(problem.code, problem.message);
+    },
+  });
+  setHandler(cancelTaskUpdate, (input) => cancelTask(input), {
+    description: "The user removes a task from the run's scope: a waiting task is cancelled; running work is fenced and yielded (a handoff without replacement).",
+    validator: (input) => {
+      const i = (input ?? {}) as unknown as Record<string, unknown>;
+      if (typeof i.taskId !== 'string' || i.taskId === '' || typeof i.reason !== 'string' || i.reason.trim() === '') {
+        throw orchardFailure('invalid_input', 'cancel needs { taskId, reason }');
+      }
     },
   });
   setHandler(resolveHandoffUpdate, (input) => resolveHandoff(input), {
@@ -217,28 +250,76 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   /** The user's reassign: one fence transaction (before anything is asked of the old execution), then the driver. */
   async function reassign(input: { taskId: string; newOwner: string; reason: string }): Promise<ReceiptView> {
     const execution = executions.find((e) => e.taskId === input.taskId && e.state === 'running')!;
-    // Whichever commits first wins: a completion settled before the fence makes the fence refuse (typed), and a
-    // fence first makes the late completion settle as handed off, not as evidence.
+    const receipt = await fence(execution, 'reassign', input.reason, { taskId: `${input.taskId}-r${receipts.length + 1}`, owner: input.newOwner });
+    noteEvent(`task ${input.taskId} reassigned from ${receipt.oldOwner} to ${input.newOwner} (${input.reason}): replacement ${receipt.newTaskId} waits for the old execution`);
+    publish();
+    void drive(receipt.receiptId);
+    return publicReceipt(receipt.receiptId);
+  }
+
+  /**
+   * The user's cancel. Running work: the same fence and driver as a reassign, with no replacement (the receipt
+   * says when the old execution is gone). Anything else: one store transaction cancels it if it is still pending
+   * (a finished task is refused, typed), and it leaves the dispatch queue.
+   */
+  async function cancelTask(input: CancelTaskInput): Promise<CancelTaskResult> {
+    const execution = executions.find((e) => e.taskId === input.taskId && e.state === 'running');
+    if (execution) {
+      const receipt = await fence(execution, 'cancel', input.reason);
+      noteEvent(`the user cancelled task ${input.taskId} (${input.reason}) while ${receipt.oldOwner} worked on it: its execution is stopped, nothing replaces it`);
+      publish();
+      void drive(receipt.receiptId);
+      return { taskId: input.taskId, status: 'cancelled', workRevision: knownRevision, receipt: publicReceipt(receipt.receiptId) };
+    }
+    const cancelled = await asUpdateFailure(acts.cancelPendingTask({ teamId: start.teamId, eventId: `cancel-${uuid4()}`, taskId: input.taskId, reason: input.reason, kind: 'cancel' }));
+    knownRevision = Math.max(knownRevision, cancelled.revision);
+    const queued = assigned.findIndex((a) => a.taskId === input.taskId);
+    if (queued >= 0) assigned.splice(queued, 1);
+    if (!userCancelled.includes(input.taskId)) userCancelled.push(input.taskId);
+    keep(userCancelled, KEPT * 4);
+    noteEvent(`the user cancelled task ${input.taskId} (${input.reason}) before it ran`);
+    publish();
+    return { taskId: input.taskId, status: 'cancelled', workRevision: knownRevision };
+  }
+
+  /**
+   * One fence transaction, committed before anything is asked of the old execution. Whichever commits first
+   * wins: a completion settled before the fence makes the fence refuse (typed), and a fence first makes the late
+   * completion settle as handed off, not as evidence.
+   */
+  async function fence(
+    execution: TaskExecutionView,
+    kind: 'reassign' | 'cancel',
+    reason: string,
+    replacement?: { taskId: string; owner: string },
+  ): Promise<HandoffState> {
     const fenced = await asUpdateFailure(acts.fenceHandoff({
       teamId: start.teamId,
-      eventId: `reassign-${uuid4()}`,
-      oldTaskId: input.taskId,
-      newTaskId: `${input.taskId}-r${receipts.length + 1}`,
-      newOwner: input.newOwner,
-      reason: input.reason,
+      eventId: `${kind}-${uuid4()}`,
+      oldTaskId: execution.taskId,
+      kind,
+      reason,
       sessionId: execution.sessionId,
       executionId: execution.executionId,
+      replacement,
     }));
     knownRevision = Math.max(knownRevision, fenced.revision);
     const at = executions.findIndex((e) => e.executionId === execution.executionId);
-    executions[at] = { ...executions[at], state: 'handed_off' };
+    executions[at] = { ...executions[at], state: kind === 'cancel' ? 'cancelled' : 'handed_off' };
+    // The task is frozen: its execution's workflow has nothing left to record. (The session is stopped by the driver.)
+    if (execution.workflowId) {
+      await getExternalWorkflowHandle(execution.workflowId)
+        .cancel()
+        .catch((err) => log.warn('execution workflow not cancelled', { workflowId: execution.workflowId, error: String(err) }));
+    }
     const r = fenced.receipt;
     const receipt: HandoffState = {
       receiptId: r.receiptId,
+      kind,
       oldTaskId: r.oldTaskId,
       newTaskId: r.newTaskId,
       oldOwner: r.owner,
-      newOwner: input.newOwner,
+      newOwner: replacement?.owner,
       state: r.state,
       sloMissed: r.sloMissed,
       trail: [r.state],
@@ -247,10 +328,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       driven: false,
     };
     receipts.push(receipt);
-    noteEvent(`task ${input.taskId} reassigned from ${r.owner} to ${input.newOwner} (${input.reason}): replacement ${r.newTaskId} waits for the old execution`);
-    publish();
-    void drive(receipt.receiptId);
-    return publicReceipt(receipt.receiptId);
+    return receipt;
   }
 
   function publicReceipt(receiptId: string): ReceiptView {
@@ -310,7 +388,11 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
         release(receiptId);
       } else {
         await moveTo(receiptId, outcome === 'timeout' ? 'timeout' : 'unknown');
-        noteEvent(`handoff ${receiptId} is ${outcome}: replacement ${receipt.newTaskId} stays blocked until the user resolves it`);
+        noteEvent(
+          receipt.newTaskId
+            ? `handoff ${receiptId} is ${outcome}: replacement ${receipt.newTaskId} stays blocked until the user resolves it`
+            : `handoff ${receiptId} is ${outcome}: the cancelled execution of ${receipt.oldTaskId} is not proven stopped until the user resolves it`,
+        );
       }
       setReceipt(receiptId, { driven: true });
     } finally {
@@ -321,23 +403,28 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   /** The old execution is gone: the replacement may start with its new owner. */
   function release(receiptId: string): void {
     const receipt = receipts.find((r) => r.receiptId === receiptId)!;
-    if (!assigned.some((a) => a.taskId === receipt.newTaskId)) assigned.push({ taskId: receipt.newTaskId, owner: receipt.newOwner });
-    noteEvent(`handoff ${receiptId} released: ${receipt.newTaskId} starts with ${receipt.newOwner}`);
+    const next = receipt.newTaskId && receipt.newOwner && !userCancelled.includes(receipt.newTaskId) ? { taskId: receipt.newTaskId, owner: receipt.newOwner } : undefined;
+    if (!next) return noteEvent(`handoff ${receiptId} released: the old execution of ${receipt.oldTaskId} is stopped`);
+    if (!assigned.some((a) => a.taskId === next.taskId)) assigned.push(next);
+    noteEvent(`handoff ${receiptId} released: ${next.taskId} starts with ${next.owner}`);
   }
 
   async function resolveHandoff(input: { receiptId: string; action: 'keep_stopped' | 'release'; reason?: string }): Promise<ReceiptView> {
     const receipt = receipts.find((r) => r.receiptId === input.receiptId)!;
     if (input.action === 'keep_stopped') {
-      const cancelled = await asUpdateFailure(acts.keepStopped({
-        teamId: start.teamId,
-        eventId: `keep-stopped-${uuid4()}`,
-        taskId: receipt.newTaskId,
-        reason: input.reason ?? 'the user kept the task stopped',
-      }));
-      knownRevision = Math.max(knownRevision, cancelled.revision);
+      if (receipt.newTaskId) {
+        const cancelled = await asUpdateFailure(acts.cancelPendingTask({
+          teamId: start.teamId,
+          eventId: `keep-stopped-${uuid4()}`,
+          taskId: receipt.newTaskId,
+          reason: input.reason ?? 'the user kept the task stopped',
+          kind: 'keep_stopped',
+        }));
+        knownRevision = Math.max(knownRevision, cancelled.revision);
+      }
       await moveTo(receipt.receiptId, receipt.state, { resolution: { action: 'keep_stopped', reason: input.reason ?? null } });
       setReceipt(receipt.receiptId, { resolution: 'keep_stopped' });
-      noteEvent(`handoff ${receipt.receiptId}: the user kept ${receipt.oldTaskId} stopped; ${receipt.newTaskId} is cancelled`);
+      noteEvent(`handoff ${receipt.receiptId}: the user kept ${receipt.oldTaskId} stopped${receipt.newTaskId ? `; ${receipt.newTaskId} is cancelled` : ''}`);
       return publicReceipt(receipt.receiptId);
     }
     const proof = await acts.checkQuiescent({ sessionId: receipt.sessionId, lease: receipt.lease });
@@ -394,9 +481,11 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       refusals,
       queuedMessages: wake.userMessages.length,
       receipts: receipts.map(({ sessionId: _s, lease: _l, driven: _d, ...r }) => r),
-      waiting: receipts
-        .filter((r) => r.state !== 'released' && r.resolution === undefined)
-        .map((r) => ({ taskId: r.newTaskId, waiting: 'waiting_for_previous_execution' as const, receiptId: r.receiptId })),
+      waiting: receipts.flatMap((r) =>
+        r.newTaskId && r.state !== 'released' && r.resolution === undefined
+          ? [{ taskId: r.newTaskId, waiting: 'waiting_for_previous_execution' as const, receiptId: r.receiptId }]
+          : [],
+      ),
       candidate,
       certificate,
     };
@@ -433,59 +522,64 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       }
       assigned.splice(i, 1);
       const member = members.find((m) => m.memberId === next.owner)!;
-      const execution = uuid4();
-      try {
-        const started = await acts.dispatchTask({
-          teamId: start.teamId,
-          taskId: next.taskId,
-          executionId: execution,
-          memberId: next.owner,
-          role: member.role,
-          repo: start.repo,
-          host: start.host,
-          parent: info.workflowId,
-          model: start.memberModel,
-        });
-        knownRevision = Math.max(knownRevision, started.revision);
-        executions.push({
-          executionId: execution,
-          taskId: next.taskId,
-          memberId: next.owner,
-          sessionId: started.sessionId,
-          state: 'running',
-          sessionTaskId: started.sessionTaskId,
-        });
-        keep(executions, KEPT * 4);
-      } catch (err) {
-        if (!(err instanceof ActivityFailure)) throw err;
-        noteEvent(`task ${next.taskId} could not start with ${next.owner}: ${failureOf(err).message}`);
-      }
+      const executionId = uuid4();
+      const workflowId = taskExecutionWorkflowId(start.teamId, next.taskId, executionId);
+      // Its own workflow, outliving this run (continue-as-new): it reports its end by signal, not as a child result.
+      await startChild(teamTaskExecution, {
+        workflowId,
+        args: [
+          {
+            teamId: start.teamId,
+            taskId: next.taskId,
+            executionId,
+            memberId: next.owner,
+            role: member.role,
+            sessionId: sessionOf(next.owner),
+            repo: start.repo,
+            host: start.host,
+            model: start.memberModel,
+          },
+        ],
+        parentClosePolicy: ParentClosePolicy.ABANDON,
+        staticSummary: `task ${next.taskId} → ${next.owner}`,
+      });
+      executions.push({ executionId, workflowId, taskId: next.taskId, memberId: next.owner, sessionId: sessionOf(next.owner), state: 'running' });
+      keep(executions, KEPT * 4);
       publish();
     }
   }
 
-  /** Member turn ends that finished a task execution become evidence (or a failure) on the board. */
-  async function settleEnds(): Promise<void> {
+  /** Member session turn ends go to that member's running execution (its workflow decides whether it was its task's). */
+  async function forwardEnds(): Promise<void> {
     while (pendingEnds.length > 0) {
       const notice = pendingEnds.shift()!;
-      // A handed-off execution's end is the handoff driver's business, not evidence.
-      const at = executions.findIndex((e) => e.sessionId === notice.childId && e.state === 'running' && e.sessionTaskId === notice.taskId);
-      if (at < 0) continue;
+      for (const execution of executions.filter((e) => e.sessionId === notice.childId && e.state === 'running' && e.workflowId)) {
+        await getExternalWorkflowHandle(execution.workflowId!)
+          .signal(executionTurnEndedSignal, notice)
+          .catch((err) => log.warn('turn end not forwarded', { workflowId: execution.workflowId, error: String(err) }));
+      }
+    }
+  }
+
+  /** Executions that ended: their evidence (or failure) is on the board already; the Coordinator hears of it. */
+  function applySettled(): void {
+    while (pendingSettled.length > 0) {
+      const settled = pendingSettled.shift()!;
+      const at = executions.findIndex((e) => e.executionId === settled.executionId);
+      // A fenced execution's end is the handoff driver's business, not evidence.
+      if (at < 0 || executions[at].state !== 'running') continue;
       const execution = executions[at];
-      const settled = await acts.settleExecution({
-        teamId: start.teamId,
-        taskId: execution.taskId,
-        executionId: execution.executionId,
-        memberId: execution.memberId,
-        outcome: notice.outcome,
-        excerpt: notice.excerpt,
-        othersRunning: running() - 1,
-      });
-      if (!certificate) candidate = settled.candidate as TeamStatusView['candidate'];
-      executions[at] = { ...execution, state: settled.state };
       knownRevision = Math.max(knownRevision, settled.revision);
+      if (settled.state === 'not_started') {
+        executions.splice(at, 1);
+        noteEvent(`task ${execution.taskId} could not start with ${execution.memberId}: ${settled.message ?? 'refused'}`);
+        publish();
+        continue;
+      }
+      executions[at] = { ...execution, state: settled.state, sessionTaskId: settled.sessionTaskId };
+      if (!certificate) candidate = settled.candidate as TeamStatusView['candidate'];
       if (settled.state === 'handed_off') continue;
-      noteEvent(`task ${execution.taskId} ${settled.state} by ${execution.memberId}${notice.excerpt ? `: ${excerpt(notice.excerpt, 160)}` : ''}`);
+      noteEvent(`task ${execution.taskId} ${settled.state} by ${execution.memberId}${settled.excerpt ? `: ${excerpt(settled.excerpt, 160)}` : ''}`);
       if (candidate === 'ready') {
         // Steer straight to completion: the board is closed, nothing to read first.
         noteEvent('completion_candidate.state is ready: call org_run_complete now, directly, without task_list first.');
@@ -600,7 +694,8 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     }
   }
 
-  const opened = await acts.openTeam({ ...start, members });
+  // The chain's first run is this activation: a team started again after its run closed is a new generation.
+  const opened = await acts.openTeam({ ...start, members, activationId: info.firstExecutionRunId });
   generation = opened.generation;
   knownRevision = Math.max(knownRevision, opened.workRevision);
   if (!carried) {
@@ -611,10 +706,20 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
 
   for (;;) {
     await condition(
-      () => wake.userMessages.length > 0 || dirty || pendingEnds.length > 0 || turnsThisRun >= limits.turnsPerRun || workflowInfo().continueAsNewSuggested,
+      () =>
+        wake.userMessages.length > 0 ||
+        dirty ||
+        pendingEnds.length > 0 ||
+        pendingSettled.length > 0 ||
+        turnsThisRun >= limits.turnsPerRun ||
+        workflowInfo().continueAsNewSuggested,
     );
     if (pendingEnds.length > 0) {
-      await settleEnds();
+      await forwardEnds();
+      continue;
+    }
+    if (pendingSettled.length > 0) {
+      applySettled();
       await dispatchReady();
       continue;
     }
@@ -643,9 +748,11 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
         replies,
         refusals,
         pendingEnds,
+        pendingSettled,
         candidate,
         certificate,
         receipts,
+        userCancelled,
       },
     });
   }

@@ -122,6 +122,8 @@ const coordinatorSchema = z.strictObject({
   summary: z.string().min(1).default('Delivered: certificate {{certificate}}.'),
   reply: z.string().min(1).default('Done: {{result}}'),
   waiting: z.string().min(1).default('Nothing to do until a member reports.'),
+  /** A user message containing one of these (case-insensitive) is answered with `org_run_complete`, ready or not. */
+  completeOn: z.array(z.string().min(1)).optional(),
 });
 
 /** A message a driver (`orchard demo`) sends, and the topic it is about; never read by the provider. */

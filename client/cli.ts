@@ -335,11 +335,16 @@ team
 
 program
   .command('demo <name>')
-  .description('run a demo on the embedded stack (or the configured one): route-first, or team')
-  .option('--json', 'print the result as JSON (progress goes to stderr): route-first {children, deliveries, messages, problems}; team {status, board, certificate, handoff, problems}')
-  .option('--scenario <file>', 'the scenario (default scenarios/route-first.json or scenarios/team-handoff.json)')
+  .description('run a demo on the embedded stack (or the configured one): route-first, team, or team-all-cancelled')
+  .option(
+    '--json',
+    'print the result as JSON (progress goes to stderr): route-first {children, deliveries, messages, problems}; team {status, board, certificate, handoff, problems}; team-all-cancelled {status, board, certificate, closure, certificates, writer, problems}',
+  )
+  .option('--scenario <file>', 'the scenario (default scenarios/route-first.json, scenarios/team-handoff.json or scenarios/team-all-cancelled.json)')
   .action(async (name: string, o) => {
-    if (name !== 'route-first' && name !== 'team') throw new OrchardError('invalid_input', `no demo ${JSON.stringify(name)}: the demos are route-first and team`);
+    if (name !== 'route-first' && name !== 'team' && name !== 'team-all-cancelled') {
+      throw new OrchardError('invalid_input', `no demo ${JSON.stringify(name)}: the demos are route-first, team and team-all-cancelled`);
+    }
     const { startOrchard, PROJECT_ROOT } = await import('../worker/runtime');
     const { makeFixtureRepo } = await import('./fixture');
     // With --json, stdout carries the JSON alone.
@@ -358,6 +363,17 @@ program
         });
         const { status, board, certificate, handoff, problems } = result;
         print(o.json, { status, board, certificate, handoff: handoff ?? null, problems }, () => formatTeamDemo(result));
+        failed = problems.length > 0;
+      } else if (name === 'team-all-cancelled') {
+        const { runTeamAllCancelledDemo, formatTeamAllCancelled } = await import('./team-all-cancelled');
+        const result = await runTeamAllCancelledDemo(orchard.client, orchard.pool, {
+          teamId: `team-${Date.now().toString(36)}`,
+          repo,
+          scenario: o.scenario ? resolve(o.scenario) : resolve(PROJECT_ROOT, 'scenarios/team-all-cancelled.json'),
+          log: progress,
+        });
+        const { status, board, certificate, closure, certificates, writer, problems } = result;
+        print(o.json, { status, board, certificate, closure, certificates, writer, problems }, () => formatTeamAllCancelled(result));
         failed = problems.length > 0;
       } else {
         const { runRouteFirst, formatRouteFirst } = await import('./route-first');

@@ -98,10 +98,51 @@ export async function runTeamDemo(client: OrchardClient, pool: Pool, options: Te
   return { teamId: options.teamId, status, ...record, ...(handoff ? { handoff } : {}), problems };
 }
 
+/** A task whose execution the driver waits for: it runs and has written `lines` lines to `log` in its worktree. */
+export interface WritingTask {
+  readonly taskId: string;
+  readonly log: string;
+  readonly lines: number;
+}
+
 /**
- * Waits until `reassign.taskId` runs and its execution has written `reassign.lines` lines to its log, then
- * reassigns it as the user would (`orchard team reassign`). Throws `OrchardError` when that moment never comes.
+ * Waits until `writing.taskId` runs and its execution has written `writing.lines` lines to its log; the running
+ * execution. Throws `OrchardError` when that moment never comes (the task ended first, or the deadline passed).
  */
+export async function waitUntilWriting(
+  client: OrchardClient,
+  teamId: string,
+  writing: WritingTask,
+  deadline: number,
+  log: (line: string) => void,
+  progress: (v: TeamStatusView) => void,
+): Promise<{ execution: TeamStatusView['executions'][number]; lines: number }> {
+  let announced = false;
+  for (;;) {
+    const v = await client.teamStatus(teamId);
+    progress(v);
+    const execution = v.executions.find((e) => e.taskId === writing.taskId);
+    if (execution && execution.state !== 'running') {
+      throw new OrchardError('task_not_in_progress', `task ${writing.taskId} ended ${execution.state} before its log had ${writing.lines} lines`);
+    }
+    if (execution) {
+      // The execution may run before its member's session exists (or has a worktree): not writing yet.
+      const session = await client.status(execution.sessionId).catch((err: unknown) => {
+        if (err instanceof OrchardError && err.code === 'session_not_found') return undefined;
+        throw err;
+      });
+      const path = session?.worktree ? join(session.worktree, writing.log) : undefined;
+      const lines = path ? stampsOf(path).length : 0;
+      if (!announced && lines > 0) log(`task ${writing.taskId} → ${execution.memberId} is writing ${path}`);
+      announced ||= lines > 0;
+      if (lines >= writing.lines) return { execution, lines };
+    }
+    if (Date.now() > deadline) throw new OrchardError('wait_timeout', `task ${writing.taskId} did not write ${writing.lines} lines to ${writing.log} in time`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** Reassigns `reassign.taskId` to `reassign.to` as the user would (`orchard team reassign`), while it writes. */
 async function reassignWhileWriting(
   client: OrchardClient,
   teamId: string,
@@ -110,34 +151,15 @@ async function reassignWhileWriting(
   log: (line: string) => void,
   progress: (v: TeamStatusView) => void,
 ): Promise<ReceiptView> {
-  let announced = false;
-  for (;;) {
-    const v = await client.teamStatus(teamId);
-    progress(v);
-    const execution = v.executions.find((e) => e.taskId === reassign.taskId);
-    if (execution && execution.state !== 'running') {
-      throw new OrchardError('task_not_in_progress', `task ${reassign.taskId} ended ${execution.state} before its log had ${reassign.lines} lines`);
-    }
-    if (execution) {
-      const worktree = (await client.status(execution.sessionId)).worktree;
-      const path = worktree ? join(worktree, reassign.log) : undefined;
-      const lines = path && existsSync(path) ? readFileSync(path, 'utf8').split('\n').filter(Boolean).length : 0;
-      if (!announced && lines > 0) log(`task ${reassign.taskId} → ${execution.memberId} is writing ${path}`);
-      announced ||= lines > 0;
-      if (lines >= reassign.lines) {
-        log(`the user reassigns ${reassign.taskId} from ${execution.memberId} to ${reassign.to} while it writes (${lines} lines so far): ${reassign.reason}`);
-        const receipt = await client.reassignTask(teamId, { taskId: reassign.taskId, newOwner: reassign.to, reason: reassign.reason });
-        log(`the fence committed: replacement ${receipt.newTaskId} (${receipt.newOwner}) waits for the old execution to be released`);
-        return receipt;
-      }
-    }
-    if (Date.now() > deadline) throw new OrchardError('wait_timeout', `task ${reassign.taskId} did not write ${reassign.lines} lines to ${reassign.log} in time`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  const { execution, lines } = await waitUntilWriting(client, teamId, reassign, deadline, log, progress);
+  log(`the user reassigns ${reassign.taskId} from ${execution.memberId} to ${reassign.to} while it writes (${lines} lines so far): ${reassign.reason}`);
+  const receipt = await client.reassignTask(teamId, { taskId: reassign.taskId, newOwner: reassign.to, reason: reassign.reason });
+  log(`the fence committed: replacement ${receipt.newTaskId} (${receipt.newOwner}) waits for the old execution to be released`);
+  return receipt;
 }
 
 /** Logs each execution state and receipt trail of the status the first time it is seen. */
-function progressLog(log: (line: string) => void): (v: TeamStatusView) => void {
+export function progressLog(log: (line: string) => void): (v: TeamStatusView) => void {
   const seen = new Set<string>();
   return (v) => {
     const lines = [
@@ -162,6 +184,12 @@ async function waitForOutcome(client: OrchardClient, teamId: string, deadline: n
   }
 }
 
+/** The writer's log read again after a pause: a writer still running would have added lines. */
+export async function afterPause(writer: WriterFacts): Promise<WriterFacts> {
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  return { ...writer, linesAfterPause: stampsOf(writer.path).length };
+}
+
 const stampsOf = (path: string): bigint[] =>
   existsSync(path)
     ? readFileSync(path, 'utf8')
@@ -171,7 +199,7 @@ const stampsOf = (path: string): bigint[] =>
     : [];
 
 /** A writer's log in the worktree of `sessionId`'s session, as the session reports its worktree. */
-async function writerFacts(client: OrchardClient, memberId: string, sessionId: string, log: string): Promise<WriterFacts | null> {
+export async function writerFacts(client: OrchardClient, memberId: string, sessionId: string, log: string): Promise<WriterFacts | null> {
   const worktree = (await client.status(sessionId).catch(() => undefined))?.worktree;
   if (!worktree) return null;
   const path = join(worktree, log);
@@ -199,9 +227,7 @@ export async function readHandoffFacts(client: OrchardClient, pool: Pool, status
   const oldWriter = row ? await writerFacts(client, row.owner, row.sessionId, reassign.log) : null;
   const replacement = row ? status.executions.find((e) => e.taskId === row.newTaskId) : undefined;
   const newWriter = replacement ? await writerFacts(client, replacement.memberId, replacement.sessionId, reassign.log) : null;
-  // Read the old log again after a pause: a writer still running would have added lines.
-  await new Promise((resolve) => setTimeout(resolve, 500));
-  const again = oldWriter ? { ...oldWriter, linesAfterPause: stampsOf(oldWriter.path).length } : null;
+  const again = oldWriter ? await afterPause(oldWriter) : null;
   const gapMs =
     oldWriter?.lastNs && newWriter?.firstNs ? Number(BigInt(newWriter.firstNs) - BigInt(oldWriter.lastNs)) / 1e6 : null;
   return { taskId: reassign.taskId, to: reassign.to, reason: reassign.reason, receipt, row, userEvent, oldWriter: again, newWriter, gapMs };
@@ -316,7 +342,7 @@ function nodeTestAt(repo: string, branch: string): string | undefined {
 }
 
 /** Nanoseconds since the epoch as an ISO time with nine fraction digits. */
-function isoNs(ns: string | null): string {
+export function isoNs(ns: string | null): string {
   if (ns === null) return '-';
   const n = BigInt(ns);
   return `${new Date(Number(n / 1_000_000n)).toISOString().slice(0, 19)}.${(n % 1_000_000_000n).toString().padStart(9, '0')}Z`;

@@ -133,10 +133,17 @@ const scenarioMessage = z.strictObject({
   topic: z.string().min(1),
 });
 
+const worktreeLog = z
+  .string()
+  .min(1)
+  .refine((p) => !p.startsWith('/') && !p.split('/').includes('..'), 'a relative path inside the worktree');
+
 /**
- * What a team demo's driver (`orchard demo team`) does as the user while the run goes on; never read by the
- * provider. `reassign`: once `taskId`'s execution has written `lines` lines to `log` (a path in its worktree),
- * reassign the task to `to` with `reason`; the check then compares that log with the new owner's.
+ * What a team demo's driver does as the user while the run goes on; never read by the provider. Each action
+ * waits until `taskId`'s execution has written `lines` lines to `log` (a path in its worktree), then:
+ * `reassign` (`orchard demo team`) reassigns that task to `to` with `reason`, and the check compares that log
+ * with the new owner's; `cancelAll` (`orchard demo team-all-cancelled`) cancels every task of the board with
+ * `reason`, waits for the cancelled executions to be released, and sends `message` to the Coordinator.
  */
 const teamDriver = z.strictObject({
   reassign: z
@@ -144,11 +151,17 @@ const teamDriver = z.strictObject({
       taskId: z.string().min(1),
       to: z.string().min(1),
       reason: z.string().min(1),
-      log: z
-        .string()
-        .min(1)
-        .refine((p) => !p.startsWith('/') && !p.split('/').includes('..'), 'a relative path inside the worktree'),
+      log: worktreeLog,
       lines: z.number().int().min(1).default(5),
+    })
+    .optional(),
+  cancelAll: z
+    .strictObject({
+      taskId: z.string().min(1),
+      log: worktreeLog,
+      lines: z.number().int().min(1).default(5),
+      reason: z.string().min(1),
+      message: z.string().min(1),
     })
     .optional(),
 });
@@ -174,9 +187,11 @@ export const scenarioSchema = z.strictObject({
   if (scenario.router) {
     for (const message of routerProblems(scenario.router)) ctx.addIssue({ code: 'custom', path: ['router'], message });
   }
-  const reassign = scenario.driver?.reassign;
-  if (reassign && !scenario.coordinator?.tasks.some((t) => t.taskId === reassign.taskId)) {
-    ctx.addIssue({ code: 'custom', path: ['driver', 'reassign', 'taskId'], message: `"${reassign.taskId}" is not a task of the coordinator's plan` });
+  for (const action of ['reassign', 'cancelAll'] as const) {
+    const taskId = scenario.driver?.[action]?.taskId;
+    if (taskId !== undefined && !scenario.coordinator?.tasks.some((t) => t.taskId === taskId)) {
+      ctx.addIssue({ code: 'custom', path: ['driver', action, 'taskId'], message: `"${taskId}" is not a task of the coordinator's plan` });
+    }
   }
   const known = new Set(scenario.router?.topics.map((t) => t.topic) ?? []);
   scenario.messages?.forEach((m, i) => {

@@ -5,7 +5,8 @@ import { orchardEnv, runOrchard, spawnOrchard, workerEnv } from '../helpers/cli-
 import { git, makeRepo, sharedOrchard, uniqueId, writeScenario } from '../helpers/orchard';
 import { waitFor } from '../helpers/wait';
 import { loadScenario } from '../../activities/model/scenario';
-import { readBoard } from '../../activities/store/team';
+import { closureInputOf, readBoard } from '../../activities/store/team';
+import { validateClosure } from '../../workflows/team/closure';
 
 const shared = sharedOrchard(test);
 const TEAM = join(__dirname, '../../scenarios/team.json');
@@ -92,9 +93,9 @@ test('an unknown team is team_not_found with exit code 2 for send and status; a 
 });
 
 /** `orchard demo` runs its own worker (on a queue of its own) against the test run's Temporal and database. */
-function demo(t: import('ava').ExecutionContext, args: string[]) {
+function demo(t: import('ava').ExecutionContext, args: string[], name = 'team') {
   const env = orchardEnv({ ORCHARD_TASK_QUEUE: uniqueId('demo-q'), ORCHARD_HOST_ID: uniqueId('demo-host') });
-  return spawnOrchard(t, ['demo', 'team', ...args], env);
+  return spawnOrchard(t, ['demo', name, ...args], env);
 }
 
 /** The nanosecond timestamps a writer left in its log (the first field of each line), read from disk. */
@@ -165,6 +166,45 @@ test('orchard demo team --json: a task reassigned while its execution writes; re
   t.deepEqual(git(worktree, 'ls-tree', '--name-only', `orchard/${teamId}-reviewer`).split('\n').sort(), ['README.md', 'evaluator.js', 'evaluator.test.js']);
   t.is(git(worktree, 'rev-list', '--count', `main..orchard/${teamId}-tester`), '0');
   t.regex(demoRun.stderr(), /\[demo\] the user reassigns test-evaluator from tester to reviewer while it writes/);
+});
+
+test('orchard demo team-all-cancelled --json: every task cancelled by the user, org_run_complete refused, not delivered and why; exit 0', async (t) => {
+  t.timeout(300_000);
+  const demoRun = demo(t, ['--json'], 'team-all-cancelled');
+  const { code } = await demoRun.exit(290_000);
+  t.is(code, 0, demoRun.stderr());
+  const result = JSON.parse(demoRun.stdout());
+  t.deepEqual(result.problems, []);
+  const teamId: string = result.status.teamId;
+  const pool = shared().pool;
+  // Not delivered: no certificate in the workflow or in Postgres.
+  t.not(result.status.status, 'delivered');
+  t.is(result.status.certificate, undefined);
+  t.is(result.certificate, null);
+  t.is((await pool.query('SELECT count(*)::int AS n FROM team_certificates WHERE team_id = $1', [teamId])).rows[0].n, 0);
+  // Every task on the board is cancelled by the user, each citing a user event about it.
+  const board = await readBoard(pool, teamId);
+  t.deepEqual(board.tasks.map((task) => [task.taskId, task.status, task.cancel?.by]), [
+    ['plan-evaluator', 'cancelled', 'user'],
+    ['implement-evaluator', 'cancelled', 'user'],
+    ['test-evaluator', 'cancelled', 'user'],
+  ]);
+  for (const task of board.tasks) t.like(board.userEvents.find((e) => e.id === task.cancel!.userEventId), { taskId: task.taskId }, task.taskId);
+  t.deepEqual(board.outputs, []);
+  // The Planner was cancelled while it wrote: a receipt of kind cancel, released; its log stopped growing.
+  t.deepEqual(result.status.receipts.map((r: any) => [r.kind, r.oldTaskId, r.newTaskId ?? null, r.trail]), [['cancel', 'plan-evaluator', null, ['requested', 'yielding', 'released']]]);
+  t.deepEqual(board.handoffs.map((h) => [h.oldTaskId, h.state]), [['plan-evaluator', 'released']]);
+  const lines = readFileSync(result.writer.path, 'utf8').split('\n').filter(Boolean).length;
+  t.true(lines >= 5 && lines < 600, `${lines} lines`);
+  t.is(result.writer.lines, lines);
+  // Why: the validator's reasons (the same validator, run here on the board as Postgres has it), and the
+  // Coordinator's org_run_complete refused with them.
+  const closure = validateClosure(closureInputOf(board, 0));
+  t.is(closure.outcome, 'cancelled');
+  t.deepEqual(result.closure, { outcome: closure.outcome, reasons: closure.reasons });
+  t.deepEqual(result.closure.reasons.map((r: any) => r.code), ['all_cancelled']);
+  t.deepEqual(result.status.refusals, [{ tool: 'org_run_complete', code: 'completion_refused' }]);
+  t.regex(result.status.turns.at(-1).finalExcerpt, /completion_refused\): the run is cancelled: all_cancelled/);
 });
 
 test('orchard demo team exits 1 and says why when the tested program does not pass its tests, although the run was delivered', async (t) => {

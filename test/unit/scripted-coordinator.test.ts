@@ -130,7 +130,7 @@ test('completeOn: a user message with one of its phrases is answered with org_ru
   }
 });
 
-test('driver.reassign names a planned task and a relative log path, or the scenario is scenario_invalid', (t) => {
+test('driver.reassign and driver.cancelAll name a planned task and a relative log path, or the scenario is scenario_invalid', (t) => {
   const reassign = { taskId: 'test', to: 'reviewer', reason: 'slow', log: 'sweep.log' };
   t.is(parseScenario({ ...scenario, driver: { reassign } }).driver!.reassign!.lines, 5);
   const invalid = (value: unknown) => t.throws(() => parseScenario({ ...scenario, driver: value }), { instanceOf: ModelError })!.message;
@@ -138,6 +138,11 @@ test('driver.reassign names a planned task and a relative log path, or the scena
   t.regex(invalid({ reassign: { ...reassign, log: '../out.log' } }), /driver\.reassign\.log: a relative path inside the worktree/);
   t.regex(invalid({ reassign: { ...reassign, lines: 0 } }), /driver\.reassign\.lines/);
   t.regex(invalid({ reasign: reassign }), /driver/);
+  const cancelAll = { taskId: 'implement', log: 'w.log', reason: 'dropped', message: 'complete the run' };
+  t.is(parseScenario({ ...scenario, driver: { cancelAll } }).driver!.cancelAll!.lines, 5);
+  t.regex(invalid({ cancelAll: { ...cancelAll, taskId: 'ghost' } }), /driver\.cancelAll\.taskId: "ghost" is not a task of the coordinator's plan/);
+  t.regex(invalid({ cancelAll: { ...cancelAll, log: '/etc/passwd' } }), /driver\.cancelAll\.log: a relative path inside the worktree/);
+  t.regex(invalid({ cancelAll: { ...cancelAll, message: undefined } }), /driver\.cancelAll\.message/);
 });
 
 test('a planned description naming a member the request does not list is scenario_expectation_failed', async (t) => {

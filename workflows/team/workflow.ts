@@ -11,7 +11,6 @@ import {
   log,
   proxyActivities,
   metricMeter,
-  proxyLocalActivities,
   setCurrentDetails,
   setHandler,
   sleep,
@@ -156,7 +155,10 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   // Emitted through the worker's telemetry (Prometheus when the runtime exports metrics); replay-safe.
   const sloMisses = metricMeter.createCounter('orchard_handoff_slo_missed', 'handoffs', 'Handoffs whose old execution was not released within the SLO');
 
-  const local = proxyLocalActivities<SharedActivities>({ ...STORE_LOCAL_OPTIONS, summary: 'team store' });
+  // Regular activities, not local ones: update handlers (a handoff's driver) run beside the main loop, and a local
+  // activity's result can reach the workflow in a different activation on replay than it did live, which would
+  // reorder the two coroutines' commands. An activity's completion is an event, ordered the same both times.
+  const store = proxyActivities<SharedActivities>({ startToCloseTimeout: STORE_LOCAL_OPTIONS.startToCloseTimeout, retry: STORE_LOCAL_OPTIONS.retry, summary: 'team store' });
   const acts = proxyActivities<SharedActivities>({ ...MODEL_ACTIVITY_OPTIONS, summary: 'team' });
   // A yield heartbeats while it waits for the old runtime: a worker lost mid-handoff is noticed in seconds and
   // the same receipt's yield is retried elsewhere (cancel and the checks are idempotent).
@@ -453,7 +455,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       seenRequests.push([message.requestId, messageId]);
       keep(seenRequests, 500);
     }
-    await local.storeTasks([{ executionId, sessionId: start.teamId, taskId: messageId, task: message.text, requestId: message.requestId }]);
+    await store.storeTasks([{ executionId, sessionId: start.teamId, taskId: messageId, task: message.text, requestId: message.requestId }]);
     wake.userMessages.push({ messageId });
     publish();
     return { messageId, duplicate: false };
@@ -515,7 +517,11 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     if (!planApproved) return;
     for (let i = 0; i < assigned.length; ) {
       const next = assigned[i];
-      const busy = executions.some((e) => e.memberId === next.owner && e.state === 'running');
+      // One writer per worktree: a member is busy while it runs an execution, and while a fenced execution of its
+      // own is not yet released (its session may still be tearing down in that worktree).
+      const busy =
+        executions.some((e) => e.memberId === next.owner && e.state === 'running') ||
+        receipts.some((r) => r.oldOwner === next.owner && r.state !== 'released');
       if (busy) {
         i++;
         continue;
@@ -595,7 +601,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     const messageId = `e${nextMessageSeq++}`;
     const text = [`Work facts changed (revision ${knownRevision}):`, ...wake.events.map((e) => `- ${e}`)].join('\n');
     wake.events = [];
-    await local.storeTasks([{ executionId, sessionId: start.teamId, taskId: messageId, task: text }]);
+    await store.storeTasks([{ executionId, sessionId: start.teamId, taskId: messageId, task: text }]);
     return messageId;
   }
 

@@ -319,7 +319,9 @@ export function createTeamActivities(deps: TeamActivityDeps) {
         requestId,
         task: brief,
       });
-      if (created.outcome === 'created') return { revision, sessionId, sessionTaskId: created.task?.taskId };
+      // Created or bound, the create update queued the task (once per request id). A send with the same request id
+      // would be the same Temporal update id, answered with the create's result, which has no top-level taskId.
+      if (created.task) return { revision, sessionId, sessionTaskId: created.task.taskId };
       const sent = await deps.orchard().send(sessionId, { task: brief, requestId, from: 'team' });
       return { revision, sessionId, sessionTaskId: sent.taskId };
     },

@@ -14,6 +14,7 @@ import {
   createTeamRun,
   failTask,
   readBoard,
+  readInbox,
   recordTaskOutput,
   startTask,
   taskView,
@@ -159,9 +160,16 @@ export function createTeamActivities(deps: TeamActivityDeps) {
         const args = await argsOf(ref);
         switch (input.tool) {
           case 'task_list': {
-            const board = await readBoard(deps.pool, teamId);
+            const read = await readBoard(deps.pool, teamId);
+            // Members' messages committed up to this revision are read now (and shown in full) — no longer unread.
+            const inbox = await readInbox(deps.pool, teamId, read.workRevision);
+            const board = { ...read, inboxUnread: Math.max(0, read.inboxUnread - inbox.length) };
             const candidate = validateClosure(closureInputOf(board, input.turnsRunning ?? 0));
-            content = JSON.stringify({ ...boardView(board), completion_candidate: { state: candidate.candidate, reasons: candidate.reasons.map((r) => r.code) } });
+            content = JSON.stringify({
+              ...boardView(board),
+              inbox: inbox.map((m) => ({ messageId: m.messageId, from: m.from, relatedTaskId: m.relatedTaskId, purpose: m.purpose, text: m.text })),
+              completion_candidate: { state: candidate.candidate, reasons: candidate.reasons.map((r) => r.code) },
+            });
             effects = { readRevision: board.workRevision };
             break;
           }
@@ -306,11 +314,14 @@ export function createTeamActivities(deps: TeamActivityDeps) {
         host: input.host,
         parent: input.parent,
         isolated: true,
+        team: { teamId: input.teamId, memberId: input.memberId },
         model: input.model,
         requestId,
         task: brief,
       });
-      if (created.outcome === 'created') return { revision, sessionId, sessionTaskId: created.task?.taskId };
+      // Created or bound, the create update queued the task (once per request id). A send with the same request id
+      // would be the same Temporal update id, answered with the create's result, which has no top-level taskId.
+      if (created.task) return { revision, sessionId, sessionTaskId: created.task.taskId };
       const sent = await deps.orchard().send(sessionId, { task: brief, requestId, from: 'team' });
       return { revision, sessionId, sessionTaskId: sent.taskId };
     },

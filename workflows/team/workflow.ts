@@ -201,12 +201,21 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   );
   setHandler(
     teamFactSignal,
-    ({ revision }) => {
-      if (typeof revision !== 'number' || revision <= knownRevision) return;
+    ({ revision, message }) => {
+      if (typeof revision !== 'number') return;
+      if (message) {
+        // A Member's accepted message: its session signals it once, so it always wakes (whatever the revision
+        // the Coordinator has seen since), with who wrote, about what and why.
+        knownRevision = Math.max(knownRevision, revision);
+        return noteEvent(
+          `message ${message.messageId} from ${message.from} about task ${message.relatedTaskId} (${message.purpose}): ${message.excerpt} — task_list shows it in full`,
+        );
+      }
+      if (revision <= knownRevision) return;
       knownRevision = revision;
       noteEvent(`work revision ${revision}: a fact was committed outside the run`);
     },
-    { description: 'A fact was committed outside the workflow (its revision); wakes the Coordinator if it is new.' },
+    { description: "A fact was committed outside the workflow (its revision, and a Member's message); wakes the Coordinator if it is new." },
   );
   setHandler(reassignTaskUpdate, (input) => reassign(input), {
     description: 'Cancel a running task and give it to another member: fence, receipt, yield, release, then the replacement starts.',

@@ -698,7 +698,11 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       keep(refusals, KEPT);
     }
     if (effects.revision !== undefined) knownRevision = Math.max(knownRevision, effects.revision);
-    if (effects.readRevision !== undefined) readRevision = effects.readRevision;
+    if (effects.readRevision !== undefined) {
+      readRevision = effects.readRevision;
+      // The board may be ahead of what this run was told (an execution's start is committed by its workflow).
+      knownRevision = Math.max(knownRevision, readRevision);
+    }
     for (const a of effects.assigned ?? []) {
       if (!assigned.some((x) => x.taskId === a.taskId)) assigned.push(a);
     }

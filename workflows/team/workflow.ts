@@ -17,14 +17,16 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { SearchAttributeUpdatePair } from '@temporalio/common';
-import type { SharedActivities } from '../../activities';
+import type { HostActivities, SharedActivities } from '../../activities';
 import type { CallRef } from '../../activities/orchestrator';
 import { MODEL_ACTIVITY_OPTIONS, STORE_LOCAL_OPTIONS, failureOf } from '../activity-options';
-import { orchardFailure } from '../errors';
+import { isErrorCode, orchardFailure } from '../errors';
 import {
   childTurnEndedSignal,
   DEFAULT_HANDOFF,
   DEFAULT_TEAM_MEMBERS,
+  hostTaskQueue,
+  mergeTeamUpdate,
   reassignTaskUpdate,
   resolveHandoffUpdate,
   messageProblem,
@@ -200,6 +202,41 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       }
     },
   });
+  setHandler(
+    mergeTeamUpdate,
+    async () => {
+      // A user action on the team's repository: on its host's queue (the disk that holds it), never the Coordinator's.
+      const host = proxyActivities<HostActivities>({
+        ...MODEL_ACTIVITY_OPTIONS,
+        taskQueue: hostTaskQueue(start.host),
+        scheduleToStartTimeout: '60 seconds',
+        summary: 'team merge',
+      });
+      try {
+        const merged = await host.mergeTeamResult({ teamId: start.teamId, certificateId: certificate!.certificateId });
+        if (merged.revision !== undefined) knownRevision = Math.max(knownRevision, merged.revision);
+        publish();
+        return merged.result;
+      } catch (err) {
+        if (!(err instanceof ActivityFailure)) throw err;
+        const failure = failureOf(err);
+        throw orchardFailure(isErrorCode(failure.code) ? failure.code : 'git_command_failed', failure.message);
+      }
+    },
+    {
+      description: "The user merges the delivered result (the certificate's result commit) into the protected branch; a repeat answers the same result.",
+      validator: () => {
+        if (!certificate?.resultHead) {
+          throw orchardFailure(
+            'not_delivered',
+            certificate
+              ? `certificate ${certificate.certificateId} names no result branch: certify the run again`
+              : `team ${start.teamId} is not delivered: there is no certificate, so there is no result to merge`,
+          );
+        }
+      },
+    },
+  );
   setHandler(teamStatusQuery, () => view(), { description: 'Revisions, members, executions, Coordinator turns, replies and refusals.' });
 
   function reassignProblem(input: unknown): { code: 'invalid_input' | 'task_not_in_progress' | 'member_not_found' | 'same_owner'; message: string } | undefined {

@@ -4,7 +4,7 @@ import test from 'ava';
 import { OpenAICompatibleProvider } from '../../activities/model/openai';
 import type { RunCompletionCertificate } from '../../activities/store/team';
 import { OrchardError } from '../../client/client';
-import type { TeamStatusView } from '../../workflows/messages';
+import { teamWorkflowId, type TeamStatusView } from '../../workflows/messages';
 import { calls, final, gate } from '../helpers/fleet-model';
 import { completion, stubModel, type Reply } from '../helpers/model-stub';
 import { git, makeRepo, startOrchard, uniqueId, type TestOrchard } from '../helpers/orchard';
@@ -127,6 +127,9 @@ test('members cannot move main; the delivered result is a branch bound to the ce
   // Before delivery the merge is refused before anything runs, and main stays where it is.
   await refusedWith(t, orchard.client.mergeTeam(teamId), 'not_delivered');
   t.is(git(repo, 'rev-parse', 'main'), mainAtStart);
+  // Refused by the validator: the update never reached history.
+  const history = await orchard.temporal.workflow.getHandle(teamWorkflowId(teamId)).fetchHistory();
+  t.false(history.events!.some((e) => e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.input?.name === 'mergeTeam'));
   hold.open();
 
   const delivered = await until(orchard, teamId, 'delivered', (v) => v.status === 'delivered');

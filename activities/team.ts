@@ -26,13 +26,14 @@ import {
   openProcessGroups,
   type HandoffReceipt,
   type ReceiptState,
+  type RunCompletionCertificate,
   type BoardSnapshot,
 } from './store/team';
 import { validateClosure } from '../workflows/team/closure';
 import type { TeamMergeResult } from '../workflows/messages';
 import { sessionBranch } from '../workflows/session/ids';
 import { appendEntry, findAssistantMessage } from './store/transcript';
-import { buildResult, memberHead, moveProtectedBranch, planMerge, resultBranchOf, setBranch, TeamGitRefusal } from './git/team-result';
+import { buildResult, deleteBranch, memberHead, moveProtectedBranch, planMerge, resultBranchOf, setBranch, TeamGitRefusal } from './git/team-result';
 import {
   certificateById,
   completeTeamMerge,
@@ -162,6 +163,30 @@ export function createTeamActivities(deps: TeamActivityDeps) {
     await setBranch((await teamRunInfo(deps.pool, teamId)).repo, latest.result.branch, latest.result.head);
   }
 
+  /**
+   * Builds the result, creates its branch, then issues the certificate that names it: no certificate names a
+   * branch that could not be created. A refused issue (the board moved) puts the branch back where the newest
+   * certificate has it, or removes it when there is none.
+   */
+  async function certify(
+    teamId: string,
+    board: BoardSnapshot,
+    outputIds: readonly string[],
+    issue: (result: TeamResultRecord) => Promise<RunCompletionCertificate>,
+  ): Promise<RunCompletionCertificate> {
+    const result = await buildTeamResult(teamId, board, outputIds);
+    const { repo } = await teamRunInfo(deps.pool, teamId);
+    await setBranch(repo, result.branch, result.head);
+    try {
+      return await issue(result);
+    } catch (err) {
+      const latest = await latestCertificate(deps.pool, teamId);
+      if (latest?.result) await setBranch(repo, latest.result.branch, latest.result.head);
+      else await deleteBranch(repo, result.branch, result.head);
+      throw err;
+    }
+  }
+
   return {
     /** Opens the team's rows (idempotent): the run, its members and their session ids. */
     async openTeam(start: StartTeamInput & { members: { memberId: string; role: string }[] }): Promise<{ generation: number; workRevision: number }> {
@@ -277,8 +302,8 @@ export function createTeamActivities(deps: TeamActivityDeps) {
             // result it names: the result is built once, before the certificate exists.
             const certificate =
               (await findCertificate(deps.pool, teamId, board.generation, board.workRevision)) ??
-              (
-                await issueCertificate(deps.pool, teamId, actor, {
+              (await certify(teamId, board, closure.evidence.outputIds, (result) =>
+                issueCertificate(deps.pool, teamId, actor, {
                   certificateId: `cert-${teamId}-g${board.generation}-r${board.workRevision}`,
                   teamId,
                   outcome: 'delivered',
@@ -289,9 +314,9 @@ export function createTeamActivities(deps: TeamActivityDeps) {
                   validatorVersion: closure.validatorVersion,
                   issuedAt: new Date().toISOString(),
                   summary: excerpt(summary, 1000),
-                  result: await buildTeamResult(teamId, board, closure.evidence.outputIds),
-                })
-              ).result;
+                  result,
+                }).then((issued) => issued.result),
+              ));
             await syncResultBranch(teamId);
             content = `delivered: certificate ${certificate.certificateId}\n${JSON.stringify(certificate)}\nNow give the user your final summary, citing the certificate.`;
             effects = {

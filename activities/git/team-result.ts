@@ -206,6 +206,13 @@ export async function setBranch(repoPath: string, branch: string, sha: string): 
   await must(repo, ['update-ref', '-m', 'orchard: team result', `refs/heads/${branch}`, sha]);
 }
 
+/** Deletes `refs/heads/<branch>` if it still points at `sha` (a branch moved since is left alone). */
+export async function deleteBranch(repoPath: string, branch: string, sha: string): Promise<void> {
+  const repo = await requireRepo(repoPath);
+  if ((await branchTip(repo, branch)) !== sha) return;
+  await run(repo, ['update-ref', '-d', `refs/heads/${branch}`, sha]);
+}
+
 export type MergeMode = 'already_contained' | 'fast_forward' | 'merge_commit';
 
 export interface MergePlan {

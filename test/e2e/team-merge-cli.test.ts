@@ -28,6 +28,9 @@ test('orchard team merge: refused not_delivered before delivery; after it main g
   t.is(git(repo, 'rev-parse', 'main'), mainAtStart, 'delivery itself does not move main');
   const { certificate } = (await shared().pool.query('SELECT certificate FROM team_certificates WHERE team_id = $1', [id])).rows[0];
 
+  const status = await orchard(['team', 'status', id]);
+  t.true(status.stdout.includes(`  result: orchard/team/${id}/result at ${certificate.result.head.slice(0, 12)} (from main at ${mainAtStart.slice(0, 12)})`), status.stdout);
+
   const merged = await orchard(['team', 'merge', id, '--json']);
   t.is(merged.code, 0, merged.stderr);
   const result = JSON.parse(merged.stdout);

@@ -206,10 +206,13 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     mergeTeamUpdate,
     async () => {
       // A user action on the team's repository: on its host's queue (the disk that holds it), never the Coordinator's.
+      // A host that is gone answers host_unavailable after a minute instead of leaving the user waiting; git on a
+      // large checkout may take minutes (no heartbeat); a retry finishes the stored plan, so a few are safe.
       const host = proxyActivities<HostActivities>({
-        ...MODEL_ACTIVITY_OPTIONS,
         taskQueue: hostTaskQueue(start.host),
         scheduleToStartTimeout: '60 seconds',
+        startToCloseTimeout: '10 minutes',
+        retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumAttempts: 3 },
         summary: 'team merge',
       });
       try {

@@ -3,7 +3,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
 import type { Pool } from 'pg';
-import { createTeamActivities } from '../../activities/team';
+import { ApplicationFailure } from '@temporalio/common';
+import { moveProtectedBranch, planMerge } from '../../activities/git/team-result';
+import { savePlannedMerge } from '../../activities/store/team-result';
+import { createTeamActivities, createTeamHostActivities } from '../../activities/team';
 import { createTask, createTeamRun, readBoard, startTask, type RunCompletionCertificate } from '../../activities/store/team';
 import { appendEntry } from '../../activities/store/transcript';
 import { git, makeRepo, testPool, uniqueId } from '../helpers/orchard';
@@ -81,4 +84,44 @@ test('a result branch that cannot be created refuses delivery; once it can, the 
   t.deepEqual(again.certificate, delivered.certificate);
   t.deepEqual(await certificates(pool, teamId), [certificate]);
   t.is(git(repo, 'rev-parse', certificate.result!.branch), memberHead);
+});
+
+test('a merge retried after the branch moved but before it was recorded finishes the same plan: one merge commit, one user event', async (t) => {
+  const pool = await testPool(t);
+  const { teamId, repo, acts, memberHead } = await teamWithEvidence(pool);
+  await acts.settleExecution({ teamId, taskId: 'implement', executionId: 'exec-1', memberId: 'implementer', outcome: 'finished' });
+  const delivered = await complete(pool, acts, teamId, 1);
+  const certificateId = delivered.certificate!.certificateId;
+  // The user worked on main since: the merge needs a merge commit.
+  writeFileSync(join(repo, 'CHANGELOG.md'), 'user work\n');
+  git(repo, 'add', 'CHANGELOG.md');
+  git(repo, 'commit', '-q', '-m', 'user work');
+  const userHead = git(repo, 'rev-parse', 'main');
+
+  // A first attempt planned, stored its plan and moved main, then its worker died before recording the merge.
+  const plan = await planMerge(repo, { protectedBranch: 'main', resultHead: memberHead, message: 'first attempt' });
+  await savePlannedMerge(pool, { teamId, certificateId, protectedBranch: 'main', resultBranch: `orchard/team/${teamId}/result`, resultHead: memberHead, eventId: `merge-${certificateId}`, ...plan });
+  t.is(await moveProtectedBranch(repo, 'main', plan), 'moved');
+  const commits = git(repo, 'rev-list', '--count', 'main');
+
+  const host = createTeamHostActivities({ pool });
+  const retried = await host.mergeTeamResult({ teamId, certificateId });
+  t.like(retried.result, { before: userHead, after: plan.after, mode: 'merge_commit', resultHead: memberHead });
+  t.is(git(repo, 'rev-parse', 'main'), plan.after);
+  t.is(git(repo, 'rev-list', '--count', 'main'), commits, 'no second merge commit');
+  const repeated = await host.mergeTeamResult({ teamId, certificateId });
+  t.deepEqual(repeated.result, retried.result);
+  t.is(repeated.revision, undefined, 'a repeat commits no fact');
+  t.is((await pool.query(`SELECT count(*)::int AS n FROM team_facts WHERE team_id = $1 AND kind = 'team_merged'`, [teamId])).rows[0].n, 1);
+  t.is((await pool.query(`SELECT count(*)::int AS n FROM team_user_events WHERE team_id = $1 AND kind = 'merge'`, [teamId])).rows[0].n, 1);
+});
+
+test('merging a team without a certificate is not_delivered and moves nothing', async (t) => {
+  const pool = await testPool(t);
+  const { teamId, repo } = await teamWithEvidence(pool);
+  const main = git(repo, 'rev-parse', 'main');
+  const err = await t.throwsAsync(createTeamHostActivities({ pool }).mergeTeamResult({ teamId, certificateId: `cert-${teamId}-g1-r9` }));
+  t.is((err as ApplicationFailure).type, 'not_delivered');
+  t.true((err as ApplicationFailure).nonRetryable);
+  t.is(git(repo, 'rev-parse', 'main'), main);
 });

@@ -599,6 +599,9 @@ export interface TeamStatusView {
     readonly workRevision: number;
     readonly taskIds: readonly string[];
     readonly outputIds: readonly string[];
+    /** The run's result branch and the commit the certificate names (absent on certificates issued before them). */
+    readonly resultBranch?: string;
+    readonly resultHead?: string;
   };
 }
 
@@ -647,7 +650,30 @@ export interface CancelTaskResult {
 }
 
 export const cancelTaskUpdate = defineUpdate<CancelTaskResult, [CancelTaskInput]>('cancelTask');
+
+/**
+ * `orchard team merge`: a user integrates the certified result into the protected branch. Repeating it answers the
+ * same result and changes nothing.
+ */
+export interface TeamMergeResult {
+  readonly teamId: string;
+  readonly certificateId: string;
+  readonly protectedBranch: string;
+  readonly resultBranch: string;
+  /** The certified result commit that was merged (whatever the result branch points to now). */
+  readonly resultHead: string;
+  /** The protected branch's head before the merge, and after it. */
+  readonly before: string;
+  readonly after: string;
+  readonly mode: 'already_contained' | 'fast_forward' | 'merge_commit';
+  /** The team user event (kind `merge`) that records it. */
+  readonly eventId: string;
+  readonly mergedAt: string;
+}
+
 export const reassignTaskUpdate = defineUpdate<ReceiptView, [ReassignInput]>('reassignTask');
+/** Refused `not_delivered` (before history is written) while the team has no certificate with a result. */
+export const mergeTeamUpdate = defineUpdate<TeamMergeResult>('mergeTeam');
 export const resolveHandoffUpdate = defineUpdate<ReceiptView, [ResolveHandoffInput]>('resolveHandoff');
 
 export const teamMessageUpdate = defineUpdate<MessageResult, [MessageInput]>('message');

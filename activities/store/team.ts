@@ -2,6 +2,7 @@ import type { Pool, PoolClient } from 'pg';
 import { actorLabel, MEMBER_MESSAGE_PURPOSES, storeRefusal, type Actor, type StoreOperation } from '../../workflows/team/authority';
 import type { BoardSnapshot as ClosureBoard, ClosureResult, HandoffState } from '../../workflows/team/closure';
 import { withTransaction } from './db';
+import type { TeamResultRecord } from './team-result';
 
 /**
  * The team board in Postgres (issue 9): tasks, outputs, facts, the Inbox and user events. Every write goes through
@@ -101,7 +102,7 @@ interface Txn {
  * One committed fact: refuse what the actor may not do, lock the run, apply, bump the revision. `apply` returns
  * the fact's kind, task and detail, or undefined when it changed nothing (an idempotent retry): no revision bump.
  */
-async function commit<T>(
+export async function commit<T>(
   pool: Pool,
   teamId: string,
   actor: Actor,
@@ -443,6 +444,8 @@ export interface RunCompletionCertificate {
   readonly validatorVersion: string;
   readonly issuedAt: string;
   readonly summary: string;
+  /** The run's result branch and the commit it was built at (activities/git/team-result.ts); absent on older certificates. */
+  readonly result?: TeamResultRecord;
 }
 
 /**

@@ -19,10 +19,10 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { SearchAttributeUpdatePair } from '@temporalio/common';
-import type { SharedActivities } from '../../activities';
+import type { HostActivities, SharedActivities } from '../../activities';
 import type { CallRef } from '../../activities/orchestrator';
 import { MODEL_ACTIVITY_OPTIONS, STORE_LOCAL_OPTIONS, failureOf } from '../activity-options';
-import { orchardFailure } from '../errors';
+import { isErrorCode, orchardFailure } from '../errors';
 import {
   childTurnEndedSignal,
   DEFAULT_HANDOFF,
@@ -32,6 +32,8 @@ import {
   type TaskExecutionSettled,
   DEFAULT_TEAM_MEMBERS,
   cancelTaskUpdate,
+  hostTaskQueue,
+  mergeTeamUpdate,
   reassignTaskUpdate,
   resolveHandoffUpdate,
   messageProblem,
@@ -244,6 +246,44 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       }
     },
   });
+  setHandler(
+    mergeTeamUpdate,
+    async () => {
+      // A user action on the team's repository: on its host's queue (the disk that holds it), never the Coordinator's.
+      // A host that is gone answers host_unavailable after a minute instead of leaving the user waiting; git on a
+      // large checkout may take minutes (no heartbeat); a retry finishes the stored plan, so a few are safe.
+      const host = proxyActivities<HostActivities>({
+        taskQueue: hostTaskQueue(start.host),
+        scheduleToStartTimeout: '60 seconds',
+        startToCloseTimeout: '10 minutes',
+        retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumAttempts: 3 },
+        summary: 'team merge',
+      });
+      try {
+        const merged = await host.mergeTeamResult({ teamId: start.teamId, certificateId: certificate!.certificateId });
+        if (merged.revision !== undefined) knownRevision = Math.max(knownRevision, merged.revision);
+        publish();
+        return merged.result;
+      } catch (err) {
+        if (!(err instanceof ActivityFailure)) throw err;
+        const failure = failureOf(err);
+        throw orchardFailure(isErrorCode(failure.code) ? failure.code : 'git_command_failed', failure.message);
+      }
+    },
+    {
+      description: "The user merges the delivered result (the certificate's result commit) into the protected branch; a repeat answers the same result.",
+      validator: () => {
+        if (!certificate?.resultHead) {
+          throw orchardFailure(
+            'not_delivered',
+            certificate
+              ? `certificate ${certificate.certificateId} names no result branch: certify the run again`
+              : `team ${start.teamId} is not delivered: there is no certificate, so there is no result to merge`,
+          );
+        }
+      },
+    },
+  );
   setHandler(teamStatusQuery, () => view(), { description: 'Revisions, members, executions, Coordinator turns, replies and refusals.' });
 
   function reassignProblem(input: unknown): { code: 'invalid_input' | 'task_not_in_progress' | 'member_not_found' | 'same_owner'; message: string } | undefined {

@@ -321,6 +321,20 @@ team
   });
 
 team
+  .command('merge <id>')
+  .description("merge a delivered team's result branch into its protected branch (refused without a certificate; a repeat changes nothing)")
+  .option('--json', 'print the merge as JSON')
+  .action(async (id: string, o) => {
+    await withClient(async (client) => {
+      const merged = await client.mergeTeam(id);
+      const how = { already_contained: 'already contained the result', fast_forward: 'fast-forwarded', merge_commit: 'merged with a merge commit' }[merged.mode];
+      print(o.json, merged, () =>
+        `${id}: ${merged.protectedBranch} ${how}: ${merged.before.slice(0, 12)} → ${merged.after.slice(0, 12)} (result ${merged.resultBranch} at ${merged.resultHead.slice(0, 12)}, certificate ${merged.certificateId})`,
+      );
+    });
+  });
+
+team
   .command('resolve-handoff <id> <receiptId> <action>')
   .description('resolve a handoff that timed out: keep_stopped (cancel only the replacement) or release (needs the old runtime quiescent)')
   .option('--reason <text>', 'why (recorded with the resolution)')

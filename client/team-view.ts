@@ -91,6 +91,7 @@ export function formatTeamReport({ status: v, board, certificate }: TeamReport, 
       `certificate ${certificate.certificateId}: ${certificate.outcome} at generation ${certificate.generation}, revision ${certificate.workRevision} (${certificate.validatorVersion}, ${certificate.issuedAt})`,
       `  evidence tasks: ${certificate.evidence.taskIds.join(', ')}`,
       `  evidence outputs: ${certificate.evidence.outputIds.join(', ')}`,
+      ...(certificate.result ? [`  result: ${certificate.result.branch} at ${certificate.result.head.slice(0, 12)} (from ${certificate.result.protectedBranch} at ${certificate.result.base.slice(0, 12)}); merge it with \`orchard team merge ${certificate.teamId}\``] : []),
       `  summary: ${oneLine(certificate.summary)}`,
     );
   } else if (v.certificate) {

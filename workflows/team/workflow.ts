@@ -11,7 +11,6 @@ import {
   log,
   proxyActivities,
   metricMeter,
-  proxyLocalActivities,
   setCurrentDetails,
   setHandler,
   sleep,
@@ -20,10 +19,10 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { SearchAttributeUpdatePair } from '@temporalio/common';
-import type { SharedActivities } from '../../activities';
+import type { HostActivities, SharedActivities } from '../../activities';
 import type { CallRef } from '../../activities/orchestrator';
 import { MODEL_ACTIVITY_OPTIONS, STORE_LOCAL_OPTIONS, failureOf } from '../activity-options';
-import { orchardFailure } from '../errors';
+import { isErrorCode, orchardFailure } from '../errors';
 import {
   childTurnEndedSignal,
   DEFAULT_HANDOFF,
@@ -33,6 +32,8 @@ import {
   type TaskExecutionSettled,
   DEFAULT_TEAM_MEMBERS,
   cancelTaskUpdate,
+  hostTaskQueue,
+  mergeTeamUpdate,
   reassignTaskUpdate,
   resolveHandoffUpdate,
   messageProblem,
@@ -156,7 +157,10 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   // Emitted through the worker's telemetry (Prometheus when the runtime exports metrics); replay-safe.
   const sloMisses = metricMeter.createCounter('orchard_handoff_slo_missed', 'handoffs', 'Handoffs whose old execution was not released within the SLO');
 
-  const local = proxyLocalActivities<SharedActivities>({ ...STORE_LOCAL_OPTIONS, summary: 'team store' });
+  // Regular activities, not local ones: update handlers (a handoff's driver) run beside the main loop, and a local
+  // activity's result can reach the workflow in a different activation on replay than it did live, which would
+  // reorder the two coroutines' commands. An activity's completion is an event, ordered the same both times.
+  const store = proxyActivities<SharedActivities>({ startToCloseTimeout: STORE_LOCAL_OPTIONS.startToCloseTimeout, retry: STORE_LOCAL_OPTIONS.retry, summary: 'team store' });
   const acts = proxyActivities<SharedActivities>({ ...MODEL_ACTIVITY_OPTIONS, summary: 'team' });
   // A yield heartbeats while it waits for the old runtime: a worker lost mid-handoff is noticed in seconds and
   // the same receipt's yield is retried elsewhere (cancel and the checks are idempotent).
@@ -199,12 +203,21 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   );
   setHandler(
     teamFactSignal,
-    ({ revision }) => {
-      if (typeof revision !== 'number' || revision <= knownRevision) return;
+    ({ revision, message }) => {
+      if (typeof revision !== 'number') return;
+      if (message) {
+        // A Member's accepted message: its session signals it once, so it always wakes (whatever the revision
+        // the Coordinator has seen since), with who wrote, about what and why.
+        knownRevision = Math.max(knownRevision, revision);
+        return noteEvent(
+          `message ${message.messageId} from ${message.from} about task ${message.relatedTaskId} (${message.purpose}): ${message.excerpt} — task_list shows it in full`,
+        );
+      }
+      if (revision <= knownRevision) return;
       knownRevision = revision;
       noteEvent(`work revision ${revision}: a fact was committed outside the run`);
     },
-    { description: 'A fact was committed outside the workflow (its revision); wakes the Coordinator if it is new.' },
+    { description: "A fact was committed outside the workflow (its revision, and a Member's message); wakes the Coordinator if it is new." },
   );
   setHandler(reassignTaskUpdate, (input) => reassign(input), {
     description: 'Cancel a running task and give it to another member: fence, receipt, yield, release, then the replacement starts.',
@@ -233,6 +246,44 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       }
     },
   });
+  setHandler(
+    mergeTeamUpdate,
+    async () => {
+      // A user action on the team's repository: on its host's queue (the disk that holds it), never the Coordinator's.
+      // A host that is gone answers host_unavailable after a minute instead of leaving the user waiting; git on a
+      // large checkout may take minutes (no heartbeat); a retry finishes the stored plan, so a few are safe.
+      const host = proxyActivities<HostActivities>({
+        taskQueue: hostTaskQueue(start.host),
+        scheduleToStartTimeout: '60 seconds',
+        startToCloseTimeout: '10 minutes',
+        retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumAttempts: 3 },
+        summary: 'team merge',
+      });
+      try {
+        const merged = await host.mergeTeamResult({ teamId: start.teamId, certificateId: certificate!.certificateId });
+        if (merged.revision !== undefined) knownRevision = Math.max(knownRevision, merged.revision);
+        publish();
+        return merged.result;
+      } catch (err) {
+        if (!(err instanceof ActivityFailure)) throw err;
+        const failure = failureOf(err);
+        throw orchardFailure(isErrorCode(failure.code) ? failure.code : 'git_command_failed', failure.message);
+      }
+    },
+    {
+      description: "The user merges the delivered result (the certificate's result commit) into the protected branch; a repeat answers the same result.",
+      validator: () => {
+        if (!certificate?.resultHead) {
+          throw orchardFailure(
+            'not_delivered',
+            certificate
+              ? `certificate ${certificate.certificateId} names no result branch: certify the run again`
+              : `team ${start.teamId} is not delivered: there is no certificate, so there is no result to merge`,
+          );
+        }
+      },
+    },
+  );
   setHandler(teamStatusQuery, () => view(), { description: 'Revisions, members, executions, Coordinator turns, replies and refusals.' });
 
   function reassignProblem(input: unknown): { code: 'invalid_input' | 'task_not_in_progress' | 'member_not_found' | 'same_owner'; message: string } | undefined {
@@ -453,7 +504,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       seenRequests.push([message.requestId, messageId]);
       keep(seenRequests, 500);
     }
-    await local.storeTasks([{ executionId, sessionId: start.teamId, taskId: messageId, task: message.text, requestId: message.requestId }]);
+    await store.storeTasks([{ executionId, sessionId: start.teamId, taskId: messageId, task: message.text, requestId: message.requestId }]);
     wake.userMessages.push({ messageId });
     publish();
     return { messageId, duplicate: false };
@@ -515,7 +566,11 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     if (!planApproved) return;
     for (let i = 0; i < assigned.length; ) {
       const next = assigned[i];
-      const busy = executions.some((e) => e.memberId === next.owner && e.state === 'running');
+      // One writer per worktree: a member is busy while it runs an execution, and while a fenced execution of its
+      // own is not yet released (its session may still be tearing down in that worktree).
+      const busy =
+        executions.some((e) => e.memberId === next.owner && e.state === 'running') ||
+        receipts.some((r) => r.oldOwner === next.owner && r.state !== 'released');
       if (busy) {
         i++;
         continue;
@@ -595,7 +650,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     const messageId = `e${nextMessageSeq++}`;
     const text = [`Work facts changed (revision ${knownRevision}):`, ...wake.events.map((e) => `- ${e}`)].join('\n');
     wake.events = [];
-    await local.storeTasks([{ executionId, sessionId: start.teamId, taskId: messageId, task: text }]);
+    await store.storeTasks([{ executionId, sessionId: start.teamId, taskId: messageId, task: text }]);
     return messageId;
   }
 
@@ -683,7 +738,11 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       keep(refusals, KEPT);
     }
     if (effects.revision !== undefined) knownRevision = Math.max(knownRevision, effects.revision);
-    if (effects.readRevision !== undefined) readRevision = effects.readRevision;
+    if (effects.readRevision !== undefined) {
+      readRevision = effects.readRevision;
+      // The board may be ahead of what this run was told (an execution's start is committed by its workflow).
+      knownRevision = Math.max(knownRevision, readRevision);
+    }
     for (const a of effects.assigned ?? []) {
       if (!assigned.some((x) => x.taskId === a.taskId)) assigned.push(a);
     }

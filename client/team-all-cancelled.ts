@@ -13,7 +13,7 @@ import { closureInputOf, readBoard } from '../activities/store/team';
 import type { ReceiptView, TeamStatusView } from '../workflows/messages';
 import { validateClosure, type ClosureOutcome, type ClosureReason } from '../workflows/team/closure';
 import { OrchardError, type OrchardClient } from './client';
-import { afterPause, isoNs, progressLog, TEAM_DEMO_GOAL, waitUntilWriting, writerFacts, type WriterFacts } from './team-demo';
+import { afterPause, isoNs, progressLog, TEAM_DEMO_GOAL, waitUntilWriting, writerFacts, type TeamDemoOptions, type WriterFacts } from './team-demo';
 import { formatTeamReport, readTeamRecord, type TeamReport } from './team-view';
 
 export interface TeamAllCancelledResult extends TeamReport {
@@ -28,15 +28,8 @@ export interface TeamAllCancelledResult extends TeamReport {
   readonly problems: readonly string[];
 }
 
-export interface TeamAllCancelledOptions {
-  readonly teamId: string;
-  readonly repo: string;
-  /** Absolute path of the scenario (readable by the worker); it needs `driver.cancelAll`. */
-  readonly scenario: string;
-  readonly host?: string;
-  readonly log?: (line: string) => void;
-  readonly timeoutMs?: number;
-}
+/** As the team demo's; the scenario needs `driver.cancelAll`. */
+export type TeamAllCancelledOptions = TeamDemoOptions;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

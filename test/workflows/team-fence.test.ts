@@ -3,10 +3,9 @@ import { join } from 'node:path';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import test from 'ava';
 import { createHostActivities } from '../../activities';
-import { turnKeyOf } from '../../activities/store/keys';
 import { createTask, createTeamRun, fenceHandoff, startTask } from '../../activities/store/team';
-import { appendEntry } from '../../activities/store/transcript';
 import { makeRepo, testPool, uniqueId } from '../helpers/orchard';
+import { recordToolCall } from '../helpers/tool-call';
 
 /**
  * Invariant 14's fence, by effect: once the fence transaction has committed, every mutating tool call of the old
@@ -35,26 +34,7 @@ test('after the fence commits, the old execution’s mutating tool calls are ref
   await startTask(pool, teamId, 'write', 'exec-1');
 
   let step = 0;
-  const call = async (name: string, args: unknown) => {
-    step += 1;
-    await appendEntry(pool, { ...turnKeyOf({ sessionId, turn: 1 }), step, ordinal: 0 }, {
-      role: 'assistant',
-      content: null,
-      tool_calls: [{ id: `c${step}`, type: 'function', function: { name, arguments: JSON.stringify(args) } }],
-    });
-    return new MockActivityEnvironment().run(host.executeTool, {
-      sessionId,
-      turn: 1,
-      step,
-      callId: `c${step}`,
-      index: 0,
-      profile: 'child' as const,
-      worktree: prepared.worktree,
-      branch: prepared.branch,
-      bashTimeoutSeconds: 30,
-      lease: prepared.lease,
-    });
-  };
+  const call = async (name: string, args: unknown) => (await recordToolCall(pool, host, { sessionId, prepared }, ++step, { name, args }))();
   // Before the fence the execution writes.
   t.like(await call('bash', { command: 'echo before > before.txt' }), { ok: true });
   t.true(existsSync(join(prepared.worktree, 'before.txt')));

@@ -69,9 +69,13 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
   // local activities that overlap are resolved one activation at a time live but together on replay, which
   // reorders the coroutines' commands (a nondeterminism error). An activity's completion is a history event,
   // delivered in the same workflow task both times. Histories recorded before this patch keep local activities.
-  const storeActs = patched('session-store-activities')
+  const storeAsActivities = patched('session-store-activities');
+  const storeActs = storeAsActivities
     ? proxyActivities<SharedActivities>({ startToCloseTimeout: STORE_LOCAL_OPTIONS.startToCloseTimeout, retry: STORE_LOCAL_OPTIONS.retry, summary: 'session store' })
     : proxyLocalActivities<SharedActivities>({ ...STORE_LOCAL_OPTIONS, summary: 'session store' });
+  // A task's text then reaches history twice, in the message that brought it and in the store activity's input (a
+  // local activity's input is not recorded): the history budget counts both.
+  const textCopies = storeAsActivities ? 2 : 1;
   const shared = proxyActivities<SharedActivities>({ ...MODEL_ACTIVITY_OPTIONS, summary: 'model call' });
   // Built once the limits are resolved (they bound the host activities' timeouts).
   let hostActs: { worktree: HostActivities; tool: HostActivities } | undefined;
@@ -148,7 +152,7 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
 
   /** Why a task of `length` characters cannot be accepted now (also read by validators, so it writes nothing). */
   function refusal(length: number) {
-    return state.refusalOf(length, workflowInfo().historySize);
+    return state.refusalOf(length * textCopies, workflowInfo().historySize);
   }
 
   /** Accepts a task: answers at once for a duplicate, else queues it and stores its text before it may run. */

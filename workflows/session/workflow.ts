@@ -400,7 +400,8 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
         const { task } = state.reserve({ task: create.task, requestId: create.requestId, from: create.parent });
         first.push(task);
       }
-      await store(first);
+      // Nothing to store is no activity (the local activities of older histories were called regardless).
+      if (first.length > 0 || !storeAsActivities) await store(first);
       for (const t of first) state.markStored(t.taskId);
     }
     hostActs = activitiesFor(state.limits);

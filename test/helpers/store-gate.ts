@@ -4,7 +4,7 @@ import { testStackEnv } from './orchard';
 export interface HeldTaskRows {
   /** Lets the held write of `taskId` through (the placeholder is rolled back; the workflow's own row goes in). */
   release(taskId: string): Promise<void>;
-  /** Writes to `session_tasks` now waiting on a held row. */
+  /** Writes now waiting on one of these held rows (not on anyone else's). */
   waiting(): Promise<number>;
   /** Releases whatever is still held (teardown). */
   releaseAll(): Promise<void>;
@@ -18,9 +18,11 @@ export interface HeldTaskRows {
 export async function holdTaskRows(executionId: string, sessionId: string, taskIds: readonly string[]): Promise<HeldTaskRows> {
   const url = testStackEnv().databaseUrl;
   const holders = new Map<string, Client>();
+  const holderPids: number[] = [];
   for (const taskId of taskIds) {
     const client = new Client({ connectionString: url });
     await client.connect();
+    holderPids.push((await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid);
     await client.query('BEGIN');
     await client.query(`INSERT INTO session_tasks (execution_id, task_id, session_id, task, state) VALUES ($1, $2, $3, 'held by the test', 'queued')`, [
       executionId,
@@ -41,10 +43,7 @@ export async function holdTaskRows(executionId: string, sessionId: string, taskI
   return {
     release,
     async waiting() {
-      const { rows } = await watcher.query(
-        `SELECT count(*)::int AS n FROM pg_stat_activity
-          WHERE wait_event_type = 'Lock' AND datname = current_database() AND query ~* '^\\s*INSERT INTO session_tasks'`,
-      );
+      const { rows } = await watcher.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE pg_blocking_pids(pid) && $1::int[]`, [holderPids]);
       return rows[0].n;
     },
     async releaseAll() {

@@ -6,7 +6,7 @@ import { completion, stubModel, type Reply } from '../helpers/model-stub';
 import { calls, final, fleetModel, gate, lastUserText, session, startFleet, type Decide } from '../helpers/fleet-model';
 import { pidsWithCommandLine as liveProcesses } from '../helpers/processes';
 import { waitFor as until } from '../helpers/wait';
-import { keepHistory, makeRepo, startOrchard, uniqueId, type TestOrchard } from '../helpers/orchard';
+import { keepHistory, makeRepo, startOrchard, testStackEnv, uniqueId, type TestOrchard } from '../helpers/orchard';
 import { eventLines, replayEveryHistory } from '../helpers/replay';
 import { holdTaskRows } from '../helpers/store-gate';
 
@@ -47,10 +47,22 @@ async function assertEveryHistoryReplays(t: import('ava').ExecutionContext, orch
   return outcomes;
 }
 
+/**
+ * Tests that hold a store write need a PostgreSQL server: embedded PGlite has one session behind every connection,
+ * so a row held open by the test would hold everyone. ava has no runtime skip: the reason is in the title.
+ */
+const noHolds = testStackEnv().embedded ? 'the run uses embedded PGlite, where a write cannot be held apart (set DATABASE_URL)' : undefined;
+const holdingTest = (title: string, fn: import('ava').ImplementationFn<[]>) => {
+  if (noHolds) {
+    console.log(`skipped "${title}": ${noHolds}`);
+    test.skip(`${title} — skipped: ${noHolds}`, () => undefined);
+  } else test(title, fn);
+};
+
 /** Lets the worker act on what it was just given before the next write is let through (it has no outside effect yet). */
 const beat = () => new Promise((r) => setTimeout(r, 1_000));
 
-test('sends whose store writes finish one at a time leave a session history that replays', async (t) => {
+holdingTest('sends whose store writes finish one at a time leave a session history that replays', async (t) => {
   const { orchard } = await orchardWith(t, sessionModel);
   const sessionId = uniqueId('burst');
   const workflowId = sessionWorkflowId(sessionId);
@@ -77,7 +89,7 @@ test('sends whose store writes finish one at a time leave a session history that
   await keepHistory(orchard, workflowId, 'session-sends-stored-one-at-a-time');
 });
 
-test('a message burst stored one write at a time, while a child reports, leaves orchestrator histories that replay', async (t) => {
+holdingTest('a message burst stored one write at a time, while a child reports, leaves orchestrator histories that replay', async (t) => {
   const child = gate();
   const decide: Decide = (ctx) => {
     if (ctx.results.length > 0) return final('ok');

@@ -62,6 +62,9 @@ const holdingTest = (title: string, fn: import('ava').ImplementationFn<[]>) => {
 /** Lets the worker act on what it was just given before the next write is let through (it has no outside effect yet). */
 const beat = () => new Promise((r) => setTimeout(r, 1_000));
 
+// With local activities for the store, the three results below reached the workflow in two activations live (t2,
+// then t3 and t4) but in one on replay: the first send's answer and the turn it starts were emitted after the other
+// answers, and the replay failed (TMPRL1100, Update machine vs UpsertWorkflowSearchAttributes).
 holdingTest('sends whose store writes finish one at a time leave a session history that replays', async (t) => {
   const { orchard } = await orchardWith(t, sessionModel);
   const sessionId = uniqueId('burst');
@@ -73,7 +76,7 @@ holdingTest('sends whose store writes finish one at a time leave a session histo
   t.teardown(() => held.releaseAll());
   const sends = ['first', 'second', 'third'].map((task) => orchard.client.send(sessionId, task));
   await until(async () => (await held.waiting()) === 3, 20_000, 'the three store writes wait');
-  // All three sends accepted in history: the workflow task that took them is over, their writes still running.
+  // All three sends accepted in history: the workflow task that started their writes is over, the writes are not.
   await until(async () => (await historyOf(orchard, workflowId)).filter((l) => l.includes('update send')).length === 3, 30_000, 'sends accepted');
 
   await held.release('t2');

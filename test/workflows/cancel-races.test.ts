@@ -37,6 +37,19 @@ test.after.always(async () => {
 
 const abortOf = (signal: AbortSignal) => new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
 
+/** Holds the session's preparation at `stage` until it is cancelled; resolves once the preparation got there. */
+function entered(sessionId: string, stage: 'start' | 'leased'): Promise<void> {
+  return new Promise<void>((arrived) =>
+    gates.set(sessionId, {
+      stage,
+      wait: (signal) => {
+        arrived();
+        return abortOf(signal);
+      },
+    }),
+  );
+}
+
 async function leaseStates(sessionId: string): Promise<string[]> {
   const { rows } = await orchard.pool.query(`SELECT state FROM worktree_leases WHERE holder LIKE $1`, [`%session/${sessionId}@%`]);
   return rows.map((r) => r.state);
@@ -62,8 +75,9 @@ const scripted = (turns: unknown[]) => ({ provider: 'scripted' as const, scenari
 
 test('cancel during worktree preparation (before the lease) closes the session and creates no worktree', async (t) => {
   const sessionId = uniqueId('cancel-prep');
-  gates.set(sessionId, { stage: 'start', wait: abortOf });
+  const preparing = entered(sessionId, 'start');
   await orchard.client.createSession({ sessionId, title: 'prep', repo: makeRepo(), model: scripted([{ steps: [{ content: 'x' }] }]), task: 'never runs' });
+  await preparing;
   const view = await cancelAndCheck(t, sessionId);
   t.is(view.worktree, undefined);
   t.deepEqual(view.recentTasks?.map((r) => [r.taskId, r.state]), [['t1', 'cancelled']]);
@@ -180,8 +194,9 @@ test('cancel between turns closes an idle session', async (t) => {
 test('a Temporal cancellation answers a waiting cancel update before the workflow ends', async (t) => {
   const seconds = 3000 + Math.floor(Math.random() * 900);
   const sessionId = uniqueId('cancel-both');
-  gates.set(sessionId, { stage: 'start', wait: abortOf });
+  const preparing = entered(sessionId, 'start');
   await orchard.client.createSession({ sessionId, title: 'both', repo: makeRepo(), model: scripted([{ steps: [{ content: 'x' }] }]), task: `sleep ${seconds}` });
+  await preparing;
   const handle = orchard.temporal.workflow.getHandle(sessionWorkflowId(sessionId));
   const update = orchard.client.cancel(sessionId, 'by update');
   await until(async () => (await orchard.client.status(sessionId)).closing || undefined);

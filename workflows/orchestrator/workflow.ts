@@ -4,6 +4,7 @@ import {
   condition,
   continueAsNew,
   log,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   setCurrentDetails,
@@ -96,7 +97,13 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
   let current: { messageId: string; turn: number } | undefined;
   const limits = resolveLimits(start.limits);
 
-  const local = proxyLocalActivities<SharedActivities>({ ...STORE_LOCAL_OPTIONS, summary: 'orchestrator store' });
+  // Store writes are regular activities: message handlers run beside the main loop, and local activities that
+  // overlap are resolved one activation at a time live but together on replay, which reorders the coroutines'
+  // commands (a nondeterminism error). An activity's completion is a history event, delivered in the same workflow
+  // task both times. Histories recorded before this patch keep local activities.
+  const storeActs = patched('orchestrator-store-activities')
+    ? proxyActivities<SharedActivities>({ startToCloseTimeout: STORE_LOCAL_OPTIONS.startToCloseTimeout, retry: STORE_LOCAL_OPTIONS.retry, summary: 'orchestrator store' })
+    : proxyLocalActivities<SharedActivities>({ ...STORE_LOCAL_OPTIONS, summary: 'orchestrator store' });
   // Model calls and child dispatches alike.
   const acts = proxyActivities<SharedActivities>({ ...MODEL_ACTIVITY_OPTIONS, summary: 'orchestrator' });
 
@@ -142,7 +149,7 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
       if (seenRequests.length > DEDUPE_WINDOW) seenRequests.shift();
     }
     const entry = { messageId, kind: 'user' as const, excerpt: excerpt(message.text) };
-    await local.storeTasks([{ executionId, sessionId: start.orchestratorId, taskId: messageId, task: message.text, requestId: message.requestId }]);
+    await storeActs.storeTasks([{ executionId, sessionId: start.orchestratorId, taskId: messageId, task: message.text, requestId: message.requestId }]);
     // A user message goes before any manifest still waiting.
     const firstManifest = queue.findIndex((q) => q.kind === 'manifest');
     if (firstManifest < 0) queue.push(entry);
@@ -373,14 +380,14 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
       r.kind === 'each' ? [line(r.notice)] : [`- group ${r.groupId} complete (${r.notices.length} results):`, ...r.notices.map((n) => line(n, '  '))],
     );
     const text = [`Child results (${results.length}):`, ...lines].join('\n');
-    await local.storeTasks([{ executionId, sessionId: start.orchestratorId, taskId: messageId, task: text }]);
+    await storeActs.storeTasks([{ executionId, sessionId: start.orchestratorId, taskId: messageId, task: text }]);
     return { messageId, kind: 'manifest', excerpt: excerpt(text) };
   }
 
   /** Writes the ledger rows changed since the last projection into the (untrusted) routing cache. */
   async function project(): Promise<void> {
     const changed = ledger.takeUnprojected();
-    if (changed.length > 0) await local.projectRoutingCache({ orchestratorId: start.orchestratorId, children: changed });
+    if (changed.length > 0) await storeActs.projectRoutingCache({ orchestratorId: start.orchestratorId, children: changed });
   }
 
   const handOver = () => turnsThisRun >= limits.turnsPerRun || workflowInfo().continueAsNewSuggested;

@@ -65,7 +65,17 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
   const info = workflowInfo();
   const holder = leaseHolder(info.workflowId, info.firstExecutionRunId, info.namespace);
 
-  const local = proxyLocalActivities<SharedActivities>({ ...STORE_LOCAL_OPTIONS, summary: 'session store' });
+  // Store writes and the limits are regular activities: handlers (send, create) run beside the main loop, and
+  // local activities that overlap are resolved one activation at a time live but together on replay, which
+  // reorders the coroutines' commands (a nondeterminism error). An activity's completion is a history event,
+  // delivered in the same workflow task both times. Histories recorded before this patch keep local activities.
+  const storeAsActivities = patched('session-store-activities');
+  const storeActs = storeAsActivities
+    ? proxyActivities<SharedActivities>({ startToCloseTimeout: STORE_LOCAL_OPTIONS.startToCloseTimeout, retry: STORE_LOCAL_OPTIONS.retry, summary: 'session store' })
+    : proxyLocalActivities<SharedActivities>({ ...STORE_LOCAL_OPTIONS, summary: 'session store' });
+  // A task's text then reaches history twice, in the message that brought it and in the store activity's input (a
+  // local activity's input is not recorded): the history budget counts both.
+  const textCopies = storeAsActivities ? 2 : 1;
   const shared = proxyActivities<SharedActivities>({ ...MODEL_ACTIVITY_OPTIONS, summary: 'model call' });
   // Built once the limits are resolved (they bound the host activities' timeouts).
   let hostActs: { worktree: HostActivities; tool: HostActivities } | undefined;
@@ -142,7 +152,7 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
 
   /** Why a task of `length` characters cannot be accepted now (also read by validators, so it writes nothing). */
   function refusal(length: number) {
-    return state.refusalOf(length, workflowInfo().historySize);
+    return state.refusalOf(length * textCopies, workflowInfo().historySize);
   }
 
   /** Accepts a task: answers at once for a duplicate, else queues it and stores its text before it may run. */
@@ -172,14 +182,14 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
 
   async function store(tasks: NewTask[]): Promise<void> {
     // An accepted task is stored even when the workflow is being cancelled: it then ends as cancelled, recorded.
-    await CancellationScope.nonCancellable(() => local.storeTasks(tasks.map((t) => ({ ...t, executionId: state.executionId, sessionId: create.sessionId }))));
+    await CancellationScope.nonCancellable(() => storeActs.storeTasks(tasks.map((t) => ({ ...t, executionId: state.executionId, sessionId: create.sessionId }))));
   }
 
   /** Terminal task states go to Postgres too; the workflow's own record is already updated. */
   async function recordEnds(records: TaskRecord[]): Promise<void> {
     if (records.length === 0) return;
     await CancellationScope.nonCancellable(() =>
-      local.endTasks({
+      storeActs.endTasks({
         executionId: state.executionId,
         ends: records.map((r) => ({ taskId: r.taskId, state: r.state as 'done' | 'failed' | 'cancelled', outcome: r.outcome, reason: r.reason })),
       }),
@@ -384,13 +394,14 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
   try {
     if (!isCurrentCarried(input.carried)) {
       // Resolved once per chain and recorded in history: a replay never reads the worker's environment.
-      state.limits = await local.resolveSessionLimits(create.limits);
+      state.limits = await storeActs.resolveSessionLimits(create.limits);
       const first: NewTask[] = [...state.inherited];
       if (!input.carried && create.task) {
         const { task } = state.reserve({ task: create.task, requestId: create.requestId, from: create.parent });
         first.push(task);
       }
-      await store(first);
+      // Nothing to store is no activity (the local activities of older histories were called regardless).
+      if (first.length > 0 || !storeAsActivities) await store(first);
       for (const t of first) state.markStored(t.taskId);
     }
     hostActs = activitiesFor(state.limits);

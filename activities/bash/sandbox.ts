@@ -175,7 +175,10 @@ export function buildSandboxArgv(layout: SandboxLayout, command: string, options
   ];
   for (const dir of rw) argv.push('--bind', dir, dir);
   for (const [name, value] of Object.entries(SANDBOX_ENV)) argv.push('--setenv', name, value);
-  argv.push('--chdir', layout.worktree, '--', 'bash', '-c', command);
+  // --norc: Debian's bash sources ~/.bashrc for `bash -c` when stdin is a socket and SHLVL is unset (its "run by
+  // sshd" check), and Node's stdio pipes are socketpairs: observed here, at 300 ms a command. The bash tool feeds
+  // /dev/null, where nothing is sourced; the sandbox makes that hold for any caller.
+  argv.push('--chdir', layout.worktree, '--', 'bash', '--norc', '--noprofile', '-c', command);
   return argv;
 }
 

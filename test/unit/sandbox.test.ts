@@ -1,5 +1,5 @@
 import test, { type ExecutionContext } from 'ava';
-import { spawnSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -64,6 +64,32 @@ interface Fixture {
   env: Record<string, string>;
 }
 
+const templates = new Map<string, string>();
+
+function buildRepositories(base: string): void {
+  const remote = path.join(base, 'remote.git');
+  const main = path.join(base, 'repo');
+  git(base, 'init', '--quiet', '--bare', '-b', 'main', remote);
+  git(base, 'init', '--quiet', '-b', 'main', main);
+  writeFileSync(path.join(main, 'README.md'), '# demo\n');
+  git(main, 'add', '.');
+  git(main, 'commit', '--quiet', '-m', 'initial');
+  git(main, 'branch', 'other');
+  git(main, 'tag', 'v1');
+  git(main, 'remote', 'add', 'origin', remote);
+  git(main, 'push', '--quiet', 'origin', 'main', 'other');
+  writeFileSync(path.join(main, 'README.md'), '# demo\nstashed\n');
+  git(main, 'stash', '--quiet');
+  writeFileSync(path.join(main, '.git', 'hooks', 'pre-commit'), '#!/bin/sh\nexit 0\n', { mode: 0o755 });
+  for (const id of ['s1', 'c1']) {
+    const wt = path.join(base, 'worktrees', id);
+    git(main, 'worktree', 'add', '--quiet', '-b', confinedSessionBranch(id), wt);
+    writeFileSync(path.join(wt, `${id}.txt`), `${id} work\n`);
+    git(wt, 'add', '.');
+    git(wt, 'commit', '--quiet', '-m', `${id} work`);
+  }
+}
+
 /**
  * A shared repository: the main checkout on `main` (plus branch `other`, tag `v1`, a stash), a bare remote
  * `origin`, a sibling session's worktree on `orchard/s1/work`, and the child's worktree on `orchard/c1/work`,
@@ -78,24 +104,21 @@ async function fixture(root: string = ROOTS[0][1]): Promise<Fixture> {
   const common = path.join(main, '.git');
   const child = path.join(base, 'worktrees', 'c1');
   const sib = path.join(base, 'worktrees', 's1');
-  git(base, 'init', '--quiet', '--bare', '-b', 'main', remote);
-  git(base, 'init', '--quiet', '-b', 'main', main);
-  writeFileSync(path.join(main, 'README.md'), '# demo\n');
-  git(main, 'add', '.');
-  git(main, 'commit', '--quiet', '-m', 'initial');
-  git(main, 'branch', 'other');
-  git(main, 'tag', 'v1');
-  git(main, 'remote', 'add', 'origin', remote);
-  git(main, 'push', '--quiet', 'origin', 'main', 'other');
-  writeFileSync(path.join(main, 'README.md'), '# demo\nstashed\n');
-  git(main, 'stash', '--quiet');
-  writeFileSync(path.join(common, 'hooks', 'pre-commit'), '#!/bin/sh\nexit 0\n', { mode: 0o755 });
-  for (const [wt, id] of [[sib, 's1'], [child, 'c1']] as const) {
-    git(main, 'worktree', 'add', '--quiet', '-b', confinedSessionBranch(id), wt);
-    writeFileSync(path.join(wt, `${id}.txt`), `${id} work\n`);
-    git(wt, 'add', '.');
-    git(wt, 'commit', '--quiet', '-m', `${id} work`);
+  // Built once per root and copied: git records absolute paths, rewritten here (both links of each worktree).
+  let template = templates.get(root);
+  if (!template) {
+    template = mkdtempSync(path.join(root, 'orchard-sandbox-template-'));
+    created.push(template);
+    buildRepositories(template);
+    templates.set(root, template);
   }
+  execFileSync('cp', ['-a', `${template}/.`, base]);
+  for (const wt of [sib, child]) {
+    const admin = path.join(common, 'worktrees', path.basename(wt));
+    writeFileSync(path.join(wt, '.git'), `gitdir: ${admin}\n`);
+    writeFileSync(path.join(admin, 'gitdir'), `${path.join(wt, '.git')}\n`);
+  }
+  git(main, 'remote', 'set-url', 'origin', remote);
   const home = path.join(base, 'worktrees', '.homes', 'c1');
   mkdirSync(home, { recursive: true });
   writeFileSync(path.join(home, '.bashrc'), '# session rc\n');
@@ -448,6 +471,17 @@ const benign: Array<[string, Benign]> = [
         t.is(readFileSync(path.join(f.layout.tmpDir, 'build', 'out'), 'utf8'), 'hi\n');
         const again = sandboxed(f, 'cat /tmp/build/out /var/tmp/build/out');
         t.is(again.stdout, 'hi\nhi\n');
+      },
+    },
+  ],
+  [
+    'no start-up file runs, even with stdin a socket (Node pipes) and no SHLVL',
+    {
+      setup: (f) => writeFileSync(path.join(f.home, '.bashrc'), 'echo rc-ran\n'),
+      command: 'echo command-ran',
+      check: (t, _f, r) => {
+        t.is(r.status, 0, r.stderr);
+        t.is(r.stdout, 'command-ran\n');
       },
     },
   ],

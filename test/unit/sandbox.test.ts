@@ -16,7 +16,7 @@ import {
   type SandboxLayout,
 } from '../../activities/bash/sandbox';
 import { isolatedBranch, markWorktreeIsolated } from '../../activities/git/backstop';
-import { GIT_TEST_ENV, gitIn as git } from '../helpers/git';
+import { GIT_TEST_ENV, gitIn, gitIn as git } from '../helpers/git';
 
 /**
  * Layer 2 by effect (docs/confinement.md): attack commands run through the sandbox must leave everything outside
@@ -201,6 +201,14 @@ function files(f: Fixture): Record<string, string> {
 
 /** What git says about shared state: refs but the child's own, every HEAD, the stash, the worktree list. */
 function gitState(f: Fixture): Record<string, string> {
+  // A broken repository is a difference to report, not a crash of the snapshot.
+  const git = (cwd: string, ...args: string[]) => {
+    try {
+      return gitIn(cwd, ...args);
+    } catch (err) {
+      return `failed: ${(err as Error).message.split('\n').slice(0, 2).join(' ')}`;
+    }
+  };
   const own = /^refs\/(heads|remotes\/[^/]+)\/orchard\/c1\//;
   const refs = git(f.main, 'for-each-ref', '--format=%(refname) %(objectname) %(symref)')
     .split('\n')
@@ -262,6 +270,8 @@ const attacks: Array<[string, string]> = [
   ['rename the own branch onto another name', 'git branch -M other'],
   ['a new branch outside the session directory', 'git branch newbranch'],
   ['move the sibling session’s branch', 'git update-ref refs/heads/orchard/s1/work HEAD'],
+  // Without a reflog to append to, only the read-only ref directory stops this one.
+  ['a ref in the sibling session’s directory, no reflog', 'git -c core.logAllRefUpdates=false update-ref refs/heads/orchard/s1/x HEAD'],
   ['a tag', 'git tag pwn'],
   ['a note', 'git notes add -m pwn HEAD'],
   ['git stash', 'echo dirty >> c1.txt && git stash'],

@@ -88,7 +88,9 @@ export function writableRefDirs(layout: Pick<SandboxLayout, 'branch' | 'remotes'
   if (id === undefined) throw new Error(`writableRefDirs: ${JSON.stringify(layout.branch)} is not orchard/<id>/<leaf>`);
   const own = `${SESSION_BRANCH_PREFIX}${id}`;
   const dirs = [`refs/heads/${own}`, `logs/refs/heads/${own}`];
-  for (const remote of layout.remotes ?? []) dirs.push(`refs/remotes/${remote}/${own}`, `logs/refs/remotes/${remote}/${own}`);
+  for (const remote of layout.remotes ?? []) {
+    dirs.push(`refs/remotes/${remote}/${own}`, `logs/refs/remotes/${remote}/${own}`);
+  }
   return dirs;
 }
 
@@ -107,7 +109,10 @@ export function sandboxLayoutProblem(layout: SandboxLayout): string | undefined 
     return `adminDir ${layout.adminDir} is not a directory directly under ${path.join(layout.commonDir, 'worktrees')}`;
   }
   if (branchSessionId(layout.branch) === undefined) {
-    return `branch ${JSON.stringify(layout.branch)} is not ${SESSION_BRANCH_PREFIX}<sessionId>/<leaf>: only a branch in a ref directory of its own can be writable alone`;
+    return (
+      `branch ${JSON.stringify(layout.branch)} is not ${SESSION_BRANCH_PREFIX}<sessionId>/<leaf>: ` +
+      'only a branch in a ref directory of its own can be writable alone'
+    );
   }
   for (const remote of layout.remotes ?? []) {
     if (!REMOTE_NAME.test(remote) || remote.includes('..') || remote.endsWith('.lock')) {
@@ -275,7 +280,9 @@ export async function sandboxAvailable(options: SandboxOptions = {}): Promise<Sa
     const script = [
       'set -u',
       'echo ok > written || { echo "the worktree is not writable" >&2; exit 10; }',
-      `if (echo x > ${quote(path.join(commonDir, 'config'))}) 2>/dev/null; then echo "the shared repository is writable" >&2; exit 11; fi`,
+      `if (echo x > ${quote(path.join(commonDir, 'config'))}) 2>/dev/null; then`,
+      '  echo "the shared repository is writable" >&2; exit 11',
+      'fi',
       `echo x > /tmp/${marker} || { echo "/tmp is not writable" >&2; exit 12; }`,
       'grep -q "^CapEff:[[:space:]]*0*$" /proc/self/status || { echo "the command holds capabilities" >&2; exit 13; }',
     ].join('\n');
@@ -306,7 +313,8 @@ function hint(stderr: string): string {
   if (/namespace|uid_map|Operation not permitted|Permission denied/i.test(stderr)) {
     return (
       ' (user namespaces look unavailable: check sysctl kernel.unprivileged_userns_clone, user.max_user_namespaces, ' +
-      "AppArmor's kernel.apparmor_restrict_unprivileged_userns, or a container seccomp profile that blocks clone/unshare)"
+      "AppArmor's kernel.apparmor_restrict_unprivileged_userns, " +
+      'or a container seccomp profile that blocks clone/unshare)'
     );
   }
   return '';
@@ -366,7 +374,8 @@ function message(err: unknown): string {
 
 function run(file: string, args: string[], env: NodeJS.ProcessEnv): Promise<string> {
   return new Promise((resolve, reject) => {
-    execFile(file, args, { env: { PATH: process.env.PATH, ...env }, encoding: 'utf8', timeout: 30_000 }, (err, stdout, stderr) => {
+    const options = { env: { PATH: process.env.PATH, ...env }, encoding: 'utf8' as const, timeout: 30_000 };
+    execFile(file, args, options, (err, stdout, stderr) => {
       if (err) reject(new Error(`${file} ${args.join(' ')}: ${stderr.trim() || err.message}`));
       else resolve(stdout);
     });

@@ -1,7 +1,17 @@
 import test, { type ExecutionContext } from 'ava';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { buildCommandEnv } from '../../activities/bash/env';
@@ -241,7 +251,10 @@ function sandboxTest(title: string, body: (t: ExecutionContext) => Promise<void>
   }
   test.serial(title, async (t) => {
     if (probeProblem) {
-      t.fail(`the sandbox is unavailable: ${probeProblem}. Install bubblewrap (apt-get install bubblewrap), or set ORCHARD_TEST_NO_SANDBOX=<why> to skip`);
+      t.fail(
+        `the sandbox is unavailable: ${probeProblem}. ` +
+          'Install bubblewrap (apt-get install bubblewrap), or set ORCHARD_TEST_NO_SANDBOX=<why> to skip',
+      );
       return;
     }
     await body(t);
@@ -556,7 +569,12 @@ test('the probe says why when bwrap is missing or not a sandbox', async (t) => {
   const fake = path.join(dir, 'bwrap');
   writeFileSync(
     fake,
-    '#!/bin/bash\n[ "$1" = --version ] && { echo "bubblewrap 0.0"; exit 0; }\nwhile [ "$1" != -- ]; do [ "$1" = --chdir ] && cd "$2"; shift; done; shift; exec "$@"\n',
+    [
+      '#!/bin/bash',
+      '[ "$1" = --version ] && { echo "bubblewrap 0.0"; exit 0; }',
+      'while [ "$1" != -- ]; do [ "$1" = --chdir ] && cd "$2"; shift; done; shift; exec "$@"',
+      '',
+    ].join('\n'),
     { mode: 0o755 },
   );
   const fakeProbe = await sandboxAvailable({ bwrap: fake });
@@ -594,7 +612,12 @@ test('resolveSandboxLayout believes a worktree’s .git only when its admin dir 
   git(base, 'init', '--quiet', '-b', 'main', main);
   git(main, 'commit', '--quiet', '--allow-empty', '-m', 'initial');
   for (const id of ['c1', 's1']) git(main, 'worktree', 'add', '--quiet', '-b', confinedSessionBranch(id), path.join(base, id));
-  const input = { commonDir: path.join(main, '.git'), worktree: path.join(base, 'c1'), branch: 'orchard/c1/work', tmpDir: path.join(base, 'tmp') };
+  const input = {
+    commonDir: path.join(main, '.git'),
+    worktree: path.join(base, 'c1'),
+    branch: 'orchard/c1/work',
+    tmpDir: path.join(base, 'tmp'),
+  };
   const layout = await resolveSandboxLayout({ ...input, remotes: [] });
   t.is(layout.adminDir, path.join(main, '.git', 'worktrees', 'c1'));
   // The child claims the sibling's admin dir, then the common dir itself: both refused.

@@ -6,6 +6,13 @@ import { buildCommandEnv } from '../activities/bash/env';
 import { decideCommand, loadBashParser } from '../activities/bash/guard';
 import { fullScanCount, SHARED_SCAN_INTERVAL_MS } from '../activities/bash/process-tree';
 import { runBash } from '../activities/bash/runner';
+import {
+  buildSandboxArgv,
+  confinedSessionBranch,
+  prepareSandboxDirs,
+  resolveSandboxLayout,
+  sandboxAvailable,
+} from '../activities/bash/sandbox';
 import { BRANCH, CORPUS_ENTRIES, WORKTREE } from '../test/unit/guard-corpus';
 import { benchHandoff } from './handoff';
 
@@ -75,6 +82,7 @@ async function main(): Promise<void> {
   console.log(`ratio (guard / bash -n spawn): p50 ${(g50 / b50).toFixed(4)}  p99 ${(g99 / b99).toFixed(4)}`);
   console.log(`bash -n spawn is ${(b50 / g50).toFixed(0)}x the guard's p50 decision time; total ${fmt(ms(process.hrtime.bigint() - started))}`);
   await benchProcessScans();
+  await benchSandbox();
   if (process.env.BENCH_HANDOFFS !== '0') await benchHandoff();
 }
 
@@ -116,6 +124,56 @@ async function benchProcessScans(): Promise<void> {
     }
     console.log(`/proc full scans per second while commands run (interval ${SHARED_SCAN_INTERVAL_MS} ms):`);
     for (const row of rows) console.log(`  ${row}`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const SANDBOX_ROUNDS = Number(process.env.BENCH_SANDBOX_ROUNDS ?? 40);
+
+/**
+ * The sandbox's cost per command (activities/bash/sandbox.ts): `bash -c true` and `git status` spawned bare and
+ * through bwrap in a real worktree layout, stdin closed as the bash tool does. Printed, never asserted.
+ */
+async function benchSandbox(): Promise<void> {
+  const probe = await sandboxAvailable();
+  if (!probe.ok) {
+    console.log(`sandbox per command: not measured, the sandbox is unavailable: ${probe.reason}`);
+    return;
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'orchard-bench-sandbox-'));
+  try {
+    const repo = join(dir, 'repo');
+    const worktree = join(dir, 'worktrees', 'bench');
+    const branch = confinedSessionBranch('bench');
+    const gitEnv = { ...process.env, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' };
+    const git = (cwd: string, ...args: string[]) => spawnSync('git', args, { cwd, env: gitEnv, stdio: 'ignore' });
+    spawnSync('mkdir', ['-p', repo]);
+    git(repo, 'init', '--quiet', '-b', 'main');
+    git(repo, '-c', 'user.name=b', '-c', 'user.email=b@x', 'commit', '--quiet', '--allow-empty', '-m', 'initial');
+    git(repo, 'worktree', 'add', '--quiet', '-b', branch, worktree);
+    const layout = await resolveSandboxLayout({ commonDir: join(repo, '.git'), worktree, branch, tmpDir: join(dir, 'tmp') });
+    await prepareSandboxDirs(layout);
+    const env = buildCommandEnv({ worktree, sessionId: 'bench', branch });
+    const measure = (argv: string[]): number[] => {
+      const samples: number[] = [];
+      for (let i = 0; i < SANDBOX_ROUNDS + 3; i++) {
+        const t0 = process.hrtime.bigint();
+        spawnSync(argv[0], argv.slice(1), { cwd: worktree, env, stdio: ['ignore', 'ignore', 'ignore'] });
+        if (i >= 3) samples.push(ms(process.hrtime.bigint() - t0)); // the first runs warm caches
+      }
+      return samples.sort((a, b) => a - b);
+    };
+    console.log(`sandbox per command (${probe.version}, ${SANDBOX_ROUNDS} runs each, p50 / p99):`);
+    for (const command of ['true', 'git status --short']) {
+      const bare = measure(['bash', '-c', command]);
+      const boxed = measure(buildSandboxArgv(layout, command));
+      const [b50, b99, s50, s99] = [percentile(bare, 50), percentile(bare, 99), percentile(boxed, 50), percentile(boxed, 99)];
+      console.log(
+        `  ${`bash -c ${JSON.stringify(command)}`.padEnd(28)} bare ${fmt(b50)} / ${fmt(b99)}   bwrap ${fmt(s50)} / ${fmt(s99)}   ` +
+          `cost +${fmt(s50 - b50)} at p50, ratio ${(s50 / b50).toFixed(2)}x`,
+      );
+    }
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

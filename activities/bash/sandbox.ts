@@ -1,0 +1,406 @@
+import { execFile, spawn } from 'node:child_process';
+import { existsSync, promises as fs } from 'node:fs';
+import { tmpdir } from 'node:os';
+import * as path from 'node:path';
+import { SESSION_BRANCH_PREFIX, sessionIdProblem } from '../../workflows/session/ids';
+import { isolatedBranch, markWorktreeIsolated } from '../git/backstop';
+
+/**
+ * Layer 2 of confinement (docs/confinement.md): an isolated child's command runs under bubblewrap in its own
+ * mount namespace where only the child's allowance is writable. Not wired into the bash tool yet (issue 10).
+ *
+ * Why bubblewrap and not `unshare -rm`: under `unshare -rm` the command itself is root of its user namespace
+ * with CAP_SYS_ADMIN, so it can `umount` the read-only binds it was given (observed: a ro bind undone and the
+ * file behind it written). bwrap sets the mounts up, then drops every capability (`--cap-drop ALL`, which is
+ * required when the worker runs as root: without it `mount -o remount,rw /` from inside succeeded) and forbids
+ * further user namespaces (`--disable-userns`), so the command cannot undo or stack mounts. It is one argv, no
+ * mount script to get wrong, and it is a Debian package (`bubblewrap`).
+ */
+
+/** The last component of a confined session's branch: `orchard/<sessionId>/work`. */
+export const SESSION_BRANCH_LEAF = 'work';
+
+/**
+ * The branch of a confined session. The branch lives in a directory of its own, `refs/heads/orchard/<id>/`, so
+ * that directory (git writes a ref as `<ref>.lock` + rename beside it) can be bind-mounted writable while every
+ * other ref stays read-only. Existing sessions on `orchard/<id>` move here with migrateSessionBranch.
+ */
+export function confinedSessionBranch(sessionId: string): string {
+  return `${SESSION_BRANCH_PREFIX}${sessionId}/${SESSION_BRANCH_LEAF}`;
+}
+
+/** The branch of a session before confinement (a plain file `refs/heads/orchard/<id>`). */
+export function legacySessionBranch(sessionId: string): string {
+  return `${SESSION_BRANCH_PREFIX}${sessionId}`;
+}
+
+export interface SandboxLayout {
+  /** The shared repository's common dir (`git rev-parse --git-common-dir`), e.g. `<main checkout>/.git`. */
+  commonDir: string;
+  /** The child's worktree. */
+  worktree: string;
+  /** The worktree's own admin dir, `<commonDir>/worktrees/<name>`. */
+  adminDir: string;
+  /** The child's branch, `orchard/<sessionId>/<leaf>`: its directory `refs/heads/orchard/<sessionId>/` is writable. */
+  branch: string;
+  /** A private directory (host path) that the command sees as /tmp and /var/tmp, and as TMPDIR. */
+  tmpDir: string;
+  /** Remotes whose tracking refs for the session (`refs/remotes/<remote>/orchard/<sessionId>/`) are writable. */
+  remotes?: readonly string[];
+  /** The session HOME, shown read-only (a `~/.gitconfig` or `~/.bashrc` cannot be planted). */
+  home?: string;
+  /** Host paths replaced by an empty directory (e.g. the worker's HOME with its credentials). */
+  hide?: readonly string[];
+}
+
+export interface SandboxOptions {
+  /** The bwrap binary; found on PATH (or /usr/bin/bwrap) by default. */
+  bwrap?: string;
+}
+
+/**
+ * Set in the sandbox. TMPDIR points at the private /tmp. `gc.auto=0` and `maintenance.auto=false`: the automatic
+ * gc after a commit would pack refs, expire every reflog and prune worktrees, all of which are read-only here
+ * (it would fail noisily, never harm); gc belongs to the main checkout.
+ */
+export const SANDBOX_ENV: Readonly<Record<string, string>> = {
+  TMPDIR: '/tmp',
+  GIT_CONFIG_COUNT: '2',
+  GIT_CONFIG_KEY_0: 'gc.auto',
+  GIT_CONFIG_VALUE_0: '0',
+  GIT_CONFIG_KEY_1: 'maintenance.auto',
+  GIT_CONFIG_VALUE_1: 'false',
+};
+
+const REMOTE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
+
+/** The session id a confined branch belongs to, or undefined when `branch` is not `orchard/<id>/<leaf>`. */
+export function branchSessionId(branch: string): string | undefined {
+  if (!branch.startsWith(SESSION_BRANCH_PREFIX)) return undefined;
+  const parts = branch.slice(SESSION_BRANCH_PREFIX.length).split('/');
+  if (parts.length !== 2 || sessionIdProblem(parts[0]) || sessionIdProblem(parts[1])) return undefined;
+  return parts[0];
+}
+
+/** The ref directories (relative to the common dir) the child may write: its branch's and its tracking refs'. */
+export function writableRefDirs(layout: Pick<SandboxLayout, 'branch' | 'remotes'>): string[] {
+  const id = branchSessionId(layout.branch);
+  if (id === undefined) throw new Error(`writableRefDirs: ${JSON.stringify(layout.branch)} is not orchard/<id>/<leaf>`);
+  const own = `${SESSION_BRANCH_PREFIX}${id}`;
+  const dirs = [`refs/heads/${own}`, `logs/refs/heads/${own}`];
+  for (const remote of layout.remotes ?? []) {
+    dirs.push(`refs/remotes/${remote}/${own}`, `logs/refs/remotes/${remote}/${own}`);
+  }
+  return dirs;
+}
+
+/** Why `layout` cannot be confined, or undefined when it can. Pure: checks shape, not the disk. */
+export function sandboxLayoutProblem(layout: SandboxLayout): string | undefined {
+  for (const key of ['commonDir', 'worktree', 'adminDir', 'tmpDir'] as const) {
+    const value = layout[key];
+    if (typeof value !== 'string' || !path.isAbsolute(value) || path.normalize(value) !== value || value === '/') {
+      return `${key} must be a normalised absolute path other than /, got ${JSON.stringify(value)}`;
+    }
+  }
+  if (layout.home !== undefined && (!path.isAbsolute(layout.home) || path.normalize(layout.home) !== layout.home)) {
+    return `home must be a normalised absolute path, got ${JSON.stringify(layout.home)}`;
+  }
+  if (path.dirname(layout.adminDir) !== path.join(layout.commonDir, 'worktrees')) {
+    return `adminDir ${layout.adminDir} is not a directory directly under ${path.join(layout.commonDir, 'worktrees')}`;
+  }
+  if (branchSessionId(layout.branch) === undefined) {
+    return (
+      `branch ${JSON.stringify(layout.branch)} is not ${SESSION_BRANCH_PREFIX}<sessionId>/<leaf>: ` +
+      'only a branch in a ref directory of its own can be writable alone'
+    );
+  }
+  for (const remote of layout.remotes ?? []) {
+    if (!REMOTE_NAME.test(remote) || remote.includes('..') || remote.endsWith('.lock')) {
+      return `remote name ${JSON.stringify(remote)} is not supported in a sandbox (letters, digits, . _ - only)`;
+    }
+  }
+  const inside = (p: string, dir: string) => p === dir || p.startsWith(dir + path.sep);
+  // A writable directory that contains the shared repository (or is inside it, other than the allowance) would
+  // make the read-only binds under it pointless.
+  for (const key of ['worktree', 'tmpDir'] as const) {
+    if (inside(layout.commonDir, layout[key]) || inside(layout[key], layout.commonDir)) {
+      return `${key} ${layout[key]} overlaps the shared repository ${layout.commonDir}`;
+    }
+  }
+  if (inside(layout.worktree, layout.tmpDir) || inside(layout.tmpDir, layout.worktree)) {
+    return `tmpDir ${layout.tmpDir} overlaps the worktree ${layout.worktree}`;
+  }
+  return undefined;
+}
+
+/**
+ * Creates the writable ref directories on the host. Call before every command: `git pack-refs` (gc in the main
+ * checkout) deletes a ref directory once its loose refs are packed, and bwrap can only bind what exists.
+ */
+export async function prepareSandboxDirs(layout: SandboxLayout): Promise<void> {
+  const problem = sandboxLayoutProblem(layout);
+  if (problem) throw new Error(`prepareSandboxDirs: ${problem}`);
+  for (const dir of writableRefDirs(layout)) await fs.mkdir(path.join(layout.commonDir, dir), { recursive: true });
+  await fs.mkdir(layout.tmpDir, { recursive: true, mode: 0o700 });
+}
+
+/**
+ * The argv (bwrap first) that runs `bash -c <command>` confined to `layout`, in the worktree. Mount order is
+ * the policy: everything read-only, a fresh /dev and /proc, the private tmp over /tmp and /var/tmp, hidden
+ * paths emptied, the shared repository (and the session HOME) shown again read-only in case they sit under
+ * one of those, then the allowance writable on top. The caller provides the environment (bwrap passes it on);
+ * SANDBOX_ENV is set here and wins.
+ */
+export function buildSandboxArgv(layout: SandboxLayout, command: string, options: SandboxOptions = {}): string[] {
+  const problem = sandboxLayoutProblem(layout);
+  if (problem) throw new Error(`buildSandboxArgv: ${problem}`);
+  const argv = [options.bwrap ?? findBwrap() ?? 'bwrap'];
+  argv.push(
+    '--unshare-user', // a user namespace, so that...
+    '--disable-userns', // ...the command cannot make another one and get CAP_SYS_ADMIN back in it
+    '--cap-drop', 'ALL', // bwrap keeps capabilities when the worker is root; then `mount -o remount,rw /` works
+    '--unshare-pid', // cannot see or signal the worker; all of it dies with the namespace's init
+    '--unshare-ipc',
+    '--die-with-parent',
+    '--new-session', // no TIOCSTI into a terminal the worker might hold
+    '--ro-bind', '/', '/',
+    '--dev', '/dev', // fresh: the host /dev/shm is not shared
+    '--proc', '/proc',
+    '--bind', layout.tmpDir, '/tmp',
+  );
+  if (existsSync('/var/tmp')) argv.push('--bind', layout.tmpDir, '/var/tmp');
+  for (const hidden of layout.hide ?? []) argv.push('--tmpfs', hidden, '--remount-ro', hidden);
+  argv.push('--ro-bind', layout.commonDir, layout.commonDir);
+  if (layout.home !== undefined) argv.push('--ro-bind-try', layout.home, layout.home);
+  const rw = [
+    layout.worktree,
+    layout.adminDir,
+    path.join(layout.commonDir, 'objects'),
+    ...writableRefDirs(layout).map((dir) => path.join(layout.commonDir, dir)),
+  ];
+  for (const dir of rw) argv.push('--bind', dir, dir);
+  for (const [name, value] of Object.entries(SANDBOX_ENV)) argv.push('--setenv', name, value);
+  // --norc: Debian's bash sources ~/.bashrc for `bash -c` when stdin is a socket and SHLVL is unset (its "run by
+  // sshd" check), and Node's stdio pipes are socketpairs: observed here, at 300 ms a command. The bash tool feeds
+  // /dev/null, where nothing is sourced; the sandbox makes that hold for any caller.
+  argv.push('--chdir', layout.worktree, '--', 'bash', '--norc', '--noprofile', '-c', command);
+  return argv;
+}
+
+/** The bwrap binary on PATH, else /usr/bin/bwrap, else undefined. */
+export function findBwrap(envPath = process.env.PATH ?? ''): string | undefined {
+  for (const dir of [...envPath.split(':').filter(Boolean), '/usr/bin']) {
+    const candidate = path.join(dir, 'bwrap');
+    if (existsSync(candidate)) return candidate;
+  }
+  return undefined;
+}
+
+/**
+ * Resolves a child's layout from trusted inputs. The worktree's `.git` file is the child's to write, so it is
+ * only believed when the admin dir it names points back at this worktree (`<admin>/gitdir`, which the child can
+ * write only in its own admin dir) and sits directly under `<commonDir>/worktrees/`. Remotes default to those in
+ * the shared config (read with `--git-dir`, never from the child's worktree).
+ */
+export async function resolveSandboxLayout(input: {
+  commonDir: string;
+  worktree: string;
+  branch: string;
+  tmpDir: string;
+  home?: string;
+  remotes?: readonly string[];
+  hide?: readonly string[];
+}): Promise<SandboxLayout> {
+  const commonDir = await fs.realpath(input.commonDir);
+  const worktree = await fs.realpath(input.worktree);
+  const dotGit = await fs.readFile(path.join(worktree, '.git'), 'utf8').catch(() => undefined);
+  const match = dotGit?.match(/^gitdir: (.+)\n?$/);
+  if (!match) throw new Error(`${worktree}/.git is not a linked worktree's gitdir file`);
+  const adminDir = await fs.realpath(path.resolve(worktree, match[1]));
+  const back = (await fs.readFile(path.join(adminDir, 'gitdir'), 'utf8').catch(() => '')).trim();
+  const backDir = back ? await fs.realpath(path.dirname(path.resolve(adminDir, back))).catch(() => '') : '';
+  if (path.dirname(adminDir) !== path.join(commonDir, 'worktrees') || backDir !== worktree) {
+    throw new Error(`${worktree} is not a linked worktree of ${commonDir} (its .git names ${adminDir})`);
+  }
+  const remotes =
+    input.remotes ??
+    (await run('git', ['--git-dir', commonDir, 'remote'], { GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' }))
+      .split('\n')
+      .filter((r) => REMOTE_NAME.test(r) && !r.includes('..'));
+  await fs.mkdir(input.tmpDir, { recursive: true, mode: 0o700 });
+  const layout: SandboxLayout = {
+    commonDir,
+    worktree,
+    adminDir,
+    branch: input.branch,
+    tmpDir: await fs.realpath(input.tmpDir),
+    remotes,
+    home: input.home === undefined ? undefined : path.resolve(input.home),
+    hide: input.hide,
+  };
+  const problem = sandboxLayoutProblem(layout);
+  if (problem) throw new Error(problem);
+  return layout;
+}
+
+export type SandboxProbe =
+  | { ok: true; bwrap: string; version: string }
+  | { ok: false; reason: string };
+
+/**
+ * Builds a tiny sandbox with buildSandboxArgv (a fake repository layout in a temp dir) and checks its effect: the
+ * worktree is writable, the shared repository is not, /tmp is private, and the command holds no capability.
+ * Reports ok, or exactly why not. Failing closed on `ok: false` is the caller's job.
+ */
+export async function sandboxAvailable(options: SandboxOptions = {}): Promise<SandboxProbe> {
+  const bwrap = options.bwrap ?? findBwrap();
+  if (!bwrap) return { ok: false, reason: 'bwrap not found on PATH or at /usr/bin/bwrap (Debian package: bubblewrap)' };
+  let version: string;
+  try {
+    version = (await run(bwrap, ['--version'], {})).trim();
+  } catch (err) {
+    return { ok: false, reason: `${bwrap} --version failed: ${message(err)}` };
+  }
+  const base = await fs.mkdtemp(path.join(tmpdir(), 'orchard-sandbox-probe-'));
+  try {
+    const commonDir = path.join(base, 'repo', '.git');
+    const layout: SandboxLayout = {
+      commonDir,
+      worktree: path.join(base, 'wt'),
+      adminDir: path.join(commonDir, 'worktrees', 'wt'),
+      branch: confinedSessionBranch('probe'),
+      tmpDir: path.join(base, 'tmp'),
+    };
+    for (const dir of [layout.worktree, layout.adminDir, path.join(commonDir, 'objects')]) {
+      await fs.mkdir(dir, { recursive: true });
+    }
+    await fs.writeFile(path.join(commonDir, 'config'), 'probe\n');
+    await prepareSandboxDirs(layout);
+    const marker = `orchard-probe-${process.pid}-${Date.now()}`;
+    const script = [
+      'set -u',
+      'echo ok > written || { echo "the worktree is not writable" >&2; exit 10; }',
+      `if (echo x > ${quote(path.join(commonDir, 'config'))}) 2>/dev/null; then`,
+      '  echo "the shared repository is writable" >&2; exit 11',
+      'fi',
+      `echo x > /tmp/${marker} || { echo "/tmp is not writable" >&2; exit 12; }`,
+      'grep -q "^CapEff:[[:space:]]*0*$" /proc/self/status || { echo "the command holds capabilities" >&2; exit 13; }',
+    ].join('\n');
+    const argv = buildSandboxArgv(layout, script, { bwrap });
+    const result = await spawnCollect(argv, { PATH: process.env.PATH ?? '/usr/bin:/bin' }, 10_000);
+    if (result.code !== 0) {
+      const detail = result.stderr.trim() || `exit ${result.code ?? result.signal}`;
+      return { ok: false, reason: `${bwrap} could not confine a command: ${detail}${hint(result.stderr)}` };
+    }
+    if ((await fs.readFile(path.join(layout.worktree, 'written'), 'utf8').catch(() => '')) !== 'ok\n') {
+      return { ok: false, reason: 'the sandboxed write to the worktree did not reach the host' };
+    }
+    if ((await fs.readFile(path.join(commonDir, 'config'), 'utf8')) !== 'probe\n') {
+      return { ok: false, reason: 'the shared repository was changed from inside the sandbox' };
+    }
+    if (existsSync(path.join('/tmp', marker)) || !existsSync(path.join(layout.tmpDir, marker))) {
+      return { ok: false, reason: '/tmp inside the sandbox is not the private temp dir' };
+    }
+    return { ok: true, bwrap, version };
+  } catch (err) {
+    return { ok: false, reason: `sandbox probe failed: ${message(err)}` };
+  } finally {
+    await fs.rm(base, { recursive: true, force: true }).catch(() => undefined);
+  }
+}
+
+function hint(stderr: string): string {
+  if (/namespace|uid_map|Operation not permitted|Permission denied/i.test(stderr)) {
+    return (
+      ' (user namespaces look unavailable: check sysctl kernel.unprivileged_userns_clone, user.max_user_namespaces, ' +
+      "AppArmor's kernel.apparmor_restrict_unprivileged_userns, " +
+      'or a container seccomp profile that blocks clone/unshare)'
+    );
+  }
+  return '';
+}
+
+export interface BranchMigration {
+  from: string;
+  to: string;
+  /** false when there was nothing to do (already migrated, or no such session branch). */
+  migrated: boolean;
+}
+
+/**
+ * Moves a session from `orchard/<id>` (a plain ref file, which cannot be writable alone) to
+ * `orchard/<id>/work` in `repo`: `git branch -m` keeps the commits and the reflog, rewrites the HEAD of the
+ * worktree that has it checked out and its `branch.<name>.*` config; then the isolation marker of that worktree
+ * (docs/backstop.md) and the session's remote-tracking refs follow. Idempotent. Run it while no command of the
+ * session runs. Remote branches are left as they are: a remote that has `orchard/<id>` refuses a push of
+ * `orchard/<id>/work` until that old branch is deleted there.
+ */
+export async function migrateSessionBranch(repo: string, sessionId: string): Promise<BranchMigration> {
+  const problem = sessionIdProblem(sessionId);
+  if (problem) throw new Error(`migrateSessionBranch: ${problem}`);
+  const from = legacySessionBranch(sessionId);
+  const to = confinedSessionBranch(sessionId);
+  const env = { GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' };
+  const g = (args: string[]) => run('git', ['-C', repo, ...args], env);
+  const exists = async (ref: string) => g(['rev-parse', '--verify', '--quiet', ref]).then(() => true, () => false);
+  if (await exists(`refs/heads/${to}`)) return { from, to, migrated: false };
+  if (!(await exists(`refs/heads/${from}`))) return { from, to, migrated: false };
+  await g(['branch', '-m', from, to]);
+  for (const line of (await g(['worktree', 'list', '--porcelain'])).split('\n\n')) {
+    const wt = line.match(/^worktree (.+)$/m)?.[1];
+    if (!wt || !line.includes(`\nbranch refs/heads/${to}`)) continue;
+    if ((await isolatedBranch(wt).catch(() => undefined)) === from) await markWorktreeIsolated(wt, to);
+  }
+  // A tracking ref `refs/remotes/<r>/orchard/<id>` would block `…/orchard/<id>/work` (a file where a directory
+  // must be): delete, then create, with the value read first.
+  const tracking = await g(['for-each-ref', '--format=%(refname) %(objectname)', `refs/remotes/*/${from}`]);
+  for (const row of tracking.split('\n').filter(Boolean)) {
+    const [ref, sha] = row.split(' ');
+    const remote = ref.slice('refs/remotes/'.length, ref.length - from.length - 1);
+    if (remote.includes('/')) continue;
+    await g(['update-ref', '-d', ref, sha]);
+    await g(['update-ref', '-m', `orchard: migrated from ${ref}`, `refs/remotes/${remote}/${to}`, sha, '']);
+  }
+  return { from, to, migrated: true };
+}
+
+function quote(s: string): string {
+  return `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+function message(err: unknown): string {
+  return (err instanceof Error ? err.message : String(err)).trim();
+}
+
+function run(file: string, args: string[], env: NodeJS.ProcessEnv): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const options = { env: { PATH: process.env.PATH, ...env }, encoding: 'utf8' as const, timeout: 30_000 };
+    execFile(file, args, options, (err, stdout, stderr) => {
+      if (err) reject(new Error(`${file} ${args.join(' ')}: ${stderr.trim() || err.message}`));
+      else resolve(stdout);
+    });
+  });
+}
+
+function spawnCollect(
+  argv: string[],
+  env: NodeJS.ProcessEnv,
+  timeoutMs: number,
+): Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(argv[0], argv.slice(1), { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.once('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+    child.once('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr });
+    });
+  });
+}

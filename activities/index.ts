@@ -98,17 +98,17 @@ export function createSharedActivities(deps: SharedActivityDeps) {
       await appendEntry(deps.pool, { ...turnKeyOf(input), step: 0, ordinal: 0 }, { role: 'user', content: input.task }, input.taskId);
     },
     /**
-     * Resolves a session's limits once, when its execution chain starts (a local activity: the answer is recorded
+     * Resolves a session's limits once, when its execution chain starts (an activity: the answer is recorded
      * in history, so a replay never reads the worker's environment again).
      */
     async resolveSessionLimits(requested: Partial<SessionLimits> | undefined): Promise<SessionLimits> {
       return resolveLimits(requested, limitsFromEnv(deps.env ?? process.env));
     },
-    /** Accepted tasks' text goes to Postgres; history and continue-as-new carry their ids (local activity). */
+    /** Accepted tasks' text goes to Postgres; history and continue-as-new carry their ids. */
     async storeTasks(tasks: StoredTask[]): Promise<void> {
       await storeTasks(deps.pool, tasks);
     },
-    /** Terminal states of tasks (local activity); a terminal row never changes again. */
+    /** Terminal states of tasks; a terminal row never changes again. */
     async endTasks(input: { executionId: string; ends: TaskEnd[] }): Promise<void> {
       await endTasks(deps.pool, input.executionId, input.ends);
     },

@@ -1,0 +1,257 @@
+import test, { type ExecutionContext } from 'ava';
+import { __testing, readBoard } from '../../activities/store/team';
+import { gate } from '../helpers/fleet-model';
+import { testPool } from '../helpers/orchard';
+import { activityTypes, startScriptedTeam, waitingBehind, type Call, type TeamHarness } from '../helpers/team';
+import { waitFor } from '../helpers/wait';
+
+/**
+ * The certificate matrix (invariant 15) through a real `teamRun`, its activities and Postgres: each board state is
+ * reached the way the system reaches it — the Coordinator's tool calls, the Members' outcomes, the user's
+ * reassign/cancel/resolve updates — and then the Coordinator asks for completion. Asserted: the
+ * `team_certificates` rows, the tool result the model was shown and the workflow's status. Only a full closure
+ * (every task completed with output, replaced by a chain that ends in one, or removed by a cited user event of
+ * this team) is delivered, with exactly one certificate.
+ */
+const COMPLETE: Call = ['org_run_complete', { summary: 'all done' }];
+const create = (taskId: string, owner: string): Call => ['task_create', { taskId, title: `Do ${taskId}`, description: `work on ${taskId}`, owner }];
+const APPROVE: Call = ['plan_approve', {}];
+
+/** The Coordinator asks for completion and is refused: no certificate row, nothing changed, the run not delivered. */
+async function refused(t: ExecutionContext, h: TeamHarness, reasons: RegExp): Promise<string> {
+  const before = await readBoard(h.orchard.pool, h.teamId);
+  const [result] = await h.script([COMPLETE]);
+  t.regex(result, /^error \(completion_refused\): /);
+  t.regex(result, reasons);
+  t.is((await h.certificates()).length, 0, 'no certificate row');
+  t.is((await readBoard(h.orchard.pool, h.teamId)).workRevision, before.workRevision, 'the refusal committed nothing');
+  const view = await h.status();
+  t.not(view.status, 'delivered');
+  t.is(view.certificate, undefined);
+  t.not(view.candidate, 'certified');
+  t.deepEqual(view.refusals.at(-1), { tool: 'org_run_complete', code: 'completion_refused' });
+  return result;
+}
+
+/** The Coordinator asks for completion and the run is delivered, with exactly one certificate row, the one the workflow holds. */
+async function delivered(t: ExecutionContext, h: TeamHarness) {
+  const [result] = await h.script([COMPLETE]);
+  t.regex(result, /^delivered: certificate cert-/);
+  const rows = await h.certificates();
+  t.is(rows.length, 1, 'exactly one certificate row');
+  const cert = rows[0].certificate;
+  // What the model was shown is the stored certificate.
+  t.deepEqual(JSON.parse(result.split('\n')[1]), cert);
+  const board = await readBoard(h.orchard.pool, h.teamId);
+  t.is(Number(rows[0].work_revision), board.workRevision, 'certified at the current revision');
+  t.is(cert.workRevision, board.workRevision);
+  t.like(cert, { teamId: h.teamId, outcome: 'delivered', generation: board.generation, validatorVersion: 'closure/1' });
+  const view = await h.until('delivered', (v) => v.status === 'delivered');
+  t.is(view.candidate, 'certified');
+  t.like(view.certificate, { certificateId: cert.certificateId, workRevision: cert.workRevision, generation: cert.generation });
+  t.deepEqual([...view.certificate!.taskIds], cert.evidence.taskIds);
+  t.deepEqual([...view.certificate!.outputIds], cert.evidence.outputIds);
+  return { cert, board, view };
+}
+
+const outputOf = (board: Awaited<ReturnType<typeof readBoard>>, taskId: string) => board.outputs.find((o) => o.taskId === taskId)?.outputId;
+
+test('all valid: every task completed with its output → delivered, one certificate citing every task and output', async (t) => {
+  const h = await startScriptedTeam(t, { plan: [create('a', 'implementer'), create('b', 'reviewer'), APPROVE] });
+  await h.until('both completed', (v) => v.executions.filter((e) => e.state === 'completed').length === 2);
+  const { cert, board, view } = await delivered(t, h);
+  t.deepEqual(cert.evidence.taskIds, ['a', 'b']);
+  t.deepEqual(cert.evidence.outputIds, [outputOf(board, 'a'), outputOf(board, 'b')].sort());
+  t.deepEqual(cert.resolutions, [
+    { taskId: 'a', kind: 'completed' },
+    { taskId: 'b', kind: 'completed' },
+  ]);
+  // The evidence is the members' executions', as the workflow ran them.
+  for (const e of view.executions) t.is(board.outputs.find((o) => o.taskId === e.taskId)?.executionId, e.executionId);
+});
+
+test('all cancelled: every task removed by the user → never delivered (all_cancelled), no certificate', async (t) => {
+  const h = await startScriptedTeam(t, { plan: [create('a', 'implementer'), create('b', 'reviewer')] });
+  for (const taskId of ['a', 'b']) await h.orchard.client.cancelTask(h.teamId, { taskId, reason: 'not needed' });
+  const result = await refused(t, h, /the run is cancelled: .*all_cancelled/);
+  t.notRegex(result, /no_completed_output/);
+});
+
+test('all failed: every execution failed → never delivered (all_failed), no certificate', async (t) => {
+  const h = await startScriptedTeam(t, { plan: [create('a', 'implementer'), create('b', 'reviewer'), APPROVE], work: { a: 'fail', b: 'fail' } });
+  await h.until('both failed', (v) => v.executions.filter((e) => e.state === 'failed').length === 2);
+  await refused(t, h, /the run is not_delivered: .*all_failed/);
+});
+
+test('missing output: a completed task whose evidence row is gone → never delivered (missing_output)', async (t) => {
+  const h = await startScriptedTeam(t, { plan: [create('a', 'implementer'), create('b', 'reviewer'), APPROVE] });
+  await h.until('both completed', (v) => v.executions.filter((e) => e.state === 'completed').length === 2);
+  // No write path of the system makes this state (the output and the status are one transaction): the ledger
+  // is damaged by hand, as a lost or purged evidence row would leave it.
+  await h.orchard.pool.query(`DELETE FROM team_task_outputs WHERE team_id = $1 AND task_id = 'b'`, [h.teamId]);
+  await refused(t, h, /the run is not_delivered: missing_output \(b\)/);
+});
+
+test.serial('stale evidence: the board moves between the assessment and the certificate → refused; a fresh assessment certifies once, at the new revision', async (t) => {
+  const h = await startScriptedTeam(t, { plan: [create('a', 'implementer'), create('b', 'reviewer'), APPROVE] });
+  await h.until('both completed, idle', (v) => v.executions.filter((e) => e.state === 'completed').length === 2 && v.status === 'waiting_for_org_event');
+  const assessed = (await readBoard(h.orchard.pool, h.teamId)).workRevision;
+
+  // A user's fact is being committed (through the store's own commit: the run row is locked) while the
+  // Coordinator's completion reads the board — which still shows the old revision — and then queues for the row.
+  const locked = gate();
+  const go = gate();
+  let writerPid = 0;
+  const pool = await testPool(t);
+  const writer = __testing.commit(pool, h.teamId, { kind: 'user', eventId: 'ev-late' }, 'user_event', async ({ c }) => {
+    writerPid = Number((await c.query('SELECT pg_backend_pid() AS pid')).rows[0].pid);
+    locked.open();
+    await go.promise;
+    await c.query(`INSERT INTO team_user_events (team_id, event_id, kind, text) VALUES ($1, 'ev-late', 'message', 'one more thing')`, [h.teamId]);
+    return { result: undefined, fact: { kind: 'user_event', detail: { eventId: 'ev-late' } } };
+  });
+  await locked.promise;
+  const answer = h.script([COMPLETE]);
+  await waitFor(async () => (await waitingBehind(pool, writerPid)).length >= 1, 30_000, 'the certificate queued behind the writer');
+  go.open();
+  t.is((await writer).revision, assessed + 1);
+
+  const [result] = await answer;
+  t.regex(result, /^error \(stale_evidence\): /);
+  t.is((await h.certificates()).length, 0);
+  const view = await h.status();
+  t.not(view.status, 'delivered');
+  t.is(view.certificate, undefined);
+  t.deepEqual(view.refusals.at(-1), { tool: 'org_run_complete', code: 'stale_evidence' });
+
+  const { cert } = await delivered(t, h);
+  t.is(cert.workRevision, assessed + 1, 'certified at the revision it assessed, not the stale one');
+});
+
+test('replacement chain: implement → reassigned → reassigned again → the last one completes → delivered, the chain cited link by link', async (t) => {
+  const h = await startScriptedTeam(t, {
+    members: ['implementer', 'reviewer', 'tester'],
+    plan: [create('impl', 'implementer'), APPROVE],
+    work: { impl: 'write', 'impl-r1': 'write', 'impl-r1-r2': 'gate' },
+    handoff: { sloMs: 30_000, timeoutMs: 60_000 },
+  });
+  await h.writing('impl', 'implementer');
+  await h.orchard.client.reassignTask(h.teamId, { taskId: 'impl', newOwner: 'reviewer', reason: 'the reviewer knows it' });
+  await h.writing('impl-r1', 'reviewer');
+  await h.orchard.client.reassignTask(h.teamId, { taskId: 'impl-r1', newOwner: 'tester', reason: 'the tester knows it better' });
+  // While the last link runs, the chain ends in an open task: not delivered.
+  await h.gate('impl-r1-r2').arrived;
+  await refused(t, h, /task_open \(impl-r1-r2\)/);
+  h.gate('impl-r1-r2').open();
+  await h.until('the last link completed', (v) => v.executions.some((e) => e.taskId === 'impl-r1-r2' && e.state === 'completed'));
+
+  const { cert, board } = await delivered(t, h);
+  t.deepEqual(cert.resolutions, [
+    { taskId: 'impl', kind: 'replaced_by', by: 'impl-r1' },
+    { taskId: 'impl-r1', kind: 'replaced_by', by: 'impl-r1-r2' },
+    { taskId: 'impl-r1-r2', kind: 'completed' },
+  ]);
+  t.deepEqual(cert.evidence.taskIds, ['impl', 'impl-r1', 'impl-r1-r2']);
+  t.deepEqual(cert.evidence.outputIds, [outputOf(board, 'impl-r1-r2')], 'only the last link produced evidence');
+  t.deepEqual(board.handoffs, [
+    { oldTaskId: 'impl', newTaskId: 'impl-r1', state: 'released' },
+    { oldTaskId: 'impl-r1', newTaskId: 'impl-r1-r2', state: 'released' },
+  ]);
+});
+
+test('user scope removal: tasks the user cancelled (waiting and running) count as removed, each citing its own user event of this team', async (t) => {
+  const h = await startScriptedTeam(t, {
+    members: ['implementer', 'reviewer', 'tester'],
+    plan: [create('a', 'implementer'), create('b', 'reviewer'), create('c', 'tester')],
+    work: { a: 'write' },
+    handoff: { sloMs: 30_000, timeoutMs: 60_000 },
+  });
+  await h.orchard.client.cancelTask(h.teamId, { taskId: 'b', reason: 'no review this time' });
+  await h.script([APPROVE]);
+  await h.writing('a', 'implementer');
+  const cancelled = await h.orchard.client.cancelTask(h.teamId, { taskId: 'a', reason: 'scope cut' });
+  t.like(cancelled.receipt, { kind: 'cancel', oldTaskId: 'a' });
+  await h.until('a released, c completed', (v) => v.receipts[0]?.state === 'released' && v.executions.some((e) => e.taskId === 'c' && e.state === 'completed'));
+
+  const { cert, board } = await delivered(t, h);
+  const events = (await h.orchard.pool.query(`SELECT event_id, kind, task_id FROM team_user_events WHERE team_id = $1`, [h.teamId])).rows;
+  const eventOf = (taskId: string) => board.tasks.find((task) => task.taskId === taskId)!.cancel!.userEventId;
+  t.deepEqual(cert.resolutions, [
+    { taskId: 'a', kind: 'user_scope_removed', userEventId: eventOf('a') },
+    { taskId: 'b', kind: 'user_scope_removed', userEventId: eventOf('b') },
+    { taskId: 'c', kind: 'completed' },
+  ]);
+  // Each cited event is a real event of this team, about that task.
+  for (const taskId of ['a', 'b']) t.deepEqual(events.filter((e) => e.event_id === eventOf(taskId)).map((e) => e.task_id), [taskId]);
+  t.deepEqual(cert.evidence.outputIds, [outputOf(board, 'c')]);
+});
+
+test('pending handoff: while the old execution is not proven stopped the run is never delivered; once released and replaced, it is', async (t) => {
+  const h = await startScriptedTeam(t, {
+    plan: [create('a', 'implementer'), APPROVE],
+    work: { a: 'write' },
+    handoff: { sloMs: 60_000, timeoutMs: 120_000 },
+  });
+  await h.writing('a', 'implementer');
+  const stuck = await h.stick('implementer');
+  await h.orchard.client.reassignTask(h.teamId, { taskId: 'a', newOwner: 'reviewer', reason: 'move it' });
+  await h.until('yielding', (v) => v.receipts[0]?.state === 'yielding');
+  await refused(t, h, /handoff_pending \(a-r1\)/);
+  t.deepEqual((await readBoard(h.orchard.pool, h.teamId)).handoffs, [{ oldTaskId: 'a', newTaskId: 'a-r1', state: 'yielding' }]);
+
+  await stuck.unstick();
+  await h.until('the replacement completed', (v) => v.executions.some((e) => e.taskId === 'a-r1' && e.state === 'completed'));
+  const { cert } = await delivered(t, h);
+  t.deepEqual(cert.resolutions, [
+    { taskId: 'a', kind: 'replaced_by', by: 'a-r1' },
+    { taskId: 'a-r1', kind: 'completed' },
+  ]);
+});
+
+test.serial('response-loss replay: the certificate commits, its activity response is lost, the retry finds it → still one certificate, the one the run ends with', async (t) => {
+  const h = await startScriptedTeam(t, { members: ['implementer'], plan: [create('a', 'implementer'), APPROVE] });
+  await h.until('completed, idle', (v) => v.executions.some((e) => e.state === 'completed') && v.status === 'waiting_for_org_event');
+
+  // Before the Coordinator's completion call runs, hold the row its tool result will be written to: the
+  // certificate commits, then the activity blocks writing the result — and its connection is cut there, so the
+  // attempt fails after the commit and Temporal retries it.
+  const pool = await testPool(t);
+  const blocker = await pool.connect();
+  t.teardown(() => blocker.release());
+  const blockerPid = Number((await blocker.query('SELECT pg_backend_pid() AS pid')).rows[0].pid);
+  const answer = h.script([COMPLETE], {
+    before: async () => {
+      const turn = (
+        await pool.query(`SELECT execution_id, turn_id, turn FROM transcript_entries WHERE session_id = $1 AND step = 0 AND role = 'user' ORDER BY seq DESC LIMIT 1`, [h.teamId])
+      ).rows[0];
+      await blocker.query('BEGIN');
+      await blocker.query(
+        `INSERT INTO transcript_entries (session_id, execution_id, turn_id, turn, step, ordinal, role, content) VALUES ($1, $2, $3, $4, 1, 1, 'tool', 'held')`,
+        [h.teamId, turn.execution_id, turn.turn_id, turn.turn],
+      );
+    },
+  });
+  const stuck = await waitFor(async () => {
+    const waiting = await waitingBehind(pool, blockerPid);
+    return waiting.length > 0 && (await h.certificates()).length === 1 ? waiting : undefined;
+  }, 60_000, 'the certificate committed and its result write blocked');
+  const committed = (await h.certificates())[0].certificate;
+  for (const pid of stuck) await pool.query('SELECT pg_terminate_backend($1)', [pid]);
+  await blocker.query('ROLLBACK');
+
+  const [result] = await answer;
+  t.regex(result, /^delivered: certificate /);
+  const rows = await h.certificates();
+  t.is(rows.length, 1, 'still exactly one certificate');
+  t.deepEqual(rows[0].certificate, committed, 'the row is the first attempt’s, untouched');
+  t.deepEqual(JSON.parse(result.split('\n')[1]), committed, 'the retry returned the stored certificate, not a new one');
+  const view = await h.until('delivered', (v) => v.status === 'delivered');
+  t.is(view.certificate!.certificateId, committed.certificateId);
+  // The activity really was retried: its completed attempt is not its first.
+  const events = await h.history();
+  const types = activityTypes(events);
+  const attempts = events
+    .filter((e) => e.activityTaskStartedEventAttributes && types.get(String(e.activityTaskStartedEventAttributes.scheduledEventId)) === 'coordinatorTool')
+    .map((e) => e.activityTaskStartedEventAttributes.attempt);
+  t.true(attempts.some((a: number) => a >= 2), `coordinatorTool attempts: ${attempts}`);
+});

@@ -1,7 +1,27 @@
 import test, { type ExecutionContext } from 'ava';
-import { __testing, readBoard } from '../../activities/store/team';
+import fc from 'fast-check';
+import type { Pool } from 'pg';
+import { createTeamActivities } from '../../activities/team';
+import {
+  __testing,
+  cancelPendingTask,
+  createTask,
+  createTeamRun,
+  failTask,
+  fenceHandoff,
+  issueCertificate,
+  moveReceipt,
+  postInboxMessage,
+  readBoard,
+  readInbox,
+  recordTaskOutput,
+  startTask,
+  TeamStoreRefusal,
+} from '../../activities/store/team';
+import { appendEntry } from '../../activities/store/transcript';
+import type { Actor } from '../../workflows/team/authority';
 import { gate } from '../helpers/fleet-model';
-import { testPool } from '../helpers/orchard';
+import { testPool, uniqueId } from '../helpers/orchard';
 import { activityTypes, startScriptedTeam, waitingBehind, type Call, type TeamHarness } from '../helpers/team';
 import { waitFor } from '../helpers/wait';
 
@@ -273,4 +293,230 @@ test.serial('response-loss replay: the certificate commits, its activity respons
     .filter((e) => e.activityTaskStartedEventAttributes && types.get(String(e.activityTaskStartedEventAttributes.scheduledEventId)) === 'coordinatorTool')
     .map((e) => e.activityTaskStartedEventAttributes.attempt);
   t.true(attempts.some((a: number) => a >= 2), `coordinatorTool attempts: ${attempts}`);
+});
+
+// The property: generated boards, built in Postgres through the store as the system writes them ------------------
+
+const MEMBERS = ['m1', 'm2', 'm3'] as const;
+const RECEIPT_STATES = ['requested', 'yielding', 'released', 'timeout', 'unknown', 'failed'] as const;
+type Fate = 'pending' | 'running' | 'completed' | 'failed' | 'user_cancelled' | 'cancel_handoff' | 'reassign';
+
+interface TaskSpec {
+  owner: number;
+  fate: Fate;
+  /** Where a handoff's receipt ends up. */
+  receipt: (typeof RECEIPT_STATES)[number];
+  /** The owner's execution posts an Inbox message while it runs. */
+  messaged: boolean;
+  /** A reassign's replacement: kept stopped by the user, or what happens to it next. */
+  keepStopped: boolean;
+  replacement?: TaskSpec;
+}
+
+interface Damage {
+  /** The n-th output row is deleted (a lost evidence row). */
+  deleteOutput?: number;
+  /** The team moved to a new generation: earlier evidence is stale. */
+  newGeneration: boolean;
+  /** The n-th user-cancelled task cites an event that is not about it. */
+  miscite?: number;
+  /** The Coordinator read its Inbox. */
+  inboxRead: boolean;
+  turnsRunning: number;
+}
+
+const fate = fc.oneof(
+  { arbitrary: fc.constant<Fate>('completed'), weight: 6 },
+  { arbitrary: fc.constantFrom<Fate>('pending', 'running', 'failed', 'cancel_handoff'), weight: 1 },
+  { arbitrary: fc.constant<Fate>('user_cancelled'), weight: 2 },
+  { arbitrary: fc.constant<Fate>('reassign'), weight: 3 },
+);
+const { task: taskSpec } = fc.letrec<{ task: TaskSpec }>((tie) => ({
+  task: fc.record({
+    owner: fc.nat(MEMBERS.length - 1),
+    fate,
+    receipt: fc.oneof({ arbitrary: fc.constant('released' as const), weight: 4 }, { arbitrary: fc.constantFrom(...RECEIPT_STATES), weight: 1 }),
+    messaged: fc.oneof({ arbitrary: fc.constant(false), weight: 4 }, { arbitrary: fc.constant(true), weight: 1 }),
+    keepStopped: fc.oneof({ arbitrary: fc.constant(false), weight: 4 }, { arbitrary: fc.constant(true), weight: 1 }),
+    replacement: fc.option(tie('task'), { nil: undefined, maxDepth: 2, depthIdentifier: 'replacement' }),
+  }),
+}));
+const rarely = fc.oneof({ arbitrary: fc.constant(false), weight: 5 }, { arbitrary: fc.constant(true), weight: 1 });
+const damage: fc.Arbitrary<Damage> = fc.record({
+  deleteOutput: fc.option(fc.nat(5), { nil: undefined, freq: 6 }),
+  newGeneration: rarely,
+  miscite: fc.option(fc.nat(5), { nil: undefined, freq: 6 }),
+  inboxRead: fc.boolean(),
+  turnsRunning: fc.oneof({ arbitrary: fc.constant(0), weight: 6 }, { arbitrary: fc.constant(1), weight: 1 }),
+});
+
+/** Builds the board with the store's own writes, each by the actor that makes it in the system. */
+async function build(pool: Pool, teamId: string, specs: TaskSpec[], hurt: Damage): Promise<void> {
+  await createTeamRun(pool, { teamId, repo: '/srv/repo', goal: 'property', members: MEMBERS.map((memberId) => ({ memberId, role: memberId, sessionId: `${teamId}-${memberId}` })) });
+  const coordinator: Actor = { kind: 'coordinator', turnId: 'plan' };
+  let executions = 0;
+  async function place(taskId: string, spec: TaskSpec, owner: string): Promise<void> {
+    const member: Actor = { kind: 'member', memberId: owner, executionId: `x${++executions}` };
+    if (spec.fate === 'pending') return;
+    if (spec.fate === 'user_cancelled') {
+      await cancelPendingTask(pool, teamId, { eventId: `ev-${taskId}`, taskId, reason: 'not needed', kind: 'cancel' });
+      return;
+    }
+    await startTask(pool, teamId, taskId, member.executionId);
+    if (spec.messaged) await postInboxMessage(pool, teamId, member, { messageId: `msg-${taskId}`, relatedTaskId: taskId, purpose: 'risk', text: 'careful' });
+    switch (spec.fate) {
+      case 'running':
+        return;
+      case 'completed':
+        await recordTaskOutput(pool, teamId, member, { taskId, outputId: `out-${taskId}`, summary: 'done' });
+        return;
+      case 'failed':
+        await failTask(pool, teamId, member, taskId, 'it broke');
+        return;
+      case 'cancel_handoff':
+      case 'reassign': {
+        const reassign = spec.fate === 'reassign';
+        const newOwner = MEMBERS[(MEMBERS.indexOf(owner as (typeof MEMBERS)[number]) + 1) % MEMBERS.length];
+        const { result } = await fenceHandoff(pool, teamId, {
+          eventId: `ev-${taskId}`,
+          oldTaskId: taskId,
+          kind: reassign ? 'reassign' : 'cancel',
+          reason: 'handoff',
+          sessionId: `${teamId}-${owner}`,
+          executionId: member.executionId,
+          namespace: 'default',
+          replacement: reassign ? { taskId: `${taskId}-r`, owner: newOwner } : undefined,
+        });
+        if (spec.receipt !== 'requested') await moveReceipt(pool, teamId, result.receiptId, spec.receipt);
+        if (!reassign) return;
+        if (spec.keepStopped) {
+          await cancelPendingTask(pool, teamId, { eventId: `keep-${taskId}`, taskId: `${taskId}-r`, reason: 'keep stopped', kind: 'keep_stopped' });
+          return;
+        }
+        await place(`${taskId}-r`, spec.replacement ?? { ...spec, fate: 'completed', replacement: undefined }, newOwner);
+      }
+    }
+  }
+  for (const [i, spec] of specs.entries()) {
+    const owner = MEMBERS[spec.owner];
+    await createTask(pool, teamId, coordinator, { taskId: `t${i}`, title: `task ${i}`, owner });
+    await place(`t${i}`, spec, owner);
+  }
+  if (hurt.deleteOutput !== undefined) {
+    await pool.query(
+      `DELETE FROM team_task_outputs WHERE team_id = $1 AND output_id = (SELECT output_id FROM team_task_outputs WHERE team_id = $1 ORDER BY output_id OFFSET $2 LIMIT 1)`,
+      [teamId, hurt.deleteOutput],
+    );
+  }
+  if (hurt.newGeneration) await pool.query(`UPDATE team_runs SET generation = generation + 1 WHERE team_id = $1`, [teamId]);
+  if (hurt.miscite !== undefined) {
+    const cancelled = (await pool.query(`SELECT task_id FROM team_tasks WHERE team_id = $1 AND cancel->>'by' = 'user' ORDER BY task_id`, [teamId])).rows;
+    if (cancelled.length > 0) {
+      const victim = cancelled[hurt.miscite % cancelled.length].task_id;
+      const other = (await pool.query(`SELECT event_id FROM team_user_events WHERE team_id = $1 AND task_id <> $2 ORDER BY event_id LIMIT 1`, [teamId, victim])).rows[0];
+      await pool.query(`UPDATE team_tasks SET cancel = jsonb_set(cancel, '{userEventId}', to_jsonb($3::text)) WHERE team_id = $1 AND task_id = $2`, [
+        teamId,
+        victim,
+        other?.event_id ?? 'ev-nowhere',
+      ]);
+    }
+  }
+  if (hurt.inboxRead) await readInbox(pool, teamId, Number.MAX_SAFE_INTEGER);
+}
+
+/**
+ * The oracle, written against the rows (not the validator): a full closure is every task closed — completed with
+ * an output row of its own and of the run's generation, cancelled by the user citing an event of this team about
+ * it, or replaced by a closed task — at least one completed, every handoff released, nothing unread or running.
+ */
+async function fullClosure(pool: Pool, teamId: string, turnsRunning: number): Promise<{ full: boolean; taskIds: string[]; outputIds: string[] }> {
+  const run = (await pool.query(`SELECT generation FROM team_runs WHERE team_id = $1`, [teamId])).rows[0];
+  const tasks = (await pool.query(`SELECT task_id, status, output_id, replaces_task_id, cancel FROM team_tasks WHERE team_id = $1`, [teamId])).rows;
+  const outputs = (await pool.query(`SELECT output_id, task_id, generation FROM team_task_outputs WHERE team_id = $1`, [teamId])).rows;
+  const events = (await pool.query(`SELECT event_id, task_id FROM team_user_events WHERE team_id = $1`, [teamId])).rows;
+  const handoffs = (await pool.query(`SELECT state FROM team_handoff_receipts WHERE team_id = $1`, [teamId])).rows;
+  const unread = (await pool.query(`SELECT count(*)::int AS n FROM team_inbox WHERE team_id = $1 AND read_revision IS NULL`, [teamId])).rows[0].n;
+  const evidence = (t: any) =>
+    t.status === 'completed' && outputs.find((o) => o.output_id === t.output_id && o.task_id === t.task_id && Number(o.generation) === Number(run.generation));
+  const counted = (t: any, seen: Set<string>): boolean => {
+    if (seen.has(t.task_id)) return false;
+    if (evidence(t)) return true;
+    if (t.status === 'cancelled' && t.cancel?.by === 'user' && events.some((e) => e.event_id === t.cancel.userEventId && e.task_id === t.task_id)) return true;
+    if (t.status !== 'cancelled' && t.status !== 'failed' && t.status !== 'completed') return false;
+    return tasks.some((r) => r.replaces_task_id === t.task_id && counted(r, new Set([...seen, t.task_id])));
+  };
+  const completed = tasks.filter(evidence);
+  const full =
+    completed.length > 0 &&
+    tasks.every((t) => counted(t, new Set())) &&
+    handoffs.every((h) => h.state === 'released') &&
+    unread === 0 &&
+    turnsRunning === 0;
+  return { full, taskIds: tasks.map((t) => t.task_id).sort(), outputIds: completed.map((t) => t.output_id).sort() };
+}
+
+test('property: over generated boards built through the store, org_run_complete — and issueCertificate itself — certify exactly the full closures', async (t) => {
+  const pool = await testPool(t);
+  const acts = createTeamActivities({
+    pool,
+    orchard: () => {
+      throw new Error('no Temporal here: only the board');
+    },
+  });
+  const seen = { delivered: 0, refused: 0 };
+  await fc.assert(
+    fc.asyncProperty(fc.array(taskSpec, { minLength: 1, maxLength: 4 }), damage, async (specs, hurt) => {
+      const teamId = uniqueId('prop');
+      await build(pool, teamId, specs, hurt);
+      const oracle = await fullClosure(pool, teamId, hurt.turnsRunning);
+      const board = await readBoard(pool, teamId);
+
+      // The Coordinator's completion request, as the workflow runs it (its tool call is in the transcript).
+      const ref = { sessionId: teamId, executionId: `${teamId}-x`, turnId: `${teamId}-turn`, turn: 1, step: 1, callId: 'c1' };
+      await appendEntry(pool, { ...ref, ordinal: 0 }, {
+        role: 'assistant',
+        content: null,
+        tool_calls: [{ id: 'c1', type: 'function', function: { name: 'org_run_complete', arguments: JSON.stringify({ summary: 'done' }) } }],
+      });
+      const effects = await acts.coordinatorTool({ teamId, ref, index: 0, tool: 'org_run_complete', members: [...MEMBERS], turnsRunning: hurt.turnsRunning });
+
+      // A caller that skips the validator: the store is asked for a certificate of this board as it stands.
+      const forged = {
+        certificateId: `forged-${teamId}`,
+        teamId,
+        outcome: 'delivered' as const,
+        generation: board.generation,
+        workRevision: board.workRevision,
+        evidence: { taskIds: oracle.taskIds, outputIds: oracle.outputIds },
+        resolutions: [],
+        validatorVersion: 'closure/1',
+        issuedAt: new Date().toISOString(),
+        summary: 'forged',
+      };
+      const direct = await issueCertificate(pool, teamId, { kind: 'coordinator', turnId: 'other' }, forged).then(
+        () => 'issued',
+        (err: unknown) => (err instanceof TeamStoreRefusal ? err.code : Promise.reject(err)),
+      );
+      const rows = (await pool.query(`SELECT certificate FROM team_certificates WHERE team_id = $1`, [teamId])).rows;
+      const context = JSON.stringify({ specs, hurt, oracle, effects, direct, board });
+      if (oracle.full) {
+        seen.delivered += 1;
+        if (!effects.certificate) throw new Error(`a full closure was not certified: ${context}`);
+        if (rows.length !== 1) throw new Error(`${rows.length} certificate rows: ${context}`);
+        const cert = rows[0].certificate;
+        if (cert.certificateId !== effects.certificate.certificateId) throw new Error(`the forged call replaced the certificate: ${context}`);
+        if (JSON.stringify(cert.evidence.taskIds) !== JSON.stringify(oracle.taskIds) || JSON.stringify(cert.evidence.outputIds) !== JSON.stringify(oracle.outputIds)) {
+          throw new Error(`the evidence is not the closure: ${JSON.stringify(cert.evidence)} ${context}`);
+        }
+      } else {
+        seen.refused += 1;
+        if (effects.certificate || effects.refused !== 'completion_refused') throw new Error(`org_run_complete certified an open board: ${context}`);
+        if (rows.length !== 0 || direct === 'issued') throw new Error(`the store certified an open board (direct: ${direct}): ${context}`);
+      }
+    }),
+    { numRuns: Number(process.env.ORCHARD_PROPERTY_RUNS ?? 60) },
+  );
+  t.log(seen);
+  // Not vacuous: both sides of the property were exercised.
+  t.true(seen.delivered > 0 && seen.refused > 0, JSON.stringify(seen));
 });

@@ -493,7 +493,13 @@ export async function fenceHandoff(
 ): Promise<{ result: HandoffReceipt; revision: number }> {
   return commit(pool, teamId, { kind: 'user', eventId: input.eventId }, 'handoff', async ({ c, generation, revision }) => {
     const existing = await c.query(`SELECT * FROM team_handoff_receipts WHERE team_id = $1 AND old_task_id = $2`, [teamId, input.oldTaskId]);
-    if (existing.rows[0]) return { result: toReceipt(existing.rows[0]) };
+    if (existing.rows[0]) {
+      // A retry of this fence (same user event) finds its receipt; another user's cancel/reassign of the same
+      // execution lost the race to it, and is told so instead of being handed the winner's receipt.
+      const receipt = toReceipt(existing.rows[0]);
+      if (receipt.reason.userEventId === input.eventId) return { result: receipt };
+      throw new TeamStoreRefusal('task_not_in_progress', `task ${input.oldTaskId} was already handed off (${receipt.reason.kind}, receipt ${receipt.receiptId})`);
+    }
     const task = await requireTask(c, teamId, input.oldTaskId);
     if (task.status !== 'in_progress' || !task.owner) throw new TeamStoreRefusal('task_not_in_progress', `task ${input.oldTaskId} is ${task.status}: only running work is handed off`);
     const replacement = input.replacement;

@@ -19,7 +19,7 @@ import { endTasks, storeTasks, type StoredTask, type TaskEnd } from './store/tas
 import { appendEntry } from './store/transcript';
 import { executeTool, type ExecuteToolInput } from './tools/execute';
 import { createOrchestratorActivities } from './orchestrator';
-import { createTeamActivities } from './team';
+import { createTeamActivities, createTeamHostActivities } from './team';
 import type { OrchardClient } from '../client/client';
 import { limitsFromEnv } from './limits';
 
@@ -171,6 +171,8 @@ export function createHostActivities(deps: HostActivityDeps) {
     async executeTool(input: ExecuteToolInput) {
       return executeTool({ pool: deps.pool, hostId: deps.hostId, maxOutputBytes, commandSlots, reap: deps.reap }, input);
     },
+    /** `orchard team merge`: the team repository is on this host's disk. */
+    ...createTeamHostActivities({ pool: deps.pool }),
   };
 
   async function prepare(input: PrepareWorktreeInput, signal: AbortSignal) {

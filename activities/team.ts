@@ -8,11 +8,13 @@ import { excerpt } from '../workflows/session/state';
 import type { CallRef } from './orchestrator';
 import { turnKeyOf } from './store/keys';
 import {
+  activateTeamRun,
   assignTask,
   createTask,
   createTeamRun,
   failTask,
   readBoard,
+  readInbox,
   recordTaskOutput,
   startTask,
   taskView,
@@ -27,10 +29,25 @@ import {
   type HandoffKind,
   type HandoffReceipt,
   type ReceiptState,
+  type RunCompletionCertificate,
   type BoardSnapshot,
 } from './store/team';
 import { validateClosure } from '../workflows/team/closure';
+import type { TeamMergeResult } from '../workflows/messages';
+import { sessionBranch } from '../workflows/session/ids';
 import { appendEntry, findAssistantMessage } from './store/transcript';
+import { buildResult, deleteBranch, memberHead, moveProtectedBranch, planMerge, resultBranchOf, setBranch, TeamGitRefusal } from './git/team-result';
+import {
+  certificateById,
+  completeTeamMerge,
+  findCertificate,
+  latestCertificate,
+  mergeResultOf,
+  readTeamMerge,
+  savePlannedMerge,
+  teamRunInfo,
+  type TeamResultRecord,
+} from './store/team-result';
 
 /**
  * A team's side effects (issue 9): opening the run in Postgres, executing the Coordinator's tool calls against
@@ -52,6 +69,9 @@ export interface CertificateRef {
   workRevision: number;
   taskIds: string[];
   outputIds: string[];
+  /** The result branch and the commit the certificate names. */
+  resultBranch?: string;
+  resultHead?: string;
 }
 
 /** A refusal of the store becomes a typed, non-retryable activity failure (a retry would be refused again). */
@@ -119,9 +139,62 @@ export function createTeamActivities(deps: TeamActivityDeps) {
     return validateClosure(closureInputOf(await readBoard(deps.pool, teamId), turnsRunning)).candidate;
   }
 
+  /**
+   * The result of a delivered run (before its certificate is stored): the protected branch with every evidence
+   * output's commit integrated, oldest output first. Builds commit objects only; a conflict refuses delivery
+   * (`merge_conflict`), so no certificate ever names a result that does not exist.
+   */
+  async function buildTeamResult(teamId: string, board: BoardSnapshot, outputIds: readonly string[]): Promise<TeamResultRecord> {
+    const run = await teamRunInfo(deps.pool, teamId);
+    const evidence = board.outputs
+      .filter((o) => outputIds.includes(o.outputId))
+      .map((o) => ({ taskId: o.taskId, outputId: o.outputId, commitSha: o.commitSha }));
+    const built = await buildResult(run.repo, { protectedBranch: run.protectedBranch, evidence, teamId });
+    return {
+      branch: resultBranchOf(teamId),
+      head: built.head,
+      base: built.base,
+      protectedBranch: run.protectedBranch,
+      commits: built.steps.map((s) => ({ taskId: s.taskId, outputId: s.outputId, commitSha: s.commitSha ?? null, how: s.how })),
+    };
+  }
+
+  /** Points the result branch at the head its newest certificate names (idempotent; a retry after a crash sets it). */
+  async function syncResultBranch(teamId: string): Promise<void> {
+    const latest = await latestCertificate(deps.pool, teamId);
+    if (!latest?.result) return;
+    await setBranch((await teamRunInfo(deps.pool, teamId)).repo, latest.result.branch, latest.result.head);
+  }
+
+  /**
+   * Builds the result, creates its branch, then issues the certificate that names it: no certificate names a
+   * branch that could not be created. A refused issue (the board moved) puts the branch back where the newest
+   * certificate has it, or removes it when there is none.
+   */
+  async function certify(
+    teamId: string,
+    board: BoardSnapshot,
+    outputIds: readonly string[],
+    issue: (result: TeamResultRecord) => Promise<RunCompletionCertificate>,
+  ): Promise<RunCompletionCertificate> {
+    const result = await buildTeamResult(teamId, board, outputIds);
+    const { repo } = await teamRunInfo(deps.pool, teamId);
+    await setBranch(repo, result.branch, result.head);
+    try {
+      return await issue(result);
+    } catch (err) {
+      const latest = await latestCertificate(deps.pool, teamId);
+      if (latest?.result) await setBranch(repo, latest.result.branch, latest.result.head);
+      else await deleteBranch(repo, result.branch, result.head);
+      throw err;
+    }
+  }
+
   return {
     /** Opens the team's rows (idempotent): the run, its members and their session ids. */
-    async openTeam(start: StartTeamInput & { members: { memberId: string; role: string }[] }): Promise<{ generation: number; workRevision: number }> {
+    async openTeam(
+      start: StartTeamInput & { members: { memberId: string; role: string }[]; activationId?: string },
+    ): Promise<{ generation: number; workRevision: number }> {
       await createTeamRun(deps.pool, {
         teamId: start.teamId,
         repo: start.repo,
@@ -129,6 +202,7 @@ export function createTeamActivities(deps: TeamActivityDeps) {
         protectedBranch: start.protectedBranch,
         members: start.members.map((m) => ({ ...m, sessionId: memberSessionId(start.teamId, m.memberId) })),
       });
+      if (start.activationId) await activateTeamRun(deps.pool, start.teamId, start.activationId);
       const board = await readBoard(deps.pool, start.teamId);
       return { generation: board.generation, workRevision: board.workRevision };
     },
@@ -155,9 +229,16 @@ export function createTeamActivities(deps: TeamActivityDeps) {
         const args = await argsOf(ref);
         switch (input.tool) {
           case 'task_list': {
-            const board = await readBoard(deps.pool, teamId);
+            const read = await readBoard(deps.pool, teamId);
+            // Members' messages committed up to this revision are read now (and shown in full) — no longer unread.
+            const inbox = await readInbox(deps.pool, teamId, read.workRevision);
+            const board = { ...read, inboxUnread: Math.max(0, read.inboxUnread - inbox.length) };
             const candidate = validateClosure(closureInputOf(board, input.turnsRunning ?? 0));
-            content = JSON.stringify({ ...boardView(board), completion_candidate: { state: candidate.candidate, reasons: candidate.reasons.map((r) => r.code) } });
+            content = JSON.stringify({
+              ...boardView(board),
+              inbox: inbox.map((m) => ({ messageId: m.messageId, from: m.from, relatedTaskId: m.relatedTaskId, purpose: m.purpose, text: m.text })),
+              completion_candidate: { state: candidate.candidate, reasons: candidate.reasons.map((r) => r.code) },
+            });
             effects = { readRevision: board.workRevision };
             break;
           }
@@ -230,18 +311,26 @@ export function createTeamActivities(deps: TeamActivityDeps) {
                 `the run is ${closure.outcome}: ${closure.reasons.map((r) => `${r.code}${r.taskId ? ` (${r.taskId})` : ''}`).join(', ')}`,
               );
             }
-            const { result: certificate } = await issueCertificate(deps.pool, teamId, actor, {
-              certificateId: `cert-${teamId}-g${board.generation}-r${board.workRevision}`,
-              teamId,
-              outcome: 'delivered',
-              generation: board.generation,
-              workRevision: board.workRevision,
-              evidence: { taskIds: closure.evidence.taskIds, outputIds: closure.evidence.outputIds },
-              resolutions: closure.evidence.resolutions,
-              validatorVersion: closure.validatorVersion,
-              issuedAt: new Date().toISOString(),
-              summary: excerpt(summary, 1000),
-            });
+            // A certificate already issued at this revision (a retried or repeated call) is the answer, with the
+            // result it names: the result is built once, before the certificate exists.
+            const certificate =
+              (await findCertificate(deps.pool, teamId, board.generation, board.workRevision)) ??
+              (await certify(teamId, board, closure.evidence.outputIds, (result) =>
+                issueCertificate(deps.pool, teamId, actor, {
+                  certificateId: `cert-${teamId}-g${board.generation}-r${board.workRevision}`,
+                  teamId,
+                  outcome: 'delivered',
+                  generation: board.generation,
+                  workRevision: board.workRevision,
+                  evidence: { taskIds: closure.evidence.taskIds, outputIds: closure.evidence.outputIds },
+                  resolutions: closure.evidence.resolutions,
+                  validatorVersion: closure.validatorVersion,
+                  issuedAt: new Date().toISOString(),
+                  summary: excerpt(summary, 1000),
+                  result,
+                }).then((issued) => issued.result),
+              ));
+            await syncResultBranch(teamId);
             content = `delivered: certificate ${certificate.certificateId}\n${JSON.stringify(certificate)}\nNow give the user your final summary, citing the certificate.`;
             effects = {
               certificate: {
@@ -250,14 +339,15 @@ export function createTeamActivities(deps: TeamActivityDeps) {
                 workRevision: certificate.workRevision,
                 taskIds: [...certificate.evidence.taskIds],
                 outputIds: [...certificate.evidence.outputIds],
+                ...(certificate.result ? { resultBranch: certificate.result.branch, resultHead: certificate.result.head } : {}),
               },
             };
             break;
           }
         }
       } catch (err) {
-        if (err instanceof TeamStoreRefusal || err instanceof OrchardError || err instanceof SyntaxError) {
-          const code: string = err instanceof SyntaxError ? 'tool_args_invalid' : (err as TeamStoreRefusal | OrchardError).code;
+        if (err instanceof TeamStoreRefusal || err instanceof TeamGitRefusal || err instanceof OrchardError || err instanceof SyntaxError) {
+          const code: string = err instanceof SyntaxError ? 'tool_args_invalid' : (err as TeamStoreRefusal | TeamGitRefusal | OrchardError).code;
           content = `error (${code}): ${err.message}; nothing was changed`;
           effects = { refused: code };
         } else throw err;
@@ -302,11 +392,14 @@ export function createTeamActivities(deps: TeamActivityDeps) {
         host: input.host,
         parent: input.parent,
         isolated: true,
+        team: { teamId: input.teamId, memberId: input.memberId },
         model: input.model,
         requestId,
         task: brief,
       });
-      if (created.outcome === 'created') return { revision, sessionId, sessionTaskId: created.task?.taskId };
+      // Created or bound, the create update queued the task (once per request id). A send with the same request id
+      // would be the same Temporal update id, answered with the create's result, which has no top-level taskId.
+      if (created.task) return { revision, sessionId, sessionTaskId: created.task.taskId };
       const sent = await deps.orchard().send(sessionId, { task: brief, requestId, from: 'team' });
       return { revision, sessionId, sessionTaskId: sent.taskId };
     },
@@ -393,10 +486,20 @@ export function createTeamActivities(deps: TeamActivityDeps) {
       // A fence committed first (the task was handed off): this end is not evidence.
       if (task?.status === 'cancelled') return { revision: board.workRevision, state: 'handed_off', candidate: await candidateOf(input.teamId, input.othersRunning ?? 0) };
       if (input.outcome === 'finished') {
+        // Evidence binds code: the head of the Member's branch now that its turn has ended. Only committed work
+        // counts; uncommitted changes stay in its worktree (a Member that committed nothing has its base as head).
+        // A branch this worker cannot read is recorded as no commit (never a failed settle): the certificate's
+        // result then lists the output as `no_commit`, visibly.
+        const { repo } = await teamRunInfo(deps.pool, input.teamId);
+        const commitSha = await memberHead(repo, sessionBranch(memberSessionId(input.teamId, input.memberId))).catch((err: unknown) => {
+          if (err instanceof TeamGitRefusal) return undefined;
+          throw err;
+        });
         const { revision } = await recordTaskOutput(deps.pool, input.teamId, actor, {
           taskId: input.taskId,
           outputId: `out-${input.executionId}`,
           summary: input.excerpt ?? '',
+          commitSha,
         });
         return { revision, state: 'completed', candidate: await candidateOf(input.teamId, input.othersRunning ?? 0) };
       }
@@ -407,3 +510,61 @@ export function createTeamActivities(deps: TeamActivityDeps) {
 }
 
 export type TeamActivities = ReturnType<typeof createTeamActivities>;
+
+/**
+ * Team activities bound to the repository's disk (they run on the team host's queue): `orchard team merge`.
+ */
+export function createTeamHostActivities(deps: { pool: Pool }) {
+  const typed = (err: unknown): unknown => {
+    if (err instanceof TeamStoreRefusal || err instanceof TeamGitRefusal) return orchardFailure(isErrorCode(err.code) ? err.code : 'invalid_input', err.message);
+    return err;
+  };
+  return {
+    /**
+     * A user's merge of a delivered run: the certified result commit into the team's protected branch. The plan
+     * (before, after, mode) is stored before the branch moves, so a retry finishes the same plan — one merge commit
+     * at most — and the merge is recorded once, as a user event and its fact. A repeated merge answers the recorded
+     * result and moves nothing. Refused (typed, nothing moved): `not_delivered`, `merge_conflict`, `checkout_dirty`,
+     * `branch_not_found`, `repository_not_found`.
+     */
+    async mergeTeamResult(input: { teamId: string; certificateId: string }): Promise<{ result: TeamMergeResult; revision?: number }> {
+      try {
+        const { teamId, certificateId } = input;
+        const certificate = await certificateById(deps.pool, teamId, certificateId);
+        if (!certificate) throw new TeamStoreRefusal('not_delivered', `team ${teamId} has no certificate ${certificateId}`);
+        const result = certificate.result;
+        if (!result) throw new TeamStoreRefusal('not_delivered', `certificate ${certificateId} names no result branch (it predates them): certify the run again`);
+        const { repo } = await teamRunInfo(deps.pool, teamId);
+        const replan = async () =>
+          savePlannedMerge(deps.pool, {
+            teamId,
+            certificateId,
+            protectedBranch: result.protectedBranch,
+            resultBranch: result.branch,
+            resultHead: result.head,
+            eventId: `merge-${certificateId}`,
+            ...(await planMerge(repo, {
+              protectedBranch: result.protectedBranch,
+              resultHead: result.head,
+              message: `orchard team merge ${teamId}: ${result.branch} (certificate ${certificateId})`,
+            })),
+          });
+        let row = (await readTeamMerge(deps.pool, teamId, certificateId)) ?? (await replan());
+        // The branch may move under a plan (someone committed meanwhile): plan again, a few times.
+        for (let attempt = 1; row.state === 'planned'; attempt++) {
+          const moved = await moveProtectedBranch(repo, row.protectedBranch, row);
+          if (moved !== 'stale') break;
+          if (attempt >= 3) throw new TeamGitRefusal('merge_conflict', `${row.protectedBranch} kept moving while the merge was prepared: merge again`);
+          row = await replan();
+        }
+        if (row.state === 'merged') return { result: mergeResultOf(row) };
+        const done = await completeTeamMerge(deps.pool, teamId, certificateId, row.eventId);
+        return { result: mergeResultOf(done.result), revision: done.revision };
+      } catch (err) {
+        throw typed(err);
+      }
+    },
+  };
+}
+
+export type TeamHostActivities = ReturnType<typeof createTeamHostActivities>;

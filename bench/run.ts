@@ -7,10 +7,12 @@ import { decideCommand, loadBashParser } from '../activities/bash/guard';
 import { fullScanCount, SHARED_SCAN_INTERVAL_MS } from '../activities/bash/process-tree';
 import { runBash } from '../activities/bash/runner';
 import { BRANCH, CORPUS_ENTRIES, WORKTREE } from '../test/unit/guard-corpus';
+import { benchHandoff } from './handoff';
 
 /**
  * `npm run bench`: the guard's decision time over the corpus (warm parser, many rounds) against the cost of
- * spawning `bash -n -c <command>` for the same commands, the cheapest thing a bash tool call does anyway.
+ * spawning `bash -n -c <command>` for the same commands, the cheapest thing a bash tool call does anyway; /proc
+ * scans; and the team handoff's latency on the embedded stack against its 5 s SLO (`BENCH_HANDOFFS=0` skips it).
  * Figures are printed, never asserted; compare the ratio within one run.
  */
 
@@ -73,6 +75,7 @@ async function main(): Promise<void> {
   console.log(`ratio (guard / bash -n spawn): p50 ${(g50 / b50).toFixed(4)}  p99 ${(g99 / b99).toFixed(4)}`);
   console.log(`bash -n spawn is ${(b50 / g50).toFixed(0)}x the guard's p50 decision time; total ${fmt(ms(process.hrtime.bigint() - started))}`);
   await benchProcessScans();
+  if (process.env.BENCH_HANDOFFS !== '0') await benchHandoff();
 }
 
 /**

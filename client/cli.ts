@@ -321,6 +321,20 @@ team
   });
 
 team
+  .command('merge <id>')
+  .description("merge a delivered team's result branch into its protected branch (refused without a certificate; a repeat changes nothing)")
+  .option('--json', 'print the merge as JSON')
+  .action(async (id: string, o) => {
+    await withClient(async (client) => {
+      const merged = await client.mergeTeam(id);
+      const how = { already_contained: 'already contained the result', fast_forward: 'fast-forwarded', merge_commit: 'merged with a merge commit' }[merged.mode];
+      print(o.json, merged, () =>
+        `${id}: ${merged.protectedBranch} ${how}: ${merged.before.slice(0, 12)} → ${merged.after.slice(0, 12)} (result ${merged.resultBranch} at ${merged.resultHead.slice(0, 12)}, certificate ${merged.certificateId})`,
+      );
+    });
+  });
+
+team
   .command('resolve-handoff <id> <receiptId> <action>')
   .description('resolve a handoff that timed out: keep_stopped (cancel only the replacement) or release (needs the old runtime quiescent)')
   .option('--reason <text>', 'why (recorded with the resolution)')
@@ -335,11 +349,16 @@ team
 
 program
   .command('demo <name>')
-  .description('run a demo on the embedded stack (or the configured one): route-first, or team')
-  .option('--json', 'print the result as JSON (progress goes to stderr): route-first {children, deliveries, messages, problems}; team {status, board, certificate, problems}')
-  .option('--scenario <file>', 'the scenario (default scenarios/route-first.json or scenarios/team.json)')
+  .description('run a demo on the embedded stack (or the configured one): route-first, team, or team-all-cancelled')
+  .option(
+    '--json',
+    'print the result as JSON (progress goes to stderr): route-first {children, deliveries, messages, problems}; team {status, board, certificate, handoff, problems}; team-all-cancelled {status, board, certificate, closure, certificates, writer, problems}',
+  )
+  .option('--scenario <file>', 'the scenario (default scenarios/route-first.json, scenarios/team-handoff.json or scenarios/team-all-cancelled.json)')
   .action(async (name: string, o) => {
-    if (name !== 'route-first' && name !== 'team') throw new OrchardError('invalid_input', `no demo ${JSON.stringify(name)}: the demos are route-first and team`);
+    if (name !== 'route-first' && name !== 'team' && name !== 'team-all-cancelled') {
+      throw new OrchardError('invalid_input', `no demo ${JSON.stringify(name)}: the demos are route-first, team and team-all-cancelled`);
+    }
     const { startOrchard, PROJECT_ROOT } = await import('../worker/runtime');
     const { makeFixtureRepo } = await import('./fixture');
     // With --json, stdout carries the JSON alone.
@@ -353,11 +372,22 @@ program
         const result = await runTeamDemo(orchard.client, orchard.pool, {
           teamId: `team-${Date.now().toString(36)}`,
           repo,
-          scenario: o.scenario ? resolve(o.scenario) : resolve(PROJECT_ROOT, 'scenarios/team.json'),
+          scenario: o.scenario ? resolve(o.scenario) : resolve(PROJECT_ROOT, 'scenarios/team-handoff.json'),
           log: progress,
         });
-        const { status, board, certificate, problems } = result;
-        print(o.json, { status, board, certificate, problems }, () => formatTeamDemo(result));
+        const { status, board, certificate, handoff, problems } = result;
+        print(o.json, { status, board, certificate, handoff: handoff ?? null, problems }, () => formatTeamDemo(result));
+        failed = problems.length > 0;
+      } else if (name === 'team-all-cancelled') {
+        const { runTeamAllCancelledDemo, formatTeamAllCancelled } = await import('./team-all-cancelled');
+        const result = await runTeamAllCancelledDemo(orchard.client, orchard.pool, {
+          teamId: `team-${Date.now().toString(36)}`,
+          repo,
+          scenario: o.scenario ? resolve(o.scenario) : resolve(PROJECT_ROOT, 'scenarios/team-all-cancelled.json'),
+          log: progress,
+        });
+        const { status, board, certificate, closure, certificates, writer, problems } = result;
+        print(o.json, { status, board, certificate, closure, certificates, writer, problems }, () => formatTeamAllCancelled(result));
         failed = problems.length > 0;
       } else {
         const { runRouteFirst, formatRouteFirst } = await import('./route-first');

@@ -22,6 +22,7 @@ import {
   startTeamProblem,
   cancelTaskUpdate,
   reassignTaskUpdate,
+  mergeTeamUpdate,
   resolveHandoffUpdate,
   type CancelTaskInput,
   type CancelTaskResult,
@@ -34,6 +35,7 @@ import {
   teamMessageUpdate,
   type StartTeamInput,
   type TeamStatusView,
+  type TeamMergeResult,
   startOrchestratorProblem,
   orchestratorWorkflowId,
   rosterQuery,
@@ -279,6 +281,15 @@ export class OrchardClient {
   /** Resolves a handoff that timed out: keep_stopped, or release with proof the old runtime is quiescent. */
   async resolveHandoff(teamId: string, input: ResolveHandoffInput): Promise<ReceiptView> {
     return this.teamCall(teamId, (h) => h.executeUpdate(resolveHandoffUpdate, { args: [input] }));
+  }
+
+  /**
+   * Merges a delivered team's result into its protected branch (a user action): refused `not_delivered` without a
+   * certificate; `checkout_dirty` when the branch is checked out with uncommitted changes; `merge_conflict` when the
+   * branch moved since certification and no longer merges. A repeat answers the same result and changes nothing.
+   */
+  async mergeTeam(teamId: string): Promise<TeamMergeResult> {
+    return this.teamCall(teamId, (h) => h.executeUpdate(mergeTeamUpdate));
   }
 
   /** A user message to an orchestrator (an update: answered once it is accepted, with its id). */

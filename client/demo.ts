@@ -2,8 +2,10 @@
  * `npm start`: boots the embedded stack and a worker, creates a small fixture repository, and runs the
  * scripted demos: one session, two tasks, the second using the history of the first; then `route-first`, an
  * orchestrator routing 8 messages into the 3 children that own their topics; then `team`, a Coordinator and its
- * members building a tested poker hand evaluator to a certified delivery. Exits 0 when both tasks completed in
- * that one session and the route-first and team checks passed; `--keep` leaves the stack and worker up afterwards.
+ * four members building a tested poker hand evaluator to a certified delivery, one task reassigned while its
+ * execution writes; then `team-all-cancelled`, every task cancelled by the user and the run not delivered. Exits 0
+ * when both tasks completed in that one session and the route-first, team and team-all-cancelled checks passed;
+ * `--keep` leaves the stack and worker up afterwards.
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -13,6 +15,7 @@ import { PROJECT_ROOT, startOrchard } from '../worker/runtime';
 import { removeStackFile, writeStackFile } from '../worker/stack';
 import { makeFixtureRepo } from './fixture';
 import { formatRouteFirst, runRouteFirst } from './route-first';
+import { formatTeamAllCancelled, runTeamAllCancelledDemo } from './team-all-cancelled';
 import { formatTeamDemo, runTeamDemo } from './team-demo';
 
 const keep = process.argv.includes('--keep');
@@ -76,16 +79,27 @@ async function main(): Promise<void> {
     log(`Web UI: ${workflowUrl(stack.webUiUrl, stack.namespace, orchestratorWorkflowId(routed.orchestratorId))}`);
     if (routed.problems.length > 0) throw new Error(`route-first failed its check: ${routed.problems.join('; ')}`);
 
-    log('team: a Coordinator plans a poker hand evaluator; the Implementer writes it, the Tester tests it; delivered with a certificate');
+    log('team: a Coordinator plans a poker hand evaluator; the Planner plans it, the Implementer writes it, the Tester starts testing it and the user reassigns the tests to the Reviewer while the Tester still writes; delivered with a certificate');
     const team = await runTeamDemo(client, orchard.pool, {
       teamId: `team-${Date.now().toString(36)}`,
       repo: makeFixtureRepo(resolve(orchard.config.stateDir, 'demo')),
-      scenario: resolve(PROJECT_ROOT, 'scenarios/team.json'),
+      scenario: resolve(PROJECT_ROOT, 'scenarios/team-handoff.json'),
       log,
     });
     console.log(formatTeamDemo(team));
     log(`Web UI: ${workflowUrl(stack.webUiUrl, stack.namespace, teamWorkflowId(team.teamId))}`);
     if (team.problems.length > 0) throw new Error(`team failed its check: ${team.problems.join('; ')}`);
+
+    log('team-all-cancelled: the user cancels every task (the Planner\'s while it writes); org_run_complete is refused; not delivered, and why');
+    const cancelled = await runTeamAllCancelledDemo(client, orchard.pool, {
+      teamId: `team-${Date.now().toString(36)}`,
+      repo: makeFixtureRepo(resolve(orchard.config.stateDir, 'demo')),
+      scenario: resolve(PROJECT_ROOT, 'scenarios/team-all-cancelled.json'),
+      log,
+    });
+    console.log(formatTeamAllCancelled(cancelled));
+    log(`Web UI: ${workflowUrl(stack.webUiUrl, stack.namespace, teamWorkflowId(cancelled.teamId))}`);
+    if (cancelled.problems.length > 0) throw new Error(`team-all-cancelled failed its check: ${cancelled.problems.join('; ')}`);
     ok = true;
 
     if (keep) {

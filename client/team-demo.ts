@@ -1,31 +1,61 @@
 /**
  * The `team` demo (`orchard demo team`, and `npm start` after route-first): a team whose Coordinator and Members
- * are played by a scenario's `coordinator` and `members` builds a small tested program in a fixture repository,
- * and the result is checked from the team's status, Postgres and git — delivered, one certificate whose evidence
- * is the board's tasks and outputs, every task completed with an output, and the Tester's branch passing
+ * are played by a scenario's `coordinator` and `members` builds a small tested program in a fixture repository.
+ * When the scenario has a `driver.reassign`, the demo — as the user, through the client — reassigns that task to
+ * another member while its execution is still writing. The result is checked from the team's status, Postgres,
+ * git and the files on disk: delivered, one certificate whose evidence is the board's tasks and outputs (the
+ * replacement's output; the cancelled original through its user event), the receipt's trail requested → yielding
+ * → released, the old writer's last timestamp before the new writer's first, and the tested program passing
  * `node --test` when checked out afresh.
- *
- * Not shown by this demo (issue 9): the cancel/reassign handoff (built and tested in test/workflows/team-handoff.test.ts).
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Pool } from 'pg';
-import { loadScenario } from '../activities/model/scenario';
-import type { TeamStatusView } from '../workflows/messages';
+import { loadScenario, type Scenario } from '../activities/model/scenario';
+import type { ReceiptView, TeamStatusView } from '../workflows/messages';
 import { OrchardError, type OrchardClient } from './client';
 import { formatTeamReport, readTeamRecord, type TeamReport } from './team-view';
 
 export const TEAM_DEMO_GOAL =
   'Build a poker hand evaluator with tests: evaluator.js (evaluate and compare five-card hands) and evaluator.test.js, run with node --test.';
 
-/** Said by the demo and the README until the handoff exists: the demo shows none. */
-export const TEAM_DEMO_NOT_BUILT =
-  'not shown by this demo: cancel/reassign with a handoff receipt (see orchard team reassign); this run cancels and reassigns nothing';
+type Reassign = NonNullable<NonNullable<Scenario['driver']>['reassign']>;
+
+/** One writer's timestamped log as found on disk (timestamps are nanoseconds since the epoch, as strings). */
+export interface WriterFacts {
+  readonly memberId: string;
+  readonly sessionId: string;
+  readonly path: string;
+  readonly lines: number;
+  readonly firstNs: string | null;
+  readonly lastNs: string | null;
+  /** The line count read again after a pause: equal to `lines` when the writer has stopped. */
+  readonly linesAfterPause: number;
+}
+
+/** The handoff as the run's facts have it: the status query, the Postgres rows, and the two writers' files. */
+export interface HandoffFacts {
+  readonly taskId: string;
+  readonly to: string;
+  readonly reason: string;
+  /** The receipt of `taskId` in the team's status query. */
+  readonly receipt: ReceiptView | null;
+  /** Its row in team_handoff_receipts. */
+  readonly row: { receiptId: string; state: string; oldTaskId: string; newTaskId: string; owner: string; sessionId: string; sloMissed: boolean } | null;
+  /** The user event the old task's cancel cites (team_user_events). */
+  readonly userEvent: { eventId: string; kind: string; taskId: string | null; text: string } | null;
+  readonly oldWriter: WriterFacts | null;
+  readonly newWriter: WriterFacts | null;
+  /** New writer's first timestamp minus the old writer's last, in milliseconds (negative: they overlapped). */
+  readonly gapMs: number | null;
+}
 
 export interface TeamDemoResult extends TeamReport {
   readonly teamId: string;
+  /** Present when the scenario's driver reassigned a task. */
+  readonly handoff?: HandoffFacts;
   /** What the check found wrong; empty when it passed. */
   readonly problems: readonly string[];
 }
@@ -47,25 +77,105 @@ export async function runTeamDemo(client: OrchardClient, pool: Pool, options: Te
     throw new OrchardError('scenario_invalid', `scenario ${options.scenario} needs a coordinator and members (scenarios/FORMAT.md)`);
   }
   const model = { provider: 'scripted' as const, scenario: options.scenario };
+  const deadline = Date.now() + (options.timeoutMs ?? 240_000);
   await client.startTeam({ teamId: options.teamId, repo: options.repo, host: options.host, goal: TEAM_DEMO_GOAL, model, memberModel: model });
   log(`started team ${options.teamId}: ${TEAM_DEMO_GOAL}`);
-  const status = await waitForOutcome(client, options.teamId, options.timeoutMs ?? 240_000, log);
+  const driverProblems: string[] = [];
+  const progress = progressLog(log);
+  const reassign = scenario.driver?.reassign;
+  if (reassign) {
+    try {
+      await reassignWhileWriting(client, options.teamId, reassign, deadline, log, progress);
+    } catch (err) {
+      if (!(err instanceof OrchardError)) throw err;
+      driverProblems.push(`the reassign of ${reassign.taskId} did not happen: ${err.code}: ${err.message}`);
+    }
+  }
+  const status = await waitForOutcome(client, options.teamId, deadline, progress);
   const record = await readTeamRecord(pool, options.teamId);
-  const problems = await checkTeamDemo(client, pool, { status, ...record }, options.repo);
-  return { teamId: options.teamId, status, ...record, problems };
+  const handoff = reassign ? await readHandoffFacts(client, pool, status, reassign) : undefined;
+  const problems = [...driverProblems, ...(await checkTeamDemo(client, pool, { status, ...record }, options.repo, handoff))];
+  return { teamId: options.teamId, status, ...record, ...(handoff ? { handoff } : {}), problems };
+}
+
+/** A task whose execution the driver waits for: it runs and has written `lines` lines to `log` in its worktree. */
+export interface WritingTask {
+  readonly taskId: string;
+  readonly log: string;
+  readonly lines: number;
+}
+
+/**
+ * Waits until `writing.taskId` runs and its execution has written `writing.lines` lines to its log; the running
+ * execution. Throws `OrchardError` when that moment never comes (the task ended first, or the deadline passed).
+ */
+export async function waitUntilWriting(
+  client: OrchardClient,
+  teamId: string,
+  writing: WritingTask,
+  deadline: number,
+  log: (line: string) => void,
+  progress: (v: TeamStatusView) => void,
+): Promise<{ execution: TeamStatusView['executions'][number]; lines: number }> {
+  let announced = false;
+  for (;;) {
+    const v = await client.teamStatus(teamId);
+    progress(v);
+    const execution = v.executions.find((e) => e.taskId === writing.taskId);
+    if (execution && execution.state !== 'running') {
+      throw new OrchardError('task_not_in_progress', `task ${writing.taskId} ended ${execution.state} before its log had ${writing.lines} lines`);
+    }
+    if (execution) {
+      // The execution may run before its member's session exists (or has a worktree): not writing yet.
+      const session = await client.status(execution.sessionId).catch((err: unknown) => {
+        if (err instanceof OrchardError && err.code === 'session_not_found') return undefined;
+        throw err;
+      });
+      const path = session?.worktree ? join(session.worktree, writing.log) : undefined;
+      const lines = path ? stampsOf(path).length : 0;
+      if (!announced && lines > 0) log(`task ${writing.taskId} → ${execution.memberId} is writing ${path}`);
+      announced ||= lines > 0;
+      if (lines >= writing.lines) return { execution, lines };
+    }
+    if (Date.now() > deadline) throw new OrchardError('wait_timeout', `task ${writing.taskId} did not write ${writing.lines} lines to ${writing.log} in time`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** Reassigns `reassign.taskId` to `reassign.to` as the user would (`orchard team reassign`), while it writes. */
+async function reassignWhileWriting(
+  client: OrchardClient,
+  teamId: string,
+  reassign: Reassign,
+  deadline: number,
+  log: (line: string) => void,
+  progress: (v: TeamStatusView) => void,
+): Promise<ReceiptView> {
+  const { execution, lines } = await waitUntilWriting(client, teamId, reassign, deadline, log, progress);
+  log(`the user reassigns ${reassign.taskId} from ${execution.memberId} to ${reassign.to} while it writes (${lines} lines so far): ${reassign.reason}`);
+  const receipt = await client.reassignTask(teamId, { taskId: reassign.taskId, newOwner: reassign.to, reason: reassign.reason });
+  log(`the fence committed: replacement ${receipt.newTaskId} (${receipt.newOwner}) waits for the old execution to be released`);
+  return receipt;
+}
+
+/** Logs each execution state and receipt trail of the status the first time it is seen. */
+export function progressLog(log: (line: string) => void): (v: TeamStatusView) => void {
+  const seen = new Set<string>();
+  return (v) => {
+    const lines = [
+      ...v.receipts.map((r) => `receipt ${r.receiptId}: ${r.trail.join(' → ')}${r.sloMissed ? ' (SLO missed)' : ''}`),
+      ...v.executions.map((e) => `task ${e.taskId} → ${e.memberId}: ${e.state}`),
+    ];
+    for (const line of lines) if (!seen.has(line)) log(line);
+    for (const line of lines) seen.add(line);
+  };
 }
 
 /** Polls the status query until the run is delivered, or settles without it (a failed task, nothing running). */
-async function waitForOutcome(client: OrchardClient, teamId: string, timeoutMs: number, log: (line: string) => void): Promise<TeamStatusView> {
-  const deadline = Date.now() + timeoutMs;
-  const seen = new Set<string>();
+async function waitForOutcome(client: OrchardClient, teamId: string, deadline: number, progress: (v: TeamStatusView) => void): Promise<TeamStatusView> {
   for (;;) {
     const v = await client.teamStatus(teamId);
-    for (const e of v.executions) {
-      const line = `task ${e.taskId} → ${e.memberId}: ${e.state}`;
-      if (!seen.has(line)) log(line);
-      seen.add(line);
-    }
+    progress(v);
     if (v.status === 'delivered') return v;
     const settled = v.status === 'waiting_for_org_event' && v.executions.length > 0 && v.executions.every((e) => e.state !== 'running');
     if (settled && v.executions.some((e) => e.state === 'failed')) return v;
@@ -74,12 +184,101 @@ async function waitForOutcome(client: OrchardClient, teamId: string, timeoutMs: 
   }
 }
 
+/** The writer's log read again after a pause: a writer still running would have added lines. */
+export async function afterPause(writer: WriterFacts): Promise<WriterFacts> {
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  return { ...writer, linesAfterPause: stampsOf(writer.path).length };
+}
+
+const stampsOf = (path: string): bigint[] =>
+  existsSync(path)
+    ? readFileSync(path, 'utf8')
+        .split('\n')
+        .filter(Boolean)
+        .map((line) => BigInt(line.split(' ')[0]))
+    : [];
+
+/** A writer's log in the worktree of `sessionId`'s session, as the session reports its worktree. */
+export async function writerFacts(client: OrchardClient, memberId: string, sessionId: string, log: string): Promise<WriterFacts | null> {
+  const worktree = (await client.status(sessionId).catch(() => undefined))?.worktree;
+  if (!worktree) return null;
+  const path = join(worktree, log);
+  const stamps = stampsOf(path);
+  return { memberId, sessionId, path, lines: stamps.length, firstNs: stamps[0]?.toString() ?? null, lastNs: stamps.at(-1)?.toString() ?? null, linesAfterPause: stamps.length };
+}
+
+/** Reads the handoff of `reassign.taskId` from the status query, Postgres and the two writers' files. */
+export async function readHandoffFacts(client: OrchardClient, pool: Pool, status: TeamStatusView, reassign: Reassign): Promise<HandoffFacts> {
+  const teamId = status.teamId;
+  const receipt = status.receipts.find((r) => r.oldTaskId === reassign.taskId) ?? null;
+  const rowResult = await pool.query(
+    `SELECT receipt_id, state, old_task_id, new_task_id, owner, session_id, slo_missed FROM team_handoff_receipts WHERE team_id = $1 AND old_task_id = $2`,
+    [teamId, reassign.taskId],
+  );
+  const r = rowResult.rows[0];
+  const row = r
+    ? { receiptId: r.receipt_id, state: r.state, oldTaskId: r.old_task_id, newTaskId: r.new_task_id, owner: r.owner, sessionId: r.session_id, sloMissed: r.slo_missed }
+    : null;
+  const cancel = (await pool.query(`SELECT cancel FROM team_tasks WHERE team_id = $1 AND task_id = $2`, [teamId, reassign.taskId])).rows[0]?.cancel;
+  const eventRow = cancel?.userEventId
+    ? (await pool.query(`SELECT event_id, kind, task_id, text FROM team_user_events WHERE team_id = $1 AND event_id = $2`, [teamId, cancel.userEventId])).rows[0]
+    : undefined;
+  const userEvent = eventRow ? { eventId: eventRow.event_id, kind: eventRow.kind, taskId: eventRow.task_id, text: eventRow.text } : null;
+  const oldWriter = row ? await writerFacts(client, row.owner, row.sessionId, reassign.log) : null;
+  const replacement = row ? status.executions.find((e) => e.taskId === row.newTaskId) : undefined;
+  const newWriter = replacement ? await writerFacts(client, replacement.memberId, replacement.sessionId, reassign.log) : null;
+  const again = oldWriter ? await afterPause(oldWriter) : null;
+  const gapMs =
+    oldWriter?.lastNs && newWriter?.firstNs ? Number(BigInt(newWriter.firstNs) - BigInt(oldWriter.lastNs)) / 1e6 : null;
+  return { taskId: reassign.taskId, to: reassign.to, reason: reassign.reason, receipt, row, userEvent, oldWriter: again, newWriter, gapMs };
+}
+
+/** What is wrong with the handoff, from its facts and the certificate: empty when it happened as invariant 14 says. */
+export function checkHandoff(h: HandoffFacts, report: TeamReport): string[] {
+  const problems: string[] = [];
+  const { board, certificate } = report;
+  if (!h.receipt) problems.push(`the status shows no receipt for ${h.taskId}`);
+  else if (h.receipt.trail.join(' → ') !== 'requested → yielding → released') problems.push(`the receipt's trail is ${h.receipt.trail.join(' → ')}, not requested → yielding → released`);
+  if (!h.row) return [...problems, `no team_handoff_receipts row for ${h.taskId}`];
+  if (h.row.state !== 'released') problems.push(`the receipt row ${h.row.receiptId} is ${h.row.state}, not released`);
+  if (h.receipt && h.receipt.receiptId !== h.row.receiptId) problems.push(`the status's receipt ${h.receipt.receiptId} is not the row ${h.row.receiptId}`);
+  const old = board?.tasks.find((t) => t.id === h.taskId);
+  const replacement = board?.tasks.find((t) => t.id === h.row!.newTaskId);
+  if (!old || old.status !== 'cancelled' || old.cancel?.by !== 'user' || old.cancel.kind !== 'reassign') {
+    problems.push(`task ${h.taskId} is not cancelled by the user for a reassign: ${JSON.stringify(old ?? null)}`);
+  }
+  if (!h.userEvent || h.userEvent.taskId !== h.taskId) problems.push(`task ${h.taskId}'s cancel cites no user event about it: ${JSON.stringify(h.userEvent)}`);
+  if (!replacement || replacement.replacesTaskId !== h.taskId || replacement.owner !== h.to || replacement.status !== 'completed') {
+    problems.push(`the replacement ${h.row.newTaskId} is not ${h.to}'s completed replacement of ${h.taskId}: ${JSON.stringify(replacement ?? null)}`);
+  }
+  if (certificate) {
+    const resolution = (id: string) => certificate.resolutions.find((r) => r.taskId === id);
+    const oldResolution = resolution(h.taskId);
+    if (oldResolution?.kind !== 'user_scope_removed' || oldResolution.userEventId !== h.userEvent?.eventId) {
+      problems.push(`the certificate does not count ${h.taskId} through its user event: ${JSON.stringify(oldResolution ?? null)}`);
+    }
+    if (resolution(h.row.newTaskId)?.kind !== 'completed' || !replacement?.outputId || !certificate.evidence.outputIds.includes(replacement.outputId)) {
+      problems.push(`the certificate does not cite ${h.row.newTaskId}'s output ${replacement?.outputId ?? '-'}`);
+    }
+  }
+  const { oldWriter: o, newWriter: n } = h;
+  if (!o || o.lines === 0) problems.push(`no timestamps from the old writer (${o?.path ?? `${h.row.sessionId}: no worktree`})`);
+  if (!n || n.lines === 0) problems.push(`no timestamps from the new writer (${n?.path ?? 'no replacement execution'})`);
+  if (o?.lastNs && n?.firstNs && !(BigInt(o.lastNs) < BigInt(n.firstNs))) {
+    problems.push(`the writers overlapped: the old writer's last line (${o.lastNs}) is not before the new writer's first (${n.firstNs})`);
+  }
+  if (o && o.linesAfterPause !== o.lines) problems.push(`the old writer is still writing: ${o.lines} lines, then ${o.linesAfterPause}`);
+  return problems;
+}
+
 /**
- * The check: delivered; exactly one certificate row, whose evidence is the board's tasks and their outputs; every
- * task completed with an output row of its own; the final Coordinator answer cites the certificate; every member
- * branch that worked has a commit of its own; and each branch with tests, checked out afresh, passes `node --test`.
+ * The check: delivered; exactly one certificate row, whose evidence is the board's tasks and the outputs of its
+ * completed tasks; every task completed with an output row of its own, or cancelled by the user citing a user
+ * event about it; the final Coordinator answer cites the certificate; every member branch that completed a task
+ * has a commit of its own; each branch with tests, checked out afresh, passes `node --test`; and the handoff,
+ * when there was one, passes `checkHandoff`.
  */
-export async function checkTeamDemo(client: OrchardClient, pool: Pool, report: TeamReport, repo: string): Promise<string[]> {
+export async function checkTeamDemo(client: OrchardClient, pool: Pool, report: TeamReport, repo: string, handoff?: HandoffFacts): Promise<string[]> {
   const { status, board, certificate } = report;
   const problems: string[] = [];
   if (status.status !== 'delivered') problems.push(`the run is ${status.status}, not delivered`);
@@ -87,8 +286,11 @@ export async function checkTeamDemo(client: OrchardClient, pool: Pool, report: T
   if (rows[0].n !== 1) problems.push(`${rows[0].n} certificate rows, expected exactly 1`);
   if (!board) return [...problems, 'no board rows in PostgreSQL'];
   if (board.tasks.length === 0) problems.push('the board has no task');
+  const events = (await pool.query(`SELECT event_id, task_id FROM team_user_events WHERE team_id = $1`, [status.teamId])).rows;
   for (const task of board.tasks) {
-    if (task.status !== 'completed') problems.push(`task ${task.id} is ${task.status}, not completed`);
+    if (task.status === 'cancelled' && task.cancel?.by === 'user') {
+      if (!events.some((e) => e.event_id === task.cancel!.userEventId && e.task_id === task.id)) problems.push(`task ${task.id} is cancelled by the user without a user event about it`);
+    } else if (task.status !== 'completed') problems.push(`task ${task.id} is ${task.status}, not completed`);
     else if (!task.outputId || !board.outputs.some((o) => o.id === task.outputId && o.taskId === task.id)) {
       problems.push(`task ${task.id} is completed without an output row of its own`);
     }
@@ -96,13 +298,14 @@ export async function checkTeamDemo(client: OrchardClient, pool: Pool, report: T
   if (certificate) {
     const same = (a: readonly string[], b: readonly string[]) => [...a].sort().join() === [...b].sort().join();
     if (!same(certificate.evidence.taskIds, board.tasks.map((t) => t.id))) problems.push(`the certificate's tasks (${certificate.evidence.taskIds.join(', ')}) are not the board's`);
-    const outputs = board.tasks.map((t) => t.outputId ?? '');
-    if (!same(certificate.evidence.outputIds, outputs)) problems.push(`the certificate's outputs (${certificate.evidence.outputIds.join(', ')}) are not the board's`);
+    const outputs = board.tasks.filter((t) => t.status === 'completed').map((t) => t.outputId ?? '');
+    if (!same(certificate.evidence.outputIds, outputs)) problems.push(`the certificate's outputs (${certificate.evidence.outputIds.join(', ')}) are not the completed tasks' (${outputs.join(', ')})`);
     const answer = status.turns.at(-1)?.finalExcerpt ?? '';
     if (!answer.includes(certificate.certificateId)) problems.push(`the Coordinator's final answer does not cite ${certificate.certificateId}: ${JSON.stringify(answer)}`);
   } else problems.push('no certificate in PostgreSQL');
   // Each member's work is on its own branch; a branch with tests must pass them, and some branch must have them.
-  const sessions = [...new Set(status.executions.map((e) => e.sessionId))];
+  // A handed-off execution was stopped before it finished: its branch need not have a commit.
+  const sessions = [...new Set(status.executions.filter((e) => e.state === 'completed').map((e) => e.sessionId))];
   let tested = 0;
   for (const sessionId of sessions) {
     const session = await client.status(sessionId);
@@ -120,6 +323,7 @@ export async function checkTeamDemo(client: OrchardClient, pool: Pool, report: T
     if (verdict) problems.push(verdict);
   }
   if (tested === 0) problems.push('no member branch has a test file (*.test.js)');
+  if (handoff) problems.push(...checkHandoff(handoff, report));
   return problems;
 }
 
@@ -137,23 +341,55 @@ function nodeTestAt(repo: string, branch: string): string | undefined {
   }
 }
 
-/** The report, the certificate's evidence per task and the verdict. */
+/** Nanoseconds since the epoch as an ISO time with nine fraction digits. */
+export function isoNs(ns: string | null): string {
+  if (ns === null) return '-';
+  const n = BigInt(ns);
+  return `${new Date(Number(n / 1_000_000n)).toISOString().slice(0, 19)}.${(n % 1_000_000_000n).toString().padStart(9, '0')}Z`;
+}
+
+function formatHandoff(h: HandoffFacts): string[] {
+  const lines = [`handoff: the user reassigned ${h.taskId} to ${h.to} while it was writing ("${h.reason}")`];
+  if (h.receipt) lines.push(`  receipt ${h.receipt.receiptId}: ${h.receipt.trail.join(' → ')} (SLO ${h.receipt.sloMissed ? 'missed' : 'met'}); ${h.receipt.oldTaskId} (${h.receipt.oldOwner}) → ${h.receipt.newTaskId} (${h.receipt.newOwner})`);
+  else lines.push('  receipt: none in the status');
+  lines.push(`  PostgreSQL: receipt row ${h.row ? `${h.row.receiptId} is ${h.row.state}` : 'missing'}; user event ${h.userEvent ? `${h.userEvent.eventId} (${h.userEvent.kind} of ${h.userEvent.taskId})` : 'missing'}`);
+  for (const [label, w] of [['old writer', h.oldWriter], ['new writer', h.newWriter]] as const) {
+    lines.push(w ? `  ${label}: ${w.memberId}, ${w.lines} line(s) in ${w.path}: first ${isoNs(w.firstNs)}, last ${isoNs(w.lastNs)}` : `  ${label}: not found`);
+  }
+  if (h.gapMs !== null) {
+    lines.push(
+      h.gapMs > 0
+        ? `  no overlap: the old writer's last line precedes the new writer's first by ${h.gapMs.toFixed(3)} ms; the old log did ${h.oldWriter?.linesAfterPause === h.oldWriter?.lines ? 'not grow' : 'GROW'} after the run`
+        : `  OVERLAP: the new writer's first line is ${(-h.gapMs).toFixed(3)} ms before the old writer's last`,
+    );
+  }
+  return lines;
+}
+
+/** The report, the handoff, the certificate's evidence per task and the verdict. */
 export function formatTeamDemo(result: TeamDemoResult): string {
   const lines = [formatTeamReport(result, { hasDatabase: true }), ''];
+  if (result.handoff) lines.push(...formatHandoff(result.handoff), '');
   if (result.certificate && result.board) {
     lines.push(`evidence of certificate ${result.certificate.certificateId}:`);
     for (const taskId of result.certificate.evidence.taskIds) {
       const task = result.board.tasks.find((t) => t.id === taskId);
+      const resolution = result.certificate.resolutions.find((r) => r.taskId === taskId);
       const output = result.board.outputs.find((o) => o.id === task?.outputId);
-      lines.push(`  ${taskId} (${task?.owner ?? '-'}) → output ${task?.outputId ?? '-'}${output ? ` (execution ${output.executionId})` : ''}`);
+      const how =
+        resolution?.kind === 'user_scope_removed'
+          ? `cancelled by the user: user event ${resolution.userEventId}`
+          : resolution?.kind === 'replaced_by'
+            ? `replaced by ${resolution.by}`
+            : `output ${task?.outputId ?? '-'}${output ? ` (execution ${output.executionId})` : ''}`;
+      lines.push(`  ${taskId} (${task?.owner ?? '-'}) → ${how}`);
     }
     lines.push('');
   }
-  lines.push(TEAM_DEMO_NOT_BUILT);
-  lines.push(
-    result.problems.length === 0
-      ? `team: ok: delivered with one certificate; ${result.board?.tasks.length ?? 0} task(s), each completed with an output; the tested program passes node --test`
-      : `team: FAILED:\n${result.problems.map((p) => `  - ${p}`).join('\n')}`,
-  );
+  const tasks = result.board?.tasks ?? [];
+  const verdict = result.handoff
+    ? `team: ok: delivered with one certificate; ${tasks.length} task(s); ${result.handoff.taskId} reassigned while writing, receipt requested → yielding → released, the writers never overlapped; the tested program passes node --test`
+    : `team: ok: delivered with one certificate; ${tasks.length} task(s), each completed with an output; the tested program passes node --test`;
+  lines.push(result.problems.length === 0 ? verdict : `team: FAILED:\n${result.problems.map((p) => `  - ${p}`).join('\n')}`);
   return lines.join('\n');
 }

@@ -53,7 +53,7 @@ export async function readTeamRecord(pool: Pool, teamId: string): Promise<Pick<T
   return { board, certificate: (rows[0]?.certificate as RunCompletionCertificate | undefined) ?? null };
 }
 
-/** The report as text: status line, board, executions, candidate and certificate, Coordinator turns and refusals. */
+/** The report as text: status line, board, executions, receipts, candidate and certificate, Coordinator turns and refusals. */
 export function formatTeamReport({ status: v, board, certificate }: TeamReport, options: { hasDatabase: boolean }): string {
   const lines = [
     `team ${v.teamId} | ${v.status} | revision ${v.workRevision} (read ${v.readRevision < 0 ? '-' : v.readRevision}) | generation ${v.generation} | plan ${v.planApproved ? 'approved' : 'not approved'}`,
@@ -84,13 +84,34 @@ export function formatTeamReport({ status: v, board, certificate }: TeamReport, 
   }
   lines.push('', `executions (${v.executions.length}):`);
   if (v.executions.length === 0) lines.push('  none');
-  else lines.push(...table(['task', 'member', 'state', 'execution', 'session'], v.executions.map((e) => [e.taskId, e.memberId, e.state, e.executionId, e.sessionId])));
+  else lines.push(...table(['task', 'member', 'state', 'session', 'workflow'], v.executions.map((e) => [e.taskId, e.memberId, e.state, e.sessionId, e.workflowId ?? e.executionId])));
+  lines.push('', `handoff receipts (${v.receipts.length}):`);
+  if (v.receipts.length === 0) lines.push('  none');
+  else {
+    lines.push(
+      ...table(
+        ['receipt', 'kind', 'old task', 'new task', 'state', 'trail', 'SLO', 'resolution'],
+        v.receipts.map((r) => [
+          r.receiptId,
+          r.kind ?? 'reassign',
+          `${r.oldTaskId} (${r.oldOwner})`,
+          r.newTaskId ? `${r.newTaskId} (${r.newOwner})` : '-',
+          r.state,
+          r.trail.join(' → '),
+          r.sloMissed ? 'missed' : 'met',
+          r.resolution ?? '-',
+        ]),
+      ),
+    );
+  }
+  for (const w of v.waiting) lines.push(`  ${w.taskId}: ${w.waiting} (${w.receiptId})`);
   lines.push('', `completion candidate: ${v.candidate ?? '-'}`);
   if (certificate) {
     lines.push(
       `certificate ${certificate.certificateId}: ${certificate.outcome} at generation ${certificate.generation}, revision ${certificate.workRevision} (${certificate.validatorVersion}, ${certificate.issuedAt})`,
       `  evidence tasks: ${certificate.evidence.taskIds.join(', ')}`,
       `  evidence outputs: ${certificate.evidence.outputIds.join(', ')}`,
+      ...(certificate.result ? [`  result: ${certificate.result.branch} at ${certificate.result.head.slice(0, 12)} (from ${certificate.result.protectedBranch} at ${certificate.result.base.slice(0, 12)}); merge it with \`orchard team merge ${certificate.teamId}\``] : []),
       `  summary: ${oneLine(certificate.summary)}`,
     );
   } else if (v.certificate) {

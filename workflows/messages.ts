@@ -103,6 +103,11 @@ export interface CreateSessionInput {
   readonly parent?: string;
   /** A child created by an orchestrator may only touch its own branch (enforced by the bash guard). */
   readonly isolated?: boolean;
+  /**
+   * The team and member this session works for (a team run's Member, session id `<teamId>-<memberId>`): it is
+   * offered the member tools (`org_send_message` to its Coordinator). Absent for every other session.
+   */
+  readonly team?: TeamMembership;
   readonly model?: ModelSpec;
   readonly limits?: Partial<SessionLimits>;
   /** A first task, queued before the worktree exists, so create+send is one call. */
@@ -285,6 +290,15 @@ export function createSessionProblem(input: unknown): Problem | undefined {
   if (typeof i.title !== 'string' || i.title.trim() === '') return { code: 'invalid_input', message: 'title must be a non-empty string' };
   const placement = placementProblem(i);
   if (placement) return placement;
+  if (i.team !== undefined) {
+    const team = i.team as Record<string, unknown> | null;
+    if (typeof team !== 'object' || team === null || typeof team.teamId !== 'string' || typeof team.memberId !== 'string') {
+      return { code: 'invalid_input', message: 'team must be { teamId, memberId }' };
+    }
+    if (i.sessionId !== `${team.teamId}-${team.memberId}`) {
+      return { code: 'invalid_input', message: `a team member's session id is <teamId>-<memberId> (${team.teamId}-${team.memberId}), not ${String(i.sessionId)}` };
+    }
+  }
   if (i.task !== undefined) return taskProblem(i.task, 'create');
   return requestIdProblem(i.requestId);
 }
@@ -493,6 +507,8 @@ export const DEFAULT_HANDOFF = { sloMs: 5_000, timeoutMs: 10_000 } as const;
 /** One dispatch of a task to its owner: the execution the board's evidence will be attributed to. */
 export interface TaskExecutionView {
   readonly executionId: string;
+  /** The execution's own workflow (`team/<team>/task/<task>/<execution>`); absent for executions of older runs. */
+  readonly workflowId?: string;
   readonly taskId: string;
   readonly memberId: string;
   readonly sessionId: string;
@@ -500,6 +516,43 @@ export interface TaskExecutionView {
   /** The member session's task id (its queue entry). */
   readonly sessionTaskId?: string;
 }
+
+export const TASK_EXECUTION_WORKFLOW_TYPE = 'teamTaskExecution';
+export const taskExecutionWorkflowId = (teamId: string, taskId: string, executionId: string): string => `team/${teamId}/task/${taskId}/${executionId}`;
+
+/** What a task execution workflow is started with (by its team). */
+export interface TaskExecutionInput {
+  readonly teamId: string;
+  readonly taskId: string;
+  readonly executionId: string;
+  readonly memberId: string;
+  readonly role: string;
+  /** The Member's session (`<team>-<member>`): its worktree and lease are the execution's. */
+  readonly sessionId: string;
+  readonly repo: string;
+  readonly host: string;
+  readonly model?: ModelSpec;
+}
+
+/** How an execution ended, as it tells its team (and returns). */
+export interface TaskExecutionSettled {
+  readonly executionId: string;
+  readonly taskId: string;
+  readonly memberId: string;
+  /** `not_started`: the dispatch was refused (`message` says why); `handed_off`: a fence had frozen the task. */
+  readonly state: 'completed' | 'failed' | 'handed_off' | 'not_started';
+  readonly revision: number;
+  readonly candidate?: string;
+  readonly sessionTaskId?: string;
+  readonly excerpt?: string;
+  readonly message?: string;
+}
+
+/** Team → execution: a turn end (or the close) of the Member's session. */
+export const executionTurnEndedSignal = defineSignal<[ChildTurnEnded]>('turnEnded');
+/** Execution → team: the execution settled. */
+export const taskExecutionSettledSignal = defineSignal<[TaskExecutionSettled]>('executionSettled');
+export const taskExecutionQuery = defineQuery<TaskExecutionInput & { readonly state: string; readonly sessionTaskId?: string }>('execution');
 
 /** How a Coordinator turn ended: `waiting_for_org_event` when it produced no new fact. */
 export type CoordinatorTurnOutcome = TurnOutcome | 'waiting_for_org_event';
@@ -546,6 +599,9 @@ export interface TeamStatusView {
     readonly workRevision: number;
     readonly taskIds: readonly string[];
     readonly outputIds: readonly string[];
+    /** The run's result branch and the commit the certificate names (absent on certificates issued before them). */
+    readonly resultBranch?: string;
+    readonly resultHead?: string;
   };
 }
 
@@ -594,13 +650,63 @@ export interface CancelTaskResult {
 }
 
 export const cancelTaskUpdate = defineUpdate<CancelTaskResult, [CancelTaskInput]>('cancelTask');
+
+/**
+ * `orchard team merge`: a user integrates the certified result into the protected branch. Repeating it answers the
+ * same result and changes nothing.
+ */
+export interface TeamMergeResult {
+  readonly teamId: string;
+  readonly certificateId: string;
+  readonly protectedBranch: string;
+  readonly resultBranch: string;
+  /** The certified result commit that was merged (whatever the result branch points to now). */
+  readonly resultHead: string;
+  /** The protected branch's head before the merge, and after it. */
+  readonly before: string;
+  readonly after: string;
+  readonly mode: 'already_contained' | 'fast_forward' | 'merge_commit';
+  /** The team user event (kind `merge`) that records it. */
+  readonly eventId: string;
+  readonly mergedAt: string;
+}
+
 export const reassignTaskUpdate = defineUpdate<ReceiptView, [ReassignInput]>('reassignTask');
+/** Refused `not_delivered` (before history is written) while the team has no certificate with a result. */
+export const mergeTeamUpdate = defineUpdate<TeamMergeResult>('mergeTeam');
 export const resolveHandoffUpdate = defineUpdate<ReceiptView, [ResolveHandoffInput]>('resolveHandoff');
 
 export const teamMessageUpdate = defineUpdate<MessageResult, [MessageInput]>('message');
 export const teamMessageSignal = defineSignal<[MessageInput]>('message');
-/** A fact was committed outside the workflow (a member's message, a user event): wake if it is new. */
-export const teamFactSignal = defineSignal<[{ readonly revision: number }]>('fact');
+/** Which team a Member's session works for. */
+export interface TeamMembership {
+  readonly teamId: string;
+  readonly memberId: string;
+}
+
+/**
+ * A Member's message accepted into the Coordinator's Inbox (ids, and the text cut short: the message itself is in
+ * `team_inbox`, and the Coordinator reads it in full with `task_list`).
+ */
+export interface MemberMessageFact {
+  readonly messageId: string;
+  readonly from: string;
+  readonly executionId: string;
+  readonly relatedTaskId: string;
+  readonly purpose: string;
+  readonly excerpt: string;
+}
+
+/**
+ * A fact was committed outside the workflow: wake if it is new. A Member's message names itself (`message`, sent
+ * once by the Member's session when the Inbox accepted it) and always wakes the Coordinator, whose wake text says
+ * who wrote, about which task and why.
+ */
+export interface TeamFact {
+  readonly revision: number;
+  readonly message?: MemberMessageFact;
+}
+export const teamFactSignal = defineSignal<[TeamFact]>('fact');
 export const teamStatusQuery = defineQuery<TeamStatusView>('status');
 
 /** Why a team cannot be started with this input (checked by the client before anything starts). */

@@ -1,4 +1,5 @@
 import { COORDINATOR_TOOLS } from './team/tools';
+import { MEMBER_MESSAGE_PURPOSES } from './team/authority';
 import { ORCHESTRATOR_TOOLS } from './orchestrator/tools';
 
 /**
@@ -93,5 +94,29 @@ export const CHILD_TOOLS: readonly ToolDefinition[] = [
 
 export type ToolName = 'bash' | 'read_file' | 'write_file' | 'git_status' | 'git_diff' | 'git_commit';
 
-export const TOOL_PROFILES = { child: CHILD_TOOLS, orchestrator: ORCHESTRATOR_TOOLS, coordinator: COORDINATOR_TOOLS } as const;
+/**
+ * A team Member's message to its Coordinator (invariant 16): about the task it is working on now, for one of the
+ * listed purposes. The Inbox refuses anything else (typed), and only an accepted message wakes the Coordinator.
+ */
+export const memberMessageTool: ToolDefinition = {
+  name: 'org_send_message',
+  description:
+    'Write to your Coordinator about the task you are working on now: a blocker, a decision you need, a material ' +
+    'change, a risk, or a reply it asked for. It wakes the Coordinator; anything else, put in your task summary.',
+  parameters: {
+    type: 'object',
+    properties: {
+      related_task_id: { type: 'string', description: 'The id of the task you are working on now (your brief starts "Task <id>:").' },
+      purpose: { type: 'string', enum: [...MEMBER_MESSAGE_PURPOSES] },
+      text: { type: 'string', description: 'What the Coordinator needs to know or decide.' },
+    },
+    required: ['related_task_id', 'purpose', 'text'],
+    additionalProperties: false,
+  },
+};
+
+/** What a team Member's session is offered: a child's tools and the message to its Coordinator. */
+export const MEMBER_TOOLS: readonly ToolDefinition[] = [...CHILD_TOOLS, memberMessageTool];
+
+export const TOOL_PROFILES = { child: CHILD_TOOLS, member: MEMBER_TOOLS, orchestrator: ORCHESTRATOR_TOOLS, coordinator: COORDINATOR_TOOLS } as const;
 export type ToolProfile = keyof typeof TOOL_PROFILES;

@@ -27,6 +27,8 @@ export interface CoordinatorScript {
   readonly reply: string;
   /** The answer to a wake that asks for nothing (no tool call: the team wakes it on the next fact). */
   readonly waiting: string;
+  /** Phrases of a user message that asks to complete the run (case-insensitive): `org_run_complete`, ready or not. */
+  readonly completeOn?: readonly string[];
 }
 
 export type CoordinatorDecision =
@@ -76,7 +78,8 @@ export function reportsCompleted(text: string, taskId: string): boolean {
  * 1. the last message is a tool result: end the turn — the summary citing the certificate when one was issued
  *    since the user message, else `reply`;
  * 2. the first user message (the goal): create every planned task (owners for those without `after`), approve;
- * 3. a wake that says the candidate is ready: `org_run_complete` first thing;
+ * 3. a wake that says the candidate is ready, or a message with one of the `completeOn` phrases:
+ *    `org_run_complete` first thing;
  * 4. a wake that reports a task completed: assign the tasks planned after it to their owners;
  * 5. anything else: `waiting`, no tool call.
  */
@@ -113,7 +116,8 @@ export function coordinateRequest(script: CoordinatorScript, request: Pick<Model
       ],
     };
   }
-  if (text.includes(READY_MARKER)) return { kind: 'calls', calls: [{ name: 'org_run_complete', arguments: { summary: script.completion } }] };
+  const asked = (script.completeOn ?? []).some((phrase) => text.toLowerCase().includes(phrase.toLowerCase()));
+  if (text.includes(READY_MARKER) || asked) return { kind: 'calls', calls: [{ name: 'org_run_complete', arguments: { summary: script.completion } }] };
   const due = script.tasks.filter((task) => task.after !== undefined && reportsCompleted(text, task.after));
   if (due.length > 0) return { kind: 'calls', calls: due.map((task) => ({ name: 'task_assign', arguments: { taskId: task.taskId, owner: task.owner } })) };
   return { kind: 'text', content: script.waiting };

@@ -40,8 +40,17 @@ export function coordinatorPrompt(context: SessionContext): string {
 }
 
 /** The system prompt for a profile. */
-export function promptFor(profile: 'child' | 'orchestrator' | 'coordinator'): (context: SessionContext) => string {
-  return profile === 'orchestrator' ? orchestratorPrompt : profile === 'coordinator' ? coordinatorPrompt : systemPrompt;
+export function promptFor(profile: 'child' | 'member' | 'orchestrator' | 'coordinator'): (context: SessionContext) => string {
+  return profile === 'orchestrator' ? orchestratorPrompt : profile === 'coordinator' ? coordinatorPrompt : profile === 'member' ? memberPrompt : systemPrompt;
+}
+
+/** A team Member's system message: a child's, and how to reach its Coordinator. */
+export function memberPrompt(context: SessionContext): string {
+  return [
+    systemPrompt(context),
+    'You are a member of a team: your tasks come from its Coordinator. When you are blocked, need a decision, find a ' +
+      'material change or a risk, or were asked for a reply, tell it with org_send_message about your current task.',
+  ].join('\n');
 }
 
 /** The system message of a child session: who it is and where it works. Rebuilt on every call. */

@@ -122,6 +122,8 @@ const coordinatorSchema = z.strictObject({
   summary: z.string().min(1).default('Delivered: certificate {{certificate}}.'),
   reply: z.string().min(1).default('Done: {{result}}'),
   waiting: z.string().min(1).default('Nothing to do until a member reports.'),
+  /** A user message containing one of these (case-insensitive) is answered with `org_run_complete`, ready or not. */
+  completeOn: z.array(z.string().min(1)).optional(),
 });
 
 /** A message a driver (`orchard demo`) sends, and the topic it is about; never read by the provider. */
@@ -129,6 +131,39 @@ const scenarioMessage = z.strictObject({
   text: z.string().min(1),
   /** The `topic` of the router topic that owns it: the demo checks the message was delivered to that topic's child. */
   topic: z.string().min(1),
+});
+
+const worktreeLog = z
+  .string()
+  .min(1)
+  .refine((p) => !p.startsWith('/') && !p.split('/').includes('..'), 'a relative path inside the worktree');
+
+/**
+ * What a team demo's driver does as the user while the run goes on; never read by the provider. Each action
+ * waits until `taskId`'s execution has written `lines` lines to `log` (a path in its worktree), then:
+ * `reassign` (`orchard demo team`) reassigns that task to `to` with `reason`, and the check compares that log
+ * with the new owner's; `cancelAll` (`orchard demo team-all-cancelled`) cancels every task of the board with
+ * `reason`, waits for the cancelled executions to be released, and sends `message` to the Coordinator.
+ */
+const teamDriver = z.strictObject({
+  reassign: z
+    .strictObject({
+      taskId: z.string().min(1),
+      to: z.string().min(1),
+      reason: z.string().min(1),
+      log: worktreeLog,
+      lines: z.number().int().min(1).default(5),
+    })
+    .optional(),
+  cancelAll: z
+    .strictObject({
+      taskId: z.string().min(1),
+      log: worktreeLog,
+      lines: z.number().int().min(1).default(5),
+      reason: z.string().min(1),
+      message: z.string().min(1),
+    })
+    .optional(),
 });
 
 export const scenarioSchema = z.strictObject({
@@ -143,6 +178,7 @@ export const scenarioSchema = z.strictObject({
   router: routerSchema.optional(),
   coordinator: coordinatorSchema.optional(),
   messages: z.array(scenarioMessage).optional(),
+  driver: teamDriver.optional(),
 }).superRefine((scenario, ctx) => {
   if (!scenario.turns && !scenario.members) ctx.addIssue({ code: 'custom', path: ['turns'], message: 'a scenario needs `turns`, `members`, or both' });
   if (scenario.coordinator) {
@@ -150,6 +186,12 @@ export const scenarioSchema = z.strictObject({
   }
   if (scenario.router) {
     for (const message of routerProblems(scenario.router)) ctx.addIssue({ code: 'custom', path: ['router'], message });
+  }
+  for (const action of ['reassign', 'cancelAll'] as const) {
+    const taskId = scenario.driver?.[action]?.taskId;
+    if (taskId !== undefined && !scenario.coordinator?.tasks.some((t) => t.taskId === taskId)) {
+      ctx.addIssue({ code: 'custom', path: ['driver', action, 'taskId'], message: `"${taskId}" is not a task of the coordinator's plan` });
+    }
   }
   const known = new Set(scenario.router?.topics.map((t) => t.topic) ?? []);
   scenario.messages?.forEach((m, i) => {

@@ -2,6 +2,7 @@ import type { Pool, PoolClient } from 'pg';
 import { actorLabel, MEMBER_MESSAGE_PURPOSES, storeRefusal, type Actor, type StoreOperation } from '../../workflows/team/authority';
 import { validateClosure, type BoardSnapshot as ClosureBoard, type ClosureResult, type HandoffState } from '../../workflows/team/closure';
 import { withTransaction } from './db';
+import type { TeamResultRecord } from './team-result';
 
 /**
  * The team board in Postgres (issue 9): tasks, outputs, facts, the Inbox and user events. Every write goes through
@@ -74,6 +75,22 @@ export async function createTeamRun(
   });
 }
 
+/**
+ * An activation of the team: the first run of a `team/<id>` workflow chain (continue-as-new keeps it). The first
+ * activation is generation 1; each later one bumps the generation, so the evidence of an earlier activation is
+ * stale for the closure. The same activation again (a retried activity, a continued run) changes nothing.
+ */
+export async function activateTeamRun(pool: Pool, teamId: string, activationId: string) {
+  return commit(pool, teamId, { kind: 'system' }, 'activate', async ({ c, generation }) => {
+    const { rows } = await c.query(`SELECT activation_id FROM team_runs WHERE team_id = $1`, [teamId]);
+    const previous: string | null = rows[0].activation_id;
+    if (previous === activationId) return { result: { generation } };
+    const next = previous === null ? generation : generation + 1;
+    await c.query(`UPDATE team_runs SET activation_id = $2, generation = $3 WHERE team_id = $1`, [teamId, activationId, next]);
+    return { result: { generation: next }, fact: { kind: 'activated', detail: { activationId, generation: next, previous } } };
+  });
+}
+
 /** Context of one committed change: the transaction, the locked run row, and the fact to record. */
 interface Txn {
   readonly c: PoolClient;
@@ -85,7 +102,7 @@ interface Txn {
  * One committed fact: refuse what the actor may not do, lock the run, apply, bump the revision. `apply` returns
  * the fact's kind, task and detail, or undefined when it changed nothing (an idempotent retry): no revision bump.
  */
-async function commit<T>(
+export async function commit<T>(
   pool: Pool,
   teamId: string,
   actor: Actor,
@@ -250,15 +267,17 @@ export async function failTask(pool: Pool, teamId: string, actor: Actor, taskId:
 }
 
 /**
- * A Member's message to the Coordinator (invariant 16): the exact current task it owns and is working on, and a
- * purpose from the list; anything else is refused before a row is written, so nothing wakes.
+ * A Member's message to the Coordinator (invariant 16): the exact current task it owns and is working on — in
+ * progress, owned by the Member, and its current execution the one the message is attributed to — and a purpose
+ * from the list; anything else is refused before a row is written, so nothing wakes. A retry of the same message
+ * id finds the accepted row (and the revision of its fact) and changes nothing.
  */
 export async function postInboxMessage(
   pool: Pool,
   teamId: string,
   actor: Actor,
   message: { messageId: string; relatedTaskId?: unknown; purpose?: unknown; text: string },
-) {
+): Promise<{ result: { messageId: string; revision: number }; revision: number }> {
   if (actor.kind !== 'member') throw new TeamStoreRefusal('tool_not_allowed', storeRefusal(actor, 'inbox_message') ?? 'only members post to the inbox');
   if (typeof message.purpose !== 'string' || !(MEMBER_MESSAGE_PURPOSES as readonly string[]).includes(message.purpose)) {
     throw new TeamStoreRefusal('message_purpose_invalid', `purpose must be one of ${MEMBER_MESSAGE_PURPOSES.join(', ')}`);
@@ -267,30 +286,75 @@ export async function postInboxMessage(
     throw new TeamStoreRefusal('related_task_required', 'related_task_id must name the task you are working on');
   }
   const relatedTaskId = message.relatedTaskId;
-  return commit(pool, teamId, actor, 'inbox_message', async ({ c }) => {
+  return commit(pool, teamId, actor, 'inbox_message', async ({ c, revision }) => {
+    const accepted = await c.query(
+      `SELECT f.revision FROM team_inbox i LEFT JOIN team_facts f
+         ON f.team_id = i.team_id AND f.kind = 'inbox_message' AND f.detail->>'messageId' = i.message_id
+       WHERE i.team_id = $1 AND i.message_id = $2 AND i.from_member = $3`,
+      [teamId, message.messageId, actor.memberId],
+    );
+    if (accepted.rows[0]) return { result: { messageId: message.messageId, revision: Number(accepted.rows[0].revision ?? 0) } };
     const task = await taskRow(c, teamId, relatedTaskId, false);
     if (!task) throw new TeamStoreRefusal('related_task_unknown', `no task ${relatedTaskId}`);
     if (task.owner !== actor.memberId || task.status !== 'in_progress') {
       throw new TeamStoreRefusal('related_task_not_current', `task ${relatedTaskId} is ${task.status}, owned by ${task.owner ?? 'nobody'}: not your current task`);
     }
-    const inserted = await c.query(
-      `INSERT INTO team_inbox (team_id, message_id, from_member, related_task_id, purpose, text) VALUES ($1, $2, $3, $4, $5, $6)
-       ON CONFLICT DO NOTHING`,
+    const current = await currentExecutionIn(c, teamId, relatedTaskId);
+    if (current !== actor.executionId) {
+      throw new TeamStoreRefusal('related_task_not_current', `task ${relatedTaskId} runs as execution ${current ?? '(none)'}, not as yours (${actor.executionId})`);
+    }
+    await c.query(
+      `INSERT INTO team_inbox (team_id, message_id, from_member, related_task_id, purpose, text) VALUES ($1, $2, $3, $4, $5, $6)`,
       [teamId, message.messageId, actor.memberId, relatedTaskId, message.purpose, message.text],
     );
-    if (!inserted.rowCount) return { result: { messageId: message.messageId } };
-    return { result: { messageId: message.messageId }, fact: { kind: 'inbox_message', taskId: relatedTaskId, detail: { messageId: message.messageId, purpose: message.purpose } } };
+    return {
+      result: { messageId: message.messageId, revision },
+      fact: { kind: 'inbox_message', taskId: relatedTaskId, detail: { messageId: message.messageId, purpose: message.purpose, executionId: actor.executionId } },
+    };
   });
 }
 
-/** The Coordinator read its Inbox up to now (no fact: reading changes no work). */
+/** The execution a task runs as now: the one its last start recorded (`startTask`), if any. */
+async function currentExecutionIn(c: Pool | PoolClient, teamId: string, taskId: string): Promise<string | undefined> {
+  const { rows } = await c.query(
+    `SELECT detail->>'executionId' AS execution_id FROM team_facts WHERE team_id = $1 AND task_id = $2 AND kind = 'task_started' ORDER BY revision DESC LIMIT 1`,
+    [teamId, taskId],
+  );
+  return rows[0]?.execution_id ?? undefined;
+}
+
+/**
+ * A Member's current execution of a task: the task is in progress, owned by the Member, and its last start
+ * recorded this execution. Undefined otherwise (what the Member's message would be refused for).
+ */
+export async function currentExecution(pool: Pool, teamId: string, memberId: string, taskId: string): Promise<string | undefined> {
+  const { rows } = await pool.query(`SELECT owner, status FROM team_tasks WHERE team_id = $1 AND task_id = $2`, [teamId, taskId]);
+  if (rows[0]?.owner !== memberId || rows[0]?.status !== 'in_progress') return undefined;
+  return currentExecutionIn(pool, teamId, taskId);
+}
+
+/** Whether `sessionId` is the session of `memberId` in `teamId` (what a Member's session says it is, checked). */
+export async function isMemberSession(pool: Pool, teamId: string, memberId: string, sessionId: string): Promise<boolean> {
+  const { rowCount } = await pool.query(`SELECT 1 FROM team_members WHERE team_id = $1 AND member_id = $2 AND session_id = $3`, [teamId, memberId, sessionId]);
+  return (rowCount ?? 0) > 0;
+}
+
+/**
+ * The Coordinator reads its Inbox as of a board revision: every unread message whose fact is at or below it is
+ * marked read at that revision and returned (no fact: reading changes no work). A message committed after the
+ * revision stays unread, for the next read.
+ */
 export async function readInbox(pool: Pool, teamId: string, upToRevision: number) {
   const { rows } = await pool.query(
-    `UPDATE team_inbox SET read_revision = $2 WHERE team_id = $1 AND read_revision IS NULL
-     RETURNING message_id, from_member, related_task_id, purpose, text`,
+    `UPDATE team_inbox i SET read_revision = $2 FROM team_facts f
+     WHERE i.team_id = $1 AND i.read_revision IS NULL
+       AND f.team_id = i.team_id AND f.kind = 'inbox_message' AND f.detail->>'messageId' = i.message_id AND f.revision <= $2
+     RETURNING i.message_id, i.from_member, i.related_task_id, i.purpose, i.text, i.created_at, f.actor`,
     [teamId, upToRevision],
   );
-  return rows.map((r) => ({ messageId: r.message_id, from: r.from_member, relatedTaskId: r.related_task_id, purpose: r.purpose, text: r.text }));
+  return rows
+    .sort((a, b) => Number(a.created_at) - Number(b.created_at))
+    .map((r) => ({ messageId: r.message_id, from: r.from_member, actor: r.actor, relatedTaskId: r.related_task_id, purpose: r.purpose, text: r.text }));
 }
 
 export async function recordUserEvent(pool: Pool, teamId: string, event: { eventId: string; kind: string; taskId?: string; text?: string }) {
@@ -385,6 +449,8 @@ export interface RunCompletionCertificate {
   readonly validatorVersion: string;
   readonly issuedAt: string;
   readonly summary: string;
+  /** The run's result branch and the commit it was built at (activities/git/team-result.ts); absent on older certificates. */
+  readonly result?: TeamResultRecord;
 }
 
 /**

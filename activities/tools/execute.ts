@@ -10,6 +10,8 @@ import type { CommandSlots } from '../bash/command-slots';
 import { liveGroupsBlocking, reapCall, type ReapOptions } from '../bash/reaper';
 import { UNKNOWN_OUTCOME, appendEntry, findAssistantMessage, findToolResult } from '../store/transcript';
 import { isExecutableTool, isMutatingTool, refusal, runTool } from './run-tool';
+import { sendMemberMessage } from './member-message';
+import type { MemberMessageFact, TeamMembership } from '../../workflows/messages';
 
 export interface ExecuteToolInput {
   sessionId: string;
@@ -29,6 +31,8 @@ export interface ExecuteToolInput {
   lease: Lease;
   /** A child created by an orchestrator: its bash may only touch its own branch (guard + backstop). */
   isolated?: boolean;
+  /** A team Member's session (profile `member`): the team and member its messages are attributed to. */
+  team?: TeamMembership;
 }
 
 export interface ExecuteToolResult {
@@ -36,6 +40,8 @@ export interface ExecuteToolResult {
   /** settled: ran now; already-settled: an earlier attempt ran it; unknown: claimed earlier, never settled. */
   outcome: 'settled' | 'already-settled' | 'unknown';
   ok: boolean;
+  /** A Member's message the Inbox accepted: the session tells its team (once). */
+  message?: MemberMessageFact & { revision: number };
 }
 
 export interface ExecutorDeps {
@@ -80,6 +86,13 @@ export async function executeTool(deps: ExecutorDeps, input: ExecuteToolInput): 
   const callKey = `${turnKey.turnId}/${input.step}/${input.callId}`;
   const record = (content: string) =>
     appendEntry(pool, { ...turnKey, step: input.step, ordinal: input.index + 1 }, { role: 'tool', tool_call_id: input.callId, content });
+
+  if (tool === 'org_send_message' && input.profile === 'member' && input.team) {
+    // Idempotent by its message id (the call's key): a retry finds the accepted message, or is refused again.
+    const sent = await sendMemberMessage(pool, { team: input.team, sessionId: input.sessionId, messageId: `${input.sessionId}/${callKey}`, rawArguments: call.function.arguments });
+    await record(sent.output.content);
+    return { tool, outcome: 'settled', ok: sent.output.ok, message: sent.message };
+  }
 
   if (!isMutatingTool(tool)) {
     const result = await run(deps, input, tool, call.function.arguments, callKey);

@@ -1,10 +1,12 @@
-import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import test from 'ava';
 import { orchardEnv, runOrchard, spawnOrchard, workerEnv } from '../helpers/cli-process';
 import { git, makeRepo, sharedOrchard, uniqueId, writeScenario } from '../helpers/orchard';
 import { waitFor } from '../helpers/wait';
 import { loadScenario } from '../../activities/model/scenario';
-import { readBoard } from '../../activities/store/team';
+import { closureInputOf, readBoard } from '../../activities/store/team';
+import { validateClosure } from '../../workflows/team/closure';
 
 const shared = sharedOrchard(test);
 const TEAM = join(__dirname, '../../scenarios/team.json');
@@ -91,12 +93,19 @@ test('an unknown team is team_not_found with exit code 2 for send and status; a 
 });
 
 /** `orchard demo` runs its own worker (on a queue of its own) against the test run's Temporal and database. */
-function demo(t: import('ava').ExecutionContext, args: string[]) {
+function demo(t: import('ava').ExecutionContext, args: string[], name = 'team') {
   const env = orchardEnv({ ORCHARD_TASK_QUEUE: uniqueId('demo-q'), ORCHARD_HOST_ID: uniqueId('demo-host') });
-  return spawnOrchard(t, ['demo', 'team', ...args], env);
+  return spawnOrchard(t, ['demo', name, ...args], env);
 }
 
-test('orchard demo team --json: delivered with one certificate whose evidence is every task and its output, exit 0', async (t) => {
+/** The nanosecond timestamps a writer left in its log (the first field of each line), read from disk. */
+const stampsOn = (path: string) =>
+  readFileSync(path, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => BigInt(line.split(' ')[0]));
+
+test('orchard demo team --json: a task reassigned while its execution writes; receipt requested → yielding → released, writers never overlap, delivered with one certificate', async (t) => {
   t.timeout(300_000);
   const demoRun = demo(t, ['--json']);
   const { code } = await demoRun.exit(290_000);
@@ -105,13 +114,97 @@ test('orchard demo team --json: delivered with one certificate whose evidence is
   t.deepEqual(result.problems, []);
   t.is(result.status.status, 'delivered');
   const teamId: string = result.status.teamId;
-  t.is((await shared().pool.query('SELECT count(*)::int AS n FROM team_certificates WHERE team_id = $1', [teamId])).rows[0].n, 1);
-  const board = await readBoard(shared().pool, teamId);
-  t.true(board.tasks.length >= 2);
-  t.true(board.tasks.every((task) => task.status === 'completed' && board.outputs.some((o) => o.outputId === task.outputId && o.taskId === task.taskId)));
-  t.deepEqual([...result.certificate.evidence.taskIds].sort(), board.tasks.map((task) => task.taskId).sort());
-  t.deepEqual([...result.certificate.evidence.outputIds].sort(), board.tasks.map((task) => task.outputId).sort());
-  t.regex(demoRun.stderr(), /\[demo\] started team team-/);
+  const pool = shared().pool;
+  t.is((await pool.query('SELECT count(*)::int AS n FROM team_certificates WHERE team_id = $1', [teamId])).rows[0].n, 1);
+  // The four members each worked: the Tester's execution was handed off, the Reviewer's replacement completed.
+  t.deepEqual(
+    result.status.executions.map((e: any) => [e.taskId, e.memberId, e.state]),
+    [
+      ['plan-evaluator', 'planner', 'completed'],
+      ['implement-evaluator', 'implementer', 'completed'],
+      ['test-evaluator', 'tester', 'handed_off'],
+      ['test-evaluator-r1', 'reviewer', 'completed'],
+    ],
+  );
+  // The board in Postgres: the original cancelled by the user for the reassign, citing a user event about it; the
+  // replacement the Reviewer's, completed with an output of its own; the rest completed with theirs.
+  const board = await readBoard(pool, teamId);
+  const task = (id: string) => board.tasks.find((x) => x.taskId === id)!;
+  t.like(task('test-evaluator'), { status: 'cancelled', owner: 'tester', cancel: { by: 'user', kind: 'reassign' } });
+  const event = board.userEvents.find((e) => e.id === task('test-evaluator').cancel!.userEventId);
+  t.like(event, { kind: 'reassign', taskId: 'test-evaluator' });
+  t.like(task('test-evaluator-r1'), { status: 'completed', owner: 'reviewer', replacesTaskId: 'test-evaluator' });
+  for (const id of ['plan-evaluator', 'implement-evaluator', 'test-evaluator-r1']) {
+    t.true(board.outputs.some((o) => o.outputId === task(id).outputId && o.taskId === id), id);
+  }
+  t.deepEqual(board.handoffs, [{ oldTaskId: 'test-evaluator', newTaskId: 'test-evaluator-r1', state: 'released' }]);
+  // The receipt as the JSON reports it is the workflow's and the row's.
+  t.deepEqual(result.handoff.receipt.trail, ['requested', 'yielding', 'released']);
+  t.deepEqual(result.handoff.receipt, result.status.receipts[0]);
+  const row = (await pool.query('SELECT receipt_id, state, owner FROM team_handoff_receipts WHERE team_id = $1', [teamId])).rows;
+  t.deepEqual(row, [{ receipt_id: result.handoff.receipt.receiptId, state: 'released', owner: 'tester' }]);
+  // The timestamps on disk, read here: the old writer was stopped early (the script writes 600 lines) and its last
+  // line precedes the new writer's first. The JSON reports the same timestamps.
+  const { oldWriter, newWriter } = result.handoff;
+  t.is(oldWriter.sessionId, `${teamId}-tester`);
+  t.is(newWriter.sessionId, `${teamId}-reviewer`);
+  const oldStamps = stampsOn(oldWriter.path);
+  const newStamps = stampsOn(newWriter.path);
+  t.true(oldStamps.length >= 5 && oldStamps.length < 600, `${oldStamps.length} old lines`);
+  t.is(newStamps.length, 3);
+  t.true(oldStamps.at(-1)! < newStamps[0], `old ended ${oldStamps.at(-1)}, new began ${newStamps[0]}`);
+  t.deepEqual([oldWriter.lines, oldWriter.firstNs, oldWriter.lastNs], [oldStamps.length, String(oldStamps[0]), String(oldStamps.at(-1))]);
+  t.deepEqual([newWriter.lines, newWriter.firstNs, newWriter.lastNs], [newStamps.length, String(newStamps[0]), String(newStamps.at(-1))]);
+  // The certificate cites the replacement's output, and counts the original through the user event.
+  const certificate = (await pool.query('SELECT certificate FROM team_certificates WHERE team_id = $1', [teamId])).rows[0].certificate;
+  t.deepEqual(result.certificate, certificate);
+  t.deepEqual([...certificate.evidence.taskIds].sort(), board.tasks.map((x) => x.taskId).sort());
+  t.deepEqual([...certificate.evidence.outputIds].sort(), ['plan-evaluator', 'implement-evaluator', 'test-evaluator-r1'].map((id) => task(id).outputId).sort());
+  t.like(certificate.resolutions.find((r: any) => r.taskId === 'test-evaluator'), { kind: 'user_scope_removed', userEventId: event!.id });
+  // The Reviewer's branch holds the tested program; the Tester's branch has no commit (it was stopped).
+  const worktree = dirname(newWriter.path);
+  t.deepEqual(git(worktree, 'ls-tree', '--name-only', `orchard/${teamId}-reviewer`).split('\n').sort(), ['README.md', 'evaluator.js', 'evaluator.test.js']);
+  t.is(git(worktree, 'rev-list', '--count', `main..orchard/${teamId}-tester`), '0');
+  t.regex(demoRun.stderr(), /\[demo\] the user reassigns test-evaluator from tester to reviewer while it writes/);
+});
+
+test('orchard demo team-all-cancelled --json: every task cancelled by the user, org_run_complete refused, not delivered and why; exit 0', async (t) => {
+  t.timeout(300_000);
+  const demoRun = demo(t, ['--json'], 'team-all-cancelled');
+  const { code } = await demoRun.exit(290_000);
+  t.is(code, 0, demoRun.stderr());
+  const result = JSON.parse(demoRun.stdout());
+  t.deepEqual(result.problems, []);
+  const teamId: string = result.status.teamId;
+  const pool = shared().pool;
+  // Not delivered: no certificate in the workflow or in Postgres.
+  t.not(result.status.status, 'delivered');
+  t.is(result.status.certificate, undefined);
+  t.is(result.certificate, null);
+  t.is((await pool.query('SELECT count(*)::int AS n FROM team_certificates WHERE team_id = $1', [teamId])).rows[0].n, 0);
+  // Every task on the board is cancelled by the user, each citing a user event about it.
+  const board = await readBoard(pool, teamId);
+  t.deepEqual(board.tasks.map((task) => [task.taskId, task.status, task.cancel?.by]), [
+    ['plan-evaluator', 'cancelled', 'user'],
+    ['implement-evaluator', 'cancelled', 'user'],
+    ['test-evaluator', 'cancelled', 'user'],
+  ]);
+  for (const task of board.tasks) t.like(board.userEvents.find((e) => e.id === task.cancel!.userEventId), { taskId: task.taskId }, task.taskId);
+  t.deepEqual(board.outputs, []);
+  // The Planner was cancelled while it wrote: a receipt of kind cancel, released; its log stopped growing.
+  t.deepEqual(result.status.receipts.map((r: any) => [r.kind, r.oldTaskId, r.newTaskId ?? null, r.trail]), [['cancel', 'plan-evaluator', null, ['requested', 'yielding', 'released']]]);
+  t.deepEqual(board.handoffs.map((h) => [h.oldTaskId, h.state]), [['plan-evaluator', 'released']]);
+  const lines = readFileSync(result.writer.path, 'utf8').split('\n').filter(Boolean).length;
+  t.true(lines >= 5 && lines < 600, `${lines} lines`);
+  t.is(result.writer.lines, lines);
+  // Why: the validator's reasons (the same validator, run here on the board as Postgres has it), and the
+  // Coordinator's org_run_complete refused with them.
+  const closure = validateClosure(closureInputOf(board, 0));
+  t.is(closure.outcome, 'cancelled');
+  t.deepEqual(result.closure, { outcome: closure.outcome, reasons: closure.reasons });
+  t.deepEqual(result.closure.reasons.map((r: any) => r.code), ['all_cancelled']);
+  t.deepEqual(result.status.refusals, [{ tool: 'org_run_complete', code: 'completion_refused' }]);
+  t.regex(result.status.turns.at(-1).finalExcerpt, /completion_refused\): the run is cancelled: all_cancelled/);
 });
 
 test('orchard demo team exits 1 and says why when the tested program does not pass its tests, although the run was delivered', async (t) => {

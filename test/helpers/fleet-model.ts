@@ -1,10 +1,7 @@
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { orchestratorWorkflowId } from '../../workflows/messages';
 import { OpenAICompatibleProvider } from '../../activities/model/openai';
 import { completion, stubModel, type ModelStub, type Reply } from './model-stub';
-import { makeRepo, startOrchard, uniqueId, type TestOrchard } from './orchard';
+import { keepHistory, makeRepo, startOrchard, uniqueId, type TestOrchard } from './orchard';
 import { waitFor } from './wait';
 
 /**
@@ -95,11 +92,7 @@ export async function startFleet(
     toolResults: () => [
       ...new Set(orchestratorRequests().flatMap((b) => b.messages.filter((m: any) => m.role === 'tool').map((m: any) => String(m.content)))),
     ],
-    keepHistory: async (name) => {
-      if (process.env.ORCHARD_KEEP_HISTORIES !== '1') return;
-      const history = await orchard.temporal.workflow.getHandle(orchestratorWorkflowId(id)).fetchHistory();
-      writeFileSync(join(__dirname, '..', 'replay', 'histories', `${name}.json`), historyToJSON(history));
-    },
+    keepHistory: (name) => keepHistory(orchard, orchestratorWorkflowId(id), name),
     say: async (text) => {
       const { messageId } = await orchard.client.message(id, { text });
       const view = await waitFor(async () => {

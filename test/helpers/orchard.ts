@@ -3,6 +3,7 @@ import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
+import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import type { Pool } from 'pg';
 import type { HostActivityHooks } from '../../activities';
@@ -177,4 +178,14 @@ export function sharedOrchard(test: import('ava').TestFn, options: Parameters<ty
     if (!orchard) throw new Error('sharedOrchard: the before hook has not run');
     return orchard;
   };
+}
+
+/**
+ * Keeps a workflow's history for the replay tests (test/replay/histories/<name>.json) when
+ * ORCHARD_KEEP_HISTORIES=1: re-record after a deliberate change of workflow code, then commit the files.
+ */
+export async function keepHistory(orchard: TestOrchard, workflowId: string, name: string): Promise<void> {
+  if (process.env.ORCHARD_KEEP_HISTORIES !== '1') return;
+  const history = await orchard.temporal.workflow.getHandle(workflowId).fetchHistory();
+  writeFileSync(join(__dirname, '..', 'replay', 'histories', `${name}.json`), historyToJSON(history));
 }

@@ -112,6 +112,39 @@ test('a wake that reports a task completed assigns the tasks planned after it; n
   }
 });
 
+test('completeOn: a user message with one of its phrases is answered with org_run_complete whatever the board; without completeOn it waits', async (t) => {
+  const asking = parseScenario({ ...scenario, coordinator: { ...scenario.coordinator, completeOn: ['complete the run'] } });
+  const ask = user('Every task is cancelled: Complete the Run now.');
+  t.deepEqual(callsOf(await answer(coordinatorRequest([...(await firstTurn()), ask]), asking)), [
+    ['call_t2_s1_1', 'org_run_complete', { summary: 'Every planned task is completed with evidence.' }],
+  ]);
+  // The refusal that comes back ends the turn with the reply, which quotes it.
+  const complete = await answer(coordinatorRequest([...(await firstTurn()), ask]), asking);
+  const refused: ChatMessage = { role: 'tool', tool_call_id: complete.tool_calls![0].id, content: 'error (completion_refused): the run is cancelled: all_cancelled; nothing was changed' };
+  t.deepEqual(await answer(coordinatorRequest([...(await firstTurn()), ask, complete, refused]), asking), {
+    role: 'assistant',
+    content: 'Done: error (completion_refused): the run is cancelled: all_cancelled; nothing was changed',
+  });
+  for (const [s, text] of [[scenario, 'Every task is cancelled: complete the run now.'], [asking, 'Work facts changed (revision 9):\n- the user cancelled task test (not needed) before it ran']] as const) {
+    t.deepEqual(await answer(coordinatorRequest([...(await firstTurn()), user(text)]), s), { role: 'assistant', content: 'Waiting.' }, text);
+  }
+});
+
+test('driver.reassign and driver.cancelAll name a planned task and a relative log path, or the scenario is scenario_invalid', (t) => {
+  const reassign = { taskId: 'test', to: 'reviewer', reason: 'slow', log: 'sweep.log' };
+  t.is(parseScenario({ ...scenario, driver: { reassign } }).driver!.reassign!.lines, 5);
+  const invalid = (value: unknown) => t.throws(() => parseScenario({ ...scenario, driver: value }), { instanceOf: ModelError })!.message;
+  t.regex(invalid({ reassign: { ...reassign, taskId: 'nope' } }), /driver\.reassign\.taskId: "nope" is not a task of the coordinator's plan/);
+  t.regex(invalid({ reassign: { ...reassign, log: '../out.log' } }), /driver\.reassign\.log: a relative path inside the worktree/);
+  t.regex(invalid({ reassign: { ...reassign, lines: 0 } }), /driver\.reassign\.lines/);
+  t.regex(invalid({ reasign: reassign }), /driver/);
+  const cancelAll = { taskId: 'implement', log: 'w.log', reason: 'dropped', message: 'complete the run' };
+  t.is(parseScenario({ ...scenario, driver: { cancelAll } }).driver!.cancelAll!.lines, 5);
+  t.regex(invalid({ cancelAll: { ...cancelAll, taskId: 'ghost' } }), /driver\.cancelAll\.taskId: "ghost" is not a task of the coordinator's plan/);
+  t.regex(invalid({ cancelAll: { ...cancelAll, log: '/etc/passwd' } }), /driver\.cancelAll\.log: a relative path inside the worktree/);
+  t.regex(invalid({ cancelAll: { ...cancelAll, message: undefined } }), /driver\.cancelAll\.message/);
+});
+
 test('a planned description naming a member the request does not list is scenario_expectation_failed', async (t) => {
   const ghost = parseScenario({ ...scenario, coordinator: { tasks: [{ taskId: 'a', title: 'A', description: 'on {{session:ghost}}', owner: 'implementer' }] } });
   const err = await modelError(t, new ScriptedProvider(ghost).complete(coordinatorRequest([user('Build it')])), 'scenario_expectation_failed');

@@ -7,6 +7,7 @@ import { turnKeyOf } from '../../activities/store/keys';
 import { claimDispatch } from '../../activities/store/dispatch';
 import { NOT_EXECUTED, UNKNOWN_OUTCOME, appendEntry, loadConversation } from '../../activities/store/transcript';
 import { waitFor as until } from '../helpers/wait';
+import { recordToolCall } from '../helpers/tool-call';
 import { makeRepo, testPool, uniqueId } from '../helpers/orchard';
 
 /**
@@ -30,26 +31,8 @@ async function setup(t: import('ava').ExecutionContext) {
     holder: `session/${sessionId}@run-1`,
   });
   const counter = join(prepared.worktree, 'counter.txt');
-  const callOnce = async (step: number, call: { name: string; args: unknown } = { name: 'bash', args: { command: 'echo ran >> counter.txt' } }) => {
-    await appendEntry(pool, { ...turnKeyOf({ sessionId, turn: 1 }), step, ordinal: 0 }, {
-      role: 'assistant',
-      content: null,
-      tool_calls: [{ id: `c${step}`, type: 'function', function: { name: call.name, arguments: JSON.stringify(call.args) } }],
-    });
-    return (attempt: number) =>
-      new MockActivityEnvironment({ attempt }).run(host.executeTool, {
-        sessionId,
-        turn: 1,
-        step,
-        callId: `c${step}`,
-        index: 0,
-        profile: 'child' as const,
-        worktree: prepared.worktree,
-        branch: prepared.branch,
-        bashTimeoutSeconds: 30,
-        lease: prepared.lease,
-      });
-  };
+  const callOnce = (step: number, call: { name: string; args: unknown } = { name: 'bash', args: { command: 'echo ran >> counter.txt' } }) =>
+    recordToolCall(pool, host, { sessionId, prepared }, step, call);
   const runs = () => readFileSync(counter, 'utf8').split('\n').filter(Boolean).length;
   return { pool, sessionId, callOnce, runs, counter, prepared };
 }

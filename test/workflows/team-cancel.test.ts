@@ -7,7 +7,7 @@ import { validateClosure } from '../../workflows/team/closure';
 import type { TeamStatusView } from '../../workflows/messages';
 import { calls, final, lastUserText } from '../helpers/fleet-model';
 import { completion, stubModel, type Reply } from '../helpers/model-stub';
-import { makeRepo, startOrchard, uniqueId, type TestOrchard } from '../helpers/orchard';
+import { keepHistory, makeRepo, startOrchard, uniqueId, type TestOrchard } from '../helpers/orchard';
 import { waitFor } from '../helpers/wait';
 
 /**
@@ -90,8 +90,21 @@ test('a waiting task cancelled by the user never starts; the closure counts it a
     view.executions.map((e) => e.taskId),
     ['write'],
   );
+  // The execution was a workflow of its own, under the team, ended with the evidence it recorded.
+  const execution = view.executions[0];
+  t.is(execution.workflowId, `team/${teamId}/task/write/${execution.executionId}`);
+  const handle = orchard.temporal.workflow.getHandle(execution.workflowId!);
+  const described = await handle.describe();
+  t.is(described.type, 'teamTaskExecution');
+  t.is(described.status.name, 'COMPLETED');
+  t.is(described.searchAttributes.OrchardKind?.[0], 'task_execution');
+  t.is(described.searchAttributes.OrchardParent?.[0], `team/${teamId}`);
+  t.like(await handle.result(), { executionId: execution.executionId, taskId: 'write', memberId: 'implementer', state: 'completed' });
+  const output = (await readBoard(orchard.pool, teamId)).outputs.find((o) => o.taskId === 'write');
+  t.is(output?.outputId, `out-${execution.executionId}`);
   const closure = validateClosure(closureInputOf(await readBoard(orchard.pool, teamId), 0));
   t.is(closure.outcome, 'delivered');
+  await keepHistory(orchard, execution.workflowId!, 'team-task-execution-completed');
   t.deepEqual(
     closure.evidence.resolutions.find((r) => r.taskId === 'check'),
     { taskId: 'check', kind: 'user_scope_removed', userEventId: check.cancel!.userEventId },
@@ -120,6 +133,10 @@ test('running work cancelled by the user: fenced first, its execution stopped, a
   t.deepEqual(done.receipts[0].trail, ['requested', 'yielding', 'released']);
   t.deepEqual(done.waiting, []);
   t.like(done.executions.find((e) => e.taskId === 'write'), { state: 'cancelled' });
+  // Its workflow was cancelled once the fence had committed; it recorded nothing.
+  const cancelledExecution = done.executions.find((e) => e.taskId === 'write')!;
+  t.is((await orchard.temporal.workflow.getHandle(cancelledExecution.workflowId!).describe()).status.name, 'CANCELLED');
+  t.deepEqual((await readBoard(orchard.pool, teamId)).outputs, []);
   t.not((await orchard.temporal.workflow.getHandle(`session/${session}`).describe()).status.name, 'RUNNING');
   const count = lines(oldLog);
   t.true(count < 200, 'the writer was stopped');
@@ -138,6 +155,8 @@ test('running work cancelled by the user: fenced first, its execution stopped, a
   // Everything was removed by the user: nothing to deliver.
   const closure = validateClosure(closureInputOf(board, 0));
   t.not(closure.outcome, 'delivered');
+  await keepHistory(orchard, `team/${teamId}`, 'team-cancel-running');
+  await keepHistory(orchard, cancelledExecution.workflowId!, 'team-task-execution-cancelled');
 });
 
 test('cancel refusals are typed and change nothing: bad input before history, an unknown task, finished work', async (t) => {

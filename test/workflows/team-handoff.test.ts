@@ -6,7 +6,7 @@ import { readBoard } from '../../activities/store/team';
 import type { TeamStatusView } from '../../workflows/messages';
 import { calls, final } from '../helpers/fleet-model';
 import { completion, stubModel, type Reply } from '../helpers/model-stub';
-import { makeRepo, startOrchard, uniqueId, type TestOrchard } from '../helpers/orchard';
+import { keepHistory, makeRepo, startOrchard, uniqueId, type TestOrchard } from '../helpers/orchard';
 import { waitFor } from '../helpers/wait';
 
 /**
@@ -33,8 +33,8 @@ function model(body: any): Reply {
   return bash('for i in 1 2 3; do date +%s%N >> new.log; done');
 }
 
-async function team(t: import('ava').ExecutionContext, handoff?: { sloMs: number; timeoutMs: number }) {
-  const stub = await stubModel(t, model);
+async function team(t: import('ava').ExecutionContext, handoff?: { sloMs: number; timeoutMs: number }, play: (body: any) => Reply = model) {
+  const stub = await stubModel(t, play);
   const orchard = await startOrchard(t, { defaultProvider: new OpenAICompatibleProvider({ baseURL: stub.url, model: 'stub', timeoutMs: 30_000 }) });
   const teamId = uniqueId('team');
   await orchard.client.startTeam({
@@ -104,6 +104,7 @@ test('a reassign while the old execution writes: fence, yield, release, then the
   const board = await readBoard(orchard.pool, teamId);
   t.like(board.tasks.find((task) => task.taskId === 'implement-r1'), { status: 'completed' });
   t.deepEqual(board.handoffs, [{ oldTaskId: 'implement', newTaskId: 'implement-r1', state: 'released' }]);
+  await keepHistory(orchard, `team/${teamId}`, 'team-reassign-released');
 });
 
 test('a handoff past its timeout is durable timeout, its replacement blocked until the user releases it with proof', async (t) => {
@@ -130,6 +131,7 @@ test('a handoff past its timeout is durable timeout, its replacement blocked unt
   // A released receipt has nothing left to resolve.
   const err = await t.throwsAsync(orchard.client.resolveHandoff(teamId, { receiptId: released.receiptId, action: 'keep_stopped' }));
   t.is((err as any).code, 'handoff_not_blocked');
+  await keepHistory(orchard, `team/${teamId}`, 'team-handoff-timeout-released');
 });
 
 test('keep_stopped cancels only the replacement; the rest of the team runs on', async (t) => {
@@ -201,4 +203,42 @@ test('a worker restart mid-handoff resumes the same receipt and repeats no side 
   t.is(await count(`SELECT count(*) AS n FROM team_user_events WHERE team_id = $1`), 1);
   t.is(await count(`SELECT count(*) AS n FROM team_tasks WHERE team_id = $1 AND replaces_task_id = 'implement'`), 1);
   t.is(await count(`SELECT count(*) AS n FROM team_facts WHERE team_id = $1 AND kind = 'task_started' AND task_id = 'implement-r1'`), 1);
+});
+
+test('a member whose execution was fenced gets no new task until its old execution is released (one writer per worktree)', async (t) => {
+  // The implementer owns two tasks; the second is quick.
+  const play = (body: any): Reply => {
+    if (isCoordinator(body) && body.messages.at(-1).role === 'user' && String(body.messages.at(-1).content).startsWith('Build')) {
+      return calls(
+        ['task_create', { taskId: 'implement', title: 'Implement', description: 'write the evaluator', owner: 'implementer' }],
+        ['task_create', { taskId: 'second', title: 'Second', description: 'a quick one', owner: 'implementer' }],
+        ['plan_approve', {}],
+      );
+    }
+    if (!isCoordinator(body) && !afterTool(body) && /Task second/.test(String(body.messages.at(-1).content))) return calls(['bash', { command: 'date +%s%N >> second.log' }]);
+    return model(body);
+  };
+  const { orchard, teamId, implementerSession, oldLog } = await team(t, { sloMs: 60_000, timeoutMs: 120_000 }, play);
+  const holder = (await orchard.pool.query(`SELECT worktree, generation FROM worktree_leases WHERE holder LIKE $1 AND state = 'held'`, [`%session/${implementerSession}@%`])).rows[0];
+  // Hold the release: one of the old execution's process groups is not verified gone.
+  await orchard.pool.query(`INSERT INTO lease_process_groups (worktree, generation, host, pgid, call_key) VALUES ($1, $2, 'elsewhere', 999997, 'held')`, [
+    holder.worktree,
+    holder.generation,
+  ]);
+  await orchard.client.reassignTask(teamId, { taskId: 'implement', newOwner: 'reviewer', reason: 'move it' });
+  await until(orchard, teamId, 'the old session closed', (v) => v.receipts[0]?.state === 'yielding');
+  await waitFor(async () => ((await orchard.temporal.workflow.getHandle(`session/${implementerSession}`).describe()).status.name !== 'RUNNING' ? true : undefined), 60_000, 'the old session closed');
+  // The implementer is free of executions, but its worktree is not proven quiet: nothing new starts there.
+  await new Promise((resolve) => setTimeout(resolve, 1_500));
+  const held = await orchard.client.teamStatus(teamId);
+  t.deepEqual(held.receipts.map((r) => r.state), ['yielding']);
+  t.false(held.executions.some((e) => e.taskId === 'second'), 'the second task did not start');
+  t.like((await readBoard(orchard.pool, teamId)).tasks.find((task) => task.taskId === 'second'), { status: 'pending' });
+
+  await orchard.pool.query(`UPDATE lease_process_groups SET ended_at = now() WHERE call_key = 'held' AND worktree = $1`, [holder.worktree]);
+  const done = await until(orchard, teamId, 'the second task completed', (v) => v.executions.some((e) => e.taskId === 'second' && e.state === 'completed'));
+  t.is(done.receipts[0].state, 'released');
+  // The implementer's new run worked in the same worktree, after the old writer had stopped.
+  const secondStamp = stamps(join((await orchard.client.status(implementerSession)).worktree!, 'second.log'))[0];
+  t.true(stamps(oldLog).at(-1)! < secondStamp);
 });

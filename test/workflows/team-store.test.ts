@@ -1,6 +1,7 @@
 import test from 'ava';
 import type { Pool } from 'pg';
 import {
+  activateTeamRun,
   assignTask,
   createTask,
   createTeamRun,
@@ -12,6 +13,7 @@ import {
   startTask,
   TeamStoreRefusal,
   updateTask,
+  __testing,
 } from '../../activities/store/team';
 import { MEMBER_MESSAGE_PURPOSES, type Actor } from '../../workflows/team/authority';
 import { testPool, uniqueId } from '../helpers/orchard';
@@ -132,4 +134,26 @@ test('a Member message needs its exact current task and a listed purpose; a refu
     t.is(await revision(pool, teamId), before + 1, purpose);
   }
   t.is((await readBoard(pool, teamId)).inboxUnread, MEMBER_MESSAGE_PURPOSES.length);
+});
+
+test('activations: the first is generation 1, the same activation again changes nothing, a new one bumps the generation', async (t) => {
+  const pool = await testPool(t);
+  const teamId = await team(pool);
+  const first = await activateTeamRun(pool, teamId, 'run-a');
+  t.is(first.result.generation, 1);
+  const settled = await revision(pool, teamId);
+  t.is((await activateTeamRun(pool, teamId, 'run-a')).result.generation, 1);
+  t.is(await revision(pool, teamId), settled, 'a repeat commits no fact');
+  await createTask(pool, teamId, coordinator, { taskId: 't1', title: 'implement', owner: 'implementer' });
+  await startTask(pool, teamId, 't1', 'exec-1');
+  await recordTaskOutput(pool, teamId, implementer, { taskId: 't1', outputId: 'o1', summary: 'done' });
+  t.is((await activateTeamRun(pool, teamId, 'run-b')).result.generation, 2);
+  const board = await readBoard(pool, teamId);
+  t.is(board.generation, 2);
+  t.deepEqual(
+    board.outputs.map((o) => [o.outputId, o.generation]),
+    [['o1', 1]],
+  );
+  // Only the system activates a team.
+  await refusedWith(t, pool, teamId, 'tool_not_allowed', () => __testing.commit(pool, teamId, coordinator, 'activate', async () => ({ result: 0, fact: { kind: 'activated' } })));
 });

@@ -5,7 +5,7 @@ import { readBoard } from '../../activities/store/team';
 import { teamWorkflowId, type TeamStatusView } from '../../workflows/messages';
 import { calls, final, gate, lastUserText } from '../helpers/fleet-model';
 import { completion, stubModel, type Reply } from '../helpers/model-stub';
-import { git, makeRepo, startOrchard, uniqueId, type TestOrchard } from '../helpers/orchard';
+import { git, keepHistory, makeRepo, startOrchard, uniqueId, type TestOrchard } from '../helpers/orchard';
 import { waitFor } from '../helpers/wait';
 
 /**
@@ -157,8 +157,10 @@ test('the Coordinator allowlist: only its tools are offered; every other tool of
   // The second read of the same revision is refused without a board query.
   t.deepEqual(first.refusals.at(-1), { tool: 'task_list', code: 'coordinator_no_new_work_facts' });
   t.is(first.turns[0].outcome, 'waiting_for_org_event');
-  const revision = (await readBoard(orchard.pool, teamId)).workRevision;
-  t.is(revision, 0, 'no fact was committed');
+  // The only fact is the team's activation (revision 1), committed before the turn.
+  const facts = async () => (await orchard.pool.query('SELECT kind FROM team_facts WHERE team_id = $1 ORDER BY revision', [teamId])).rows.map((r) => r.kind);
+  t.deepEqual(await facts(), ['activated'], 'no fact was committed by the turn');
+  t.is((await readBoard(orchard.pool, teamId)).workRevision, 1);
   t.false(readdirSync(repo).includes('pwned.txt'));
 
   await orchard.restartWorkers();
@@ -170,7 +172,7 @@ test('the Coordinator allowlist: only its tools are offered; every other tool of
     second.refusals.slice(-(EVERY_TOOL.length + 2)),
     [...EVERY_TOOL.map((tool) => ({ tool, code: 'tool_not_allowed' })), ...[1, 2].map(() => ({ tool: 'task_list', code: 'coordinator_no_new_work_facts' }))],
   );
-  t.is((await readBoard(orchard.pool, teamId)).workRevision, 0);
+  t.deepEqual(await facts(), ['activated']);
   t.false(readdirSync(repo).includes('pwned.txt'));
   t.is(git(repo, 'status', '--porcelain'), '');
 });
@@ -208,6 +210,7 @@ test('a closed board steers the Coordinator to completion; one certificate, idem
   const again = await until(orchard, teamId, 'the second request answered', (v) => v.turns.length > delivered.turns.length && v.status === 'delivered');
   t.is(again.turns.at(-1)!.finalExcerpt, `Delivered, certificate ${delivered.certificate!.certificateId}.`);
   t.is((await rows()).length, 1);
+  await keepHistory(orchard, `team/${teamId}`, 'team-certified');
 });
 
 test('a run whose work failed is never delivered: the completion request is refused with the reasons, and no certificate exists', async (t) => {

@@ -31,8 +31,11 @@ import {
   sendSignal,
   sendUpdate,
   statusQuery,
+  teamFactSignal,
+  teamWorkflowId,
   transcriptRefsQuery,
   type ChildTurnEnded,
+  type MemberMessageFact,
   type CreateResult,
   type SendInput,
   type SendResult,
@@ -239,6 +242,8 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
       ...extra,
     });
     const keys = { sessionId: create.sessionId, executionId: state.executionId, turnId, turn };
+    // A team's Member is offered its message to the Coordinator too; every other session the child tools.
+    const profile = create.team ? 'member' : 'child';
     const scope = new CancellationScope();
     turnScope = scope;
     try {
@@ -251,25 +256,27 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
             step,
             taskId: step === 1 ? task.taskId : undefined,
             model: create.model ?? { provider: 'default' },
-            profile: 'child',
+            profile,
             context: { title: create.title, agent: create.agent ?? 'coder', worktree: worktree.path, branch: worktree.branch },
             contextChars: state.limits.contextChars,
           });
           if (answer.toolCalls.length === 0) return ref('finished', { finalExcerpt: answer.textExcerpt });
           for (const [index, call] of answer.toolCalls.entries()) {
-            await acts.tool.executeTool({
+            const result = await acts.tool.executeTool({
               ...keys,
               step,
               callId: call.id,
               index,
-              profile: 'child',
+              profile,
               worktree: worktree.path,
               branch: worktree.branch,
               bashTimeoutSeconds: state.limits.bashTimeoutSeconds,
               lease: worktree.lease,
               isolated: create.isolated === true,
+              ...(create.team ? { team: create.team } : {}),
             });
             toolCalls += 1;
+            if (result.message && create.team) await tellTeam(create.team.teamId, result.message);
           }
         }
         return ref('step_limit');
@@ -301,6 +308,18 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
     };
     await CancellationScope.nonCancellable(() => getExternalWorkflowHandle(create.parent!).signal(childTurnEndedSignal, notice)).catch(
       (err: unknown) => log.warn('turn end not delivered to the parent', { parent: create.parent, error: String(err) }),
+    );
+  }
+
+  /**
+   * A Member's message was accepted into its team's Inbox: the team is signalled once (this command is in the
+   * session's history, so a replay does not send it again), even while the turn is being cancelled — the message
+   * stands. A team that is gone does not fail the turn.
+   */
+  async function tellTeam(teamId: string, message: MemberMessageFact & { revision: number }): Promise<void> {
+    const { revision, ...fact } = message;
+    await CancellationScope.nonCancellable(() => getExternalWorkflowHandle(teamWorkflowId(teamId)).signal(teamFactSignal, { revision, message: fact })).catch(
+      (err: unknown) => log.warn('member message not signalled to the team', { teamId, error: String(err) }),
     );
   }
 

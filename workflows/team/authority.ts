@@ -27,6 +27,7 @@ export const STORE_OPERATIONS = [
   'user_event',
   'handoff',
   'certificate',
+  'activate',
 ] as const;
 export type StoreOperation = (typeof STORE_OPERATIONS)[number];
 
@@ -35,7 +36,7 @@ export const STORE_ALLOWLIST: Readonly<Record<Actor['kind'], readonly StoreOpera
   coordinator: ['task_create', 'task_assign', 'task_update', 'task_cancel', 'plan_approve', 'coordinator_message', 'inbox_read', 'certificate'],
   member: ['task_output', 'task_fail', 'inbox_message'],
   user: ['user_event', 'task_cancel', 'handoff'],
-  system: ['task_start', 'task_fail', 'handoff', 'task_create', 'task_assign'],
+  system: ['task_start', 'task_fail', 'handoff', 'task_create', 'task_assign', 'activate'],
 };
 
 export function actorLabel(actor: Actor): string {

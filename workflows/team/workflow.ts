@@ -5,10 +5,12 @@ import {
   CancellationScope,
   condition,
   continueAsNew,
+  getExternalWorkflowHandle,
+  ParentClosePolicy,
+  startChild,
   log,
   proxyActivities,
   metricMeter,
-  proxyLocalActivities,
   setCurrentDetails,
   setHandler,
   sleep,
@@ -17,15 +19,21 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { SearchAttributeUpdatePair } from '@temporalio/common';
-import type { SharedActivities } from '../../activities';
+import type { HostActivities, SharedActivities } from '../../activities';
 import type { CallRef } from '../../activities/orchestrator';
 import { MODEL_ACTIVITY_OPTIONS, STORE_LOCAL_OPTIONS, failureOf } from '../activity-options';
-import { orchardFailure } from '../errors';
+import { isErrorCode, orchardFailure } from '../errors';
 import {
   childTurnEndedSignal,
   DEFAULT_HANDOFF,
+  executionTurnEndedSignal,
+  taskExecutionSettledSignal,
+  taskExecutionWorkflowId,
+  type TaskExecutionSettled,
   DEFAULT_TEAM_MEMBERS,
   cancelTaskUpdate,
+  hostTaskQueue,
+  mergeTeamUpdate,
   reassignTaskUpdate,
   resolveHandoffUpdate,
   messageProblem,
@@ -49,6 +57,7 @@ import {
 import { ORCHARD_HANDOFF_SLO_MISSED, ORCHARD_HOST, ORCHARD_KIND, ORCHARD_STATUS } from '../search-attributes';
 import { excerpt } from '../session/state';
 import { isCoordinatorTool } from './authority';
+import { teamTaskExecution } from './execution';
 
 /** Why the Coordinator is woken: what happened since its last turn, as short lines (the board has the rest). */
 interface Wake {
@@ -73,6 +82,8 @@ export interface CarriedTeamState {
   readonly replies: readonly string[];
   readonly refusals: readonly { readonly tool: string; readonly code: string }[];
   readonly pendingEnds: readonly ChildTurnEnded[];
+  /** Executions that reported their end, not yet applied. */
+  readonly pendingSettled?: readonly TaskExecutionSettled[];
   readonly candidate?: TeamStatusView['candidate'];
   readonly certificate?: TeamStatusView['certificate'];
   readonly receipts: readonly HandoffState[];
@@ -132,8 +143,9 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   let turnsThisRun = 0;
   const replies = [...(carried?.replies ?? [])];
   const refusals = [...(carried?.refusals ?? [])];
-  // Member turn ends not yet settled into board evidence.
+  // Member session turn ends not yet forwarded to their executions, and executions' ends not yet applied.
   const pendingEnds: ChildTurnEnded[] = [...(carried?.pendingEnds ?? [])];
+  const pendingSettled: TaskExecutionSettled[] = [...(carried?.pendingSettled ?? [])];
   let coordinating = false;
   let candidate: TeamStatusView['candidate'] = carried?.candidate;
   let certificate: TeamStatusView['certificate'] = carried?.certificate;
@@ -145,7 +157,10 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   // Emitted through the worker's telemetry (Prometheus when the runtime exports metrics); replay-safe.
   const sloMisses = metricMeter.createCounter('orchard_handoff_slo_missed', 'handoffs', 'Handoffs whose old execution was not released within the SLO');
 
-  const local = proxyLocalActivities<SharedActivities>({ ...STORE_LOCAL_OPTIONS, summary: 'team store' });
+  // Regular activities, not local ones: update handlers (a handoff's driver) run beside the main loop, and a local
+  // activity's result can reach the workflow in a different activation on replay than it did live, which would
+  // reorder the two coroutines' commands. An activity's completion is an event, ordered the same both times.
+  const store = proxyActivities<SharedActivities>({ startToCloseTimeout: STORE_LOCAL_OPTIONS.startToCloseTimeout, retry: STORE_LOCAL_OPTIONS.retry, summary: 'team store' });
   const acts = proxyActivities<SharedActivities>({ ...MODEL_ACTIVITY_OPTIONS, summary: 'team' });
   // A yield heartbeats while it waits for the old runtime: a worker lost mid-handoff is noticed in seconds and
   // the same receipt's yield is retried elsewhere (cancel and the checks are idempotent).
@@ -172,21 +187,37 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   setHandler(
     childTurnEndedSignal,
     (notice) => {
-      // A member session's turn ended: the main loop settles it into evidence if it ended a task execution (the
-      // notice may arrive before the dispatch that started it has returned, so it is matched there, not here).
+      // A member session's turn ended (or it closed): the main loop forwards it to the member's running execution,
+      // whose workflow settles it if it was its task's turn.
       if (!memberIds.some((m) => sessionOf(m) === notice.childId)) return;
-      if (!pendingEnds.some((p) => p.childId === notice.childId && p.turnId === notice.turnId)) pendingEnds.push(notice);
+      if (!pendingEnds.some((p) => p.childId === notice.childId && p.turnId === notice.turnId && p.closed === notice.closed)) pendingEnds.push(notice);
     },
     { description: "A member session's turn ended (sent by the session)." },
   );
   setHandler(
+    taskExecutionSettledSignal,
+    (settled) => {
+      if (!pendingSettled.some((p) => p.executionId === settled.executionId)) pendingSettled.push(settled);
+    },
+    { description: 'A task execution settled (sent by its workflow): evidence, failure, handed off or not started.' },
+  );
+  setHandler(
     teamFactSignal,
-    ({ revision }) => {
-      if (typeof revision !== 'number' || revision <= knownRevision) return;
+    ({ revision, message }) => {
+      if (typeof revision !== 'number') return;
+      if (message) {
+        // A Member's accepted message: its session signals it once, so it always wakes (whatever the revision
+        // the Coordinator has seen since), with who wrote, about what and why.
+        knownRevision = Math.max(knownRevision, revision);
+        return noteEvent(
+          `message ${message.messageId} from ${message.from} about task ${message.relatedTaskId} (${message.purpose}): ${message.excerpt} — task_list shows it in full`,
+        );
+      }
+      if (revision <= knownRevision) return;
       knownRevision = revision;
       noteEvent(`work revision ${revision}: a fact was committed outside the run`);
     },
-    { description: 'A fact was committed outside the workflow (its revision); wakes the Coordinator if it is new.' },
+    { description: "A fact was committed outside the workflow (its revision, and a Member's message); wakes the Coordinator if it is new." },
   );
   setHandler(reassignTaskUpdate, (input) => reassign(input), {
     description: 'Cancel a running task and give it to another member: fence, receipt, yield, release, then the replacement starts.',
@@ -215,6 +246,44 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       }
     },
   });
+  setHandler(
+    mergeTeamUpdate,
+    async () => {
+      // A user action on the team's repository: on its host's queue (the disk that holds it), never the Coordinator's.
+      // A host that is gone answers host_unavailable after a minute instead of leaving the user waiting; git on a
+      // large checkout may take minutes (no heartbeat); a retry finishes the stored plan, so a few are safe.
+      const host = proxyActivities<HostActivities>({
+        taskQueue: hostTaskQueue(start.host),
+        scheduleToStartTimeout: '60 seconds',
+        startToCloseTimeout: '10 minutes',
+        retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumAttempts: 3 },
+        summary: 'team merge',
+      });
+      try {
+        const merged = await host.mergeTeamResult({ teamId: start.teamId, certificateId: certificate!.certificateId });
+        if (merged.revision !== undefined) knownRevision = Math.max(knownRevision, merged.revision);
+        publish();
+        return merged.result;
+      } catch (err) {
+        if (!(err instanceof ActivityFailure)) throw err;
+        const failure = failureOf(err);
+        throw orchardFailure(isErrorCode(failure.code) ? failure.code : 'git_command_failed', failure.message);
+      }
+    },
+    {
+      description: "The user merges the delivered result (the certificate's result commit) into the protected branch; a repeat answers the same result.",
+      validator: () => {
+        if (!certificate?.resultHead) {
+          throw orchardFailure(
+            'not_delivered',
+            certificate
+              ? `certificate ${certificate.certificateId} names no result branch: certify the run again`
+              : `team ${start.teamId} is not delivered: there is no certificate, so there is no result to merge`,
+          );
+        }
+      },
+    },
+  );
   setHandler(teamStatusQuery, () => view(), { description: 'Revisions, members, executions, Coordinator turns, replies and refusals.' });
 
   function reassignProblem(input: unknown): { code: 'invalid_input' | 'task_not_in_progress' | 'member_not_found' | 'same_owner'; message: string } | undefined {
@@ -288,6 +357,12 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     knownRevision = Math.max(knownRevision, fenced.revision);
     const at = executions.findIndex((e) => e.executionId === execution.executionId);
     executions[at] = { ...executions[at], state: kind === 'cancel' ? 'cancelled' : 'handed_off' };
+    // The task is frozen: its execution's workflow has nothing left to record. (The session is stopped by the driver.)
+    if (execution.workflowId) {
+      await getExternalWorkflowHandle(execution.workflowId)
+        .cancel()
+        .catch((err) => log.warn('execution workflow not cancelled', { workflowId: execution.workflowId, error: String(err) }));
+    }
     const r = fenced.receipt;
     const receipt: HandoffState = {
       receiptId: r.receiptId,
@@ -429,7 +504,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       seenRequests.push([message.requestId, messageId]);
       keep(seenRequests, 500);
     }
-    await local.storeTasks([{ executionId, sessionId: start.teamId, taskId: messageId, task: message.text, requestId: message.requestId }]);
+    await store.storeTasks([{ executionId, sessionId: start.teamId, taskId: messageId, task: message.text, requestId: message.requestId }]);
     wake.userMessages.push({ messageId });
     publish();
     return { messageId, duplicate: false };
@@ -491,66 +566,75 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     if (!planApproved) return;
     for (let i = 0; i < assigned.length; ) {
       const next = assigned[i];
-      const busy = executions.some((e) => e.memberId === next.owner && e.state === 'running');
+      // One writer per worktree: a member is busy while it runs an execution, and while a fenced execution of its
+      // own is not yet released (its session may still be tearing down in that worktree).
+      const busy =
+        executions.some((e) => e.memberId === next.owner && e.state === 'running') ||
+        receipts.some((r) => r.oldOwner === next.owner && r.state !== 'released');
       if (busy) {
         i++;
         continue;
       }
       assigned.splice(i, 1);
       const member = members.find((m) => m.memberId === next.owner)!;
-      const execution = uuid4();
-      try {
-        const started = await acts.dispatchTask({
-          teamId: start.teamId,
-          taskId: next.taskId,
-          executionId: execution,
-          memberId: next.owner,
-          role: member.role,
-          repo: start.repo,
-          host: start.host,
-          parent: info.workflowId,
-          model: start.memberModel,
-        });
-        knownRevision = Math.max(knownRevision, started.revision);
-        executions.push({
-          executionId: execution,
-          taskId: next.taskId,
-          memberId: next.owner,
-          sessionId: started.sessionId,
-          state: 'running',
-          sessionTaskId: started.sessionTaskId,
-        });
-        keep(executions, KEPT * 4);
-      } catch (err) {
-        if (!(err instanceof ActivityFailure)) throw err;
-        noteEvent(`task ${next.taskId} could not start with ${next.owner}: ${failureOf(err).message}`);
-      }
+      const executionId = uuid4();
+      const workflowId = taskExecutionWorkflowId(start.teamId, next.taskId, executionId);
+      // Its own workflow, outliving this run (continue-as-new): it reports its end by signal, not as a child result.
+      await startChild(teamTaskExecution, {
+        workflowId,
+        args: [
+          {
+            teamId: start.teamId,
+            taskId: next.taskId,
+            executionId,
+            memberId: next.owner,
+            role: member.role,
+            sessionId: sessionOf(next.owner),
+            repo: start.repo,
+            host: start.host,
+            model: start.memberModel,
+          },
+        ],
+        parentClosePolicy: ParentClosePolicy.ABANDON,
+        staticSummary: `task ${next.taskId} → ${next.owner}`,
+      });
+      executions.push({ executionId, workflowId, taskId: next.taskId, memberId: next.owner, sessionId: sessionOf(next.owner), state: 'running' });
+      keep(executions, KEPT * 4);
       publish();
     }
   }
 
-  /** Member turn ends that finished a task execution become evidence (or a failure) on the board. */
-  async function settleEnds(): Promise<void> {
+  /** Member session turn ends go to that member's running execution (its workflow decides whether it was its task's). */
+  async function forwardEnds(): Promise<void> {
     while (pendingEnds.length > 0) {
       const notice = pendingEnds.shift()!;
-      // A handed-off execution's end is the handoff driver's business, not evidence.
-      const at = executions.findIndex((e) => e.sessionId === notice.childId && e.state === 'running' && e.sessionTaskId === notice.taskId);
-      if (at < 0) continue;
+      for (const execution of executions.filter((e) => e.sessionId === notice.childId && e.state === 'running' && e.workflowId)) {
+        await getExternalWorkflowHandle(execution.workflowId!)
+          .signal(executionTurnEndedSignal, notice)
+          .catch((err) => log.warn('turn end not forwarded', { workflowId: execution.workflowId, error: String(err) }));
+      }
+    }
+  }
+
+  /** Executions that ended: their evidence (or failure) is on the board already; the Coordinator hears of it. */
+  function applySettled(): void {
+    while (pendingSettled.length > 0) {
+      const settled = pendingSettled.shift()!;
+      const at = executions.findIndex((e) => e.executionId === settled.executionId);
+      // A fenced execution's end is the handoff driver's business, not evidence.
+      if (at < 0 || executions[at].state !== 'running') continue;
       const execution = executions[at];
-      const settled = await acts.settleExecution({
-        teamId: start.teamId,
-        taskId: execution.taskId,
-        executionId: execution.executionId,
-        memberId: execution.memberId,
-        outcome: notice.outcome,
-        excerpt: notice.excerpt,
-        othersRunning: running() - 1,
-      });
-      if (!certificate) candidate = settled.candidate as TeamStatusView['candidate'];
-      executions[at] = { ...execution, state: settled.state };
       knownRevision = Math.max(knownRevision, settled.revision);
+      if (settled.state === 'not_started') {
+        executions.splice(at, 1);
+        noteEvent(`task ${execution.taskId} could not start with ${execution.memberId}: ${settled.message ?? 'refused'}`);
+        publish();
+        continue;
+      }
+      executions[at] = { ...execution, state: settled.state, sessionTaskId: settled.sessionTaskId };
+      if (!certificate) candidate = settled.candidate as TeamStatusView['candidate'];
       if (settled.state === 'handed_off') continue;
-      noteEvent(`task ${execution.taskId} ${settled.state} by ${execution.memberId}${notice.excerpt ? `: ${excerpt(notice.excerpt, 160)}` : ''}`);
+      noteEvent(`task ${execution.taskId} ${settled.state} by ${execution.memberId}${settled.excerpt ? `: ${excerpt(settled.excerpt, 160)}` : ''}`);
       if (candidate === 'ready') {
         // Steer straight to completion: the board is closed, nothing to read first.
         noteEvent('completion_candidate.state is ready: call org_run_complete now, directly, without task_list first.');
@@ -566,7 +650,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     const messageId = `e${nextMessageSeq++}`;
     const text = [`Work facts changed (revision ${knownRevision}):`, ...wake.events.map((e) => `- ${e}`)].join('\n');
     wake.events = [];
-    await local.storeTasks([{ executionId, sessionId: start.teamId, taskId: messageId, task: text }]);
+    await store.storeTasks([{ executionId, sessionId: start.teamId, taskId: messageId, task: text }]);
     return messageId;
   }
 
@@ -654,7 +738,11 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       keep(refusals, KEPT);
     }
     if (effects.revision !== undefined) knownRevision = Math.max(knownRevision, effects.revision);
-    if (effects.readRevision !== undefined) readRevision = effects.readRevision;
+    if (effects.readRevision !== undefined) {
+      readRevision = effects.readRevision;
+      // The board may be ahead of what this run was told (an execution's start is committed by its workflow).
+      knownRevision = Math.max(knownRevision, readRevision);
+    }
     for (const a of effects.assigned ?? []) {
       if (!assigned.some((x) => x.taskId === a.taskId)) assigned.push(a);
     }
@@ -665,7 +753,8 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     }
   }
 
-  const opened = await acts.openTeam({ ...start, members });
+  // The chain's first run is this activation: a team started again after its run closed is a new generation.
+  const opened = await acts.openTeam({ ...start, members, activationId: info.firstExecutionRunId });
   generation = opened.generation;
   knownRevision = Math.max(knownRevision, opened.workRevision);
   if (!carried) {
@@ -676,10 +765,20 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
 
   for (;;) {
     await condition(
-      () => wake.userMessages.length > 0 || dirty || pendingEnds.length > 0 || turnsThisRun >= limits.turnsPerRun || workflowInfo().continueAsNewSuggested,
+      () =>
+        wake.userMessages.length > 0 ||
+        dirty ||
+        pendingEnds.length > 0 ||
+        pendingSettled.length > 0 ||
+        turnsThisRun >= limits.turnsPerRun ||
+        workflowInfo().continueAsNewSuggested,
     );
     if (pendingEnds.length > 0) {
-      await settleEnds();
+      await forwardEnds();
+      continue;
+    }
+    if (pendingSettled.length > 0) {
+      applySettled();
       await dispatchReady();
       continue;
     }
@@ -708,6 +807,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
         replies,
         refusals,
         pendingEnds,
+        pendingSettled,
         candidate,
         certificate,
         receipts,

@@ -1,0 +1,100 @@
+import {
+  ActivityFailure,
+  condition,
+  getExternalWorkflowHandle,
+  proxyActivities,
+  setCurrentDetails,
+  setHandler,
+  upsertSearchAttributes,
+} from '@temporalio/workflow';
+import type { SharedActivities } from '../../activities';
+import { MODEL_ACTIVITY_OPTIONS, failureOf } from '../activity-options';
+import {
+  executionTurnEndedSignal,
+  taskExecutionQuery,
+  taskExecutionSettledSignal,
+  teamWorkflowId,
+  type ChildTurnEnded,
+  type TaskExecutionInput,
+  type TaskExecutionSettled,
+} from '../messages';
+import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_PARENT, ORCHARD_STATUS } from '../search-attributes';
+
+/**
+ * One task execution (`team/<team>/task/<task>/<execution>`, issue 9): a workflow of its own, started by the team
+ * run, so every dispatch of a task to a Member is visible and steerable in the Web UI apart from the team. It
+ * marks the task in progress and hands its text to the Member's session (which works in its own worktree under
+ * its lease), waits — without a timer or a poll — for that session's turn on this task to end (the team forwards
+ * the session's turn-end notices), settles the end as the Member's evidence or failure, and tells the team.
+ *
+ * A handoff cancels it after the fence has committed: it then ends cancelled and records nothing (the fence froze
+ * the task; any late end of the old execution is not evidence).
+ */
+export async function teamTaskExecution(input: TaskExecutionInput): Promise<TaskExecutionSettled> {
+  const acts = proxyActivities<SharedActivities>({ ...MODEL_ACTIVITY_OPTIONS, summary: `task ${input.taskId}` });
+  const team = getExternalWorkflowHandle(teamWorkflowId(input.teamId));
+  const notices: ChildTurnEnded[] = [];
+  let state: TaskExecutionSettled['state'] | 'dispatching' | 'working' = 'dispatching';
+  let sessionTaskId: string | undefined;
+
+  setHandler(
+    executionTurnEndedSignal,
+    (notice) => {
+      if (notice.childId === input.sessionId && !notices.some((n) => n.turnId === notice.turnId && n.closed === notice.closed)) notices.push(notice);
+    },
+    { description: "A turn end (or the close) of the Member's session, forwarded by the team." },
+  );
+  setHandler(taskExecutionQuery, () => ({ ...input, state, sessionTaskId }), { description: 'The execution: task, member, session and state.' });
+
+  const show = (status: string) => {
+    upsertSearchAttributes([
+      { key: ORCHARD_KIND, value: 'task_execution' },
+      { key: ORCHARD_PARENT, value: teamWorkflowId(input.teamId) },
+      { key: ORCHARD_HOST, value: input.host },
+      { key: ORCHARD_STATUS, value: status },
+    ]);
+    setCurrentDetails(`task **${input.taskId}** → ${input.memberId} (${input.sessionId}): ${status}`);
+  };
+  show('dispatching');
+
+  const finish = async (settled: TaskExecutionSettled): Promise<TaskExecutionSettled> => {
+    state = settled.state;
+    show(settled.state);
+    await team.signal(taskExecutionSettledSignal, settled);
+    return settled;
+  };
+  const base = { executionId: input.executionId, taskId: input.taskId, memberId: input.memberId };
+
+  try {
+    const dispatched = await acts.dispatchTask({
+      teamId: input.teamId,
+      taskId: input.taskId,
+      executionId: input.executionId,
+      memberId: input.memberId,
+      role: input.role,
+      repo: input.repo,
+      host: input.host,
+      parent: teamWorkflowId(input.teamId),
+      model: input.model,
+    });
+    sessionTaskId = dispatched.sessionTaskId;
+  } catch (err) {
+    if (!(err instanceof ActivityFailure)) throw err;
+    return finish({ ...base, state: 'not_started', revision: 0, message: failureOf(err).message });
+  }
+  state = 'working';
+  show('working');
+
+  // This task's turn ended, or the session closed without ending it (cancelled or failed: not evidence).
+  let end: ChildTurnEnded | undefined;
+  await condition(() => (end = notices.find((n) => n.closed || (sessionTaskId !== undefined && n.taskId === sessionTaskId))) !== undefined);
+  const settled = await acts.settleExecution({
+    teamId: input.teamId,
+    taskId: input.taskId,
+    executionId: input.executionId,
+    memberId: input.memberId,
+    outcome: end!.closed && end!.outcome === 'finished' ? 'cancelled' : end!.outcome,
+    excerpt: end!.excerpt,
+  });
+  return finish({ ...base, state: settled.state, revision: settled.revision, candidate: settled.candidate, sessionTaskId, excerpt: end!.excerpt });
+}

@@ -4,6 +4,7 @@ import type { Pool } from 'pg';
 import { createTeamActivities } from '../../activities/team';
 import {
   __testing,
+  activateTeamRun,
   cancelPendingTask,
   createTask,
   createTeamRun,
@@ -21,7 +22,7 @@ import {
 import { appendEntry } from '../../activities/store/transcript';
 import type { Actor } from '../../workflows/team/authority';
 import { gate } from '../helpers/fleet-model';
-import { testPool, uniqueId } from '../helpers/orchard';
+import { makeRepo, testPool, uniqueId } from '../helpers/orchard';
 import { activityTypes, startScriptedTeam, waitingBehind, type Call, type TeamHarness } from '../helpers/team';
 import { waitFor } from '../helpers/wait';
 
@@ -316,7 +317,7 @@ interface TaskSpec {
 interface Damage {
   /** The n-th output row is deleted (a lost evidence row). */
   deleteOutput?: number;
-  /** The team moved to a new generation: earlier evidence is stale. */
+  /** The team was activated again (a new generation): earlier evidence is stale. */
   newGeneration: boolean;
   /** The n-th user-cancelled task cites an event that is not about it. */
   miscite?: number;
@@ -351,8 +352,9 @@ const damage: fc.Arbitrary<Damage> = fc.record({
 });
 
 /** Builds the board with the store's own writes, each by the actor that makes it in the system. */
-async function build(pool: Pool, teamId: string, specs: TaskSpec[], hurt: Damage): Promise<void> {
-  await createTeamRun(pool, { teamId, repo: '/srv/repo', goal: 'property', members: MEMBERS.map((memberId) => ({ memberId, role: memberId, sessionId: `${teamId}-${memberId}` })) });
+async function build(pool: Pool, repo: string, teamId: string, specs: TaskSpec[], hurt: Damage): Promise<void> {
+  await createTeamRun(pool, { teamId, repo, goal: 'property', members: MEMBERS.map((memberId) => ({ memberId, role: memberId, sessionId: `${teamId}-${memberId}` })) });
+  await activateTeamRun(pool, teamId, 'first');
   const coordinator: Actor = { kind: 'coordinator', turnId: 'plan' };
   let executions = 0;
   async function place(taskId: string, spec: TaskSpec, owner: string): Promise<void> {
@@ -408,7 +410,8 @@ async function build(pool: Pool, teamId: string, specs: TaskSpec[], hurt: Damage
       [teamId, hurt.deleteOutput],
     );
   }
-  if (hurt.newGeneration) await pool.query(`UPDATE team_runs SET generation = generation + 1 WHERE team_id = $1`, [teamId]);
+  // The team was started again after its run closed: a new activation, a new generation.
+  if (hurt.newGeneration) await activateTeamRun(pool, teamId, 'second');
   if (hurt.miscite !== undefined) {
     const cancelled = (await pool.query(`SELECT task_id FROM team_tasks WHERE team_id = $1 AND cancel->>'by' = 'user' ORDER BY task_id`, [teamId])).rows;
     if (cancelled.length > 0) {
@@ -464,10 +467,12 @@ test('property: over generated boards built through the store, org_run_complete 
     },
   });
   const seen = { delivered: 0, refused: 0 };
+  // A real repository: certification builds the run's result branch on its protected branch.
+  const repo = makeRepo();
   await fc.assert(
     fc.asyncProperty(fc.array(taskSpec, { minLength: 1, maxLength: 4 }), damage, async (specs, hurt) => {
       const teamId = uniqueId('prop');
-      await build(pool, teamId, specs, hurt);
+      await build(pool, repo, teamId, specs, hurt);
       const oracle = await fullClosure(pool, teamId, hurt.turnsRunning);
       const board = await readBoard(pool, teamId);
 

@@ -1,6 +1,6 @@
 import type { Pool, PoolClient } from 'pg';
 import { actorLabel, MEMBER_MESSAGE_PURPOSES, storeRefusal, type Actor, type StoreOperation } from '../../workflows/team/authority';
-import type { BoardSnapshot as ClosureBoard, ClosureResult, HandoffState } from '../../workflows/team/closure';
+import { validateClosure, type BoardSnapshot as ClosureBoard, type ClosureResult, type HandoffState } from '../../workflows/team/closure';
 import { withTransaction } from './db';
 import type { TeamResultRecord } from './team-result';
 
@@ -385,31 +385,36 @@ export async function readBoard(pool: Pool, teamId: string): Promise<BoardSnapsh
   return withTransaction(pool, async (c) => {
     // One snapshot for the run row and every table read after it.
     await c.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ');
-    const run = await c.query(`SELECT generation, work_revision FROM team_runs WHERE team_id = $1`, [teamId]);
-    if (run.rows.length === 0) throw new TeamStoreRefusal('team_not_found', `no team run ${teamId}`);
-    const tasks = await c.query(`SELECT * FROM team_tasks WHERE team_id = $1 ORDER BY created_at, task_id`, [teamId]);
-    const outputs = await c.query(`SELECT * FROM team_task_outputs WHERE team_id = $1 ORDER BY created_at`, [teamId]);
-    const events = await c.query(`SELECT event_id, kind, task_id FROM team_user_events WHERE team_id = $1 ORDER BY created_at`, [teamId]);
-    const handoffs = await c.query(`SELECT old_task_id, new_task_id, state FROM team_handoff_receipts WHERE team_id = $1 ORDER BY created_at`, [teamId]);
-    const unread = await c.query(`SELECT count(*)::int AS n FROM team_inbox WHERE team_id = $1 AND read_revision IS NULL`, [teamId]);
-    return {
-      teamId,
-      generation: Number(run.rows[0].generation),
-      workRevision: Number(run.rows[0].work_revision),
-      tasks: tasks.rows.map(toTask),
-      outputs: outputs.rows.map((r) => ({
-        outputId: r.output_id,
-        taskId: r.task_id,
-        generation: Number(r.generation),
-        executionId: r.execution_id,
-        summary: r.summary,
-        commitSha: r.commit_sha ?? undefined,
-      })),
-      userEvents: events.rows.map((r) => ({ id: r.event_id, teamId, kind: r.kind, taskId: r.task_id ?? undefined })),
-      handoffs: handoffs.rows.map((r) => ({ oldTaskId: r.old_task_id, ...(r.new_task_id ? { newTaskId: r.new_task_id } : {}), state: r.state })),
-      inboxUnread: Number(unread.rows[0].n),
-    };
+    return boardIn(c, teamId);
   });
+}
+
+/** The board as the transaction `c` sees it (a snapshot, or a writer's view under the run row's lock). */
+async function boardIn(c: PoolClient, teamId: string): Promise<BoardSnapshot> {
+  const run = await c.query(`SELECT generation, work_revision FROM team_runs WHERE team_id = $1`, [teamId]);
+  if (run.rows.length === 0) throw new TeamStoreRefusal('team_not_found', `no team run ${teamId}`);
+  const tasks = await c.query(`SELECT * FROM team_tasks WHERE team_id = $1 ORDER BY created_at, task_id`, [teamId]);
+  const outputs = await c.query(`SELECT * FROM team_task_outputs WHERE team_id = $1 ORDER BY created_at`, [teamId]);
+  const events = await c.query(`SELECT event_id, kind, task_id FROM team_user_events WHERE team_id = $1 ORDER BY created_at`, [teamId]);
+  const handoffs = await c.query(`SELECT old_task_id, new_task_id, state FROM team_handoff_receipts WHERE team_id = $1 ORDER BY created_at`, [teamId]);
+  const unread = await c.query(`SELECT count(*)::int AS n FROM team_inbox WHERE team_id = $1 AND read_revision IS NULL`, [teamId]);
+  return {
+    teamId,
+    generation: Number(run.rows[0].generation),
+    workRevision: Number(run.rows[0].work_revision),
+    tasks: tasks.rows.map(toTask),
+    outputs: outputs.rows.map((r) => ({
+      outputId: r.output_id,
+      taskId: r.task_id,
+      generation: Number(r.generation),
+      executionId: r.execution_id,
+      summary: r.summary,
+      commitSha: r.commit_sha ?? undefined,
+    })),
+    userEvents: events.rows.map((r) => ({ id: r.event_id, teamId, kind: r.kind, taskId: r.task_id ?? undefined })),
+    handoffs: handoffs.rows.map((r) => ({ oldTaskId: r.old_task_id, ...(r.new_task_id ? { newTaskId: r.new_task_id } : {}), state: r.state })),
+    inboxUnread: Number(unread.rows[0].n),
+  };
 }
 
 /** The board as the closure validator reads it, assessed at the board's own revision. */
@@ -462,6 +467,18 @@ export async function issueCertificate(pool: Pool, teamId: string, actor: Actor,
     if (existing.rows[0]) return { result: existing.rows[0].certificate as RunCompletionCertificate };
     if (certificate.generation !== generation || certificate.workRevision !== revision - 1) {
       throw new TeamStoreRefusal('stale_evidence', `the board moved (generation ${generation}, revision ${revision - 1}) since it was assessed at revision ${certificate.workRevision}`);
+    }
+    // The store certifies only the closure of the board it holds (under the run row's lock: no write can slip in),
+    // whoever asks: the certificate must be the validator's verdict on this board, evidence and all. Running
+    // turns are the caller's to check (the store does not see them).
+    const closure = validateClosure(closureInputOf(await boardIn(c, teamId), 0));
+    if (closure.outcome !== 'delivered') {
+      throw new TeamStoreRefusal('completion_refused', `the run is ${closure.outcome}: ${closure.reasons.map((r) => r.code).join(', ')}`);
+    }
+    const claimed = { taskIds: certificate.evidence.taskIds, outputIds: certificate.evidence.outputIds, resolutions: certificate.resolutions, validatorVersion: certificate.validatorVersion };
+    const actual = { taskIds: closure.evidence.taskIds, outputIds: closure.evidence.outputIds, resolutions: closure.evidence.resolutions, validatorVersion: closure.validatorVersion };
+    if (JSON.stringify(claimed) !== JSON.stringify(actual)) {
+      throw new TeamStoreRefusal('completion_refused', "the certificate's evidence is not the board's closure");
     }
     await c.query(`INSERT INTO team_certificates (team_id, generation, work_revision, certificate) VALUES ($1, $2, $3, $4)`, [
       teamId,
@@ -542,7 +559,13 @@ export async function fenceHandoff(
 ): Promise<{ result: HandoffReceipt; revision: number }> {
   return commit(pool, teamId, { kind: 'user', eventId: input.eventId }, 'handoff', async ({ c, generation, revision }) => {
     const existing = await c.query(`SELECT * FROM team_handoff_receipts WHERE team_id = $1 AND old_task_id = $2`, [teamId, input.oldTaskId]);
-    if (existing.rows[0]) return { result: toReceipt(existing.rows[0]) };
+    if (existing.rows[0]) {
+      // A retry of this fence (same user event) finds its receipt; another user's cancel/reassign of the same
+      // execution lost the race to it, and is told so instead of being handed the winner's receipt.
+      const receipt = toReceipt(existing.rows[0]);
+      if (receipt.reason.userEventId === input.eventId) return { result: receipt };
+      throw new TeamStoreRefusal('task_not_in_progress', `task ${input.oldTaskId} was already handed off (${receipt.reason.kind}, receipt ${receipt.receiptId})`);
+    }
     const task = await requireTask(c, teamId, input.oldTaskId);
     if (task.status !== 'in_progress' || !task.owner) throw new TeamStoreRefusal('task_not_in_progress', `task ${input.oldTaskId} is ${task.status}: only running work is handed off`);
     const replacement = input.replacement;

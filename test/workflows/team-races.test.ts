@@ -1,0 +1,254 @@
+import test, { type ExecutionContext } from 'ava';
+import { readBoard } from '../../activities/store/team';
+import { teamWorkflowId } from '../../workflows/messages';
+import { activityTypes, holdRunRow, startScriptedTeam, type Call, type TeamHarness } from '../helpers/team';
+import { waitFor } from '../helpers/wait';
+
+/**
+ * Handoff races (invariant 14) against a real `teamRun`, sessions, bash and Postgres. Two writers are made to
+ * arrive together by holding the team's run row (the lock every board write takes first) while both queue up
+ * behind it; releasing it lets them through in arrival order, so each order is forced, not hoped for. Asserted:
+ * what the user's update answered, the rows in Postgres and the workflow's status.
+ */
+const create = (taskId: string, owner: string): Call => ['task_create', { taskId, title: `Do ${taskId}`, description: `work on ${taskId}`, owner }];
+const APPROVE: Call = ['plan_approve', {}];
+
+type Settled<T> = { ok: true; value: T } | { ok: false; code: string; message: string };
+const settle = <T>(p: Promise<T>): Promise<Settled<T>> =>
+  p.then(
+    (value) => ({ ok: true as const, value }),
+    (err: any) => ({ ok: false as const, code: String(err?.code ?? err?.type ?? 'untyped'), message: String(err?.message) }),
+  );
+
+const rows = async (h: TeamHarness, sql: string) => (await h.orchard.pool.query(sql, [h.teamId])).rows;
+const facts = (h: TeamHarness, kind: string) => h.count(`SELECT count(*) AS n FROM team_facts WHERE team_id = $1 AND kind = $2`, [h.teamId, kind]);
+const describe = (h: TeamHarness) => h.orchard.temporal.workflow.getHandle(teamWorkflowId(h.teamId)).describe();
+
+/**
+ * The member's completion and the user's cancel/reassign of the same running task reach the store together.
+ * Exactly one wins: the evidence, and the user's update refused with a typed code; or the fence, and the late
+ * end settled as handed off (no evidence). Never both.
+ */
+const completionVersusUser = test.macro({
+  async exec(t: ExecutionContext, kind: 'cancel' | 'reassign', first: 'completion' | 'fence') {
+    const h = await startScriptedTeam(t, {
+      plan: [create('a', 'implementer'), APPROVE],
+      work: { a: 'gate' },
+      handoff: { sloMs: 30_000, timeoutMs: 60_000 },
+    });
+    // The member has done the work; its final answer is held.
+    const held = h.gate('a');
+    await held.arrived;
+    const before = await readBoard(h.orchard.pool, h.teamId);
+    const user = () =>
+      settle<unknown>(
+        kind === 'cancel'
+          ? h.orchard.client.cancelTask(h.teamId, { taskId: 'a', reason: 'stop it' })
+          : h.orchard.client.reassignTask(h.teamId, { taskId: 'a', newOwner: 'reviewer', reason: 'move it' }),
+      );
+    const lock = await holdRunRow(t, h.teamId);
+    let answer: Promise<Settled<unknown>>;
+    if (first === 'completion') {
+      held.open();
+      await lock.queued(1); // the evidence write
+      answer = user();
+      await lock.queued(2); // the fence, behind it
+    } else {
+      answer = user();
+      await lock.queued(1); // the fence
+      held.open();
+      await lock.queued(2); // the evidence write, behind it
+    }
+    // Both were in flight at once: the workflow still saw the execution running when the user's update came in.
+    t.like((await h.status()).executions.find((e) => e.taskId === 'a'), { state: 'running' });
+    await lock.release();
+    const result = await answer;
+
+    const outputs = await rows(h, `SELECT task_id, execution_id FROM team_task_outputs WHERE team_id = $1`);
+    const receipts = await rows(h, `SELECT old_task_id, new_task_id, state FROM team_handoff_receipts WHERE team_id = $1`);
+    if (first === 'completion') {
+      t.false(result.ok, 'the fence lost');
+      t.is((result as { code: string }).code, 'task_not_in_progress', (result as { message: string }).message);
+      const view = await h.until('a completed', (v) => v.executions.some((e) => e.taskId === 'a' && e.state === 'completed'));
+      t.deepEqual(outputs.map((o) => o.task_id), ['a']);
+      t.is(outputs[0].execution_id, view.executions.find((e) => e.taskId === 'a')!.executionId);
+      t.deepEqual(receipts, [], 'no receipt');
+      t.is(await h.count(`SELECT count(*) AS n FROM team_user_events WHERE team_id = $1`), 0, 'no user event');
+      t.is(await h.count(`SELECT count(*) AS n FROM team_tasks WHERE team_id = $1`), 1, 'no replacement');
+      t.like((await readBoard(h.orchard.pool, h.teamId)).tasks[0], { taskId: 'a', status: 'completed' });
+      t.is((await readBoard(h.orchard.pool, h.teamId)).workRevision, before.workRevision + 1, 'one fact: the evidence');
+      t.deepEqual(view.receipts, []);
+      t.deepEqual(view.waiting, []);
+      return;
+    }
+    t.true(result.ok, `the fence won: ${JSON.stringify(result)}`);
+    const receipt: any = kind === 'cancel' ? (result as any).value.receipt : (result as any).value;
+    t.like(receipt, { kind, oldTaskId: 'a', state: 'requested' });
+    const view = await h.until('released', (v) => v.receipts[0]?.state === 'released' && (kind === 'cancel' || v.executions.some((e) => e.taskId === 'a-r1' && e.state === 'completed')));
+    // The late end was no evidence.
+    t.not(view.executions.find((e) => e.taskId === 'a')!.state, 'completed');
+    t.is(await h.count(`SELECT count(*) AS n FROM team_facts WHERE team_id = $1 AND kind = 'task_output' AND task_id = 'a'`), 0, 'no evidence fact for a');
+    t.false((await rows(h, `SELECT task_id FROM team_task_outputs WHERE team_id = $1`)).some((o) => o.task_id === 'a'), 'no output row for a');
+    const board = await readBoard(h.orchard.pool, h.teamId);
+    t.like(board.tasks.find((x) => x.taskId === 'a'), { status: 'cancelled', cancel: { by: 'user', kind } });
+    t.deepEqual(board.handoffs, [{ oldTaskId: 'a', ...(kind === 'reassign' ? { newTaskId: 'a-r1' } : {}), state: 'released' }]);
+    t.is(await facts(h, 'handoff_requested'), 1);
+    if (kind === 'reassign') {
+      const replacement = view.executions.find((e) => e.taskId === 'a-r1')!;
+      t.is(replacement.memberId, 'reviewer');
+      t.deepEqual((await rows(h, `SELECT task_id, execution_id FROM team_task_outputs WHERE team_id = $1`)).map((o) => [o.task_id, o.execution_id]), [['a-r1', replacement.executionId]]);
+    }
+    // A handoff released well within its SLO: no miss, and no search attribute saying so.
+    t.false(view.receipts[0].sloMissed);
+    t.is((await describe(h)).searchAttributes.OrchardHandoffSloMissed, undefined);
+  },
+  title: (_ = '', kind, first) => `${kind} vs complete, ${first === 'completion' ? "the member's completion" : "the user's fence"} first: exactly one wins`,
+});
+
+test.serial(completionVersusUser, 'cancel', 'completion');
+test.serial(completionVersusUser, 'cancel', 'fence');
+test.serial(completionVersusUser, 'reassign', 'completion');
+test.serial(completionVersusUser, 'reassign', 'fence');
+
+test.serial('reassign vs reassign: two concurrent reassigns of one task — one receipt, the other refused typed', async (t) => {
+  const h = await startScriptedTeam(t, {
+    members: ['implementer', 'reviewer', 'tester'],
+    plan: [create('a', 'implementer'), APPROVE],
+    work: { a: 'write' },
+    handoff: { sloMs: 30_000, timeoutMs: 60_000 },
+  });
+  await h.writing('a', 'implementer');
+  const lock = await holdRunRow(t, h.teamId);
+  const toReviewer = settle(h.orchard.client.reassignTask(h.teamId, { taskId: 'a', newOwner: 'reviewer', reason: 'the reviewer knows it' }));
+  await lock.queued(1);
+  const toTester = settle(h.orchard.client.reassignTask(h.teamId, { taskId: 'a', newOwner: 'tester', reason: 'the tester knows it' }));
+  await lock.queued(2);
+  await lock.release();
+  const [won, lost] = await Promise.all([toReviewer, toTester]);
+  t.true(won.ok, JSON.stringify(won));
+  t.like((won as any).value, { oldTaskId: 'a', newTaskId: 'a-r1', newOwner: 'reviewer' });
+  t.false(lost.ok, `the second reassign was answered as if it had happened: ${JSON.stringify(lost)}`);
+  t.is((lost as { code: string }).code, 'task_not_in_progress');
+
+  const view = await h.until('the replacement completed', (v) => v.executions.some((e) => e.taskId === 'a-r1' && e.state === 'completed'));
+  t.is(view.receipts.length, 1);
+  t.like(view.receipts[0], { newTaskId: 'a-r1', newOwner: 'reviewer', state: 'released' });
+  t.false(view.executions.some((e) => e.memberId === 'tester'), 'the loser never ran');
+  t.deepEqual(await rows(h, `SELECT old_task_id, new_task_id, reason->>'newOwner' AS owner FROM team_handoff_receipts WHERE team_id = $1`), [
+    { old_task_id: 'a', new_task_id: 'a-r1', owner: 'reviewer' },
+  ]);
+  t.deepEqual(await rows(h, `SELECT task_id, owner FROM team_tasks WHERE team_id = $1 AND replaces_task_id IS NOT NULL`), [{ task_id: 'a-r1', owner: 'reviewer' }]);
+  t.is(await h.count(`SELECT count(*) AS n FROM team_user_events WHERE team_id = $1`), 1);
+  t.is(await facts(h, 'handoff_requested'), 1);
+});
+
+test.serial('stale release callback: the old execution proves quiescent only after its receipt timed out — that answer releases nothing; the user’s release does', async (t) => {
+  const h = await startScriptedTeam(t, {
+    plan: [create('a', 'implementer'), APPROVE],
+    work: { a: 'write' },
+    handoff: { sloMs: 300, timeoutMs: 1_500 },
+  });
+  await h.writing('a', 'implementer');
+  const stuck = await h.stick('implementer');
+  const receipt = await h.orchard.client.reassignTask(h.teamId, { taskId: 'a', newOwner: 'reviewer', reason: 'move it' });
+  await h.until('the timeout', (v) => v.receipts[0]?.state === 'timeout');
+
+  // Now the old runtime becomes quiescent: the yield, still waiting on it, answers "quiescent" — too late.
+  await stuck.unstick();
+  const events = await waitFor(async () => {
+    const history = await h.history();
+    const types = activityTypes(history);
+    const at = history.findIndex((e) => e.activityTaskCompletedEventAttributes && types.get(String(e.activityTaskCompletedEventAttributes.scheduledEventId)) === 'yieldExecution');
+    // …and the workflow has processed it (a workflow task completed after it).
+    return at >= 0 && history.slice(at).some((e) => e.workflowTaskCompletedEventAttributes) ? { history, at } : undefined;
+  }, 90_000, 'the late yield answer processed');
+  const late = JSON.parse(Buffer.from(events.history[events.at].activityTaskCompletedEventAttributes.result.payloads[0].data).toString());
+  t.true(late.quiescent, 'the stale answer did say quiescent');
+
+  const view = await h.status();
+  t.like(view.receipts[0], { state: 'timeout', resolution: undefined });
+  t.deepEqual(view.receipts[0].trail, ['requested', 'yielding', 'timeout']);
+  t.deepEqual(view.waiting, [{ taskId: 'a-r1', waiting: 'waiting_for_previous_execution', receiptId: receipt.receiptId }]);
+  t.false(view.executions.some((e) => e.taskId === 'a-r1'), 'the replacement did not start');
+  t.deepEqual(await rows(h, `SELECT state, resolution FROM team_handoff_receipts WHERE team_id = $1`), [{ state: 'timeout', resolution: null }]);
+  t.is(await facts(h, 'handoff_released'), 0);
+  t.like((await readBoard(h.orchard.pool, h.teamId)).tasks.find((x) => x.taskId === 'a-r1'), { status: 'pending' });
+
+  // Only the user's resolution moves it.
+  const released = await h.orchard.client.resolveHandoff(h.teamId, { receiptId: receipt.receiptId, action: 'release', reason: 'checked' });
+  t.like(released, { state: 'released', resolution: 'release' });
+  await h.until('the replacement completed', (v) => v.executions.some((e) => e.taskId === 'a-r1' && e.state === 'completed'));
+  t.is(await facts(h, 'handoff_released'), 1);
+});
+
+test.serial('timeout then resolve: release is refused while the old runtime is not quiescent and changes nothing; once it is, the release is accepted', async (t) => {
+  const h = await startScriptedTeam(t, {
+    plan: [create('a', 'implementer'), create('b', 'reviewer'), APPROVE],
+    work: { a: 'write' },
+    handoff: { sloMs: 300, timeoutMs: 1_500 },
+  });
+  await h.writing('a', 'implementer');
+  const stuck = await h.stick('implementer');
+  const cancelled = await h.orchard.client.cancelTask(h.teamId, { taskId: 'a', reason: 'scope cut' });
+  const receiptId = cancelled.receipt!.receiptId;
+  await h.until('the timeout, b done', (v) => v.receipts[0]?.state === 'timeout' && v.executions.some((e) => e.taskId === 'b' && e.state === 'completed'));
+
+  const revision = (await readBoard(h.orchard.pool, h.teamId)).workRevision;
+  const refused = await t.throwsAsync(h.orchard.client.resolveHandoff(h.teamId, { receiptId, action: 'release' }));
+  t.is((refused as any).code, 'old_runtime_not_quiescent');
+  t.regex(refused!.message, /process group/);
+  t.deepEqual(await rows(h, `SELECT state, resolution FROM team_handoff_receipts WHERE team_id = $1`), [{ state: 'timeout', resolution: null }]);
+  t.is((await readBoard(h.orchard.pool, h.teamId)).workRevision, revision, 'nothing committed');
+  t.like((await h.status()).receipts[0], { state: 'timeout', resolution: undefined });
+  // Not delivered while the cancelled work is not proven stopped.
+  const [pending] = await h.script([['org_run_complete', { summary: 'done?' }]]);
+  t.regex(pending, /^error \(completion_refused\): .*handoff_pending \(a\)/);
+
+  await stuck.unstick();
+  const released = await waitFor(
+    () =>
+      h.orchard.client
+        .resolveHandoff(h.teamId, { receiptId, action: 'release', reason: 'verified' })
+        .catch((err) => (err.code === 'old_runtime_not_quiescent' ? undefined : Promise.reject(err))),
+    60_000,
+    'a release with proof',
+  );
+  t.like(released, { state: 'released', resolution: 'release' });
+  t.like((await rows(h, `SELECT state, resolution FROM team_handoff_receipts WHERE team_id = $1`))[0], { state: 'released', resolution: { action: 'release', reason: 'verified' } });
+  const again = await t.throwsAsync(h.orchard.client.resolveHandoff(h.teamId, { receiptId, action: 'keep_stopped' }));
+  t.is((again as any).code, 'handoff_not_blocked');
+  // With the cancel's execution proven stopped, the run closes: a removed by the user, b completed.
+  const [delivered] = await h.script([['org_run_complete', { summary: 'b is done, a was cut' }]]);
+  t.regex(delivered, /^delivered: certificate /);
+  t.is((await h.certificates()).length, 1);
+});
+
+test.serial('SLO with short durations: the miss is recorded exactly once (also across a worker restart) and the search attribute is set', async (t) => {
+  const h = await startScriptedTeam(t, {
+    plan: [create('a', 'implementer'), APPROVE],
+    work: { a: 'write' },
+    handoff: { sloMs: 200, timeoutMs: 60_000 },
+  });
+  await h.writing('a', 'implementer');
+  const stuck = await h.stick('implementer');
+  const started = Date.now();
+  await h.orchard.client.reassignTask(h.teamId, { taskId: 'a', newOwner: 'reviewer', reason: 'move it' });
+  const missed = await h.until('the SLO miss', (v) => v.receipts[0]?.sloMissed === true);
+  t.true(Date.now() - started >= 200);
+  t.is(missed.receipts[0].state, 'yielding', 'a miss is not a timeout');
+  t.is((await describe(h)).searchAttributes.OrchardHandoffSloMissed?.[0], true);
+
+  await h.orchard.restartWorkers();
+  await stuck.unstick();
+  const done = await h.until('released and replaced', (v) => v.executions.some((e) => e.taskId === 'a-r1' && e.state === 'completed'));
+  t.like(done.receipts[0], { state: 'released', sloMissed: true });
+  t.deepEqual(done.receipts[0].trail, ['requested', 'yielding', 'released']);
+  t.deepEqual(await rows(h, `SELECT state, slo_missed FROM team_handoff_receipts WHERE team_id = $1`), [{ state: 'released', slo_missed: true }]);
+  t.is(await h.count(`SELECT count(*) AS n FROM team_facts WHERE team_id = $1 AND detail->>'sloMissed' = 'true'`), 1, 'one recorded miss');
+  t.is((await describe(h)).searchAttributes.OrchardHandoffSloMissed?.[0], true);
+  // One SLO timer fired; the timeout's was cancelled when the handoff released.
+  const history = await h.history();
+  t.is(history.filter((e) => e.timerStartedEventAttributes).length, 2);
+  t.is(history.filter((e) => e.timerFiredEventAttributes).length, 1);
+  t.is(history.filter((e) => e.timerCanceledEventAttributes).length, 1);
+});

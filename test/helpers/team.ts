@@ -245,3 +245,18 @@ export async function waitingBehind(pool: Pool, pid: number): Promise<number[]> 
   behind.delete(pid);
   return [...behind];
 }
+
+/**
+ * Waits until the team's `status` satisfies `probe` and returns that view; on a timeout the error carries the
+ * last status, for whoever reads the failure.
+ */
+export async function untilTeam(orchard: TestOrchard, teamId: string, what: string, probe: (v: TeamStatusView) => boolean, timeoutMs = 60_000): Promise<TeamStatusView> {
+  try {
+    return await waitFor(async () => {
+      const v = await orchard.client.teamStatus(teamId);
+      return probe(v) ? v : undefined;
+    }, timeoutMs, what);
+  } catch (err) {
+    throw new Error(`${(err as Error).message}; status: ${JSON.stringify(await orchard.client.teamStatus(teamId).catch(() => 'unavailable'))}`);
+  }
+}

@@ -4,11 +4,11 @@ import test, { type ExecutionContext } from 'ava';
 import { OpenAICompatibleProvider } from '../../activities/model/openai';
 import { closureInputOf, readBoard } from '../../activities/store/team';
 import { validateClosure } from '../../workflows/team/closure';
-import type { TeamStatusView } from '../../workflows/messages';
 import { calls, final, lastUserText } from '../helpers/fleet-model';
 import { completion, stubModel, type Reply } from '../helpers/model-stub';
 import { keepHistory, makeRepo, startOrchard, uniqueId, type TestOrchard } from '../helpers/orchard';
 import { waitFor } from '../helpers/wait';
+import { untilTeam } from '../helpers/team';
 
 /**
  * A user's `cancelTask` (issue 9): the task leaves the run's scope citing a user event, so the closure counts it
@@ -56,16 +56,7 @@ async function team(t: ExecutionContext) {
   return { orchard, teamId };
 }
 
-const until = async (orchard: TestOrchard, teamId: string, what: string, probe: (v: TeamStatusView) => boolean) => {
-  try {
-    return await waitFor(async () => {
-      const v = await orchard.client.teamStatus(teamId);
-      return probe(v) ? v : undefined;
-    }, 60_000, what);
-  } catch (err) {
-    throw new Error(`${(err as Error).message}; status: ${JSON.stringify(await orchard.client.teamStatus(teamId))}`);
-  }
-};
+const until = untilTeam;
 
 const lines = (path: string) => readFileSync(path, 'utf8').split('\n').filter(Boolean).length;
 const historyLength = async (orchard: TestOrchard, teamId: string) => (await orchard.temporal.workflow.getHandle(`team/${teamId}`).fetchHistory()).events!.length;

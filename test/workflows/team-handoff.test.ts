@@ -3,11 +3,11 @@ import { join } from 'node:path';
 import test from 'ava';
 import { OpenAICompatibleProvider } from '../../activities/model/openai';
 import { readBoard } from '../../activities/store/team';
-import type { TeamStatusView } from '../../workflows/messages';
 import { calls, final } from '../helpers/fleet-model';
 import { completion, stubModel, type Reply } from '../helpers/model-stub';
-import { keepHistory, makeRepo, startOrchard, uniqueId, type TestOrchard } from '../helpers/orchard';
+import { keepHistory, makeRepo, startOrchard, uniqueId } from '../helpers/orchard';
 import { waitFor } from '../helpers/wait';
+import { untilTeam } from '../helpers/team';
 
 /**
  * Cancel/reassign handoff (invariant 14) against real sessions, bash processes and Postgres. The implementer's
@@ -57,17 +57,7 @@ async function team(t: import('ava').ExecutionContext, handoff?: { sloMs: number
   return { orchard, teamId, oldLog, implementerSession };
 }
 
-const until = async (orchard: TestOrchard, teamId: string, what: string, probe: (v: TeamStatusView) => boolean) => {
-  try {
-    return await waitFor(async () => {
-      const v = await orchard.client.teamStatus(teamId);
-      return probe(v) ? v : undefined;
-    }, 60_000, what);
-  } catch (err) {
-    // Say where the team stood, for whoever reads the failure.
-    throw new Error(`${(err as Error).message}; status: ${JSON.stringify(await orchard.client.teamStatus(teamId))}`);
-  }
-};
+const until = untilTeam;
 
 const stamps = (path: string) =>
   readFileSync(path, 'utf8')

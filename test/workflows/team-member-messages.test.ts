@@ -6,9 +6,10 @@ import { OrchardError } from '../../client/client';
 import { sessionWorkflowId, teamWorkflowId, type TeamStatusView } from '../../workflows/messages';
 import { MEMBER_MESSAGE_PURPOSES, type Actor } from '../../workflows/team/authority';
 import { calls, final, gate, lastUserText } from '../helpers/fleet-model';
-import { completion, stubModel, type Reply } from '../helpers/model-stub';
+import { stubModel, type Reply } from '../helpers/model-stub';
 import { makeRepo, startOrchard, testPool, uniqueId, type TestOrchard } from '../helpers/orchard';
 import { waitFor } from '../helpers/wait';
+import { untilTeam } from '../helpers/team';
 
 /**
  * A team Member's `org_send_message` (issue 9, deliverable 7; invariant 16) against the real dev server, Postgres,
@@ -108,11 +109,7 @@ test('a Member messages its Coordinator: each refusal is typed, writes nothing a
   const coordinatorRequests = () => stub.requests.map((r) => r.body).filter(isCoordinatorRequest);
   const wakes = () => coordinatorRequests().filter((b) => b.messages.at(-1).role === 'user').map((b) => String(b.messages.at(-1).content));
   const status = () => orchard.client.teamStatus(teamId);
-  const until = (what: string, probe: (v: TeamStatusView) => boolean) =>
-    waitFor(async () => {
-      const v = await status();
-      return probe(v) ? v : undefined;
-    }, 60_000, what);
+  const until = (what: string, probe: (v: TeamStatusView) => boolean) => untilTeam(orchard, teamId, what, probe);
 
   await orchard.client.startTeam({
     teamId,

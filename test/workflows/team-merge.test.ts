@@ -8,7 +8,7 @@ import { teamWorkflowId, type TeamStatusView } from '../../workflows/messages';
 import { calls, final, gate } from '../helpers/fleet-model';
 import { completion, stubModel, type Reply } from '../helpers/model-stub';
 import { git, makeRepo, startOrchard, uniqueId, type TestOrchard } from '../helpers/orchard';
-import { waitFor } from '../helpers/wait';
+import { untilTeam } from '../helpers/team';
 
 /**
  * Protected branch by mechanism (issue 9, deliverable 8), against the real dev server, Postgres, git and bash; only
@@ -82,11 +82,7 @@ async function startTeam(t: import('ava').ExecutionContext, script: Script) {
   return { orchard, teamId, repo, mainAtStart };
 }
 
-const until = (orchard: TestOrchard, teamId: string, what: string, probe: (v: TeamStatusView) => boolean) =>
-  waitFor(async () => {
-    const v = await orchard.client.teamStatus(teamId);
-    return probe(v) ? v : undefined;
-  }, 120_000, what);
+const until = (orchard: TestOrchard, teamId: string, what: string, probe: (v: TeamStatusView) => boolean) => untilTeam(orchard, teamId, what, probe, 120_000);
 
 const refusedWith = async (t: import('ava').ExecutionContext, call: Promise<unknown>, code: OrchardError['code']) => {
   const err = await t.throwsAsync(call);

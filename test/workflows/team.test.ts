@@ -2,11 +2,11 @@ import { readdirSync } from 'node:fs';
 import test from 'ava';
 import { OpenAICompatibleProvider } from '../../activities/model/openai';
 import { readBoard } from '../../activities/store/team';
-import { teamWorkflowId, type TeamStatusView } from '../../workflows/messages';
+import { teamWorkflowId } from '../../workflows/messages';
 import { calls, final, gate, lastUserText } from '../helpers/fleet-model';
 import { completion, stubModel, type Reply } from '../helpers/model-stub';
-import { git, keepHistory, makeRepo, startOrchard, uniqueId, type TestOrchard } from '../helpers/orchard';
-import { waitFor } from '../helpers/wait';
+import { git, keepHistory, makeRepo, startOrchard, uniqueId } from '../helpers/orchard';
+import { untilTeam } from '../helpers/team';
 
 /**
  * Team runs against the real dev server and Postgres, the model played over HTTP: Coordinator requests (they offer
@@ -41,12 +41,7 @@ async function startTeam(
   return { stub, orchard, teamId, repo, coordinatorRequests: () => stub.requests.map((r) => r.body).filter(isCoordinatorRequest) };
 }
 
-const status = (orchard: TestOrchard, teamId: string) => orchard.client.teamStatus(teamId);
-const until = (orchard: TestOrchard, teamId: string, what: string, probe: (v: TeamStatusView) => boolean) =>
-  waitFor(async () => {
-    const v = await status(orchard, teamId);
-    return probe(v) ? v : undefined;
-  }, 60_000, what);
+const until = untilTeam;
 
 /** A Coordinator that plans two tasks on the goal, approves, and on every wake reads the board once and ends. */
 const planner = (ctx: TeamCtx): Reply => {

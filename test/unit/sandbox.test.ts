@@ -12,7 +12,7 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { homedir, tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { buildCommandEnv } from '../../activities/bash/env';
 import {
@@ -45,8 +45,11 @@ const noSandbox = process.env.ORCHARD_TEST_NO_SANDBOX;
  * are visible read-only in the sandbox; under /tmp they are hidden by the private /tmp and only the shared
  * repository is shown again. Attacks run in both.
  */
+const underPrivateTmp = (dir: string) => ['/tmp', '/var/tmp', '/dev/shm', tmpdir()].some((t) => dir === t || dir.startsWith(`${t}/`));
+// A checkout under /tmp (a CI clone there) cannot hold the "outside" fixtures: the sandbox's private /tmp hides them.
+const OUTSIDE = underPrivateTmp(INSTALL) ? path.join(homedir(), '.cache', 'orchard', 'sandbox-test') : path.join(INSTALL, '.test-tmp');
 const ROOTS: ReadonlyArray<readonly [string, string]> = [
-  ['outside /tmp', path.join(INSTALL, '.test-tmp')],
+  ['outside /tmp', OUTSIDE],
   ['under /tmp', tmpdir()],
 ];
 let probeProblem: string | undefined;

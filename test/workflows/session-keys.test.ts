@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import test from 'ava';
 import { sessionWorkflowId } from '../../workflows/messages';
 import { git, makeRepo, sharedOrchard, uniqueId, writeScenario } from '../helpers/orchard';
+import { waitFor } from '../helpers/wait';
 
 const shared = sharedOrchard(test);
 
@@ -44,8 +45,11 @@ test('a session cancelled and created again with the same id runs its new task: 
   t.deepEqual(calls.rows.map((r) => [r.execution_id, r.n]), [[done.executionId, 3], [view.executionId, 3]]);
   t.deepEqual(git(repo, 'log', '--format=%s', `orchard/${sessionId}`).split('\n').slice(0, 2), ['commit second', 'commit first']);
   t.deepEqual(readFileSync(join(view.worktree!, 'attempts.log'), 'utf8').trim().split('\n'), ['first', 'second']);
-  const tasks = await orchard.pool.query(`SELECT execution_id, task, state FROM session_tasks WHERE session_id = $1 ORDER BY created_at`, [sessionId]);
-  t.deepEqual(tasks.rows.map((r) => [r.task, r.state]), [['first task', 'done'], ['second task', 'done']]);
+  // A task's end is written by a store activity after the turn settles: wait for the row, then check every row.
+  const states = async () =>
+    (await orchard.pool.query(`SELECT task, state FROM session_tasks WHERE session_id = $1 ORDER BY created_at`, [sessionId])).rows.map((r) => [r.task, r.state]);
+  await waitFor(async () => ((await states()).every(([, state]) => state !== 'running') ? true : undefined), 30_000, 'the tasks ended');
+  t.deepEqual(await states(), [['first task', 'done'], ['second task', 'done']]);
 });
 
 test('a reset to before the last turn runs that turn again as a new attempt; the transcript keeps both', async (t) => {

@@ -134,9 +134,12 @@ export function createTeamActivities(deps: TeamActivityDeps) {
     return { quiescent: true };
   }
 
-  /** `completion_candidate.state` of the board now (the same validator as the certificate). */
-  async function candidateOf(teamId: string, turnsRunning: number): Promise<string> {
-    return validateClosure(closureInputOf(await readBoard(deps.pool, teamId), turnsRunning)).candidate;
+  /**
+   * `completion_candidate.state` of the board now (the same validator as the certificate). A running execution's
+   * task is in progress on the board, which already blocks; no running count is needed here.
+   */
+  async function candidateOf(teamId: string): Promise<string> {
+    return validateClosure(closureInputOf(await readBoard(deps.pool, teamId), 0)).candidate;
   }
 
   /**
@@ -477,14 +480,12 @@ export function createTeamActivities(deps: TeamActivityDeps) {
       memberId: string;
       outcome: string;
       excerpt?: string;
-      /** Other member executions still running. */
-      othersRunning?: number;
     }): Promise<{ revision: number; state: 'completed' | 'failed' | 'handed_off'; candidate: string }> {
       const actor: Actor = { kind: 'member', memberId: input.memberId, executionId: input.executionId };
       const board = await readBoard(deps.pool, input.teamId);
       const task = board.tasks.find((t) => t.taskId === input.taskId);
       // A fence committed first (the task was handed off): this end is not evidence.
-      if (task?.status === 'cancelled') return { revision: board.workRevision, state: 'handed_off', candidate: await candidateOf(input.teamId, input.othersRunning ?? 0) };
+      if (task?.status === 'cancelled') return { revision: board.workRevision, state: 'handed_off', candidate: await candidateOf(input.teamId) };
       if (input.outcome === 'finished') {
         // Evidence binds code: the head of the Member's branch now that its turn has ended. Only committed work
         // counts; uncommitted changes stay in its worktree (a Member that committed nothing has its base as head).
@@ -501,10 +502,10 @@ export function createTeamActivities(deps: TeamActivityDeps) {
           summary: input.excerpt ?? '',
           commitSha,
         });
-        return { revision, state: 'completed', candidate: await candidateOf(input.teamId, input.othersRunning ?? 0) };
+        return { revision, state: 'completed', candidate: await candidateOf(input.teamId) };
       }
       const { revision } = await failTask(deps.pool, input.teamId, actor, input.taskId, `execution ended ${input.outcome}`);
-      return { revision, state: 'failed', candidate: await candidateOf(input.teamId, input.othersRunning ?? 0) };
+      return { revision, state: 'failed', candidate: await candidateOf(input.teamId) };
     },
   };
 }

@@ -301,11 +301,10 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   /** The user's reassign: one fence transaction (before anything is asked of the old execution), then the driver. */
   async function reassign(input: { taskId: string; newOwner: string; reason: string }): Promise<ReceiptView> {
     const execution = executions.find((e) => e.taskId === input.taskId && e.state === 'running')!;
-    const receipt = await fence(execution, 'reassign', input.reason, { taskId: `${input.taskId}-r${receipts.length + 1}`, owner: input.newOwner });
-    noteEvent(`task ${input.taskId} reassigned from ${receipt.oldOwner} to ${input.newOwner} (${input.reason}): replacement ${receipt.newTaskId} waits for the old execution`);
-    publish();
-    void drive(receipt.receiptId);
-    return publicReceipt(receipt.receiptId);
+    return fence(execution, 'reassign', input.reason, (r) => `task ${input.taskId} reassigned from ${r.oldOwner} to ${input.newOwner} (${input.reason}): replacement ${r.newTaskId} waits for the old execution`, {
+      taskId: `${input.taskId}-r${receipts.length + 1}`,
+      owner: input.newOwner,
+    });
   }
 
   /**
@@ -316,11 +315,8 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   async function cancelTask(input: CancelTaskInput): Promise<CancelTaskResult> {
     const execution = executions.find((e) => e.taskId === input.taskId && e.state === 'running');
     if (execution) {
-      const receipt = await fence(execution, 'cancel', input.reason);
-      noteEvent(`the user cancelled task ${input.taskId} (${input.reason}) while ${receipt.oldOwner} worked on it: its execution is stopped, nothing replaces it`);
-      publish();
-      void drive(receipt.receiptId);
-      return { taskId: input.taskId, status: 'cancelled', workRevision: knownRevision, receipt: publicReceipt(receipt.receiptId) };
+      const receipt = await fence(execution, 'cancel', input.reason, (r) => `the user cancelled task ${input.taskId} (${input.reason}) while ${r.oldOwner} worked on it: its execution is stopped, nothing replaces it`);
+      return { taskId: input.taskId, status: 'cancelled', workRevision: knownRevision, receipt };
     }
     const cancelled = await asUpdateFailure(acts.cancelPendingTask({ teamId: start.teamId, eventId: `cancel-${uuid4()}`, taskId: input.taskId, reason: input.reason, kind: 'cancel' }));
     knownRevision = Math.max(knownRevision, cancelled.revision);
@@ -334,16 +330,17 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   }
 
   /**
-   * One fence transaction, committed before anything is asked of the old execution. Whichever commits first
-   * wins: a completion settled before the fence makes the fence refuse (typed), and a fence first makes the late
-   * completion settle as handed off, not as evidence.
+   * One fence transaction, committed before anything is asked of the old execution, then the driver. Whichever
+   * commits first wins: a completion settled before the fence makes the fence refuse (typed), and a fence first
+   * makes the late completion settle as handed off, not as evidence.
    */
   async function fence(
     execution: TaskExecutionView,
     kind: 'reassign' | 'cancel',
     reason: string,
+    event: (receipt: HandoffState) => string,
     replacement?: { taskId: string; owner: string },
-  ): Promise<HandoffState> {
+  ): Promise<ReceiptView> {
     const fenced = await asUpdateFailure(acts.fenceHandoff({
       teamId: start.teamId,
       eventId: `${kind}-${uuid4()}`,
@@ -379,7 +376,10 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       driven: false,
     };
     receipts.push(receipt);
-    return receipt;
+    noteEvent(event(receipt));
+    publish();
+    void drive(receipt.receiptId);
+    return publicReceipt(receipt.receiptId);
   }
 
   function publicReceipt(receiptId: string): ReceiptView {

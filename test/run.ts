@@ -10,6 +10,13 @@ import { bootStack, type Stack } from '../worker/stack';
  * run, the workflows bundled once, then ava with any arguments passed through (`npm test -- test/unit`).
  */
 const projectRoot = path.resolve(__dirname, '..');
+/**
+ * The whole ava run gets this long (ORCHARD_TEST_DEADLINE_MINUTES, default 45) before it is interrupted with
+ * SIGINT, which makes ava print the tests still pending, then killed. ava's own timeout only fires while no test
+ * reports, and a test file that ignores its SIGTERM can still hang the run; this turns a hang into a failed run
+ * that says where it hung, well inside CI's limit.
+ */
+const deadlineMinutes = Number(process.env.ORCHARD_TEST_DEADLINE_MINUTES ?? 45);
 const log = (line: string) => console.log(`[test] ${line}`);
 
 async function main(): Promise<number> {
@@ -20,7 +27,7 @@ async function main(): Promise<number> {
   const onSignal = (signal: NodeJS.Signals) => {
     interrupted = true;
     log(`${signal}: stopping`);
-    // ava gets the terminal's SIGINT itself; forward what a supervisor sends to us alone.
+    // ava runs in its own process group (see below), so the terminal's SIGINT reaches only us: forward it.
     ava?.kill(signal);
   };
   process.on('SIGINT', onSignal);
@@ -53,9 +60,12 @@ async function main(): Promise<number> {
 
     const args = process.argv.slice(2);
     log(`running ava ${args.join(' ')}`.trimEnd());
-    ava = spawn('npx', ['ava', ...args], {
+    // ava's own entry point, not npx: the deadline's signals must reach ava itself, and its own process group
+    // (detached) lets a final kill take its test workers with it.
+    ava = spawn(process.execPath, [path.join(projectRoot, 'node_modules', 'ava', 'entrypoints', 'cli.mjs'), ...args], {
       cwd: projectRoot,
       stdio: 'inherit',
+      detached: true,
       env: {
         ...process.env,
         TEMPORAL_ADDRESS: stack.temporalAddress,
@@ -68,6 +78,19 @@ async function main(): Promise<number> {
       },
     });
     const child = ava;
+    let overdue: NodeJS.Timeout | undefined;
+    const deadline = setTimeout(() => {
+      log(`the run passed its deadline of ${deadlineMinutes} min (ORCHARD_TEST_DEADLINE_MINUTES): interrupting ava`);
+      child.kill('SIGINT');
+      overdue = setTimeout(() => {
+        log('ava did not stop within 30 s of the interrupt: killing it and its test workers');
+        try {
+          if (child.pid) process.kill(-child.pid, 'SIGKILL');
+        } catch {
+          child.kill('SIGKILL');
+        }
+      }, 30_000);
+    }, deadlineMinutes * 60_000);
     const exitCode = await new Promise<number>((resolve) => {
       child.on('error', (err) => {
         log(`could not start ava: ${err.message}`);
@@ -75,6 +98,8 @@ async function main(): Promise<number> {
       });
       child.on('exit', (code, signal) => resolve(code ?? 128 + (signal ? os.constants.signals[signal] : 0)));
     });
+    clearTimeout(deadline);
+    clearTimeout(overdue);
     log(`ava exited with code ${exitCode}`);
     return exitCode;
   } catch (err) {

@@ -33,8 +33,10 @@ export function testStackEnv() {
 
 let migrated: Promise<unknown> | undefined;
 
-// Worker lifecycle chatter drowns test output; warnings and errors still show.
-Runtime.install({ logger: new DefaultLogger('WARN') });
+// Worker lifecycle chatter drowns test output; warnings and errors still show. No shutdown signals: the SDK's
+// default handler turns ava's SIGTERM (its timeout, or an interrupt) into a graceful worker shutdown that waits for
+// running activities, so a test file stuck on one never exited and held the whole run until CI's own limit.
+Runtime.install({ logger: new DefaultLogger('WARN'), shutdownSignals: [] });
 
 type Teardown = { teardown(fn: () => unknown): void };
 

@@ -61,6 +61,7 @@ import {
 } from '../workflows/messages';
 import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_PARENT, ORCHARD_STATUS } from '../workflows/search-attributes';
 import type { SessionWorkflowInput } from '../workflows/session/state';
+import { sessionBranch } from '../workflows/session/ids';
 import type { OrchestratorWorkflowInput } from '../workflows/orchestrator/workflow';
 import type { TeamWorkflowInput } from '../workflows/team/workflow';
 import {
@@ -180,7 +181,7 @@ export class OrchardClient {
       staticSummary: `session ${input.sessionId}: ${input.title}`,
       staticDetails: [
         `**${input.title}**`,
-        `repo \`${input.repo}\` on host \`${input.host}\`, branch \`orchard/${input.sessionId}\``,
+        `repo \`${input.repo}\` on host \`${input.host}\`, branch \`${sessionBranch(input.sessionId)}\``,
         input.parent ? `parent \`${input.parent}\`` : 'started directly (no orchestrator)',
       ].join('\n\n'),
     });

@@ -60,8 +60,8 @@ async function main(): Promise<void> {
     log(`task 2: ${describeTurn(second)}`);
     if (second.lastTurn?.outcome !== 'finished') throw new Error(`task 2 did not finish: ${JSON.stringify(second.lastTurn ?? second.error)}`);
 
-    const commits = execFileSync('git', ['log', '--format=%h %s', `orchard/${sessionId}`], { cwd: repo }).toString().trim();
-    log(`branch orchard/${sessionId} in worktree ${second.worktree}:\n${commits.replace(/^/gm, '         ')}`);
+    const commits = execFileSync('git', ['log', '--format=%h %s', `orchard/${sessionId}/work`], { cwd: repo }).toString().trim();
+    log(`branch orchard/${sessionId}/work in worktree ${second.worktree}:\n${commits.replace(/^/gm, '         ')}`);
     const files = ['NOTES.md', 'CHANGELOG.md'].filter((f) => existsSync(join(second.worktree!, f)));
     if (files.length !== 2) throw new Error(`expected NOTES.md and CHANGELOG.md in the worktree, found ${files.join(', ')}`);
     const mainHead = execFileSync('git', ['log', '-1', '--format=%s', 'main'], { cwd: repo }).toString().trim();

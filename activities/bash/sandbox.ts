@@ -2,7 +2,7 @@ import { execFile, spawn } from 'node:child_process';
 import { existsSync, promises as fs } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import { SESSION_BRANCH_PREFIX, sessionIdProblem } from '../../workflows/session/ids';
+import { SESSION_BRANCH_PREFIX, sessionBranch, sessionIdProblem } from '../../workflows/session/ids';
 import { isolatedBranch, markWorktreeIsolated } from '../git/backstop';
 
 /**
@@ -17,17 +17,8 @@ import { isolatedBranch, markWorktreeIsolated } from '../git/backstop';
  * mount script to get wrong, and it is a Debian package (`bubblewrap`).
  */
 
-/** The last component of a confined session's branch: `orchard/<sessionId>/work`. */
-export const SESSION_BRANCH_LEAF = 'work';
-
-/**
- * The branch of a confined session. The branch lives in a directory of its own, `refs/heads/orchard/<id>/`, so
- * that directory (git writes a ref as `<ref>.lock` + rename beside it) can be bind-mounted writable while every
- * other ref stays read-only. Existing sessions on `orchard/<id>` move here with migrateSessionBranch.
- */
-export function confinedSessionBranch(sessionId: string): string {
-  return `${SESSION_BRANCH_PREFIX}${sessionId}/${SESSION_BRANCH_LEAF}`;
-}
+/** The branch of a confined session: the session branch (`orchard/<id>/work`, see workflows/session/ids.ts). */
+export const confinedSessionBranch = sessionBranch;
 
 /** The branch of a session before confinement (a plain file `refs/heads/orchard/<id>`). */
 export function legacySessionBranch(sessionId: string): string {

@@ -2,6 +2,7 @@ import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
 import { simpleGit, type SimpleGit } from 'simple-git';
 import { sessionBranch, sessionIdProblem } from '../../workflows/session/ids';
+import { migrateSessionBranch } from '../bash/sandbox';
 import { sessionHomeDir } from '../bash/env';
 import { WorkspaceError } from '../workspace/paths';
 
@@ -90,7 +91,7 @@ async function branchBase(git: SimpleGit, ref: string, fallbackRef: string): Pro
 }
 
 /**
- * Creates (or finds again) the session's worktree `<worktreeRoot>/<sessionId>` on branch `orchard/<sessionId>`.
+ * Creates (or finds again) the session's worktree `<worktreeRoot>/<sessionId>` on branch `orchard/<sessionId>/work`.
  * Idempotent, because an activity retried after a worker crash must not fail on its own earlier success:
  * an existing worktree for that branch is returned with `created: false`, and an existing branch without a
  * worktree is checked out again (its commits are the session's work). Also creates the session's HOME
@@ -145,6 +146,10 @@ export async function prepareWorktree(input: PrepareWorktreeInput): Promise<Prep
     return undefined;
   };
 
+  // A session from before the confined layout is on `orchard/<id>`: move it (branch, reflog, worktree HEAD, marker).
+  await migrateSessionBranch(repo, input.sessionId).catch((err: unknown) => {
+    throw new WorkspaceError('worktree_create_failed', `could not move ${input.sessionId} to ${branch}: ${message(err)}`);
+  });
   const existing = await findExisting();
   if (existing) return existing;
 

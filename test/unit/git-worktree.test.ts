@@ -39,10 +39,10 @@ test('session ids are validated as safe branch and directory names', (t) => {
 test('prepareWorktree creates the branch and the worktree, and a second call is idempotent', async (t) => {
   const { repo, worktreeRoot, head } = fixture();
   const first = await prepareWorktree({ repo, sessionId: 's1', worktreeRoot });
-  const expected = { worktree: path.join(worktreeRoot, 's1'), branch: 'orchard/s1', baseCommit: head, created: true };
+  const expected = { worktree: path.join(worktreeRoot, 's1'), branch: 'orchard/s1/work', baseCommit: head, created: true };
   t.deepEqual(first, expected);
-  t.is(git(first.worktree, 'symbolic-ref', '--short', 'HEAD'), 'orchard/s1');
-  t.is(git(repo, 'rev-parse', 'refs/heads/orchard/s1'), head);
+  t.is(git(first.worktree, 'symbolic-ref', '--short', 'HEAD'), 'orchard/s1/work');
+  t.is(git(repo, 'rev-parse', 'refs/heads/orchard/s1/work'), head);
   t.true(statSync(sessionHomeDir(first.worktree, 's1')).isDirectory());
 
   const second = await prepareWorktree({ repo, sessionId: 's1', worktreeRoot });
@@ -54,6 +54,24 @@ test('prepareWorktree creates the branch and the worktree, and a second call is 
   const third = await prepareWorktree({ repo, sessionId: 's1', worktreeRoot });
   t.is(third.baseCommit, head);
   t.false(third.created);
+});
+
+test('a session from before the confined layout (on orchard/<id>) is moved to orchard/<id>/work with its worktree, commits and reflog', async (t) => {
+  const { repo, worktreeRoot, head } = fixture();
+  const worktree = path.join(worktreeRoot, 'old');
+  git(repo, 'worktree', 'add', '--quiet', '-b', 'orchard/old', worktree);
+  writeFileSync(path.join(worktree, 'work.txt'), 'w\n');
+  git(worktree, 'add', 'work.txt');
+  git(worktree, 'commit', '--quiet', '-m', 'old work');
+  const tip = git(repo, 'rev-parse', 'refs/heads/orchard/old');
+  const prepared = await prepareWorktree({ repo, sessionId: 'old', worktreeRoot });
+  t.deepEqual(prepared, { worktree, branch: 'orchard/old/work', baseCommit: head, created: false });
+  t.is(git(worktree, 'symbolic-ref', 'HEAD'), 'refs/heads/orchard/old/work');
+  t.is(git(repo, 'rev-parse', 'refs/heads/orchard/old/work'), tip);
+  t.throws(() => git(repo, 'rev-parse', '--verify', '--quiet', 'refs/heads/orchard/old'));
+  t.is(git(repo, 'reflog', 'show', '--format=%H', 'orchard/old/work').split('\n')[0], tip);
+  // Again: nothing left to move, the same answer.
+  t.deepEqual(await prepareWorktree({ repo, sessionId: 'old', worktreeRoot }), prepared);
 });
 
 test('an existing branch without a worktree is checked out again', async (t) => {
@@ -116,7 +134,7 @@ test('status, diff and commit work in the worktree, on orchard/<id>, leaving mai
   const { repo, worktreeRoot, head } = fixture();
   const { worktree, branch } = await prepareWorktree({ repo, sessionId: 'tools', worktreeRoot });
 
-  t.regex(await gitStatus(worktree), /^On branch orchard\/tools\nNothing to commit, working tree clean\.$/);
+  t.regex(await gitStatus(worktree), /^On branch orchard\/tools\/work\nNothing to commit, working tree clean\.$/);
   t.regex(await gitDiff(worktree, { maxBytes: 1000 }), /^No changes against HEAD/);
 
   writeFileSync(path.join(worktree, 'README.md'), '# demo\nmore\n');
@@ -139,10 +157,10 @@ test('status, diff and commit work in the worktree, on orchard/<id>, leaving mai
 
   const commit = await gitCommit(worktree, { message: 'session change', branch });
   t.true(commit.committed);
-  t.is(commit.branch, 'orchard/tools');
-  t.regex(commit.summary, /^\[orchard\/tools [0-9a-f]{7,} session change\]\n/);
+  t.is(commit.branch, 'orchard/tools/work');
+  t.regex(commit.summary, /^\[orchard\/tools\/work [0-9a-f]{7,} session change\]\n/);
   t.true(commit.summary.includes('3 files changed'));
-  t.is(git(repo, 'rev-parse', 'refs/heads/orchard/tools'), commit.commit);
+  t.is(git(repo, 'rev-parse', 'refs/heads/orchard/tools/work'), commit.commit);
   t.is(git(worktree, 'log', '-1', '--format=%an <%ae>'), 'Orchard agent <agent+tools@orchard.invalid>');
   t.regex(await gitStatus(worktree), /working tree clean/);
 

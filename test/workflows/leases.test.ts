@@ -93,7 +93,7 @@ test('a cancelled session started again re-enters its worktree: same branch and 
   t.is(second.status, 'idle');
   t.is(second.worktree, first.worktree);
   t.true(existsSync(join(second.worktree!, 'a.txt')));
-  t.is(git(repo, 'log', '-1', '--format=%s', `orchard/${sessionId}`), 'first run');
+  t.is(git(repo, 'log', '-1', '--format=%s', `orchard/${sessionId}/work`), 'first run');
   const row = await leaseRow();
   t.is(Number(row.generation), 2);
   const description = await orchard.temporal.workflow.getHandle(sessionWorkflowId(sessionId)).describe();

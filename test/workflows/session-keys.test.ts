@@ -43,7 +43,7 @@ test('a session cancelled and created again with the same id runs its new task: 
     [sessionId],
   );
   t.deepEqual(calls.rows.map((r) => [r.execution_id, r.n]), [[done.executionId, 3], [view.executionId, 3]]);
-  t.deepEqual(git(repo, 'log', '--format=%s', `orchard/${sessionId}`).split('\n').slice(0, 2), ['commit second', 'commit first']);
+  t.deepEqual(git(repo, 'log', '--format=%s', `orchard/${sessionId}/work`).split('\n').slice(0, 2), ['commit second', 'commit first']);
   t.deepEqual(readFileSync(join(view.worktree!, 'attempts.log'), 'utf8').trim().split('\n'), ['first', 'second']);
   // A task's end is written by a store activity after the turn settles: wait for the row, then check every row.
   const states = async () =>
@@ -91,7 +91,7 @@ test('a reset to before the last turn runs that turn again as a new attempt; the
   // The turn really ran again: its command appended a second line, and a second commit was made.
   const worktree = before.worktree!;
   t.deepEqual(readFileSync(join(worktree, 'attempts.log'), 'utf8').trim().split('\n'), ['two', 'two']);
-  t.deepEqual(git(repo, 'log', '--format=%s', `orchard/${sessionId}`).split('\n').slice(0, 2), ['commit two', 'commit two']);
+  t.deepEqual(git(repo, 'log', '--format=%s', `orchard/${sessionId}/work`).split('\n').slice(0, 2), ['commit two', 'commit two']);
   // Both attempts of turn 2 stand in the transcript, under their own turn ids; turn 1 was not re-run.
   const { rows } = await orchard.pool.query(
     `SELECT turn, turn_id, count(*)::int AS entries FROM transcript_entries WHERE session_id = $1 GROUP BY turn, turn_id ORDER BY min(seq)`,

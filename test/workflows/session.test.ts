@@ -27,7 +27,7 @@ test('a session works in its own worktree and a second send resumes the same ses
   const first = await orchard.client.waitUntilSettled(sessionId, { afterTurn: 1 });
   t.is(first.status, 'idle');
   t.is(first.lastTurn?.outcome, 'finished');
-  t.is(first.branch, `orchard/${sessionId}`);
+  t.is(first.branch, `orchard/${sessionId}/work`);
   t.true(existsSync(join(first.worktree!, 'NOTES.md')));
 
   const sent = await orchard.client.send(sessionId, 'Add a CHANGELOG entry for the notes');
@@ -38,7 +38,7 @@ test('a session works in its own worktree and a second send resumes the same ses
   t.is(second.lastTurn?.outcome, 'finished', JSON.stringify(second.lastTurn));
 
   // Both commits are on the session's branch; the main checkout did not move.
-  const log = git(repo, 'log', '--format=%s', `orchard/${sessionId}`).split('\n');
+  const log = git(repo, 'log', '--format=%s', `orchard/${sessionId}/work`).split('\n');
   t.deepEqual(log.slice(0, 2), ['docs: add CHANGELOG.md referencing NOTES.md', 'docs: add NOTES.md (orchard demo)']);
   t.is(git(repo, 'rev-parse', '--abbrev-ref', 'HEAD'), 'main');
   t.is(git(repo, 'log', '--format=%s', 'main'), 'initial');

@@ -135,7 +135,7 @@ test('members cannot move main; the delivered result is a branch bound to the ce
   t.is(git(repo, 'log', '--all', '--format=%s').split('\n').filter((s) => s === 'hijack' || s === 'coordinator').length, 0);
 
   // The member's attempts really ran (its branch moved past main, so each would have changed main) and each failed.
-  const implementerBranch = `orchard/${teamId}-implementer`;
+  const implementerBranch = `orchard/${teamId}-implementer/work`;
   const implementerHead = git(repo, 'rev-parse', implementerBranch);
   t.not(implementerHead, mainAtStart);
   const worktree = (await orchard.client.status(`${teamId}-implementer`)).worktree!;
@@ -150,7 +150,7 @@ test('members cannot move main; the delivered result is a branch bound to the ce
   t.deepEqual(outputs, [
     { task_id: 'implement', commit_sha: implementerHead },
     { task_id: 'review', commit_sha: mainAtStart },
-    { task_id: 'test', commit_sha: git(repo, 'rev-parse', `orchard/${teamId}-tester`) },
+    { task_id: 'test', commit_sha: git(repo, 'rev-parse', `orchard/${teamId}-tester/work`) },
   ]);
 
   // The result: a branch at the commit the certificate names, with the members' committed files.

@@ -24,7 +24,7 @@ async function teamWithEvidence(pool: Pool) {
   await startTask(pool, teamId, 'implement', 'exec-1');
   // The member's branch, with its work committed (as its session would have it).
   const worktree = mkdtempSync(join(tmpdir(), 'orchard-member-'));
-  git(repo, 'worktree', 'add', '-q', '-b', `orchard/${teamId}-implementer`, worktree, 'main');
+  git(repo, 'worktree', 'add', '-q', '-b', `orchard/${teamId}-implementer/work`, worktree, 'main');
   writeFileSync(join(worktree, 'impl.js'), 'module.exports = 1;\n');
   git(worktree, 'add', 'impl.js');
   git(worktree, 'commit', '-q', '-m', 'impl.js');

@@ -80,7 +80,7 @@ test('an isolated child running a script that moves another branch: the backstop
   t.is(git(repo, 'rev-parse', 'other'), otherBefore);
   t.is(git(repo, 'rev-parse', 'main'), mainBefore);
   // Its own branch did move: the commit in the script landed on orchard/<id>.
-  t.is(git(repo, 'log', '-1', '--format=%s', `orchard/${sessionId}`), 'f');
+  t.is(git(repo, 'log', '-1', '--format=%s', `orchard/${sessionId}/work`), 'f');
 });
 
 test('an isolated child\'s bash is refused by the guard with a typed reason and nothing runs; plain text mentioning git is not', async (t) => {

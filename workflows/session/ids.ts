@@ -1,5 +1,5 @@
 /**
- * Session ids become a branch name (`orchard/<id>`), a directory name (`<worktreeRoot>/<id>`) and part of
+ * Session ids become a branch name (`orchard/<id>/work`), a directory name (`<worktreeRoot>/<id>`) and part of
  * workflow ids, so they are restricted to characters that are safe in all three. Pure: the workflow, the
  * client and the activities call the same check and so accept exactly the same ids.
  */
@@ -26,9 +26,18 @@ export function sessionIdProblem(id: unknown): string | undefined {
   return undefined;
 }
 
-/** The branch a session works on. Call only with an id that passed `sessionIdProblem`. */
+/** The last component of a session's branch: `orchard/<sessionId>/work`. */
+export const SESSION_BRANCH_LEAF = 'work';
+
+/**
+ * The branch a session works on, `orchard/<sessionId>/work`. Call only with an id that passed `sessionIdProblem`.
+ * The branch lives in a ref directory of its own, `refs/heads/orchard/<sessionId>/`, so the sandbox can make that
+ * directory writable (git writes a ref as `<ref>.lock` + rename beside it) while every other ref stays read-only
+ * (activities/bash/sandbox.ts). Sessions created before that were on `orchard/<sessionId>`; prepareWorktree moves
+ * them (migrateSessionBranch).
+ */
 export function sessionBranch(sessionId: string): string {
-  return `${SESSION_BRANCH_PREFIX}${sessionId}`;
+  return `${SESSION_BRANCH_PREFIX}${sessionId}/${SESSION_BRANCH_LEAF}`;
 }
 
 /**

@@ -1,3 +1,4 @@
+import type { Confinement } from './bash/confinement';
 import { join, resolve } from 'node:path';
 import type { Pool } from 'pg';
 import { isErrorCode, orchardFailure } from '../workflows/errors';
@@ -50,6 +51,11 @@ export interface HostActivityDeps {
   reap?: ReapOptions;
   /** Test hooks that widen race windows (e.g. hold worktree preparation until a cancel is sent). */
   hooks?: HostActivityHooks;
+  /**
+   * How isolated children's commands are confined on this host (resolveConfinement at worker start). Without one,
+   * isolated children are refused (fail closed).
+   */
+  confinement?: Confinement;
 }
 
 export interface HostActivityHooks {
@@ -169,7 +175,10 @@ export function createHostActivities(deps: HostActivityDeps) {
       return releaseHolder(deps.pool, deps.hostId, input.holder);
     },
     async executeTool(input: ExecuteToolInput) {
-      return executeTool({ pool: deps.pool, hostId: deps.hostId, maxOutputBytes, commandSlots, reap: deps.reap }, input);
+      return executeTool(
+        { pool: deps.pool, hostId: deps.hostId, maxOutputBytes, commandSlots, reap: deps.reap, confinement: deps.confinement },
+        input,
+      );
     },
     /** `orchard team merge`: the team repository is on this host's disk. */
     ...createTeamHostActivities({ pool: deps.pool }),
@@ -177,6 +186,13 @@ export function createHostActivities(deps: HostActivityDeps) {
 
   async function prepare(input: PrepareWorktreeInput, signal: AbortSignal) {
     const path = join(resolve(deps.worktreeRoot), input.sessionId);
+    // Fail closed, before anything is taken: a host that cannot confine an isolated child does not start one.
+    if (input.isolated && (!deps.confinement || deps.confinement.mode === 'unavailable')) {
+      throw orchardFailure(
+        'sandbox_unavailable',
+        `host ${deps.hostId} cannot confine isolated children, so it runs none: ${deps.confinement?.reason ?? 'no confinement was resolved'}`,
+      );
+    }
     const outcome = await acquireLease(
       deps.pool,
       { worktree: leaseKey(deps.hostId, path), host: deps.hostId, holder: input.holder },
@@ -210,7 +226,9 @@ export function createHostActivities(deps: HostActivityDeps) {
         await installRefBackstop(input.repo);
         await markWorktreeIsolated(prepared.worktree, prepared.branch);
       }
-      return { ...prepared, host: deps.hostId, lease: outcome.lease, leaseOutcome: outcome.kind };
+      // An isolated child on a host that runs with ORCHARD_SANDBOX=off: the session says so (status, search attribute).
+      const unconfined = input.isolated === true && deps.confinement?.mode === 'off' ? true : undefined;
+      return { ...prepared, host: deps.hostId, lease: outcome.lease, leaseOutcome: outcome.kind, unconfined };
     } catch (err) {
       await releaseLease(deps.pool, outcome.lease);
       const code = (err as { code?: unknown }).code;

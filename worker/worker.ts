@@ -1,3 +1,4 @@
+import { describeConfinement, resolveConfinement, type Confinement } from '../activities/bash/confinement';
 import { NativeConnection, Runtime, Worker, bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type { Client } from '@temporalio/client';
 import type { Pool } from 'pg';
@@ -42,10 +43,17 @@ export interface OrchardWorkerOptions {
    * production default (ORCHARD_SHUTDOWN_GRACE_SECONDS' 600 s); tests pass a short one.
    */
   shutdownGraceMs?: number;
+  /**
+   * How isolated children are confined on this host. Default: resolved from ORCHARD_SANDBOX (of `env`) and a probe
+   * of bubblewrap, once per worker (resolveConfinement).
+   */
+  confinement?: Confinement;
 }
 
 export interface OrchardWorkers {
   hostQueue: string;
+  /** How this host confines isolated children. */
+  confinement: Confinement;
   /** Resolves when both workers have stopped. */
   run(): Promise<void>;
   shutdown(): void;
@@ -73,6 +81,11 @@ export async function createOrchardWorkers(options: OrchardWorkerOptions): Promi
   if (options.log) options.log(summary);
   else if (sweep.killed.length > 0 || !sweep.verified) Runtime.instance().logger.warn(summary);
   else Runtime.instance().logger.info(summary);
+  const confinement = options.confinement ?? (await resolveConfinement(options.env ?? process.env));
+  const confinementLine = `host ${options.hostId}: ${describeConfinement(confinement)}`;
+  if (options.log) options.log(confinementLine);
+  else if (confinement.mode === 'sandbox') Runtime.instance().logger.info(confinementLine);
+  else Runtime.instance().logger.warn(confinementLine);
   const shutdownGraceTime = options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_SECONDS * 1000;
   const hostWorker = await Worker.create({
     connection: options.connection,
@@ -88,6 +101,7 @@ export async function createOrchardWorkers(options: OrchardWorkerOptions): Promi
       hooks: options.hostHooks,
       maxConcurrentCommands: options.maxConcurrentCommands,
       reap: options.reap,
+      confinement,
     }),
     maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
     defaultHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
@@ -117,6 +131,7 @@ export async function createOrchardWorkers(options: OrchardWorkerOptions): Promi
   }
   return {
     hostQueue,
+    confinement,
     run: async () => {
       await Promise.all(workers.map((w) => w.run()));
     },

@@ -67,6 +67,9 @@ export const ERROR_CODES = [
   'database_unavailable',
   'search_attributes_missing',
   'host_id_in_use',
+  // Confinement (docs/confinement.md): the host cannot build the sandbox, or a command changed what it must not.
+  'sandbox_unavailable',
+  'verification_hold',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];

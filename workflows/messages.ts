@@ -183,6 +183,11 @@ export interface SessionStatusView {
   readonly repo: string;
   readonly branch?: string;
   readonly worktree?: string;
+  /**
+   * An isolated child's confinement (docs/confinement.md): `confined` (the sandbox), or `unconfined` when its host
+   * runs with ORCHARD_SANDBOX=off. Absent for sessions that are not isolated children, and while preparing.
+   */
+  readonly confinement?: 'confined' | 'unconfined';
   readonly status: SessionStatus;
   /** Turns completed over the whole session (across continue-as-new runs). */
   readonly turnsCompleted: number;

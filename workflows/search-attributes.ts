@@ -12,4 +12,7 @@ export const ORCHARD_HOST = defineSearchAttributeKey('OrchardHost', SearchAttrib
 /** Set on a team run once any of its handoffs missed the SLO (query `OrchardHandoffSloMissed = true`). */
 export const ORCHARD_HANDOFF_SLO_MISSED = defineSearchAttributeKey('OrchardHandoffSloMissed', SearchAttributeType.BOOL);
 
-export const ORCHARD_SEARCH_ATTRIBUTES = [ORCHARD_KIND, ORCHARD_STATUS, ORCHARD_PARENT, ORCHARD_HOST, ORCHARD_HANDOFF_SLO_MISSED] as const;
+/** Set on an isolated child whose host runs with ORCHARD_SANDBOX=off (query `OrchardUnconfined = true`). */
+export const ORCHARD_UNCONFINED = defineSearchAttributeKey('OrchardUnconfined', SearchAttributeType.BOOL);
+
+export const ORCHARD_SEARCH_ATTRIBUTES = [ORCHARD_KIND, ORCHARD_STATUS, ORCHARD_PARENT, ORCHARD_HOST, ORCHARD_HANDOFF_SLO_MISSED, ORCHARD_UNCONFINED] as const;

@@ -96,6 +96,11 @@ export function utf8SafeStart(buf: Buffer): number {
 
 export interface RunBashInput {
   command: string;
+  /**
+   * The program that runs the command, when it is not plain `bash -c <command>`: a full argv that ends with the
+   * command (the sandbox's `bwrap … -- bash -c <command>`). Started behind the same gate, as the same process.
+   */
+  argv?: readonly string[];
   /** The worktree. */
   cwd: string;
   /** The complete environment (buildCommandEnv); nothing is inherited from the worker. ORCHARD_RUN_ID is added. */
@@ -180,6 +185,8 @@ const GATE_FD = 4;
  * (onSpawn rejected, or this worker died), bash exits and no code of the command has run.
  */
 const GATE_SCRIPT = `IFS= read -r -N 1 -u ${GATE_FD} go && [ "$go" = 1 ] || exit 125; exec ${GATE_FD}<&-; exec -a bash "$BASH" -c "$1"`;
+/** The same gate in front of a given argv (`$@`): the sandbox replaces the gate process, keeping its group. */
+const GATE_ARGV_SCRIPT = `IFS= read -r -N 1 -u ${GATE_FD} go && [ "$go" = 1 ] || exit 125; exec ${GATE_FD}<&-; exec "$@"`;
 
 /**
  * Runs `bash -c <command>` as its own process group and resolves once its output is collected and the whole
@@ -261,7 +268,8 @@ interface Run {
 
 async function supervise(input: RunBashInput, run: Run): Promise<RunBashResult> {
   const { marker, tag, stdout, stderr, kill, result } = run;
-  const child = spawn('bash', ['-c', GATE_SCRIPT, 'bash', input.command], {
+  const gated = input.argv ? ['-c', GATE_ARGV_SCRIPT, 'bash', ...input.argv] : ['-c', GATE_SCRIPT, 'bash', input.command];
+  const child = spawn('bash', gated, {
     cwd: input.cwd,
     env: { ...input.env, [RUN_MARKER_ENV]: marker },
     detached: true, // setsid(): own session and process group, pgid = pid

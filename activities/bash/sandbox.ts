@@ -50,12 +50,15 @@ export interface SandboxOptions {
 }
 
 /**
- * Set in the sandbox. TMPDIR points at the private /tmp. `gc.auto=0` and `maintenance.auto=false`: the automatic
+ * Set in the sandbox. TMPDIR points at the private /tmp, and so do the caches of common tools. `gc.auto=0` and `maintenance.auto=false`: the automatic
  * gc after a commit would pack refs, expire every reflog and prune worktrees, all of which are read-only here
  * (it would fail noisily, never harm); gc belongs to the main checkout.
  */
 export const SANDBOX_ENV: Readonly<Record<string, string>> = {
   TMPDIR: '/tmp',
+  // The session HOME is read-only in here: tool caches go to the private tmp instead.
+  XDG_CACHE_HOME: '/tmp/.cache',
+  npm_config_cache: '/tmp/.npm',
   GIT_CONFIG_COUNT: '2',
   GIT_CONFIG_KEY_0: 'gc.auto',
   GIT_CONFIG_VALUE_0: '0',

@@ -1,3 +1,4 @@
+import type { Confinement } from '../bash/confinement';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import type { Pool } from 'pg';
@@ -52,6 +53,8 @@ export interface ExecutorDeps {
   commandSlots?: CommandSlots;
   /** How a dead attempt's processes are reaped (tests inject a signal sender that cannot kill). */
   reap?: ReapOptions;
+  /** How this host confines isolated children (resolved when the worker starts). */
+  confinement?: Confinement;
 }
 
 /** How often a running command renews its lease; a failed renewal (the lease moved) stops the command. */
@@ -154,6 +157,7 @@ async function run(deps: ExecutorDeps, input: ExecuteToolInput, tool: string, ar
     worktree: input.worktree,
     branch: input.branch,
     isolated: input.isolated === true,
+    confinement: deps.confinement,
     bashTimeoutMs: input.bashTimeoutSeconds * 1000,
     maxOutputBytes: deps.maxOutputBytes,
     commandSlots: deps.commandSlots,

@@ -1,5 +1,7 @@
 import { z } from 'zod';
-import { buildCommandEnv } from '../bash/env';
+import { homedir } from 'node:os';
+import { confinedArgv, isolatedLayout, type Confinement } from '../bash/confinement';
+import { buildCommandEnv, sessionHomeDir } from '../bash/env';
 import { noticeForBash } from '../bash/conflict-notice';
 import { formatRefusal, guardCommand } from '../bash/guard';
 import type { CommandSlots } from '../bash/command-slots';
@@ -13,8 +15,10 @@ export interface ToolContext {
   sessionId: string;
   worktree: string;
   branch: string;
-  /** Isolated children get the guard before and the ref backstop's branch in their environment. */
+  /** Isolated children get the guard before, the sandbox around, and the ref backstop's branch in their environment. */
   isolated: boolean;
+  /** How this host confines isolated children (resolved at worker start); none means refused, fail closed. */
+  confinement?: Confinement;
   /** Upper bound for one bash command. */
   bashTimeoutMs: number;
   /** Bytes kept per stream / per file shown to the model. */
@@ -83,6 +87,10 @@ export async function runTool(name: ExecutableTool, rawArguments: string, ctx: T
   const done = (ok: boolean, content: string): ToolResult => ({ ok, content, durationMs: performance.now() - started });
   // An isolated child's command is refused before anything runs when it would reach beyond its own branch.
   if (name === 'bash' && ctx.isolated) {
+    if (!ctx.confinement || ctx.confinement.mode === 'unavailable') {
+      const why = ctx.confinement?.reason ?? 'this worker resolved no confinement';
+      return refusal('sandbox_unavailable', `this host cannot confine an isolated child's commands, so none run: ${why}`);
+    }
     const { command } = parsed.data as z.infer<typeof argsSchemas.bash>;
     const decision = await guardCommand(command, { branch: ctx.branch, worktree: ctx.worktree, isolated: true });
     if (!decision.allowed) return { ok: false, content: formatRefusal(decision), durationMs: performance.now() - started };
@@ -101,8 +109,23 @@ export async function runTool(name: ExecutableTool, rawArguments: string, ctx: T
       case 'bash': {
         const args = parsed.data as z.infer<typeof argsSchemas.bash>;
         const requested = args.timeout_seconds ? args.timeout_seconds * 1000 : ctx.bashTimeoutMs;
+        let argv: string[] | undefined;
+        if (ctx.isolated && ctx.confinement?.mode === 'sandbox') {
+          // Built before every command: the ref directory it binds may have been packed away since the last one.
+          const layout = await isolatedLayout({
+            worktree: ctx.worktree,
+            branch: ctx.branch,
+            sessionId: ctx.sessionId,
+            home: sessionHomeDir(ctx.worktree, ctx.sessionId),
+            hide: [homedir()],
+          }).catch((err: unknown) => {
+            throw Object.assign(new Error(`the sandbox for this worktree cannot be built, so the command did not run: ${err instanceof Error ? err.message : String(err)}`), { code: 'sandbox_unavailable' });
+          });
+          argv = confinedArgv(ctx.confinement, layout, args.command);
+        }
         const result = await runBash({
           command: args.command,
+          argv,
           cwd: ctx.worktree,
           env: buildCommandEnv({
             worktree: ctx.worktree,

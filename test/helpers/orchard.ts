@@ -1,3 +1,4 @@
+import { resolveConfinement, type Confinement } from '../../activities/bash/confinement';
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -32,6 +33,18 @@ export function testStackEnv() {
 }
 
 let migrated: Promise<unknown> | undefined;
+let probed: Promise<Confinement> | undefined;
+
+/**
+ * This machine's confinement, probed once per test file. Where `.ci/run` could not install bubblewrap it says why in
+ * ORCHARD_TEST_NO_SANDBOX, and isolated children run with the guard alone (the sandbox's own tests are skipped there).
+ */
+export function testConfinement(): Promise<Confinement> {
+  const noSandbox = process.env.ORCHARD_TEST_NO_SANDBOX;
+  if (noSandbox) return Promise.resolve({ mode: 'off', reason: `ORCHARD_TEST_NO_SANDBOX: ${noSandbox}` });
+  probed ??= resolveConfinement({});
+  return probed;
+}
 
 // Worker lifecycle chatter drowns test output; warnings and errors still show. No shutdown signals: the SDK's
 // default handler turns ava's SIGTERM (its timeout, or an interrupt) into a graceful worker shutdown that waits for
@@ -67,7 +80,14 @@ export interface TestOrchard {
  */
 export async function startOrchard(
   t: Teardown,
-  options: { defaultProvider?: ModelProvider; maxOutputBytes?: number; hostHooks?: HostActivityHooks; env?: NodeJS.ProcessEnv } = {},
+  options: {
+    defaultProvider?: ModelProvider;
+    maxOutputBytes?: number;
+    hostHooks?: HostActivityHooks;
+    env?: NodeJS.ProcessEnv;
+    /** How the hosts confine isolated children; by default this machine's sandbox, probed once per test file. */
+    confinement?: Confinement;
+  } = {},
 ): Promise<TestOrchard> {
   const env = testStackEnv();
   const suffix = randomUUID().slice(0, 8);
@@ -103,6 +123,7 @@ export async function startOrchard(
       maxOutputBytes: options.maxOutputBytes,
       hostHooks: options.hostHooks,
       env: options.env,
+      confinement: options.confinement ?? (await testConfinement()),
       // Teardown must not wait out the production grace period for a test's running command.
       shutdownGraceMs: hostOptions.shutdownGraceMs ?? 10_000,
     });

@@ -33,6 +33,8 @@ export interface SessionWorktree {
   readonly path: string;
   readonly branch: string;
   readonly lease: Lease;
+  /** An isolated child whose host runs with ORCHARD_SANDBOX=off: its commands have the guard alone. */
+  readonly unconfined?: boolean;
 }
 
 /** Carried across continue-as-new: JSON-safe (arrays and plain objects, never a Map). */
@@ -341,6 +343,7 @@ export class SessionState {
       repo: this.create.repo,
       branch: this.worktree?.branch,
       worktree: this.worktree?.path,
+      confinement: this.create.isolated && this.worktree ? (this.worktree.unconfined ? 'unconfined' : 'confined') : undefined,
       status: this.status,
       turnsCompleted: this.turnsCompleted,
       currentTask: this.current && { taskId: this.current.taskId, turn: this.current.turn, excerpt: this.current.excerpt },

@@ -44,7 +44,7 @@ import {
   type TaskRecord,
   type TurnRef,
 } from '../messages';
-import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_PARENT, ORCHARD_STATUS } from '../search-attributes';
+import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_PARENT, ORCHARD_STATUS, ORCHARD_UNCONFINED } from '../search-attributes';
 import { leaseHolder } from './ids';
 import { SessionState, excerpt, isCurrentCarried, type NewTask, type QueuedTask, type SessionWorkflowInput } from './state';
 import { childSessionV1 } from './v1/workflow';
@@ -204,6 +204,8 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
       { key: ORCHARD_HOST, value: create.host },
     ];
     if (create.parent) desired.push({ key: ORCHARD_PARENT, value: create.parent });
+    // Only ever set, never false: `OrchardUnconfined = true` lists every isolated child running with the guard alone.
+    if (state.worktree?.unconfined) desired.push({ key: ORCHARD_UNCONFINED, value: true });
     const current = workflowInfo().typedSearchAttributes;
     const changed = desired.filter((pair) => current.get(pair.key) !== pair.value);
     if (changed.length > 0) upsertSearchAttributes(changed);
@@ -419,7 +421,12 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
             isolated: create.isolated === true,
           }),
         );
-        state.worktree = { path: prepared.worktree, branch: prepared.branch, lease: prepared.lease };
+        state.worktree = {
+          path: prepared.worktree,
+          branch: prepared.branch,
+          lease: prepared.lease,
+          ...(prepared.unconfined ? { unconfined: true } : {}),
+        };
       } catch (err) {
         const cancelledByUs = isCancellation(err) && state.cancelRequested && !CancellationScope.current().consideredCancelled;
         if (!cancelledByUs && (isCancellation(err) || !(err instanceof ActivityFailure))) throw err;
@@ -476,6 +483,7 @@ function describe(view: SessionStatusView): string {
     `**${view.status}**${view.closing ? ' (closing)' : ''} · ${view.turnsCompleted} turn(s) · ${view.queued} queued · run ${view.runIndex}`,
     `branch \`${view.branch ?? '(preparing)'}\` on host \`${view.host}\``,
   ];
+  if (view.confinement === 'unconfined') lines.push('**UNCONFINED**: this isolated child runs with the guard alone (ORCHARD_SANDBOX=off on its host)');
   if (view.currentTask) lines.push(`now: turn ${view.currentTask.turn} — ${view.currentTask.excerpt}`);
   if (view.lastTurn) {
     lines.push(`last: turn ${view.lastTurn.turn} ${view.lastTurn.outcome} (${view.lastTurn.steps} steps, ${view.lastTurn.toolCalls} tool calls)`);

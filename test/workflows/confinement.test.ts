@@ -1,0 +1,114 @@
+import test from 'ava';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { ORCHARD_UNCONFINED } from '../../workflows/search-attributes';
+import { git, makeRepo, startOrchard, testConfinement, uniqueId, writeScenario, type TestOrchard } from '../helpers/orchard';
+
+/**
+ * Issue 10, deliverables 1 and 2 through a real session: an isolated child's bash runs in the sandbox (a script the
+ * guard cannot read changes nothing outside the child's allowance), a host with ORCHARD_SANDBOX=off runs it with the
+ * guard alone and marks the session unconfined (status and search attribute), and a host that cannot build the
+ * sandbox refuses isolated children and says why.
+ */
+
+/** Writes everything a script might reach outside its worktree; each attempt's exit code is logged in the worktree. */
+function attackScript(repo: string): string {
+  return [
+    `echo hijacked > ${repo}/README.md; echo "readme $?" >> attempts.log`,
+    `printf '#!/bin/sh\\nexit 0\\n' > ${repo}/.git/hooks/pre-commit; echo "hook $?" >> attempts.log`,
+    `echo '[core]' >> ${repo}/.git/config; echo "config $?" >> attempts.log`,
+    'git update-ref refs/heads/main HEAD; echo "update-ref $?" >> attempts.log',
+    'echo mine > own.txt && git add own.txt && git commit -qm own; echo "own $?" >> attempts.log',
+    '',
+  ].join('\n');
+}
+
+async function runAttack(orchard: TestOrchard, repo: string) {
+  const sessionId = uniqueId('confined');
+  const scenario = writeScenario({
+    name: 'attack',
+    turns: [
+      {
+        steps: [
+          {
+            tool_calls: [
+              { name: 'write_file', arguments: { path: 'attack.sh', content: attackScript(repo) } },
+              { name: 'bash', arguments: { command: 'bash attack.sh; cat attempts.log' } },
+            ],
+          },
+          { content: 'done' },
+        ],
+      },
+    ],
+  });
+  await orchard.client.createSession({ sessionId, title: 'attack', repo, isolated: true, model: { provider: 'scripted', scenario }, task: 'build' });
+  const view = await orchard.client.waitUntilSettled(sessionId, { afterTurn: 1 });
+  const { rows } = await orchard.pool.query(
+    `SELECT content FROM transcript_entries WHERE session_id = $1 AND role = 'tool' ORDER BY turn, step, ordinal`,
+    [sessionId],
+  );
+  const handle = orchard.temporal.workflow.getHandle(`session/${sessionId}`);
+  const unconfinedAttribute = (await handle.describe()).typedSearchAttributes.get(ORCHARD_UNCONFINED);
+  return { sessionId, view, bashResult: String(rows[1]?.content ?? ''), unconfinedAttribute };
+}
+
+test('confined: a script the guard cannot read changes nothing outside the allowance; the child\'s own commit lands', async (t) => {
+  const confinement = await testConfinement();
+  if (confinement.mode !== 'sandbox') return t.fail(`this machine cannot confine: ${'reason' in confinement ? confinement.reason : ''}`);
+  const orchard = await startOrchard(t, { confinement });
+  const repo = makeRepo({ 'README.md': '# fixture\n' });
+  const main = git(repo, 'rev-parse', 'main');
+  const config = readFileSync(join(repo, '.git', 'config'), 'utf8');
+  const { sessionId, view, bashResult, unconfinedAttribute } = await runAttack(orchard, repo);
+  t.is(view.lastTurn?.outcome, 'finished');
+  t.is(view.confinement, 'confined');
+  t.is(unconfinedAttribute, undefined);
+  t.is(readFileSync(join(repo, 'README.md'), 'utf8'), '# fixture\n');
+  t.false(existsSync(join(repo, '.git', 'hooks', 'pre-commit')));
+  t.is(readFileSync(join(repo, '.git', 'config'), 'utf8'), config);
+  t.is(git(repo, 'rev-parse', 'main'), main);
+  t.is(git(repo, 'log', '-1', '--format=%s', `orchard/${sessionId}/work`), 'own');
+  // Writes into the shared repository fail in the command itself (read-only); the own commit does not. (The
+  // README write may "succeed": a checkout under /tmp is hidden by the private /tmp, so it lands there.)
+  t.regex(bashResult, /hook [1-9]/);
+  t.regex(bashResult, /config [1-9]/);
+  t.regex(bashResult, /update-ref [1-9]/);
+  t.regex(bashResult, /own 0/);
+});
+
+test('ORCHARD_SANDBOX=off: the same script runs with the guard alone, and the session says it is unconfined', async (t) => {
+  const orchard = await startOrchard(t, { confinement: { mode: 'off', reason: 'ORCHARD_SANDBOX=off (test)' } });
+  const repo = makeRepo({ 'README.md': '# fixture\n' });
+  const { view, unconfinedAttribute } = await runAttack(orchard, repo);
+  t.is(view.lastTurn?.outcome, 'finished');
+  t.is(view.confinement, 'unconfined');
+  t.is(unconfinedAttribute, true);
+  // What the sandbox stops above, nothing stops here: the write into the main checkout happened.
+  t.is(readFileSync(join(repo, 'README.md'), 'utf8'), 'hijacked\n');
+});
+
+test('a host that cannot build the sandbox refuses isolated children, saying why, and still runs other sessions', async (t) => {
+  const orchard = await startOrchard(t, { confinement: { mode: 'unavailable', reason: 'bwrap not found (test)' } });
+  const repo = makeRepo();
+  const scenario = writeScenario({ name: 'noop', turns: [{ steps: [{ content: 'done' }] }] });
+  // The create is accepted (it returns before the worktree exists); the session then fails at preparation.
+  const refused = uniqueId('refused');
+  await orchard.client.createSession({ sessionId: refused, title: 'x', repo, isolated: true, model: { provider: 'scripted', scenario }, task: 'x' });
+  const view = await until(() => orchard.client.status(refused), (v) => v.error !== undefined);
+  t.is(view.error?.code, 'sandbox_unavailable');
+  t.regex(view.error?.message ?? '', /bwrap not found \(test\)/);
+  // No worktree was made for it.
+  t.deepEqual(git(repo, 'worktree', 'list', '--porcelain').split('\n').filter((l) => l.startsWith('worktree ')).length, 1);
+  const plain = uniqueId('plain');
+  await orchard.client.createSession({ sessionId: plain, title: 'x', repo, model: { provider: 'scripted', scenario }, task: 'x' });
+  t.is((await orchard.client.waitUntilSettled(plain, { afterTurn: 1 })).lastTurn?.outcome, 'finished');
+});
+
+async function until<T>(read: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await read();
+    if (done(value) || Date.now() > deadline) return value;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}

@@ -1,3 +1,5 @@
+import { resolveHold } from './store/holds';
+import type { ResolveHoldResult } from '../workflows/messages';
 import type { Confinement } from './bash/confinement';
 import { join, resolve } from 'node:path';
 import type { Pool } from 'pg';
@@ -117,6 +119,12 @@ export function createSharedActivities(deps: SharedActivityDeps) {
     /** Terminal states of tasks; a terminal row never changes again. */
     async endTasks(input: { executionId: string; ends: TaskEnd[] }): Promise<void> {
       await endTasks(deps.pool, input.executionId, input.ends);
+    },
+    /** A user resolved a verification hold (the session's `resolveHold` update): null when none was open. */
+    async resolveVerificationHold(input: { worktree: string; by: string; note?: string }): Promise<ResolveHoldResult | null> {
+      const hold = await resolveHold(deps.pool, input);
+      if (!hold) return null;
+      return { holdId: hold.holdId, command: hold.command, heldAt: hold.heldAt, resolvedAt: hold.resolvedAt!, resolvedBy: hold.resolvedBy! };
     },
     async modelStep(input: ModelStepInput) {
       return modelStep(deps.pool, resolveProvider, input);

@@ -157,6 +157,18 @@ session
   });
 
 session
+  .command('resolve-hold <id>')
+  .description("resolve a verification hold: a command of this isolated child changed what it must not; you dealt with it, and its worktree may run commands again")
+  .option('--note <text>', 'what you did about the change (recorded on the hold)')
+  .option('--by <name>', 'who decided (recorded on the hold)', 'user')
+  .action(async (id: string, o) => {
+    await withClient(async (client) => {
+      const resolved = await client.resolveHold(id, { by: o.by, note: o.note });
+      console.log(`${id}: hold ${resolved.holdId} (held ${resolved.heldAt} after \`${resolved.command}\`) resolved by ${resolved.resolvedBy}`);
+    });
+  });
+
+session
   .command('cancel <id>')
   .description('cancel a session: stops its running command and closes it')
   .option('--reason <text>')

@@ -15,6 +15,9 @@ import {
   SESSION_WORKFLOW_TYPE,
   ORCHESTRATOR_WORKFLOW_TYPE,
   cancelUpdate,
+  resolveHoldUpdate,
+  type ResolveHoldInput,
+  type ResolveHoldResult,
   createSessionProblem,
   messageProblem,
   messageUpdate,
@@ -397,6 +400,11 @@ export class OrchardClient {
 
   async transcriptRefs(sessionId: string): Promise<TranscriptRefs> {
     return this.call(sessionId, (handle) => handle.query(transcriptRefsQuery));
+  }
+
+  /** Resolves the session's verification hold (a user's decision, recorded with `by` and `note`). */
+  async resolveHold(sessionId: string, input: ResolveHoldInput = {}): Promise<ResolveHoldResult> {
+    return this.call(sessionId, (handle) => handle.executeUpdate(resolveHoldUpdate, { args: [input] }));
   }
 
   async cancel(sessionId: string, reason?: string): Promise<SessionStatusView> {

@@ -188,6 +188,8 @@ export interface SessionStatusView {
    * runs with ORCHARD_SANDBOX=off. Absent for sessions that are not isolated children, and while preparing.
    */
   readonly confinement?: 'confined' | 'unconfined';
+  /** A command changed what this isolated child must not: no command runs in its worktree until `resolveHold`. */
+  readonly held?: boolean;
   readonly status: SessionStatus;
   /** Turns completed over the whole session (across continue-as-new runs). */
   readonly turnsCompleted: number;
@@ -239,6 +241,22 @@ export const sendUpdate = defineUpdate<SendResult, [SendInput]>('send');
 export const createUpdate = defineUpdate<CreateResult, [CreateRequest]>('create');
 export const sendSignal = defineSignal<[SendInput]>('send');
 export const cancelUpdate = defineUpdate<SessionStatusView, [CancelInput]>('cancel');
+
+/** A user resolves a verification hold (docs/confinement.md): the worktree runs commands again. */
+export interface ResolveHoldInput {
+  /** Who decided (recorded on the hold); `user` when absent. */
+  readonly by?: string;
+  /** What was done about the change (recorded on the hold). */
+  readonly note?: string;
+}
+export interface ResolveHoldResult {
+  readonly holdId: string;
+  readonly command: string;
+  readonly heldAt: string;
+  readonly resolvedAt: string;
+  readonly resolvedBy: string;
+}
+export const resolveHoldUpdate = defineUpdate<ResolveHoldResult, [ResolveHoldInput]>('resolveHold');
 export const statusQuery = defineQuery<SessionStatusView>('status');
 export const transcriptRefsQuery = defineQuery<TranscriptRefs>('transcriptRefs');
 

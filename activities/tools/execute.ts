@@ -1,3 +1,6 @@
+import { legacySessionBranch, migrateSessionBranch } from '../bash/sandbox';
+import { sessionBranch } from '../../workflows/session/ids';
+import { holdWorktree, openHold } from '../store/holds';
 import type { Confinement } from '../bash/confinement';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
@@ -43,6 +46,10 @@ export interface ExecuteToolResult {
   ok: boolean;
   /** A Member's message the Inbox accepted: the session tells its team (once). */
   message?: MemberMessageFact & { revision: number };
+  /** The command changed what an isolated child must not: its worktree is held until a user resolves it. */
+  held?: true;
+  /** The session's branch when it was moved to the confined layout by this call (`orchard/<id>/work`). */
+  branch?: string;
 }
 
 export interface ExecutorDeps {
@@ -74,7 +81,21 @@ const unknownAndBlocked = (pids: number[]) =>
  * outcome as unknown. Read-only tools change nothing, so a retry runs them again. The call's name and arguments
  * are read from the transcript, where the model step stored them, so workflow history carries only ids.
  */
-export async function executeTool(deps: ExecutorDeps, input: ExecuteToolInput): Promise<ExecuteToolResult> {
+export async function executeTool(deps: ExecutorDeps, given: ExecuteToolInput): Promise<ExecuteToolResult> {
+  const { pool } = deps;
+  // A session that started before the confined layout still names `orchard/<id>`: its branch moves to
+  // `orchard/<id>/work` first (idempotent), and the workflow learns the new name from the result.
+  let migratedTo: string | undefined;
+  if (given.branch === legacySessionBranch(given.sessionId)) {
+    await migrateSessionBranch(given.worktree, given.sessionId);
+    migratedTo = sessionBranch(given.sessionId);
+  }
+  const input: ExecuteToolInput = migratedTo ? { ...given, branch: migratedTo } : given;
+  const withBranch = <T extends ExecuteToolResult>(result: T): T => (migratedTo ? { ...result, branch: migratedTo } : result);
+  return withBranch(await execute(deps, input));
+}
+
+async function execute(deps: ExecutorDeps, input: ExecuteToolInput): Promise<ExecuteToolResult> {
   const { pool } = deps;
   const turnKey = turnKeyOf(input);
   const assistant = await findAssistantMessage(pool, turnKey.turnId, input.step);
@@ -132,13 +153,15 @@ export async function executeTool(deps: ExecutorDeps, input: ExecuteToolInput): 
   // The command was stopped and recorded; report the cancellation so the workflow sees the activity end as cancelled.
   if (result.stoppedBy === 'cancel') throw new CancelledFailure('tool call cancelled; its process group was stopped');
   if (result.stoppedBy === 'lease_lost') throw staleLease(input.lease);
-  return { tool, outcome: settled ? 'settled' : 'unknown', ok: settled && result.output.ok };
+  return { tool, outcome: settled ? 'settled' : 'unknown', ok: settled && result.output.ok, ...(result.held ? { held: true } : {}) };
 }
 
 interface RunOutcome {
   output: ToolOutput;
   /** Why a running command was stopped before it ended on its own. */
   stoppedBy?: 'cancel' | 'lease_lost' | 'worker_shutdown';
+  /** Verification found a change: the worktree is held (the output says what changed). */
+  held?: boolean;
 }
 
 async function run(deps: ExecutorDeps, input: ExecuteToolInput, tool: string, args: string, callKey: string): Promise<RunOutcome> {
@@ -158,6 +181,11 @@ async function run(deps: ExecutorDeps, input: ExecuteToolInput, tool: string, ar
     branch: input.branch,
     isolated: input.isolated === true,
     confinement: deps.confinement,
+    // Keyed like the lease (`<host>:<path>`): a hold belongs to the worktree, whichever session holds it next.
+    holds: {
+      open: () => openHold(pool, input.lease.worktree),
+      hold: (command, changes) => holdWorktree(pool, { worktree: input.lease.worktree, sessionId: input.sessionId, command, changes }),
+    },
     bashTimeoutMs: input.bashTimeoutSeconds * 1000,
     maxOutputBytes: deps.maxOutputBytes,
     commandSlots: deps.commandSlots,
@@ -200,7 +228,7 @@ async function run(deps: ExecutorDeps, input: ExecuteToolInput, tool: string, ar
       : context.cancellationDetails?.workerShutdown
         ? 'worker_shutdown'
         : 'cancel';
-  return { output: result, stoppedBy };
+  return { output: result, stoppedBy, held: result.changes !== undefined };
 }
 
 function staleLease(lease: Lease) {

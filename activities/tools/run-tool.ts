@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import { homedir } from 'node:os';
 import { confinedArgv, isolatedLayout, type Confinement } from '../bash/confinement';
+import { compareSnapshots, describeChanges, snapshotProtected, type ProtectedChange, type ProtectedSnapshot, type VerifyLayout } from '../bash/verify';
+import type { VerificationHold } from '../store/holds';
 import { buildCommandEnv, sessionHomeDir } from '../bash/env';
 import { noticeForBash } from '../bash/conflict-notice';
 import { formatRefusal, guardCommand } from '../bash/guard';
@@ -19,6 +21,14 @@ export interface ToolContext {
   isolated: boolean;
   /** How this host confines isolated children (resolved at worker start); none means refused, fail closed. */
   confinement?: Confinement;
+  /**
+   * The worktree's verification hold (layer 3): an isolated child's command runs only while none is open, and a
+   * command that changed what it must not opens one. Without it, isolated children's commands are refused.
+   */
+  holds?: {
+    open(): Promise<VerificationHold | undefined>;
+    hold(command: string, changes: readonly ProtectedChange[]): Promise<VerificationHold>;
+  };
   /** Upper bound for one bash command. */
   bashTimeoutMs: number;
   /** Bytes kept per stream / per file shown to the model. */
@@ -40,6 +50,8 @@ export interface ToolContext {
 export interface ToolResult extends ToolOutput {
   /** The command was stopped because the activity was cancelled. */
   cancelled?: boolean;
+  /** Verification found a change outside the child's allowance: the worktree is now held. */
+  changes?: ProtectedChange[];
 }
 
 const argsSchemas = {
@@ -91,6 +103,9 @@ export async function runTool(name: ExecutableTool, rawArguments: string, ctx: T
       const why = ctx.confinement?.reason ?? 'this worker resolved no confinement';
       return refusal('sandbox_unavailable', `this host cannot confine an isolated child's commands, so none run: ${why}`);
     }
+    if (!ctx.holds) return refusal('verification_hold', 'this worker cannot check the worktree\'s verification hold, so no command runs');
+    const hold = await ctx.holds.open();
+    if (hold) return refusal('verification_hold', heldMessage(hold));
     const { command } = parsed.data as z.infer<typeof argsSchemas.bash>;
     const decision = await guardCommand(command, { branch: ctx.branch, worktree: ctx.worktree, isolated: true });
     if (!decision.allowed) return { ok: false, content: formatRefusal(decision), durationMs: performance.now() - started };
@@ -110,7 +125,8 @@ export async function runTool(name: ExecutableTool, rawArguments: string, ctx: T
         const args = parsed.data as z.infer<typeof argsSchemas.bash>;
         const requested = args.timeout_seconds ? args.timeout_seconds * 1000 : ctx.bashTimeoutMs;
         let argv: string[] | undefined;
-        if (ctx.isolated && ctx.confinement?.mode === 'sandbox') {
+        let verify: { layout: VerifyLayout; before: ProtectedSnapshot } | undefined;
+        if (ctx.isolated) {
           // Built before every command: the ref directory it binds may have been packed away since the last one.
           const layout = await isolatedLayout({
             worktree: ctx.worktree,
@@ -121,7 +137,8 @@ export async function runTool(name: ExecutableTool, rawArguments: string, ctx: T
           }).catch((err: unknown) => {
             throw Object.assign(new Error(`the sandbox for this worktree cannot be built, so the command did not run: ${err instanceof Error ? err.message : String(err)}`), { code: 'sandbox_unavailable' });
           });
-          argv = confinedArgv(ctx.confinement, layout, args.command);
+          if (ctx.confinement?.mode === 'sandbox') argv = confinedArgv(ctx.confinement, layout, args.command);
+          verify = { layout, before: await snapshotProtected(layout) };
         }
         const result = await runBash({
           command: args.command,
@@ -153,13 +170,23 @@ export async function runTool(name: ExecutableTool, rawArguments: string, ctx: T
             : result.exitCode !== null
               ? `exit code ${result.exitCode}`
               : `killed by ${result.signal}`;
+        // Layer 3: compare what the child must not change with what it was before the command (also after a timeout
+        // or a cancel: whatever ran, ran). A change holds the worktree until a user resolves it.
+        let changes: ProtectedChange[] | undefined;
+        let verification: string | undefined;
+        if (verify && !result.notStarted) {
+          changes = compareSnapshots(verify.before, await snapshotProtected(verify.layout));
+          if (changes.length > 0) verification = heldMessage(await ctx.holds!.hold(args.command, changes));
+          else changes = undefined;
+        }
         // Annotates, never blocks: a conflicted index after the call, or a -X ours/theirs intent in the command.
         const notice = await noticeForBash({ worktree: ctx.worktree, branch: ctx.branch, command: args.command, result });
-        const content = [notice.before, status, '--- stdout ---', result.stdout, '--- stderr ---', result.stderr, notice.after]
+        const content = [verification, notice.before, status, '--- stdout ---', result.stdout, '--- stderr ---', result.stderr, notice.after]
           .filter((part) => part !== undefined)
           .join('\n');
         return {
-          ok: result.exitCode === 0 && !result.timedOut && !result.cancelled,
+          changes,
+          ok: result.exitCode === 0 && !result.timedOut && !result.cancelled && changes === undefined,
           content,
           exitCode: result.exitCode,
           stdout: result.stdout,
@@ -194,4 +221,15 @@ export async function runTool(name: ExecutableTool, rawArguments: string, ctx: T
     const message = err instanceof Error ? err.message : String(err);
     return { ...done(false, ''), content: `error${typeof code === 'string' ? ` (${code})` : ''}: ${message}` };
   }
+}
+
+/** What the model (and the user) reads about a hold: exactly what changed, and that nothing runs here until resolved. */
+export function heldMessage(hold: VerificationHold): string {
+  const changes = Array.isArray(hold.changes) ? describeChanges(hold.changes as ProtectedChange[]) : JSON.stringify(hold.changes);
+  return [
+    `VERIFICATION HOLD (${hold.heldAt}): the command \`${hold.command.length > 200 ? `${hold.command.slice(0, 200)}…` : hold.command}\` changed what this session must not change:`,
+    changes,
+    'No further command runs in this worktree until a user resolves the hold (`orchard session resolve-hold ' +
+      `${hold.sessionId}\`). Stop and report this to your orchestrator; do not try to undo it yourself.`,
+  ].join('\n');
 }

@@ -112,3 +112,60 @@ async function until<T>(read: () => Promise<T>, done: (value: T) => boolean, tim
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }
+
+test('verification after every command: a change the sandbox lets through (the child points its HEAD at main) holds the worktree until a user resolves it', async (t) => {
+  const orchard = await startOrchard(t);
+  const repo = makeRepo();
+  const sessionId = uniqueId('held');
+  const scenario = writeScenario({
+    name: 'held',
+    turns: [
+      {
+        steps: [
+          {
+            tool_calls: [
+              // The admin dir is the child's to write (the sandbox allows it); its HEAD must stay on its own branch.
+              { name: 'write_file', arguments: { path: 'hack.sh', content: 'git symbolic-ref HEAD refs/heads/main\n' } },
+              { name: 'bash', arguments: { command: 'bash hack.sh; echo ran' } },
+              { name: 'bash', arguments: { command: 'echo after > after.txt' } },
+            ],
+          },
+          { content: 'held' },
+        ],
+      },
+      { steps: [{ tool_calls: [{ name: 'bash', arguments: { command: 'echo resumed > resumed.txt' } }] }, { content: 'done' }] },
+    ],
+  });
+  await orchard.client.createSession({ sessionId, title: 'held', repo, isolated: true, model: { provider: 'scripted', scenario }, task: 'one' });
+  const held = await orchard.client.waitUntilSettled(sessionId, { afterTurn: 1 });
+  t.true(held.held);
+  const worktree = held.worktree!;
+  const results = async () =>
+    (
+      await orchard.pool.query(`SELECT content FROM transcript_entries WHERE session_id = $1 AND role = 'tool' ORDER BY turn, step, ordinal`, [sessionId])
+    ).rows.map((r) => String(r.content));
+  const [, hacked, refused] = await results();
+  // The tool result says exactly what changed: the child's HEAD, from its branch to main.
+  t.regex(hacked, /VERIFICATION HOLD/);
+  t.regex(hacked, new RegExp(`head .*HEAD.*ref: refs/heads/orchard/${sessionId}/work.* → .*ref: refs/heads/main`));
+  t.regex(refused, /^error \(verification_hold\)/);
+  t.false(existsSync(join(worktree, 'after.txt')), 'the command after the change did not run');
+  const { rows } = await orchard.pool.query(`SELECT session_id, command, changes, resolved_at FROM verification_holds WHERE worktree LIKE $1`, [`%:${worktree}`]);
+  t.is(rows.length, 1);
+  t.is(rows[0].command, 'bash hack.sh; echo ran');
+  t.is(rows[0].resolved_at, null);
+  t.deepEqual(rows[0].changes.map((c: { kind: string; change: string }) => [c.kind, c.change]), [['head', 'modified']]);
+
+  // A send does not lift the hold: the command stays refused.
+  // The user puts HEAD back and resolves the hold; the next task's command runs.
+  git(worktree, 'symbolic-ref', 'HEAD', `refs/heads/orchard/${sessionId}/work`);
+  const resolved = await orchard.client.resolveHold(sessionId, { by: 'tester', note: 'HEAD put back' });
+  t.is(resolved.resolvedBy, 'tester');
+  t.falsy((await orchard.client.status(sessionId)).held);
+  await orchard.client.send(sessionId, 'two');
+  await orchard.client.waitUntilSettled(sessionId, { afterTurn: 2 });
+  t.is(readFileSync(join(worktree, 'resumed.txt'), 'utf8'), 'resumed\n');
+  // Nothing left to resolve: a typed refusal, and nothing changes.
+  const again = await t.throwsAsync(orchard.client.resolveHold(sessionId));
+  t.regex(again!.message, /no open verification hold/);
+});

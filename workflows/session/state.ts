@@ -35,6 +35,8 @@ export interface SessionWorktree {
   readonly lease: Lease;
   /** An isolated child whose host runs with ORCHARD_SANDBOX=off: its commands have the guard alone. */
   readonly unconfined?: boolean;
+  /** Verification found a change (as far as this workflow learned): commands there are refused until resolved. */
+  readonly held?: boolean;
 }
 
 /** Carried across continue-as-new: JSON-safe (arrays and plain objects, never a Map). */
@@ -344,6 +346,7 @@ export class SessionState {
       branch: this.worktree?.branch,
       worktree: this.worktree?.path,
       confinement: this.create.isolated && this.worktree ? (this.worktree.unconfined ? 'unconfined' : 'confined') : undefined,
+      held: this.worktree?.held ? true : undefined,
       status: this.status,
       turnsCompleted: this.turnsCompleted,
       currentTask: this.current && { taskId: this.current.taskId, turn: this.current.turn, excerpt: this.current.excerpt },

@@ -23,6 +23,7 @@ import { MODEL_ACTIVITY_OPTIONS, STORE_LOCAL_OPTIONS, failureOf } from '../activ
 import { isErrorCode, orchardFailure } from '../errors';
 import {
   cancelUpdate,
+  resolveHoldUpdate,
   childTurnEndedSignal,
   createRequestProblem,
   createUpdate,
@@ -77,6 +78,8 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
   // local activity's input is not recorded): the history budget counts both.
   const textCopies = storeAsActivities ? 2 : 1;
   const shared = proxyActivities<SharedActivities>({ ...MODEL_ACTIVITY_OPTIONS, summary: 'model call' });
+  // A user's hold resolution: one Postgres row, answered within seconds or refused.
+  const holdActs = proxyActivities<SharedActivities>({ startToCloseTimeout: '30 seconds', retry: { maximumAttempts: 3 }, summary: 'resolve hold' });
   // Built once the limits are resolved (they bound the host activities' timeouts).
   let hostActs: { worktree: HostActivities; tool: HostActivities } | undefined;
 
@@ -142,6 +145,30 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
       description: 'Cancel the session: stops its running command, ends queued tasks as cancelled, releases its worktree.',
       validator: (_cancel) => {
         if (state.finished) throw orchardFailure('session_closed', `session ${create.sessionId} is ${state.status}: create a new session`);
+      },
+    },
+  );
+  setHandler(
+    resolveHoldUpdate,
+    async (input) => {
+      const worktree = state.worktree!;
+      const resolved = await holdActs.resolveVerificationHold({ worktree: worktree.lease.worktree, by: input?.by || 'user', note: input?.note });
+      if (state.worktree) state.worktree = { ...state.worktree, held: undefined };
+      publish();
+      if (!resolved) throw orchardFailure('invalid_input', `session ${create.sessionId} has no open verification hold on ${worktree.path}`);
+      return resolved;
+    },
+    {
+      description: 'Resolve a verification hold: a user has dealt with the change a command made; commands run in the worktree again.',
+      validator: (input) => {
+        if (input !== undefined && (typeof input !== 'object' || input === null)) throw orchardFailure('invalid_input', 'resolveHold takes { by?, note? }');
+        for (const key of ['by', 'note'] as const) {
+          const value = input?.[key];
+          if (value !== undefined && (typeof value !== 'string' || value.length > 2000)) {
+            throw orchardFailure('invalid_input', `resolveHold: ${key} must be a string of at most 2000 characters`);
+          }
+        }
+        if (!state.worktree) throw orchardFailure('invalid_input', `session ${create.sessionId} has no worktree, so nothing is held`);
       },
     },
   );
@@ -288,6 +315,15 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
               ...(create.team ? { team: create.team } : {}),
             });
             toolCalls += 1;
+            // A session from before the confined layout: the host moved its branch to orchard/<id>/work.
+            if (result.branch && state.worktree && result.branch !== state.worktree.branch) {
+              state.worktree = { ...state.worktree, branch: result.branch };
+              publish();
+            }
+            if (result.held && state.worktree && !state.worktree.held) {
+              state.worktree = { ...state.worktree, held: true };
+              publish();
+            }
             if (result.message && create.team) await tellTeam(create.team.teamId, result.message);
           }
         }
@@ -483,6 +519,7 @@ function describe(view: SessionStatusView): string {
     `**${view.status}**${view.closing ? ' (closing)' : ''} · ${view.turnsCompleted} turn(s) · ${view.queued} queued · run ${view.runIndex}`,
     `branch \`${view.branch ?? '(preparing)'}\` on host \`${view.host}\``,
   ];
+  if (view.held) lines.push('**HELD**: a command changed what this session must not; no command runs until a user resolves it (`resolveHold`)');
   if (view.confinement === 'unconfined') lines.push('**UNCONFINED**: this isolated child runs with the guard alone (ORCHARD_SANDBOX=off on its host)');
   if (view.currentTask) lines.push(`now: turn ${view.currentTask.turn} — ${view.currentTask.excerpt}`);
   if (view.lastTurn) {

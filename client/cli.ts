@@ -5,6 +5,7 @@ import { OrchardError, OrchardClient } from './client';
 import { sessionIdProblem, slugOf } from '../workflows/session/ids';
 import { describeCliError, type CliErrorContext } from './cli-errors';
 import { registerGuardCommand } from './guard-command';
+import { registerExecCommand } from './exec-command';
 import { registerBoardCommand } from './board-command';
 import type { OrchestratorStatusView, SessionStatusView } from '../workflows/messages';
 import { workerConfigFromEnv } from '../worker/config';
@@ -419,6 +420,7 @@ program
   });
 
 registerGuardCommand(program);
+registerExecCommand(program);
 registerBoardCommand(program);
 
 function formatOrchestratorStatus(view: OrchestratorStatusView): string {

@@ -1,14 +1,12 @@
 import { z } from 'zod';
-import { homedir } from 'node:os';
-import { confinedArgv, isolatedLayout, type Confinement } from '../bash/confinement';
-import { compareSnapshots, describeChanges, snapshotProtected, type ProtectedChange, type ProtectedSnapshot, type VerifyLayout } from '../bash/verify';
+import type { Confinement } from '../bash/confinement';
+import { admitIsolated, prepareIsolated, verifyIsolated } from '../bash/isolated';
+import { describeChanges, type ProtectedChange } from '../bash/verify';
 import type { VerificationHold } from '../store/holds';
-import { buildCommandEnv, sessionHomeDir } from '../bash/env';
+import { buildCommandEnv } from '../bash/env';
 import { noticeForBash } from '../bash/conflict-notice';
-import { formatRefusal, guardCommand } from '../bash/guard';
 import type { CommandSlots } from '../bash/command-slots';
 import { runBash, type SpawnInfo } from '../bash/runner';
-import { ISOLATED_BRANCH_ENV } from '../git/backstop';
 import { gitCommit, gitDiff, gitStatus } from '../git/repo-tools';
 import { readFileInWorktree, writeFileInWorktree } from '../workspace/files';
 import type { ToolOutput } from '../store/dispatch';
@@ -99,16 +97,15 @@ export async function runTool(name: ExecutableTool, rawArguments: string, ctx: T
   const done = (ok: boolean, content: string): ToolResult => ({ ok, content, durationMs: performance.now() - started });
   // An isolated child's command is refused before anything runs when it would reach beyond its own branch.
   if (name === 'bash' && ctx.isolated) {
-    if (!ctx.confinement || ctx.confinement.mode === 'unavailable') {
-      const why = ctx.confinement?.reason ?? 'this worker resolved no confinement';
-      return refusal('sandbox_unavailable', `this host cannot confine an isolated child's commands, so none run: ${why}`);
-    }
     if (!ctx.holds) return refusal('verification_hold', 'this worker cannot check the worktree\'s verification hold, so no command runs');
     const hold = await ctx.holds.open();
     if (hold) return refusal('verification_hold', heldMessage(hold));
     const { command } = parsed.data as z.infer<typeof argsSchemas.bash>;
-    const decision = await guardCommand(command, { branch: ctx.branch, worktree: ctx.worktree, isolated: true });
-    if (!decision.allowed) return { ok: false, content: formatRefusal(decision), durationMs: performance.now() - started };
+    const admission = await admitIsolated({ command, worktree: ctx.worktree, branch: ctx.branch, confinement: ctx.confinement });
+    if (!admission.admitted) {
+      const content = admission.code === 'guard_refused' ? admission.message : `error (${admission.code}): ${admission.message}`;
+      return { ok: false, content, durationMs: performance.now() - started };
+    }
   }
   // Tools that change the worktree check the fence right before they do; read-only ones need no lease.
   if (MUTATING.has(name)) {
@@ -124,33 +121,16 @@ export async function runTool(name: ExecutableTool, rawArguments: string, ctx: T
       case 'bash': {
         const args = parsed.data as z.infer<typeof argsSchemas.bash>;
         const requested = args.timeout_seconds ? args.timeout_seconds * 1000 : ctx.bashTimeoutMs;
-        let argv: string[] | undefined;
-        let verify: { layout: VerifyLayout; before: ProtectedSnapshot } | undefined;
-        if (ctx.isolated) {
-          // Built before every command: the ref directory it binds may have been packed away since the last one.
-          const layout = await isolatedLayout({
-            worktree: ctx.worktree,
-            branch: ctx.branch,
-            sessionId: ctx.sessionId,
-            home: sessionHomeDir(ctx.worktree, ctx.sessionId),
-            hide: [homedir()],
-          }).catch((err: unknown) => {
-            throw Object.assign(new Error(`the sandbox for this worktree cannot be built, so the command did not run: ${err instanceof Error ? err.message : String(err)}`), { code: 'sandbox_unavailable' });
-          });
-          if (ctx.confinement?.mode === 'sandbox') argv = confinedArgv(ctx.confinement, layout, args.command);
-          verify = { layout, before: await snapshotProtected(layout) };
-        }
+        // Admitted above, so an isolated child's confinement is sandbox or off here.
+        const isolated =
+          ctx.isolated && ctx.confinement && ctx.confinement.mode !== 'unavailable'
+            ? await prepareIsolated({ command: args.command, worktree: ctx.worktree, branch: ctx.branch, sessionId: ctx.sessionId, confinement: ctx.confinement })
+            : undefined;
         const result = await runBash({
           command: args.command,
-          argv,
+          argv: isolated?.argv,
           cwd: ctx.worktree,
-          env: buildCommandEnv({
-            worktree: ctx.worktree,
-            sessionId: ctx.sessionId,
-            branch: ctx.branch,
-            // Holds scripts that leave the worktree (`cd ../main && git …`) to the child's branch in the backstop hook.
-            extra: ctx.isolated ? { [ISOLATED_BRANCH_ENV]: ctx.branch } : undefined,
-          }),
+          env: isolated?.env ?? buildCommandEnv({ worktree: ctx.worktree, sessionId: ctx.sessionId, branch: ctx.branch }),
           timeoutMs: Math.min(requested, ctx.bashTimeoutMs),
           maxOutputBytes: ctx.maxOutputBytes,
           signal: ctx.signal,
@@ -174,8 +154,8 @@ export async function runTool(name: ExecutableTool, rawArguments: string, ctx: T
         // or a cancel: whatever ran, ran). A change holds the worktree until a user resolves it.
         let changes: ProtectedChange[] | undefined;
         let verification: string | undefined;
-        if (verify && !result.notStarted) {
-          changes = compareSnapshots(verify.before, await snapshotProtected(verify.layout));
+        if (isolated && !result.notStarted) {
+          changes = await verifyIsolated(isolated);
           if (changes.length > 0) verification = heldMessage(await ctx.holds!.hold(args.command, changes));
           else changes = undefined;
         }

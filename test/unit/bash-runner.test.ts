@@ -166,7 +166,8 @@ test('a background process holding stdout open does not hang the runner', async 
   const r = await run('sleep 300 & echo "pid=$!"; echo leader-done');
   t.is(r.exitCode, 0);
   t.true(r.stdout.includes('leader-done'));
-  t.true(Date.now() - started < 5000, `took ${Date.now() - started} ms`);
+  // Far below the 300 s the holder would keep the pipe open; loose enough for a loaded 2-core CI machine.
+  t.true(Date.now() - started < 60_000, `took ${Date.now() - started} ms`);
   for (const pid of pidsIn(r.stdout)) t.false(liveState(pid).live);
 });
 
@@ -174,7 +175,7 @@ test('a detached process that keeps stdout does not hang the runner and is kille
   const started = Date.now();
   const r = await run('setsid env -i /bin/sleep 300 & echo "pid=$!"', { snapshotMs: 60_000 });
   t.is(r.exitCode, 0);
-  t.true(Date.now() - started < 5000);
+  t.true(Date.now() - started < 60_000, `took ${Date.now() - started} ms`);
   const [pid] = pidsIn(r.stdout);
   t.false(liveState(pid).live, `escaped pid ${pid} survived`);
 });

@@ -1,0 +1,77 @@
+import { homedir } from 'node:os';
+import { ISOLATED_BRANCH_ENV } from '../git/backstop';
+import { confinedArgv, isolatedLayout, type Confinement } from './confinement';
+import { buildCommandEnv, sessionHomeDir } from './env';
+import { formatRefusal, guardCommand, type GuardDecision } from './guard';
+import type { SandboxLayout } from './sandbox';
+import { compareSnapshots, snapshotProtected, type ProtectedChange, type ProtectedSnapshot } from './verify';
+
+/**
+ * One isolated child's command through the three layers (docs/confinement.md), in the pieces both the bash tool
+ * (activities/tools/run-tool.ts, which adds the lease fence and the verification hold) and `orchard exec` put
+ * together in the same order: admit (confinement available, guard) → prepare (layout, sandbox argv, snapshot) →
+ * run → verify (compare). The ref backstop is the repository's hook and runs inside the command itself.
+ */
+
+export type Admission =
+  | { readonly admitted: true; readonly decision: GuardDecision }
+  | { readonly admitted: false; readonly code: 'sandbox_unavailable' | 'guard_refused'; readonly message: string; readonly decision?: GuardDecision };
+
+/** Layer 1, and fail closed: refused when the host cannot confine, or when the guard refuses the text. */
+export async function admitIsolated(input: { command: string; worktree: string; branch: string; confinement?: Confinement }): Promise<Admission> {
+  if (!input.confinement || input.confinement.mode === 'unavailable') {
+    const why = input.confinement?.reason ?? 'no confinement was resolved';
+    return { admitted: false, code: 'sandbox_unavailable', message: `this host cannot confine an isolated child's commands, so none run: ${why}` };
+  }
+  const decision = await guardCommand(input.command, { branch: input.branch, worktree: input.worktree, isolated: true });
+  if (!decision.allowed) return { admitted: false, code: 'guard_refused', message: formatRefusal(decision), decision };
+  return { admitted: true, decision };
+}
+
+export interface PreparedIsolated {
+  readonly layout: SandboxLayout;
+  /** The sandbox's argv (bwrap first), or undefined when the host runs with ORCHARD_SANDBOX=off. */
+  readonly argv?: string[];
+  /** The complete environment of the command. */
+  readonly env: Record<string, string>;
+  /** What the child must not change, before the command. */
+  readonly before: ProtectedSnapshot;
+}
+
+/**
+ * Layers 2 and 3 before the command: the layout (built before every command: a ref directory the sandbox binds may
+ * have been packed away since the last one), the sandbox argv, the environment and the snapshot.
+ */
+export async function prepareIsolated(input: {
+  command: string;
+  worktree: string;
+  branch: string;
+  sessionId: string;
+  confinement: Confinement;
+}): Promise<PreparedIsolated> {
+  const layout = await isolatedLayout({
+    worktree: input.worktree,
+    branch: input.branch,
+    sessionId: input.sessionId,
+    home: sessionHomeDir(input.worktree, input.sessionId),
+    // The worker's own HOME may hold credentials (~/.git-credentials, ~/.npmrc): an empty directory in its place.
+    hide: [homedir()],
+  }).catch((err: unknown) => {
+    const message = `the layout of this worktree cannot be confined or verified, so the command did not run: ${err instanceof Error ? err.message : String(err)}`;
+    throw Object.assign(new Error(message), { code: 'sandbox_unavailable' });
+  });
+  const argv = input.confinement.mode === 'sandbox' ? confinedArgv(input.confinement, layout, input.command) : undefined;
+  const env = buildCommandEnv({
+    worktree: input.worktree,
+    sessionId: input.sessionId,
+    branch: input.branch,
+    // Holds scripts that leave the worktree (`cd ../main && git …`) to the child's branch in the backstop hook.
+    extra: { [ISOLATED_BRANCH_ENV]: input.branch },
+  });
+  return { layout, argv, env, before: await snapshotProtected(layout) };
+}
+
+/** Layer 3 after the command: what changed that the child must not change (empty when nothing did). */
+export async function verifyIsolated(prepared: PreparedIsolated): Promise<ProtectedChange[]> {
+  return compareSnapshots(prepared.before, await snapshotProtected(prepared.layout));
+}

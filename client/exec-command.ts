@@ -1,0 +1,98 @@
+import { constants } from 'node:os';
+import { isAbsolute, resolve } from 'node:path';
+import { Command, CommanderError } from 'commander';
+import { describeConfinement, resolveConfinement } from '../activities/bash/confinement';
+import { admitIsolated, prepareIsolated, verifyIsolated } from '../activities/bash/isolated';
+import { runBash } from '../activities/bash/runner';
+import { branchSessionId } from '../activities/bash/sandbox';
+import { describeChanges } from '../activities/bash/verify';
+import { installRefBackstop, markWorktreeIsolated } from '../activities/git/backstop';
+
+/** Exit codes of `orchard exec` besides the command's own status. */
+export const EXEC_EXIT = { usage: 2, refused: 3, changed: 4 } as const;
+
+const MAX_OUTPUT_BYTES = 1024 * 1024;
+
+/**
+ * `orchard exec --branch <B> --worktree <W> [--json] -- '<command>'`: runs a command exactly as an isolated child's
+ * bash tool does (activities/bash/isolated.ts): the guard, the sandbox (or the guard alone under ORCHARD_SANDBOX=off;
+ * refused when the sandbox cannot be built), verification after it, and the ref backstop, which it installs in the
+ * repository and marks W for, as a session's preparation does. Exits with the command's status; 3 when refused, 4
+ * when verification found a change (printed), 2 for bad usage. `orchard guard` is the dry run of the first layer.
+ */
+export function registerExecCommand(program: Command): Command {
+  return program
+    .command('exec')
+    .description("run a command as an isolated child's bash tool would (guard, sandbox, verification, backstop): exit = its status; 3 refused, 4 changed what it must not, 2 bad usage")
+    .requiredOption('--branch <branch>', "the child's branch, orchard/<sessionId>/work (its worktree must have it checked out)")
+    .option('--worktree <path>', "the child's worktree, a linked worktree of the repository (default: the current directory)")
+    .option('--timeout <seconds>', 'stop the command after this many seconds', '300')
+    .option('--json', 'print {decision, status, changes, …} as JSON instead of the command output')
+    .argument('<command...>', 'the bash command, as one quoted word after `--` (several words are joined with spaces)')
+    .addHelpText('after', "\nExample:\n  orchard exec --branch orchard/s1/work --worktree .orchard/worktrees/host/s1 -- 'npm test'")
+    .exitOverride((err: CommanderError) => {
+      if (err.code === 'commander.helpDisplayed' || err.code === 'commander.help' || err.code === 'commander.version') process.exit(0);
+      process.exit(EXEC_EXIT.usage);
+    })
+    .action(async (words: string[], options: { branch: string; worktree?: string; timeout: string; json?: boolean }) => {
+      const command = words.join(' ');
+      const branch = options.branch.trim();
+      const sessionId = branchSessionId(branch);
+      const timeoutSeconds = Number(options.timeout);
+      const usage = (message: string) => {
+        console.error(`orchard exec: ${message}`);
+        process.exitCode = EXEC_EXIT.usage;
+      };
+      if (!command.trim()) return usage('give the command to run after --');
+      if (sessionId === undefined) return usage(`--branch must be a session branch orchard/<sessionId>/work, got ${JSON.stringify(branch)}`);
+      if (!Number.isFinite(timeoutSeconds) || timeoutSeconds <= 0) return usage(`--timeout must be a positive number of seconds, got ${JSON.stringify(options.timeout)}`);
+      const worktree = options.worktree === undefined ? process.cwd() : isAbsolute(options.worktree) ? options.worktree : resolve(options.worktree);
+
+      const confinement = await resolveConfinement(process.env);
+      const report = (fields: Record<string, unknown>) => {
+        if (options.json) console.log(JSON.stringify({ command, branch, worktree, confinement: confinement.mode, ...fields }, null, 2));
+      };
+      if (!options.json) console.error(`orchard exec: ${describeConfinement(confinement)}`);
+      const admission = await admitIsolated({ command, worktree, branch, confinement });
+      if (!admission.admitted) {
+        if (options.json) report({ decision: 'deny', refusal: { code: admission.code, message: admission.message }, ...admission.decision });
+        else console.error(admission.message);
+        process.exitCode = EXEC_EXIT.refused;
+        return;
+      }
+      // As a session's preparation does for an isolated child: the backstop hook in the shared hooks, W marked.
+      try {
+        await installRefBackstop(worktree);
+        await markWorktreeIsolated(worktree, branch);
+      } catch (err) {
+        return usage(`${worktree} cannot be set up as an isolated child's worktree: ${err instanceof Error ? err.message : String(err)}`);
+      }
+      let prepared;
+      try {
+        if (confinement.mode === 'unavailable') throw new Error(confinement.reason); // admitIsolated refused it already
+        prepared = await prepareIsolated({ command, worktree, branch, sessionId, confinement });
+      } catch (err) {
+        const message = err instanceof Error ? err.message : String(err);
+        if (options.json) report({ decision: 'deny', refusal: { code: 'sandbox_unavailable', message } });
+        else console.error(message);
+        process.exitCode = EXEC_EXIT.refused;
+        return;
+      }
+      const result = await runBash({ command, argv: prepared.argv, cwd: worktree, env: prepared.env, timeoutMs: timeoutSeconds * 1000, maxOutputBytes: MAX_OUTPUT_BYTES });
+      const changes = await verifyIsolated(prepared);
+      const status = result.exitCode ?? (result.signal ? 128 + (signalNumber(result.signal) ?? 0) : 1);
+      if (options.json) {
+        report({ decision: 'allow', unsure: 'unsure' in admission.decision ? admission.decision.unsure : undefined, status, signal: result.signal, timedOut: result.timedOut, changes, stdout: result.stdout, stderr: result.stderr });
+      } else {
+        process.stdout.write(result.stdout);
+        process.stderr.write(result.stderr);
+        if (result.timedOut) console.error(`orchard exec: timed out after ${timeoutSeconds} s; the command's processes were stopped`);
+        if (changes.length > 0) console.error(`orchard exec: verification found changes outside the allowance:\n${describeChanges(changes)}`);
+      }
+      process.exitCode = changes.length > 0 ? EXEC_EXIT.changed : status;
+    });
+}
+
+function signalNumber(signal: string): number | undefined {
+  return constants.signals[signal as NodeJS.Signals];
+}

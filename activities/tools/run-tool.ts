@@ -63,6 +63,9 @@ const argsSchemas = {
 
 export type ExecutableTool = keyof typeof argsSchemas;
 
+/** Tools a verification hold stops: bash, and the git tools (git on the host, in the worktree). */
+const HOLD_BLOCKS: ReadonlySet<ExecutableTool> = new Set(['bash', 'git_status', 'git_diff', 'git_commit']);
+
 /** Tools whose side effects change the worktree or its branch: fenced by the lease, run at most once. */
 const MUTATING: ReadonlySet<ExecutableTool> = new Set(['bash', 'write_file', 'git_commit']);
 
@@ -96,10 +99,14 @@ export async function runTool(name: ExecutableTool, rawArguments: string, ctx: T
   const started = performance.now();
   const done = (ok: boolean, content: string): ToolResult => ({ ok, content, durationMs: performance.now() - started });
   // An isolated child's command is refused before anything runs when it would reach beyond its own branch.
-  if (name === 'bash' && ctx.isolated) {
+  // A held worktree runs nothing: not bash, and not the git tools either, which run git on the host, where a `.git`
+  // file or admin dir the command changed could point git at config the child wrote.
+  if (ctx.isolated && HOLD_BLOCKS.has(name)) {
     if (!ctx.holds) return refusal('verification_hold', 'this worker cannot check the worktree\'s verification hold, so no command runs');
     const hold = await ctx.holds.open();
     if (hold) return refusal('verification_hold', heldMessage(hold));
+  }
+  if (name === 'bash' && ctx.isolated) {
     const { command } = parsed.data as z.infer<typeof argsSchemas.bash>;
     const admission = await admitIsolated({ command, worktree: ctx.worktree, branch: ctx.branch, confinement: ctx.confinement });
     if (!admission.admitted) {
@@ -159,8 +166,9 @@ export async function runTool(name: ExecutableTool, rawArguments: string, ctx: T
           if (changes.length > 0) verification = heldMessage(await ctx.holds!.hold(args.command, changes));
           else changes = undefined;
         }
-        // Annotates, never blocks: a conflicted index after the call, or a -X ours/theirs intent in the command.
-        const notice = await noticeForBash({ worktree: ctx.worktree, branch: ctx.branch, command: args.command, result });
+        // Annotates, never blocks: a conflicted index after the call, or a -X ours/theirs intent in the command. It runs
+        // git on the host, so not after a command that changed what it must not (its .git may point anywhere now).
+        const notice = changes ? {} : await noticeForBash({ worktree: ctx.worktree, branch: ctx.branch, command: args.command, result });
         const content = [verification, notice.before, status, '--- stdout ---', result.stdout, '--- stderr ---', result.stderr, notice.after]
           .filter((part) => part !== undefined)
           .join('\n');

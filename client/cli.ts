@@ -5,7 +5,7 @@ import { OrchardError, OrchardClient } from './client';
 import { sessionIdProblem, slugOf } from '../workflows/session/ids';
 import { describeCliError, type CliErrorContext } from './cli-errors';
 import { registerGuardCommand } from './guard-command';
-import { registerExecCommand } from './exec-command';
+import { registerExecCommand, registerSandboxCommand } from './exec-command';
 import { registerBoardCommand } from './board-command';
 import type { OrchestratorStatusView, SessionStatusView } from '../workflows/messages';
 import { workerConfigFromEnv } from '../worker/config';
@@ -421,6 +421,7 @@ program
 
 registerGuardCommand(program);
 registerExecCommand(program);
+registerSandboxCommand(program);
 registerBoardCommand(program);
 
 function formatOrchestratorStatus(view: OrchestratorStatusView): string {

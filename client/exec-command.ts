@@ -96,3 +96,20 @@ export function registerExecCommand(program: Command): Command {
 function signalNumber(signal: string): number | undefined {
   return constants.signals[signal as NodeJS.Signals];
 }
+
+/**
+ * `orchard sandbox [--json]`: whether this machine (with this environment) would confine isolated children, by the
+ * same probe a worker runs at start. Exit 0 when confined; 1 when not (ORCHARD_SANDBOX=off, or the sandbox cannot
+ * be built: the reason is printed).
+ */
+export function registerSandboxCommand(program: Command): Command {
+  return program
+    .command('sandbox')
+    .description("check that this host confines isolated children (the worker's start-up probe): exit 0 confined, 1 not, with the reason")
+    .option('--json', 'print {mode, reason?, bwrap?, version?} as JSON')
+    .action(async (options: { json?: boolean }) => {
+      const confinement = await resolveConfinement(process.env);
+      console.log(options.json ? JSON.stringify(confinement, null, 2) : describeConfinement(confinement));
+      process.exitCode = confinement.mode === 'sandbox' ? 0 : 1;
+    });
+}

@@ -1,0 +1,51 @@
+import test from 'ava';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import * as path from 'node:path';
+import { isolatedLayout, resolveConfinement, sessionTmpDir } from '../../activities/bash/confinement';
+import { gitIn as git } from '../helpers/git';
+
+/** How a host decides its confinement (docs/confinement.md, "Fail closed"), and whose repository a layout trusts. */
+
+const created: string[] = [];
+test.after.always(() => created.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
+
+test('ORCHARD_SANDBOX: off runs with the guard alone, a bad value stops the worker, the default probes bubblewrap', async (t) => {
+  t.deepEqual(await resolveConfinement({ ORCHARD_SANDBOX: 'off' }), { mode: 'off', reason: 'ORCHARD_SANDBOX=off: isolated children run with the guard alone' });
+  await t.throwsAsync(resolveConfinement({ ORCHARD_SANDBOX: 'maybe' }), { message: /ORCHARD_SANDBOX must be "on" or "off"/ });
+  const probed = await resolveConfinement({});
+  if (process.env.ORCHARD_TEST_NO_SANDBOX) {
+    t.not(probed.mode, 'sandbox');
+    return;
+  }
+  t.is(probed.mode, 'sandbox', 'reason' in probed ? probed.reason : '');
+  // A bwrap that is missing or is not a sandbox: sandbox.test.ts ("the probe says why …") covers sandboxAvailable.
+});
+
+test('a layout believes the worktree’s .git only when it names an admin dir that points back; a repository faked inside the worktree is refused', async (t) => {
+  const base = mkdtempSync(path.join(tmpdir(), 'orchard-layout-'));
+  created.push(base);
+  const repo = path.join(base, 'repo');
+  mkdirSync(repo);
+  git(repo, 'init', '-q', '-b', 'main');
+  git(repo, 'commit', '-q', '--allow-empty', '-m', 'init');
+  const worktree = path.join(base, 'worktrees', 's1');
+  git(repo, 'worktree', 'add', '-q', '-b', 'orchard/s1/work', worktree);
+  const layout = await isolatedLayout({ worktree, branch: 'orchard/s1/work', sessionId: 's1' });
+  t.is(layout.commonDir, path.join(repo, '.git'));
+  t.is(layout.adminDir, path.join(repo, '.git', 'worktrees', 's1'));
+  t.is(layout.tmpDir, sessionTmpDir(worktree, 's1'));
+
+  // A fake repository inside the worktree whose admin dir points back at it: refused (it overlaps the worktree).
+  git(worktree, 'init', '-q', '--bare', 'fake');
+  const fake = path.join(worktree, 'fake', 'worktrees', 's1');
+  mkdirSync(fake, { recursive: true });
+  writeFileSync(path.join(fake, 'gitdir'), `${path.join(worktree, '.git')}\n`);
+  writeFileSync(path.join(worktree, '.git'), `gitdir: ${fake}\n`);
+  await t.throwsAsync(isolatedLayout({ worktree, branch: 'orchard/s1/work', sessionId: 's1' }), { message: /overlaps/ });
+  // Another worktree's admin dir does not point back at this one: refused.
+  const sibling = path.join(base, 'worktrees', 's2');
+  git(repo, 'worktree', 'add', '-q', '-b', 'orchard/s2/work', sibling);
+  writeFileSync(path.join(worktree, '.git'), `gitdir: ${path.join(repo, '.git', 'worktrees', 's2')}\n`);
+  await t.throwsAsync(isolatedLayout({ worktree, branch: 'orchard/s1/work', sessionId: 's1' }), { message: /is not a linked worktree/ });
+});

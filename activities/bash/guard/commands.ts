@@ -132,6 +132,17 @@ export function decideInvocation(inv: Invocation, scope: GuardScope, state: Shel
   if (execOption) {
     return deny('unresolved_launcher', `\`${base} ${execOption}…\` runs a command given as an option, which the guard does not follow`);
   }
+  const outputs = OUTPUT_OPTIONS[base];
+  if (outputs) {
+    const bad = checkTargets(inv, operandsOf(args, [], outputs).targets, scope, base, state);
+    if (bad) return bad;
+  }
+  if (['cp', 'install', 'ln', 'link', 'rsync'].includes(base)) {
+    const copied = args.find((a) => a.value !== undefined && !a.value.startsWith('-') && a.value.includes('/') && launchesWhenRenamed(a.value));
+    if (copied && args.indexOf(copied) < args.length - 1) {
+      return deny('dynamic_command', `\`${base} ${copied.value}\` makes a copy of a program that runs others under a name the guard does not know`, 'Run git and shells by their own names.');
+    }
+  }
   const write = WRITERS[base];
   if (write) {
     const bad = write(inv, args, scope, state);
@@ -586,16 +597,52 @@ const WRITERS: Record<string, Writer> = {
   touch: allOperands(['-d', '-t', '-r']), mkdir: allOperands(['-m']), truncate: allOperands(['-s', '-r']),
   tee: allOperands(), mkfifo: allOperands(['-m']),
   chmod: afterFirst(), chown: afterFirst(), chgrp: afterFirst(),
-  cp: lastOperand(['-S', '--suffix']), install: lastOperand(['-m', '-o', '-g', '-S', '--mode', '--owner', '--group', '--suffix']),
+  cp: (inv, args, scope, state) => {
+    const bad = lastOperand(['-S', '--suffix'])(inv, args, scope, state);
+    if (bad) return bad;
+    // `cp -l` / `cp -s` make links, not copies: a write through one lands in the source.
+    const links = args.some((a) => /^(--link|--symbolic-link)$/.test(a.value ?? '') || /^-[a-zA-Z]*[ls]/.test(a.value ?? '') && !(a.value ?? '').startsWith('--'));
+    return links ? checkLinkSources(inv, sourcesOf(args, ['-S', '--suffix']), scope, 'cp', state) : undefined;
+  },
+  install: lastOperand(['-m', '-o', '-g', '-S', '--mode', '--owner', '--group', '--suffix']),
   ln: (inv, args, scope, state) => {
     const bad = lastOperand(['-S', '--suffix'])(inv, args, scope, state);
     if (bad) return bad;
-    // A symlink to a place outside the worktree would let later commands (`git -C link …`) leave it unseen.
-    const symbolic = args.some((a) => a.value === '--symbolic' || (a.value !== undefined && /^-[a-zA-Z]*s/.test(a.value) && !a.value.startsWith('--')));
-    if (!symbolic) return undefined;
-    const { operands, targets } = operandsOf(args, ['-S', '--suffix'], ['-t', '--target-directory']);
-    const linkTargets = targets.length > 0 || operands.length === 1 ? operands : operands.slice(0, -1);
-    return checkTargets(inv, linkTargets, scope, 'ln -s (link target)', state);
+    return checkLinkSources(inv, sourcesOf(args, ['-S', '--suffix']), scope, 'ln', state);
+  },
+  link: (inv, args, scope, state) => {
+    const { operands } = operandsOf(args);
+    return checkTargets(inv, operands.slice(1, 2), scope, 'link', state) ?? checkLinkSources(inv, operands.slice(0, 1), scope, 'link', state);
+  },
+  split: (inv, args, scope, state) => {
+    const { operands } = operandsOf(args, ['-a', '-b', '-C', '-l', '-n', '-t', '--additional-suffix', '--suffix-length', '--bytes', '--line-bytes', '--lines', '--number', '--separator']);
+    return checkTargets(inv, [operands[1] ?? literalWord('x')], scope, 'split', state);
+  },
+  csplit: optionTargets(['-f', '--prefix'], ['-b', '-n', '--suffix-format', '--digits']),
+  xxd: (inv, args, scope, state) => {
+    const { operands } = operandsOf(args, ['-c', '-g', '-l', '-s', '-o', '-n', '-cols', '-groupsize', '-len', '-seek', '-offset', '-name']);
+    return checkTargets(inv, operands.slice(1, 2), scope, 'xxd', state);
+  },
+  iconv: optionTargets(['-o', '--output'], ['-f', '-t', '--from-code', '--to-code']),
+  history: (inv, args, scope, state) => {
+    const writes = args.some((a) => /^-[a-zA-Z]*[wa]/.test(a.value ?? ''));
+    if (!writes) return undefined;
+    const { operands } = operandsOf(args, ['-d']);
+    if (operands.length === 0) {
+      note(state, inv.text, '`history -w/-a` writes $HISTFILE, wherever that points');
+      return undefined;
+    }
+    return checkTargets(inv, operands, scope, 'history', state);
+  },
+  tar: (inv, args, scope, state) => {
+    const bad = optionTargets(['-C', '--directory'], ['-f', '--file', '-T', '-X', '--exclude'])(inv, args, scope, state);
+    if (bad) return bad;
+    const mode = tarMode(args);
+    if (mode.archive && /[cruA]/.test(mode.letters)) return checkTargets(inv, [mode.archive], scope, 'tar (archive)', state);
+    if (mode.letters.includes('x') && (mode.letters.includes('P') || args.some((a) => a.value === '--absolute-names'))) {
+      note(state, inv.text, '`tar -xP` writes members at the absolute paths the archive names');
+    }
+    return undefined;
   },
   mv: lastOperand(['-S', '--suffix'], true),
   rsync: (inv, args, scope, state) => {
@@ -620,11 +667,84 @@ const WRITERS: Record<string, Writer> = {
     const { operands } = operandsOf(args, ['-f', '-s', '-w']);
     return checkTargets(inv, operands.slice(1, 2), scope, 'uniq', state);
   },
-  patch: optionTargets(['-o', '--output', '-d', '--directory'], ['-p', '-i', '--input', '-F', '-z', '-B', '-Y', '-r']),
-  tar: optionTargets(['-C', '--directory'], ['-f', '--file', '-T', '-X', '--exclude']),
+  patch: (inv, args, scope, state) => {
+    const bad = optionTargets(['-o', '--output', '-d', '--directory'], ['-p', '-i', '--input', '-F', '-z', '-B', '-Y', '-r'])(inv, args, scope, state);
+    if (bad) return bad;
+    const { operands } = operandsOf(args, ['-p', '-i', '--input', '-F', '-z', '-B', '-Y', '-r']);
+    if (operands.length > 0 || args.some((a) => a.value === '-o' || a.value === '--output' || (a.value ?? '').startsWith('--output='))) return undefined;
+    // Without a file operand, patch writes the files its input names.
+    if (inv.stdin.kind === 'literal' && !args.some((a) => (a.value ?? '').startsWith('-i') || (a.value ?? '').startsWith('--input'))) {
+      const names = [...inv.stdin.text.matchAll(/^\+\+\+ (\S+)/gm)].map((m) => m[1]);
+      for (const name of names) {
+        const stripped = name.replace(/^[^/]*\//, '');
+        const bad = checkTargets(inv, [literalWord(name), literalWord(stripped)].filter((w) => w.value !== '/dev/null'), scope, 'patch', state);
+        if (bad) return bad;
+      }
+      return undefined;
+    }
+    note(state, inv.text, '`patch` writes the files its input names, which the guard cannot see');
+    return undefined;
+  },
   unzip: optionTargets(['-d'], ['-x']),
   curl: optionTargets(['-o', '--output', '--output-dir', '-c', '--cookie-jar', '-D', '--dump-header', '--trace', '--trace-ascii', '--stderr'], ['-d', '-H', '-X', '-u', '-A', '-e', '-F', '--data', '--header', '--request', '--user']),
   wget: optionTargets(['-O', '--output-document', '-P', '--directory-prefix', '-o', '--output-file', '-a', '--append-output']),
+};
+
+/** The operands a link or copy reads from (everything but the destination). */
+function sourcesOf(args: readonly Word[], valued: readonly string[]): Word[] {
+  const { operands, targets } = operandsOf(args, valued, ['-t', '--target-directory']);
+  if (targets.length > 0) return operands;
+  return operands.length === 1 ? operands : operands.slice(0, -1);
+}
+
+/**
+ * A link to a file outside the worktree (hard or symbolic) makes later writes and `git -C link …` land there unseen.
+ * A source may be outside for reading only if it is under /tmp (which the child owns) or /dev/null-like.
+ */
+function checkLinkSources(inv: Invocation, sources: readonly Word[], scope: GuardScope, program: string, state: ShellState): Refusal | undefined {
+  for (const w of sources) {
+    const verdict = checkWriteTarget(w, inv.cwd, scope.worktree);
+    if (verdict.ok) continue;
+    if (verdict.kind === 'dynamic' || verdict.kind === 'unsure') {
+      note(state, inv.text, `\`${program}\` links to \`${w.text}\`, known only at run time`);
+      continue;
+    }
+    return refusal(verdict.kind === 'metadata' ? 'git_metadata_write' : 'outside_worktree', inv.text, `\`${program}\` links to \`${w.text}\`: ${verdict.detail}; a write through the link lands there`);
+  }
+  return undefined;
+}
+
+/** Which programs count as git or a shell when copied or linked under another name. */
+function launchesWhenRenamed(path: string): boolean {
+  const b = programName(posix.basename(path));
+  return b === 'git' || b === 'hub' || POSIX_SHELLS.has(b) || OTHER_SHELLS.has(b) || interpreterGrammarFor(b) !== undefined || Object.prototype.hasOwnProperty.call(WRAPPERS, b) || /^\/proc\/(self|\d+)\/exe$/.test(path);
+}
+
+/** tar's mode letters (old style `czf`, clusters `-czf`, long `--create`) and the archive it names. */
+function tarMode(args: readonly Word[]): { letters: string; archive?: Word } {
+  let letters = '';
+  let archive: Word | undefined;
+  const longModes: Record<string, string> = { '--create': 'c', '--append': 'r', '--update': 'u', '--catenate': 'A', '--concatenate': 'A', '--extract': 'x', '--get': 'x' };
+  for (let k = 0; k < args.length; k++) {
+    const v = args[k].value ?? '';
+    if (longModes[v]) letters += longModes[v];
+    else if (v === '--file' || v === '-f') archive = args[++k];
+    else if (v.startsWith('--file=')) archive = { ...args[k], value: v.slice(7), prefix: v.slice(7) };
+    else if ((k === 0 && /^[A-Za-z]+$/.test(v)) || /^-[A-Za-z]+$/.test(v)) {
+      const cluster = v.replace(/^-/, '');
+      letters += cluster;
+      const f = cluster.indexOf('f');
+      if (f >= 0) archive = f === cluster.length - 1 ? args[++k] : literalWord(cluster.slice(f + 1));
+    }
+  }
+  return { letters, archive };
+}
+
+/** Options whose value is a path the program writes, for programs whose other arguments are data or code. */
+const OUTPUT_OPTIONS: Record<string, readonly string[]> = {
+  gcc: ['-o'], cc: ['-o'], 'g++': ['-o'], 'c++': ['-o'], clang: ['-o'], 'clang++': ['-o'], tcc: ['-o'], ld: ['-o'], as: ['-o'],
+  strip: ['-o'], rustc: ['-o', '--out-dir'], javac: ['-d', '-h', '-s'], go: ['-o'], tsc: ['--outDir', '--outFile', '--declarationDir', '--tsBuildInfoFile'],
+  esbuild: ['--outfile', '--outdir'], cargo: ['--target-dir', '--out-dir', '--artifact-dir'], npm: ['--prefix'], pip: ['--target', '-t'], pip3: ['--target', '-t'],
 };
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -680,14 +800,14 @@ const EXEC_OPTIONS: Record<string, readonly string[]> = {
 
 const DATA_ONLY = new Set([
   'echo', 'printf', 'cat', 'tac', 'nl', 'head', 'tail', 'less', 'more', 'most', 'bat', 'batcat', 'grep', 'egrep', 'fgrep', 'rg', 'ag', 'ack',
-  'ls', 'tree', 'wc', 'cut', 'tr', 'paste', 'join', 'column', 'fold', 'fmt', 'expand', 'unexpand', 'rev', 'od', 'xxd', 'hexdump',
+  'ls', 'tree', 'wc', 'cut', 'tr', 'paste', 'join', 'column', 'fold', 'fmt', 'expand', 'unexpand', 'rev', 'od', 'hexdump',
   'strings', 'file', 'stat', 'du', 'df', 'pwd', 'basename', 'dirname', 'realpath', 'readlink', 'which', 'whereis', 'type', 'date',
   'sleep', 'true', 'false', ':', 'seq', 'yes', 'printenv', 'id', 'whoami', 'uname', 'hostname', 'test', '[', 'jq', 'yq', 'diff',
   'cmp', 'comm', 'md5sum', 'sha1sum', 'sha256sum', 'sha512sum', 'b2sum', 'cksum', 'base64', 'base32', 'man', 'help', 'info',
-  'tput', 'clear', 'locale', 'nproc', 'free', 'uptime', 'ps', 'pgrep', 'lsof', 'history', 'dirs', 'jobs', 'kill', 'ulimit', 'umask',
+  'tput', 'clear', 'locale', 'nproc', 'free', 'uptime', 'ps', 'pgrep', 'lsof', 'dirs', 'jobs', 'kill', 'ulimit', 'umask',
   'shift', 'return', 'exit', 'break', 'continue', 'getconf', 'tty', 'wait', 'times', 'unalias', 'caller', 'disown', 'logout',
-  'fd', 'fdfind', 'locate', 'sha224sum', 'sha384sum', 'zcat', 'zgrep', 'bzcat', 'xzcat', 'iconv', 'numfmt', 'factor', 'expr',
-  'tsc', 'jest', 'eslint', 'prettier',
+  'fd', 'fdfind', 'locate', 'sha224sum', 'sha384sum', 'zcat', 'zgrep', 'bzcat', 'xzcat', 'numfmt', 'factor', 'expr',
+  'tsc', 'jest', 'eslint', 'prettier', 'gcc', 'cc', 'g++', 'c++', 'clang', 'clang++', 'tcc', 'ld', 'as', 'strip', 'rustc', 'javac', 'esbuild',
 ]);
 
 /** Programs that run a command given as a string (or argv) in ways not modelled: refused when it looks like one. */

@@ -324,7 +324,7 @@ function decideBuiltin(inv: Invocation, name: string, args: readonly Word[], sco
       if (args.some((a) => /^-[a-zA-Z]*f/.test(a.value ?? '')) && (name === 'export' || args.some((a) => /^-[a-zA-Z]*x/.test(a.value ?? '')))) {
         return deny('function_or_alias', `\`${name} -f\` exports a function: every bash started later runs it in place of a command name`);
       }
-      return declarationWords(inv, name, args, scope);
+      return declarationWords(inv, name, args, scope, state);
     case 'unset':
       for (const a of args) {
         if (a.value?.startsWith('-')) continue;
@@ -429,7 +429,7 @@ function nameArgument(inv: Invocation, w: Word, what: string): Refusal | undefin
   return refusal('hidden_execution', inv.text, `\`${what} ${w.text}\`: a name that is computed or has a subscript can run code when bash evaluates it`);
 }
 
-function declarationWords(inv: Invocation, name: string, args: readonly Word[], scope: GuardScope): Refusal | undefined {
+function declarationWords(inv: Invocation, name: string, args: readonly Word[], scope: GuardScope, state: ShellState): Refusal | undefined {
   let integer = false;
   let nameref = false;
   for (const a of args) {
@@ -445,7 +445,7 @@ function declarationWords(inv: Invocation, name: string, args: readonly Word[], 
     if (target === undefined || !PLAIN_NAME.test(target)) {
       return refusal('hidden_execution', inv.text, `\`${name} ${a.text}\`: a name that is computed or has a subscript can run code when bash evaluates it`);
     }
-    const bad = declarationCheck(inv, name, target, assignment?.value, integer, nameref, scope);
+    const bad = declarationCheck(inv, name, target, assignment?.value, integer, nameref, scope, state);
     if (bad) return bad;
   }
   return undefined;
@@ -460,6 +460,7 @@ export function declarationCheck(
   integer: boolean,
   nameref: boolean,
   scope: GuardScope,
+  state: ShellState,
 ): Refusal | undefined {
   if (integer) {
     return refusal('hidden_execution', inv.text, `\`${keyword} -i\` makes every assignment to \`${name}\` arithmetic, which can run code hidden in values`);
@@ -467,7 +468,9 @@ export function declarationCheck(
   if (nameref) {
     return refusal('hidden_execution', inv.text, `\`${keyword} -n ${name}\`: a name reference redirects later assignments and expansions to another variable`);
   }
-  return checkAssignment(name, value ?? literalWord(''), 'persistent', inv.cwd, scope.worktree, inv.text);
+  const assigned = value ?? literalWord('');
+  if (name === 'PATH' && value && pathIsWritable(assigned, inv.cwd, scope.worktree)) state.writablePath = true;
+  return checkAssignment(name, assigned, 'persistent', inv.cwd, scope.worktree, inv.text, (why) => note(state, inv.text, why));
 }
 
 // ---------------------------------------------------------------------------------------------------------------

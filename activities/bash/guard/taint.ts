@@ -131,7 +131,7 @@ function valueSite(node: Node | null, positional: Provenance): Site {
         return; // a number
       case 'simple_expansion': {
         const inner = n.namedChild(0);
-        if (inner?.type === 'special_variable_name') own = worst(own, NUMERIC_SPECIALS.has(inner.text) ? 'clean' : /^[0-9@*]$/.test(inner.text) ? positional : 'runtime');
+        if (inner && (inner.type === 'special_variable_name' || /^[0-9]+$/.test(inner.text))) own = worst(own, NUMERIC_SPECIALS.has(inner.text) ? 'clean' : /^[0-9@*]$/.test(inner.text) ? positional : 'runtime');
         else if (inner) refs.push(inner.text);
         return;
       }

@@ -225,6 +225,8 @@ class Walker {
    * `state.cwd` (the path where it succeeded): `cd x` that fails leaves the shell where it was.
    */
   private failCwd: Cwd | undefined;
+  /** The command just walked was `exit`: nothing after it on that path runs. */
+  private exited = false;
 
   constructor(
     private readonly parser: Parser,
@@ -339,8 +341,16 @@ class Walker {
     const leftFail = this.failCwd ?? leftOk;
     this.failCwd = undefined;
     this.state.cwd = op === '&&' ? leftOk : leftFail;
+    this.exited = false;
     r = this.visit(right);
     if (r) return r;
+    if (this.exited) {
+      // `cd x || exit 1`: only the left's success path goes on (`… && exit`: only its failure path).
+      this.exited = false;
+      this.state.cwd = op === '||' ? leftOk : leftFail;
+      this.failCwd = undefined;
+      return undefined;
+    }
     const rightOk = this.state.cwd;
     const rightFail = this.failCwd ?? rightOk;
     const w = this.scope.worktree;
@@ -392,6 +402,7 @@ class Walker {
       for (const v of values.length > 0 ? values.map((n) => resolveWord(n)) : [dynamicWord('input', '"$@"')]) {
         const bad = checkAssignment(name, v, 'persistent', this.state.cwd, this.scope.worktree, snippet(node.text, 200), (why) => note(this.state, `for ${name} in …`, why));
         if (bad) return bad;
+        if (name === 'PATH' && pathIsWritable(v, this.state.cwd, this.scope.worktree)) this.state.writablePath = true;
       }
     }
     this.state.loopDepth++;
@@ -432,6 +443,7 @@ class Walker {
         analyzeScript(this.parser, source, this.scope, state, { depth: this.options.depth + 1, stdin: o.stdin ?? inv.stdin, origin: o.origin, zsh: o.zsh }),
     };
     const before = this.state.cwd;
+    this.exited = argv.length > 0 && argv[0].value === 'exit';
     const r = decideInvocation(inv, this.scope, this.state, analyzer);
     // Only `cd`, `pushd` and `popd` move the shell; if one fails, the shell stays where it was.
     this.failCwd = sameCwd(before, this.state.cwd) ? undefined : before;
@@ -523,6 +535,9 @@ class Walker {
     let nameref = false;
     for (const child of node.namedChildren) {
       if (!child) continue;
+      if (child.type === 'word' && /^-[a-zA-Z]*f/.test(child.text) && (keyword === 'export' || node.namedChildren.some((c) => c?.type === 'word' && /^-[a-zA-Z]*x/.test(c.text)))) {
+        return this.deny('function_or_alias', node, `\`${keyword} -f\` exports a function: every bash started later runs it in place of a command name`);
+      }
       if (child.type === 'word' && /^[-+][a-zA-Z]+$/.test(child.text)) {
         if (child.text.startsWith('-') && child.text.includes('i')) integer = true;
         if (child.text.startsWith('-') && child.text.includes('n')) nameref = true;
@@ -544,7 +559,7 @@ class Walker {
       if (name === undefined) {
         return this.deny('hidden_execution', node, `\`${keyword} ${child.text}\`: a name that is computed or has a subscript can run code when bash evaluates it`);
       }
-      const bad = declarationCheck({ text: snippet(node.text, 200), cwd: this.state.cwd }, keyword, name, value, integer, nameref, this.scope);
+      const bad = declarationCheck({ text: snippet(node.text, 200), cwd: this.state.cwd }, keyword, name, value, integer, nameref, this.scope, this.state);
       if (bad) return bad;
     }
     return undefined;
@@ -626,7 +641,7 @@ class Walker {
       case 'simple_expansion': {
         const inner = n.namedChild(0);
         if (!inner) return 'runtime';
-        return inner.type === 'special_variable_name' ? specialProvenance(taint, inner.text) : provenanceOf(taint, inner.text);
+        return inner.type === 'special_variable_name' || /^[0-9]+$/.test(inner.text) ? specialProvenance(taint, inner.text) : provenanceOf(taint, inner.text);
       }
       case 'command_substitution':
         return 'runtime'; // its output is evaluated as an expression (the inner commands are walked as usual)

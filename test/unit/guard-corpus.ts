@@ -3,7 +3,8 @@ import type { GuardReason } from '../../activities/bash/guard';
 /**
  * The guard's corpus: commands an isolated child (branch `orchard/s1`, worktree `/work/wt/s1`) might send,
  * with the expected decision and reason. Grouped by the construct or bypass family they exercise
- * (GUARD.md §2 and §3.3); `note` says what a case pins when the command alone does not.
+ * (GUARD.md §2 and §3.3); `note` says what a case pins when the command alone does not. `allow` means allowed
+ * with nothing left unjudged; `unsure` means allowed with notes (the sandbox decides what the text cannot).
  */
 
 export const BRANCH = 'orchard/s1';
@@ -11,13 +12,14 @@ export const WORKTREE = '/work/wt/s1';
 
 export interface CorpusEntry {
   readonly command: string;
-  readonly expect: 'allow' | 'deny';
+  readonly expect: 'allow' | 'deny' | 'unsure';
   readonly reason?: GuardReason;
   readonly note?: string;
 }
 
 const allow = (command: string, note?: string): CorpusEntry => ({ command, expect: 'allow', note });
 const deny = (reason: GuardReason, command: string, note?: string): CorpusEntry => ({ command, expect: 'deny', reason, note });
+const unsure = (command: string, note?: string): CorpusEntry => ({ command, expect: 'unsure', note });
 
 export const CORPUS: Readonly<Record<string, readonly CorpusEntry[]>> = {
   'read-only git inside the worktree': [
@@ -270,7 +272,7 @@ export const CORPUS: Readonly<Record<string, readonly CorpusEntry[]>> = {
     deny('outside_worktree', 'ln -s ../main m && git -C m checkout other', 'a symlink out of the worktree'),
     deny('outside_worktree', 'git status > >(tee ../main/log)', 'the process substitution is walked'),
     deny('dynamic_argument', 'echo ../main | xargs git -C', 'the -C value comes from input'),
-    deny('dynamic_argument', 'echo x | xargs git log', 'input may add --output=…'),
+    unsure('echo x | xargs git log', 'input may add --output=…: left to the sandbox'),
     allow('ln -s src/a.ts b.ts'),
   ],
 
@@ -300,7 +302,7 @@ export const CORPUS: Readonly<Record<string, readonly CorpusEntry[]>> = {
     deny('shell_env_override', 'LD_PRELOAD=./evil.so git status'),
     deny('shell_env_override', 'HOME=/tmp/h git status', 'a crafted ~/.gitconfig'),
     allow('GIT_AUTHOR_NAME=bot GIT_AUTHOR_EMAIL=bot@example.com git commit -m x'),
-    allow('env NODE_ENV=test npm test'),
+    unsure('env NODE_ENV=test npm test'),
     allow('export PATH="$PATH:./node_modules/.bin"'),
     deny('shell_env_override', 'set -a; for GIT_DIR in ../main/.git; do git status; done', 'allexport exports loop variables'),
     deny('shell_env_override', "bash -ac 'GIT_DIR=x; git status'"),
@@ -364,7 +366,7 @@ export const CORPUS: Readonly<Record<string, readonly CorpusEntry[]>> = {
     deny('dynamic_argument', 'git -C "$DIR" status'),
     deny('dynamic_argument', 'echo merge | xargs git'),
     deny('dynamic_argument', 'bash -c "$CODE"'),
-    deny('dynamic_argument', 'echo x > "$OUT"'),
+    unsure('echo x > "$OUT"', 'a write target known only at run time'),
     deny('dynamic_argument', 'git checkout ~/x', 'tilde expansion'),
   ],
 
@@ -401,9 +403,10 @@ export const CORPUS: Readonly<Record<string, readonly CorpusEntry[]>> = {
     deny('hidden_execution', "x='a[$(git merge main)]'; echo ${!x}"),
     deny('hidden_execution', 'declare -i n; n=$y'),
     deny('hidden_execution', "mapfile -C 'git merge main' -c 1 arr < f"),
-    deny('hidden_execution', 'for ((i=0; i<3; i++)); do echo $i; done'),
+    allow('for ((i=0; i<3; i++)); do echo $i; done', 'a loop counter holds numbers'),
     deny('hidden_execution', 'echo $[ x ]'),
-    deny('hidden_execution', 'echo ${x:n}', 'a substring offset is arithmetic'),
+    allow('echo ${x:n}', 'a substring offset is arithmetic, on a name the runner\'s environment sets'),
+    unsure('read n; echo ${x:n}', 'arithmetic on a value read at run time'),
     deny('parse_error', 'echo ${x: $n}'),
     allow('echo $((1 + 2))'),
     allow('[ "$x" -eq 0 ] && echo zero', 'test/[ does not evaluate arithmetic'),
@@ -421,7 +424,7 @@ export const CORPUS: Readonly<Record<string, readonly CorpusEntry[]>> = {
     deny('shell_from_stdin', "cat <<'EOF' | bash\ngit merge main\nEOF"),
     deny('shell_from_stdin', 'bash /dev/stdin < x'),
     deny('shell_from_stdin', 'bash <<EOF\ngit merge main\nEOF'),
-    allow("node <<'EOF'\nconsole.log(1)\nEOF", 'visible inline code without process spawning'),
+    unsure("node <<'EOF'\nconsole.log(1)\nEOF", 'visible inline code without process spawning'),
   ],
 
   'interpreters and inline code': [
@@ -436,24 +439,24 @@ export const CORPUS: Readonly<Record<string, readonly CorpusEntry[]>> = {
     deny('inline_interpreter', "sed 's/.*/git merge main/e' x.txt"),
     deny('inline_interpreter', "sed -n '1e git merge main' x.txt"),
     deny('inline_interpreter', "python3 - <<'EOF'\nimport os\nos.system('git push origin HEAD:main')\nEOF"),
-    deny('inline_interpreter', 'echo "$CODE" | node'),
+    unsure('echo "$CODE" | node', 'code from stdin: the sandbox decides'),
     deny('inline_interpreter', "osascript -e 'do shell script \"git merge main\"'"),
     deny('inline_interpreter', "vim -c '!git merge main' -c q"),
-    allow("python3 -c 'print(2 + 2)'"),
-    allow("node -e 'console.log(1)'"),
-    allow("node -e \"console.log(require('./package.json').version)\""),
+    unsure("python3 -c 'print(2 + 2)'"),
+    unsure("node -e 'console.log(1)'"),
+    unsure("node -e \"console.log(require('./package.json').version)\""),
     allow("awk '{print $1}' data.txt"),
     allow("sed -i 's/foo/bar/g' src/a.ts"),
     allow("sed -n '1,5p' README.md"),
-    allow('python3 scripts/gen.py --out build/', 'a script file: not read (known gap)'),
+    unsure('python3 scripts/gen.py --out build/', 'a script file: not read (known gap)'),
     allow('node --version'),
   ],
 
   'launchers the guard does not model': [
     deny('unresolved_launcher', "sudo -s 'git merge main'"),
     deny('unresolved_launcher', "ssh localhost 'git merge main'"),
-    deny('unresolved_launcher', "watch 'git merge main'"),
-    deny('unresolved_launcher', "script -qc 'git merge main' /dev/null"),
+    deny('integration_policy', "watch 'git merge main'", 'watch runs its words through sh -c'),
+    deny('integration_policy', "script -qc 'git merge main' /dev/null", 'script -c runs its string through the shell'),
     deny('unresolved_launcher', "docker run --rm img bash -c 'git push'"),
     deny('unresolved_launcher', "fish -c 'git merge main'"),
     deny('unresolved_launcher', 'env --frobnicate git merge main'),
@@ -501,7 +504,7 @@ export const CORPUS: Readonly<Record<string, readonly CorpusEntry[]>> = {
     deny('switches_branch', 'find . -maxdepth 0 -execdir git checkout main \\;'),
     deny('integration_policy', 'find . -ok git merge main {} +'),
     deny('integration_policy', 'nice timeout 5 env -i command git merge main', 'nested wrappers'),
-    allow('timeout 60 npm test'),
+    unsure('timeout 60 npm test'),
     allow("find . -name '*.ts' -exec grep -l TODO {} +"),
     allow('git ls-files | xargs wc -l'),
     allow('command -v git'),
@@ -577,10 +580,10 @@ export const CORPUS: Readonly<Record<string, readonly CorpusEntry[]>> = {
     allow('git commit \\\n  -m "line continuation between words"'),
     allow("cat <<'EOF' > notes.md\nrun `git merge main` later, $(not now)\nEOF", 'quoted heredoc: literal'),
     deny('parser_blind_spot', 'x=1; echo ${x/`git merge main`/y}'),
-    deny('parser_blind_spot', 'time { cd ..; git status; }', 'tree-sitter-bash does not know `time` takes a group'),
-    deny('parser_blind_spot', 'time if true; then cd ..; fi; git status'),
+    deny('outside_worktree', 'time { cd ..; git status; }', 'the `time` keyword is blanked so the group parses as bash reads it'),
+    deny('outside_worktree', 'time if true; then cd ..; fi; git status'),
     deny('parser_blind_spot', 'coproc { cd ..; git status; }'),
-    deny('parser_blind_spot', "x='a[$(git merge main)]'; time ((x))", '`((` is arithmetic to bash'),
+    deny('hidden_execution', "x='a[$(git merge main)]'; time ((x))", '`((` is arithmetic to bash'),
     deny('parser_blind_spot', 'nohup { cd ..; git status; }', 'a bare `{` word'),
     deny('parser_blind_spot', 'cat <<EOF\n\\\\$(x)\n\\git merge main\nEOF', 'heredoc line starting with a backslash'),
     deny('integration_policy', 'echo ` echo hi\ngit merge main`', 'a backtick substitution spanning lines (#278)'),
@@ -626,14 +629,14 @@ export const CORPUS: Readonly<Record<string, readonly CorpusEntry[]>> = {
     allow('man git-merge'),
     allow('which git && type git'),
     allow("gh pr create --title x --body 'git merge main is the orchestrator job'"),
-    allow('npm test -- --grep "rebase"'),
-    allow('npx tsc --noEmit'),
-    allow('make build'),
+    unsure('npm test -- --grep "rebase"'),
+    unsure('npx tsc --noEmit'),
+    unsure('make build'),
     allow('git status 2>&1 | head'),
     allow('git log --oneline | head -5'),
-    allow('bash scripts/test.sh', 'a script file: not read (known gap)'),
+    unsure('bash scripts/test.sh', 'a script file: not read (known gap)'),
     allow('for f in *.ts; do echo "$f"; done'),
-    allow('[ -f package.json ] && npm ci'),
+    unsure('[ -f package.json ] && npm ci'),
     allow('true # `git merge main` in a comment'),
   ],
 };

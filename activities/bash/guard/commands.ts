@@ -1,7 +1,7 @@
 import { posix } from 'node:path';
-import { checkAssignment, splitAssignmentWord } from './env';
+import { checkAssignment, pathIsWritable, splitAssignmentWord } from './env';
 import { decideGit } from './git-argv';
-import type { GuardScope, Invocation, ScriptAnalyzer, ShellState } from './invocation';
+import { note, type GuardScope, type Invocation, type ScriptAnalyzer, type ShellState } from './invocation';
 import {
   EDITORS,
   OTHER_SHELLS,
@@ -11,12 +11,14 @@ import {
   decideInterpreter,
   decideSed,
   interpreterGrammarFor,
+  programName,
   planShell,
   zshBlindSpot,
 } from './launchers';
-import { checkWriteTarget, resolvePath, type Cwd } from './paths';
+import { checkWriteTarget, cwdInside, isInside, resolvePath, type Cwd, type WriteVerdict } from './paths';
 import { refusal, type GuardReason, type Refusal } from './reasons';
-import { exactValue, literalWord, type Word } from './words';
+import { arithmeticNames, provenanceOf, worst, type Provenance } from './taint';
+import { dynamicWord, exactValue, literalWord, type Word } from './words';
 import { WRAPPERS, unwrap } from './wrappers';
 
 /**
@@ -30,9 +32,12 @@ const MAX_HOPS = 16;
 export function decideInvocation(inv: Invocation, scope: GuardScope, state: ShellState, analyzer: ScriptAnalyzer, hops = 0): Refusal | undefined {
   const deny = (reason: GuardReason, why: string, instead?: string) => refusal(reason, inv.text, why, instead);
   if (hops > MAX_HOPS) return deny('unresolved_launcher', 'too many nested wrappers to follow');
+  const unsure = (why: string) => note(state, inv.text, why);
+  let writablePath = state.writablePath;
   for (const a of inv.assignments) {
-    const bad = checkAssignment(a.name, a.value, 'prefix', inv.cwd, scope.worktree, inv.text);
+    const bad = checkAssignment(a.name, a.value, 'prefix', inv.cwd, scope.worktree, inv.text, unsure);
     if (bad) return bad;
+    if (a.name === 'PATH') writablePath = pathIsWritable(a.value, inv.cwd, scope.worktree);
   }
   const [first, ...args] = inv.argv;
   if (!first) return undefined;
@@ -42,7 +47,16 @@ export function decideInvocation(inv: Invocation, scope: GuardScope, state: Shel
   }
   if (name === '') return undefined;
   const hasSlash = name.includes('/');
-  const base = hasSlash ? posix.basename(name) : name;
+  // `/usr/bin/python3.11`, `node20`, `perl5.36`: the program, whatever its path and version suffix.
+  const base = programName(hasSlash ? posix.basename(name) : name);
+  if (hasSlash) {
+    const where = resolvePath(inv.cwd, name, scope.worktree);
+    if (where.kind !== 'known' || cwdInside(where, scope.worktree) || /^\/(tmp|var\/tmp|dev\/shm|proc|dev)\//.test(where.path)) {
+      unsure(`\`${name}\` is a program in a directory commands can write (a copy of git or a shell, a script): the guard cannot know what it runs`);
+    }
+  } else if (writablePath && !BUILTIN_NAMES.has(name)) {
+    unsure(`PATH names a directory commands can write (or a value read at run time) ahead of the system's: \`${name}\` may run a program written there`);
+  }
 
   if (!hasSlash) {
     const builtin = decideBuiltin(inv, name, args, scope, state);
@@ -58,13 +72,22 @@ export function decideInvocation(inv: Invocation, scope: GuardScope, state: Shel
       if (bad) return bad;
     }
     if (out.shellString) {
-      return analyzer.script(out.shellString.source, { ...state, cwd: out.shellString.cwd, stack: [...state.stack] }, { origin: `\`${base} -c\``, stdin: inv.stdin });
+      return analyzer.script(out.shellString.source, nestedState(state, out.shellString.cwd), { origin: `\`${base} -c\``, stdin: inv.stdin });
     }
     return undefined;
   }
 
   if (base === 'git' || base === 'hub') {
-    return decideGit({ argv: args, trailingDynamic: inv.trailingDynamic, cwd: inv.cwd, text: inv.text }, scope);
+    const strict = decideGit({ argv: args, trailingDynamic: inv.trailingDynamic, cwd: inv.cwd, text: inv.text }, scope);
+    // `xargs git show`: words read at run time follow a read-only subcommand. The fixed part is judged; what the
+    // input adds (an `--output=…` among them) is left to the sandbox.
+    const sub = args[0]?.value;
+    if (strict?.reason === 'dynamic_argument' && inv.trailingDynamic && sub !== undefined && READ_ONLY_GIT.has(sub)) {
+      const fixed = decideGit({ argv: args, trailingDynamic: false, cwd: inv.cwd, text: inv.text }, scope);
+      if (!fixed) unsure(`\`git ${sub}\` gets more arguments read at run time (xargs, find -exec … +); an option among them could write a file`);
+      return fixed;
+    }
+    return strict;
   }
   if (base.startsWith('git-')) {
     return decideGit({ argv: [literalWord(base.slice(4)), ...args], trailingDynamic: inv.trailingDynamic, cwd: inv.cwd, text: inv.text }, scope);
@@ -73,12 +96,15 @@ export function decideInvocation(inv: Invocation, scope: GuardScope, state: Shel
   if (POSIX_SHELLS.has(base)) {
     const plan = planShell(inv, base);
     if (plan.kind === 'refuse') return plan.refusal;
-    if (plan.kind === 'file') return undefined; // a script file: not read by the guard (see known gaps)
+    if (plan.kind === 'file') {
+      if (!versionOnly(args)) unsure(`\`${base}\` runs a script file the guard does not read`);
+      return undefined;
+    }
     if (plan.zsh) {
       const spot = zshBlindSpot(plan.source);
       if (spot) return deny('parser_blind_spot', spot);
     }
-    return analyzer.script(plan.source, { ...state, cwd: inv.cwd, stack: [...state.stack], loopDepth: 0 }, { zsh: plan.zsh, origin: `\`${base} -c\``, stdin: inv.stdin });
+    return analyzer.script(plan.source, nestedState(state, inv.cwd), { zsh: plan.zsh, origin: `\`${base} -c\``, stdin: inv.stdin });
   }
   if (OTHER_SHELLS.has(base)) {
     if (args.length === 0) return deny('shell_from_stdin', `\`${base}\` without arguments reads commands from stdin`);
@@ -86,19 +112,40 @@ export function decideInvocation(inv: Invocation, scope: GuardScope, state: Shel
   }
 
   const grammar = interpreterGrammarFor(base);
-  if (grammar) return decideInterpreter(inv, base, grammar);
-  if (['awk', 'gawk', 'mawk', 'nawk'].includes(base)) return decideAwk(inv, base);
-  if (base === 'sed' || base === 'gsed') return decideSed(inv, scope.worktree);
-  if (EDITORS.has(base)) return decideEditor(inv, base);
+  if (grammar) return decideInterpreter(inv, base, grammar, unsure);
+  if (['awk', 'gawk', 'mawk', 'nawk', 'busybox-awk'].includes(base)) return decideAwk(inv, base, scope.worktree, unsure);
+  if (base === 'sed' || base === 'gsed') return decideSed(inv, scope.worktree, unsure);
+  if (EDITORS.has(base)) return decideEditor(inv, base, unsure);
   if (base === 'gh' || base === 'glab') return decideForge(inv, base, args);
+  if (base === 'script') return decideScript(inv, scope, state, analyzer);
+  if (base === 'watch') return decideWatch(inv, scope, state, analyzer, hops);
+  if (base === 'make' || base === 'gmake') {
+    const dir = operandsOf(args, [], ['-C', '--directory']).targets;
+    for (const d of dir) {
+      const v = exactValue(d);
+      const where = v === undefined ? undefined : resolvePath(inv.cwd, v, scope.worktree);
+      if (!where || !cwdInside(where, scope.worktree)) return deny('outside_worktree', `\`make -C ${d.text}\` runs recipes in a directory outside the worktree`);
+    }
+  }
 
   const execOption = EXEC_OPTIONS[base]?.find((o) => args.some((a) => (a.value ?? a.prefix).startsWith(o)));
   if (execOption) {
     return deny('unresolved_launcher', `\`${base} ${execOption}…\` runs a command given as an option, which the guard does not follow`);
   }
+  const outputs = OUTPUT_OPTIONS[base];
+  if (outputs) {
+    const bad = checkTargets(inv, operandsOf(args, [], outputs).targets, scope, base, state);
+    if (bad) return bad;
+  }
+  if (['cp', 'install', 'ln', 'link', 'rsync'].includes(base)) {
+    const copied = args.find((a) => a.value !== undefined && !a.value.startsWith('-') && a.value.includes('/') && launchesWhenRenamed(a.value));
+    if (copied && args.indexOf(copied) < args.length - 1) {
+      return deny('dynamic_command', `\`${base} ${copied.value}\` makes a copy of a program that runs others under a name the guard does not know`, 'Run git and shells by their own names.');
+    }
+  }
   const write = WRITERS[base];
   if (write) {
-    const bad = write(inv, args, scope);
+    const bad = write(inv, args, scope, state);
     if (bad) return bad;
     return undefined;
   }
@@ -110,6 +157,7 @@ export function decideInvocation(inv: Invocation, scope: GuardScope, state: Shel
         return deny('unresolved_launcher', `\`${base}\` runs \`${a.text}\` as a command, which the guard does not follow`);
       }
     }
+    if (!versionOnly(args)) unsure(`\`${base}\` runs code the guard does not read (package scripts, recipes, containers, other hosts …)`);
     return undefined;
   }
   for (const a of args) {
@@ -118,8 +166,77 @@ export function decideInvocation(inv: Invocation, scope: GuardScope, state: Shel
       return deny('unresolved_launcher', `\`${base}\` is given \`${v}\` as an argument; it may run it, and the guard does not model \`${base}\``);
     }
   }
+  // Never "safe because unrecognised": a program the guard has no model of is left to the sandbox.
+  if (!versionOnly(args)) unsure(`the guard has no model of \`${base}\`: it cannot tell what it writes or runs`);
   return undefined;
 }
+
+/** A nested shell (`bash -c`, `flock -c`): it inherits the environment, not `set -e` or the loop it runs in. */
+const nestedState = (state: ShellState, cwd: Cwd): ShellState => ({ ...state, cwd, stack: [...state.stack], loopDepth: 0, errexit: false });
+
+/** git subcommands that only read: more words from input cannot move a ref (the sandbox confines file writes). */
+const READ_ONLY_GIT = new Set([
+  'show', 'log', 'diff', 'blame', 'annotate', 'cat-file', 'ls-files', 'ls-tree', 'grep', 'rev-parse', 'rev-list', 'describe', 'shortlog',
+  'name-rev', 'check-ignore', 'check-attr', 'diff-tree', 'diff-files', 'diff-index', 'whatchanged', 'show-branch', 'merge-base',
+]);
+
+/** `script [opts] [-c cmd] [file]`: runs `cmd` through the shell and records the session into `file` (default ./typescript). */
+function decideScript(inv: Invocation, scope: GuardScope, state: ShellState, analyzer: ScriptAnalyzer): Refusal | undefined {
+  const args = inv.argv.slice(1);
+  const { operands, targets } = operandsOf(args, ['-E', '--echo', '-m', '--logging-format', '-o', '--output-limit'], ['-c', '--command', '-T', '--log-timing', '-I', '--log-in', '-O', '--log-out', '-B', '--log-io']);
+  const commandIndex = args.findIndex((a) => a.value === '-c' || a.value === '--command' || (a.value ?? '').startsWith('--command=') || /^-[aefqt]*c$/.test(a.value ?? ''));
+  const logs = targets.filter((t) => {
+    const k = args.indexOf(t);
+    return !(k === commandIndex + 1 || (t.value ?? '').startsWith('--command='));
+  });
+  const bad = checkTargets(inv, [...logs, ...(operands.length > 0 ? operands.slice(0, 1) : [literalWord('typescript')])], scope, 'script', state);
+  if (bad) return bad;
+  if (commandIndex < 0) return refusal('shell_from_stdin', inv.text, '`script` without -c runs an interactive shell that reads commands from stdin');
+  const inline = (args[commandIndex].value ?? '').startsWith('--command=') ? literalWord((args[commandIndex].value ?? '').slice(10)) : args[commandIndex + 1];
+  const source = inline ? exactValue(inline) : undefined;
+  if (source === undefined) {
+    note(state, inv.text, 'the `script -c` command is computed at run time');
+    return undefined;
+  }
+  return analyzer.script(source, nestedState(state, inv.cwd), { origin: '`script -c`', stdin: inv.stdin });
+}
+
+/** `watch [opts] cmd…`: the words are joined and run by `sh -c` (with `-x`, executed directly). */
+function decideWatch(inv: Invocation, scope: GuardScope, state: ShellState, analyzer: ScriptAnalyzer, hops: number): Refusal | undefined {
+  const args = inv.argv.slice(1);
+  let k = 0;
+  let direct = false;
+  for (; k < args.length; k++) {
+    const v = args[k].value;
+    if (v === undefined) return refusal('dynamic_argument', inv.text, `\`${args[k].text}\` for \`watch\` is computed at run time; the guard cannot tell where the command starts`);
+    if (v === '--') {
+      k++;
+      break;
+    }
+    if (!v.startsWith('-')) break;
+    if (v === '-x' || v === '--exec') direct = true;
+    else if (v === '-n' || v === '--interval' || v === '-q' || v === '--equexit') k++;
+    else if (/^-[bcdegptwCrx]+$/.test(v) || /^--(beep|color|no-color|differences.*|errexit|chgexit|precise|no-title|no-wrap|no-rerun|interval=.*|equexit=.*)$/.test(v)) continue;
+    else return refusal('unresolved_launcher', inv.text, `\`${v}\` is not a \`watch\` option the guard models`);
+  }
+  const rest = args.slice(k);
+  if (rest.length === 0) return undefined;
+  if (direct) return decideInvocation({ ...inv, argv: rest }, scope, state, analyzer, hops + 1);
+  const words = rest.map((w) => exactValue(w));
+  if (words.some((w) => w === undefined)) return refusal('dynamic_argument', inv.text, 'the `watch` command is computed at run time');
+  return analyzer.script(words.join(' '), nestedState(state, inv.cwd), { origin: '`watch`', stdin: inv.stdin });
+}
+
+/** `x --version` / `x --help` / `x -V`: asks a program about itself. */
+const versionOnly = (args: readonly Word[]) => args.length === 1 && ['--version', '-V', '--help', '-h', 'version', '-v'].includes(args[0].value ?? '');
+
+/** Names bash resolves before PATH (builtins and keywords the walker sees as command names). */
+const BUILTIN_NAMES = new Set([
+  'cd', 'pushd', 'popd', 'dirs', 'echo', 'printf', 'read', 'test', '[', 'true', 'false', ':', 'export', 'declare', 'typeset', 'local',
+  'readonly', 'unset', 'set', 'shopt', 'let', 'eval', 'source', '.', 'exit', 'return', 'break', 'continue', 'shift', 'trap', 'wait',
+  'type', 'command', 'builtin', 'hash', 'alias', 'unalias', 'getopts', 'mapfile', 'readarray', 'kill', 'jobs', 'umask', 'ulimit',
+  'history', 'fc', 'enable', 'help', 'times', 'caller', 'disown', 'compgen', 'complete', 'exec', 'time', 'coproc', 'pwd',
+]);
 
 // Wrapper names that are also common subcommand words (`docker exec`, `hyperfine time`) are left out.
 const LAUNCHER_NAMES_IGNORED = new Set(['command', 'builtin', 'exec', 'coproc', 'time', 'find', 'R']);
@@ -174,6 +291,7 @@ function decideBuiltin(inv: Invocation, name: string, args: readonly Word[], sco
         const v = a.value;
         if (v === undefined) return deny('dynamic_argument', 'the `shopt` option is computed at run time');
         if (v === 'expand_aliases') return deny('function_or_alias', '`shopt -s expand_aliases` lets aliases run');
+        if (v === 'cdable_vars') state.dirVars = true; // `cd name` may then go wherever $name points
         if (v === 'extglob' || v === 'dotglob' || v === 'nocaseglob') return deny('parser_blind_spot', `\`shopt -s ${v}\` changes how later words parse or glob`);
       }
       return undefined;
@@ -188,6 +306,8 @@ function decideBuiltin(inv: Invocation, name: string, args: readonly Word[], sco
           return deny('shell_env_override', '`set -a` exports every later assignment (for example a GIT_DIR set by `read` or `for`)');
         }
         if (v === '-o' && args[k + 1]?.value === 'keyword') return deny('parser_blind_spot', '`set -o keyword` turns later `NAME=value` arguments into environment assignments');
+        if (/^-[a-zA-Z]*e/.test(v) || (v === '-o' && args[k + 1]?.value === 'errexit')) state.errexit = true;
+        if (/^\+[a-zA-Z]*e/.test(v) || (v === '+o' && args[k + 1]?.value === 'errexit')) state.errexit = false;
         if (!v.startsWith('-') && !v.startsWith('+')) break;
       }
       return undefined;
@@ -201,7 +321,10 @@ function decideBuiltin(inv: Invocation, name: string, args: readonly Word[], sco
     case 'typeset':
     case 'local':
     case 'readonly':
-      return declarationWords(inv, name, args, scope);
+      if (args.some((a) => /^-[a-zA-Z]*f/.test(a.value ?? '')) && (name === 'export' || args.some((a) => /^-[a-zA-Z]*x/.test(a.value ?? '')))) {
+        return deny('function_or_alias', `\`${name} -f\` exports a function: every bash started later runs it in place of a command name`);
+      }
+      return declarationWords(inv, name, args, scope, state);
     case 'unset':
       for (const a of args) {
         if (a.value?.startsWith('-')) continue;
@@ -223,7 +346,7 @@ function decideBuiltin(inv: Invocation, name: string, args: readonly Word[], sco
           continue;
         }
         if (v !== undefined && v.startsWith('-')) continue;
-        const bad = nameArgument(inv, args[k], 'read');
+        const bad = nameArgument(inv, args[k], 'read') ?? readInto(inv, args[k], scope, state);
         if (bad) return bad;
       }
       return undefined;
@@ -241,7 +364,7 @@ function decideBuiltin(inv: Invocation, name: string, args: readonly Word[], sco
           continue;
         }
         if (v !== undefined && v.startsWith('-')) continue;
-        const bad = nameArgument(inv, args[k], name);
+        const bad = nameArgument(inv, args[k], name) ?? readInto(inv, args[k], scope, state);
         if (bad) return bad;
       }
       return undefined;
@@ -250,13 +373,13 @@ function decideBuiltin(inv: Invocation, name: string, args: readonly Word[], sco
     case 'wait':
       for (let k = 0; k < args.length; k++) {
         if (args[k].value === (name === 'printf' ? '-v' : '-p')) {
-          const bad = args[k + 1] ? nameArgument(inv, args[k + 1], `${name} ${args[k].value}`) : undefined;
+          const bad = args[k + 1] ? nameArgument(inv, args[k + 1], `${name} ${args[k].value}`) ?? readInto(inv, args[k + 1], scope, state) : undefined;
           if (bad) return bad;
         }
       }
       return undefined;
     case 'getopts':
-      return args[1] ? nameArgument(inv, args[1], 'getopts') : undefined;
+      return args[1] ? nameArgument(inv, args[1], 'getopts') ?? readInto(inv, args[1], scope, state) : undefined;
     case 'test':
     case '[':
       for (let k = 0; k < args.length; k++) {
@@ -266,14 +389,19 @@ function decideBuiltin(inv: Invocation, name: string, args: readonly Word[], sco
         }
       }
       return undefined;
-    case 'let':
+    case 'let': {
+      // Each argument is an arithmetic expression: judged by where the values it names come from.
+      let p: Provenance = 'clean';
       for (const a of args) {
         const v = exactValue(a);
-        if (v === undefined || !/^([A-Za-z_][A-Za-z0-9_]*\s*(\+\+|--|[-+*/%]?=))?[0-9+\-*/%()<>=!&|^~?:\s]*$/.test(v)) {
-          return deny('hidden_execution', '`let` evaluates variables arithmetically, which can run code hidden in their values');
-        }
+        if (v === undefined) p = worst(p, 'runtime');
+        else if (/[$`]/.test(v)) p = worst(p, 'attack');
+        else p = arithmeticNames(v).reduce<Provenance>((q, n) => worst(q, provenanceOf(state.taint, n)), p);
       }
+      if (p === 'attack') return deny('hidden_execution', '`let` evaluates code (`$(…)` or a backtick) held in its expression or in a variable it names');
+      if (p === 'runtime') note(state, inv.text, '`let` evaluates a value read at run time as an expression; an array subscript in it runs code');
       return undefined;
+    }
     case 'compgen':
     case 'complete':
       if (args.some((a) => a.value === undefined || /^-[a-zA-Z]*[CF]/.test(a.value))) return deny('eval_or_source', `\`${name} -C/-F\` runs a command or function`);
@@ -285,6 +413,15 @@ function decideBuiltin(inv: Invocation, name: string, args: readonly Word[], sco
 
 const PLAIN_NAME = /^[A-Za-z_][A-Za-z0-9_]*(\[[0-9]+\]|\[[@*]\])?$/;
 
+/** `read GIT_DIR`, `printf -v PATH …`: a value read at run time lands in the variable (exported if it already is). */
+function readInto(inv: Invocation, w: Word, scope: GuardScope, state: ShellState): Refusal | undefined {
+  const name = (exactValue(w) ?? '').replace(/\[.*$/, '');
+  const bad = checkAssignment(name, dynamicWord('input', `<${name} read at run time>`), 'persistent', inv.cwd, scope.worktree, inv.text, (why) => note(state, inv.text, why));
+  if (bad) return bad;
+  if (name === 'PATH') state.writablePath = true;
+  return undefined;
+}
+
 /** Builtins that take variable names evaluate array subscripts in them: only plain literal names pass. */
 function nameArgument(inv: Invocation, w: Word, what: string): Refusal | undefined {
   const v = exactValue(w);
@@ -292,7 +429,7 @@ function nameArgument(inv: Invocation, w: Word, what: string): Refusal | undefin
   return refusal('hidden_execution', inv.text, `\`${what} ${w.text}\`: a name that is computed or has a subscript can run code when bash evaluates it`);
 }
 
-function declarationWords(inv: Invocation, name: string, args: readonly Word[], scope: GuardScope): Refusal | undefined {
+function declarationWords(inv: Invocation, name: string, args: readonly Word[], scope: GuardScope, state: ShellState): Refusal | undefined {
   let integer = false;
   let nameref = false;
   for (const a of args) {
@@ -308,7 +445,7 @@ function declarationWords(inv: Invocation, name: string, args: readonly Word[], 
     if (target === undefined || !PLAIN_NAME.test(target)) {
       return refusal('hidden_execution', inv.text, `\`${name} ${a.text}\`: a name that is computed or has a subscript can run code when bash evaluates it`);
     }
-    const bad = declarationCheck(inv, name, target, assignment?.value, integer, nameref, scope);
+    const bad = declarationCheck(inv, name, target, assignment?.value, integer, nameref, scope, state);
     if (bad) return bad;
   }
   return undefined;
@@ -323,6 +460,7 @@ export function declarationCheck(
   integer: boolean,
   nameref: boolean,
   scope: GuardScope,
+  state: ShellState,
 ): Refusal | undefined {
   if (integer) {
     return refusal('hidden_execution', inv.text, `\`${keyword} -i\` makes every assignment to \`${name}\` arithmetic, which can run code hidden in values`);
@@ -330,7 +468,9 @@ export function declarationCheck(
   if (nameref) {
     return refusal('hidden_execution', inv.text, `\`${keyword} -n ${name}\`: a name reference redirects later assignments and expansions to another variable`);
   }
-  return checkAssignment(name, value ?? literalWord(''), 'persistent', inv.cwd, scope.worktree, inv.text);
+  const assigned = value ?? literalWord('');
+  if (name === 'PATH' && value && pathIsWritable(assigned, inv.cwd, scope.worktree)) state.writablePath = true;
+  return checkAssignment(name, assigned, 'persistent', inv.cwd, scope.worktree, inv.text, (why) => note(state, inv.text, why));
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -373,14 +513,25 @@ function changeDirectory(name: string, args: readonly Word[], scope: GuardScope,
 // ---------------------------------------------------------------------------------------------------------------
 // Programs that write files named in their arguments.
 
-type Writer = (inv: Invocation, args: readonly Word[], scope: GuardScope) => Refusal | undefined;
+type Writer = (inv: Invocation, args: readonly Word[], scope: GuardScope, state: ShellState) => Refusal | undefined;
 
-function checkTargets(inv: Invocation, words: readonly Word[], scope: GuardScope, program: string): Refusal | undefined {
+/**
+ * A write the text proves lands outside the worktree (or in git metadata) is refused; one whose target is only
+ * known at run time is noted for the sandbox.
+ */
+export function judgeWrite(verdict: WriteVerdict, text: string, what: string, state: ShellState): Refusal | undefined {
+  if (verdict.ok) return undefined;
+  if (verdict.kind === 'dynamic' || verdict.kind === 'unsure') {
+    note(state, text, `${what}: ${verdict.detail}`);
+    return undefined;
+  }
+  return refusal(verdict.kind === 'metadata' ? 'git_metadata_write' : 'outside_worktree', text, `${what}: ${verdict.detail}`);
+}
+
+function checkTargets(inv: Invocation, words: readonly Word[], scope: GuardScope, program: string, state: ShellState): Refusal | undefined {
   for (const w of words) {
-    const verdict = checkWriteTarget(w, inv.cwd, scope.worktree);
-    if (verdict.ok) continue;
-    const reason = verdict.kind === 'metadata' ? 'git_metadata_write' : verdict.kind === 'dynamic' ? 'dynamic_argument' : 'outside_worktree';
-    return refusal(reason, inv.text, `\`${program}\`: ${verdict.detail}`);
+    const bad = judgeWrite(checkWriteTarget(w, inv.cwd, scope.worktree), inv.text, `\`${program}\``, state);
+    if (bad) return bad;
   }
   return undefined;
 }
@@ -417,31 +568,31 @@ function operandsOf(args: readonly Word[], valued: readonly string[] = [], targe
   return { operands, targets };
 }
 
-const allOperands = (valued: string[] = []): Writer => (inv, args, scope) => {
+const allOperands = (valued: string[] = []): Writer => (inv, args, scope, state) => {
   const { operands } = operandsOf(args, valued);
-  return checkTargets(inv, operands, scope, posix.basename(inv.argv[0].value ?? ''));
+  return checkTargets(inv, operands, scope, posix.basename(inv.argv[0].value ?? ''), state);
 };
 
-const lastOperand = (valued: string[], allWritten = false): Writer => (inv, args, scope) => {
+const lastOperand = (valued: string[], allWritten = false): Writer => (inv, args, scope, state) => {
   const { operands, targets } = operandsOf(args, valued, ['-t', '--target-directory']);
   const program = posix.basename(inv.argv[0].value ?? '');
-  if (targets.length > 0) return checkTargets(inv, allWritten ? [...targets, ...operands] : targets, scope, program);
+  if (targets.length > 0) return checkTargets(inv, allWritten ? [...targets, ...operands] : targets, scope, program, state);
   if (operands.length === 0) return undefined;
-  if (allWritten) return checkTargets(inv, operands, scope, program);
+  if (allWritten) return checkTargets(inv, operands, scope, program, state);
   const dest = operands.length === 1 && program === 'ln' ? literalWord('.') : operands[operands.length - 1];
-  if (program === 'install' && args.some((a) => a.value === '-d' || a.value === '--directory')) return checkTargets(inv, operands, scope, program);
-  return checkTargets(inv, [dest], scope, program);
+  if (program === 'install' && args.some((a) => a.value === '-d' || a.value === '--directory')) return checkTargets(inv, operands, scope, program, state);
+  return checkTargets(inv, [dest], scope, program, state);
 };
 
-const afterFirst = (valued: string[] = []): Writer => (inv, args, scope) => {
+const afterFirst = (valued: string[] = []): Writer => (inv, args, scope, state) => {
   const reference = args.some((a) => (a.value ?? '').startsWith('--reference'));
   const { operands } = operandsOf(args, valued);
-  return checkTargets(inv, reference ? operands : operands.slice(1), scope, posix.basename(inv.argv[0].value ?? ''));
+  return checkTargets(inv, reference ? operands : operands.slice(1), scope, posix.basename(inv.argv[0].value ?? ''), state);
 };
 
-const optionTargets = (flags: string[], valued: string[] = []): Writer => (inv, args, scope) => {
+const optionTargets = (flags: string[], valued: string[] = []): Writer => (inv, args, scope, state) => {
   const { targets } = operandsOf(args, valued, flags);
-  return checkTargets(inv, targets, scope, posix.basename(inv.argv[0].value ?? ''));
+  return checkTargets(inv, targets, scope, posix.basename(inv.argv[0].value ?? ''), state);
 };
 
 const WRITERS: Record<string, Writer> = {
@@ -449,19 +600,55 @@ const WRITERS: Record<string, Writer> = {
   touch: allOperands(['-d', '-t', '-r']), mkdir: allOperands(['-m']), truncate: allOperands(['-s', '-r']),
   tee: allOperands(), mkfifo: allOperands(['-m']),
   chmod: afterFirst(), chown: afterFirst(), chgrp: afterFirst(),
-  cp: lastOperand(['-S', '--suffix']), install: lastOperand(['-m', '-o', '-g', '-S', '--mode', '--owner', '--group', '--suffix']),
-  ln: (inv, args, scope) => {
-    const bad = lastOperand(['-S', '--suffix'])(inv, args, scope);
+  cp: (inv, args, scope, state) => {
+    const bad = lastOperand(['-S', '--suffix'])(inv, args, scope, state);
     if (bad) return bad;
-    // A symlink to a place outside the worktree would let later commands (`git -C link …`) leave it unseen.
-    const symbolic = args.some((a) => a.value === '--symbolic' || (a.value !== undefined && /^-[a-zA-Z]*s/.test(a.value) && !a.value.startsWith('--')));
-    if (!symbolic) return undefined;
-    const { operands, targets } = operandsOf(args, ['-S', '--suffix'], ['-t', '--target-directory']);
-    const linkTargets = targets.length > 0 || operands.length === 1 ? operands : operands.slice(0, -1);
-    return checkTargets(inv, linkTargets, scope, 'ln -s (link target)');
+    // `cp -l` / `cp -s` make links, not copies: a write through one lands in the source.
+    const links = args.some((a) => /^(--link|--symbolic-link)$/.test(a.value ?? '') || /^-[a-zA-Z]*[ls]/.test(a.value ?? '') && !(a.value ?? '').startsWith('--'));
+    return links ? checkLinkSources(inv, sourcesOf(args, ['-S', '--suffix']), scope, 'cp', state) : undefined;
+  },
+  install: lastOperand(['-m', '-o', '-g', '-S', '--mode', '--owner', '--group', '--suffix']),
+  ln: (inv, args, scope, state) => {
+    const bad = lastOperand(['-S', '--suffix'])(inv, args, scope, state);
+    if (bad) return bad;
+    return checkLinkSources(inv, sourcesOf(args, ['-S', '--suffix']), scope, 'ln', state);
+  },
+  link: (inv, args, scope, state) => {
+    const { operands } = operandsOf(args);
+    return checkTargets(inv, operands.slice(1, 2), scope, 'link', state) ?? checkLinkSources(inv, operands.slice(0, 1), scope, 'link', state);
+  },
+  split: (inv, args, scope, state) => {
+    const { operands } = operandsOf(args, ['-a', '-b', '-C', '-l', '-n', '-t', '--additional-suffix', '--suffix-length', '--bytes', '--line-bytes', '--lines', '--number', '--separator']);
+    return checkTargets(inv, [operands[1] ?? literalWord('x')], scope, 'split', state);
+  },
+  csplit: optionTargets(['-f', '--prefix'], ['-b', '-n', '--suffix-format', '--digits']),
+  xxd: (inv, args, scope, state) => {
+    const { operands } = operandsOf(args, ['-c', '-g', '-l', '-s', '-o', '-n', '-cols', '-groupsize', '-len', '-seek', '-offset', '-name']);
+    return checkTargets(inv, operands.slice(1, 2), scope, 'xxd', state);
+  },
+  iconv: optionTargets(['-o', '--output'], ['-f', '-t', '--from-code', '--to-code']),
+  history: (inv, args, scope, state) => {
+    const writes = args.some((a) => /^-[a-zA-Z]*[wa]/.test(a.value ?? ''));
+    if (!writes) return undefined;
+    const { operands } = operandsOf(args, ['-d']);
+    if (operands.length === 0) {
+      note(state, inv.text, '`history -w/-a` writes $HISTFILE, wherever that points');
+      return undefined;
+    }
+    return checkTargets(inv, operands, scope, 'history', state);
+  },
+  tar: (inv, args, scope, state) => {
+    const bad = optionTargets(['-C', '--directory'], ['-f', '--file', '-T', '-X', '--exclude'])(inv, args, scope, state);
+    if (bad) return bad;
+    const mode = tarMode(args);
+    if (mode.archive && /[cruA]/.test(mode.letters)) return checkTargets(inv, [mode.archive], scope, 'tar (archive)', state);
+    if (mode.letters.includes('x') && (mode.letters.includes('P') || args.some((a) => a.value === '--absolute-names'))) {
+      note(state, inv.text, '`tar -xP` writes members at the absolute paths the archive names');
+    }
+    return undefined;
   },
   mv: lastOperand(['-S', '--suffix'], true),
-  rsync: (inv, args, scope) => {
+  rsync: (inv, args, scope, state) => {
     const { operands } = operandsOf(args, ['-e', '--rsh', '--exclude', '--include', '--filter', '-f']);
     const local = operands.filter((w) => !/^[^/]*:/.test(w.value ?? w.prefix));
     const removes = args.some((a) => a.value === '--remove-source-files');
@@ -470,24 +657,97 @@ const WRITERS: Record<string, Writer> = {
     if (args.some((a) => (a.value ?? a.prefix).startsWith('-e') || (a.value ?? a.prefix).startsWith('--rsh'))) {
       return refusal('unresolved_launcher', inv.text, '`rsync -e` runs a remote shell command');
     }
-    return checkTargets(inv, written, scope, 'rsync');
+    return checkTargets(inv, written, scope, 'rsync', state);
   },
-  dd: (inv, args, scope) => {
+  dd: (inv, args, scope, state) => {
     const targets = args
       .filter((a) => (a.value ?? a.prefix).startsWith('of='))
       .map((a) => (a.value !== undefined ? { ...a, value: a.value.slice(3), prefix: a.value.slice(3) } : { ...a, prefix: a.prefix.slice(3) }));
-    return checkTargets(inv, targets, scope, 'dd');
+    return checkTargets(inv, targets, scope, 'dd', state);
   },
   sort: optionTargets(['-o', '--output'], ['-k', '-t', '-S', '-T', '--key', '--field-separator', '--buffer-size', '--temporary-directory']),
-  uniq: (inv, args, scope) => {
+  uniq: (inv, args, scope, state) => {
     const { operands } = operandsOf(args, ['-f', '-s', '-w']);
-    return checkTargets(inv, operands.slice(1, 2), scope, 'uniq');
+    return checkTargets(inv, operands.slice(1, 2), scope, 'uniq', state);
   },
-  patch: optionTargets(['-o', '--output', '-d', '--directory'], ['-p', '-i', '--input', '-F', '-z', '-B', '-Y', '-r']),
-  tar: optionTargets(['-C', '--directory'], ['-f', '--file', '-T', '-X', '--exclude']),
+  patch: (inv, args, scope, state) => {
+    const bad = optionTargets(['-o', '--output', '-d', '--directory'], ['-p', '-i', '--input', '-F', '-z', '-B', '-Y', '-r'])(inv, args, scope, state);
+    if (bad) return bad;
+    const { operands } = operandsOf(args, ['-p', '-i', '--input', '-F', '-z', '-B', '-Y', '-r']);
+    if (operands.length > 0 || args.some((a) => a.value === '-o' || a.value === '--output' || (a.value ?? '').startsWith('--output='))) return undefined;
+    // Without a file operand, patch writes the files its input names.
+    if (inv.stdin.kind === 'literal' && !args.some((a) => (a.value ?? '').startsWith('-i') || (a.value ?? '').startsWith('--input'))) {
+      const names = [...inv.stdin.text.matchAll(/^\+\+\+ (\S+)/gm)].map((m) => m[1]);
+      for (const name of names) {
+        const stripped = name.replace(/^[^/]*\//, '');
+        const bad = checkTargets(inv, [literalWord(name), literalWord(stripped)].filter((w) => w.value !== '/dev/null'), scope, 'patch', state);
+        if (bad) return bad;
+      }
+      return undefined;
+    }
+    note(state, inv.text, '`patch` writes the files its input names, which the guard cannot see');
+    return undefined;
+  },
   unzip: optionTargets(['-d'], ['-x']),
   curl: optionTargets(['-o', '--output', '--output-dir', '-c', '--cookie-jar', '-D', '--dump-header', '--trace', '--trace-ascii', '--stderr'], ['-d', '-H', '-X', '-u', '-A', '-e', '-F', '--data', '--header', '--request', '--user']),
   wget: optionTargets(['-O', '--output-document', '-P', '--directory-prefix', '-o', '--output-file', '-a', '--append-output']),
+};
+
+/** The operands a link or copy reads from (everything but the destination). */
+function sourcesOf(args: readonly Word[], valued: readonly string[]): Word[] {
+  const { operands, targets } = operandsOf(args, valued, ['-t', '--target-directory']);
+  if (targets.length > 0) return operands;
+  return operands.length === 1 ? operands : operands.slice(0, -1);
+}
+
+/**
+ * A link to a file outside the worktree (hard or symbolic) makes later writes and `git -C link …` land there unseen.
+ * A source may be outside for reading only if it is under /tmp (which the child owns) or /dev/null-like.
+ */
+function checkLinkSources(inv: Invocation, sources: readonly Word[], scope: GuardScope, program: string, state: ShellState): Refusal | undefined {
+  for (const w of sources) {
+    const verdict = checkWriteTarget(w, inv.cwd, scope.worktree);
+    if (verdict.ok) continue;
+    if (verdict.kind === 'dynamic' || verdict.kind === 'unsure') {
+      note(state, inv.text, `\`${program}\` links to \`${w.text}\`, known only at run time`);
+      continue;
+    }
+    return refusal(verdict.kind === 'metadata' ? 'git_metadata_write' : 'outside_worktree', inv.text, `\`${program}\` links to \`${w.text}\`: ${verdict.detail}; a write through the link lands there`);
+  }
+  return undefined;
+}
+
+/** Which programs count as git or a shell when copied or linked under another name. */
+function launchesWhenRenamed(path: string): boolean {
+  const b = programName(posix.basename(path));
+  return b === 'git' || b === 'hub' || POSIX_SHELLS.has(b) || OTHER_SHELLS.has(b) || interpreterGrammarFor(b) !== undefined || Object.prototype.hasOwnProperty.call(WRAPPERS, b) || /^\/proc\/(self|\d+)\/exe$/.test(path);
+}
+
+/** tar's mode letters (old style `czf`, clusters `-czf`, long `--create`) and the archive it names. */
+function tarMode(args: readonly Word[]): { letters: string; archive?: Word } {
+  let letters = '';
+  let archive: Word | undefined;
+  const longModes: Record<string, string> = { '--create': 'c', '--append': 'r', '--update': 'u', '--catenate': 'A', '--concatenate': 'A', '--extract': 'x', '--get': 'x' };
+  for (let k = 0; k < args.length; k++) {
+    const v = args[k].value ?? '';
+    if (longModes[v]) letters += longModes[v];
+    else if (v === '--file' || v === '-f') archive = args[++k];
+    else if (v.startsWith('--file=')) archive = { ...args[k], value: v.slice(7), prefix: v.slice(7) };
+    else if ((k === 0 && /^[A-Za-z]+$/.test(v)) || /^-[A-Za-z]+$/.test(v)) {
+      const cluster = v.replace(/^-/, '');
+      letters += cluster;
+      const f = cluster.indexOf('f');
+      if (f >= 0) archive = f === cluster.length - 1 ? args[++k] : literalWord(cluster.slice(f + 1));
+    }
+  }
+  return { letters, archive };
+}
+
+/** Options whose value is a path the program writes, for programs whose other arguments are data or code. */
+const OUTPUT_OPTIONS: Record<string, readonly string[]> = {
+  gcc: ['-o'], cc: ['-o'], 'g++': ['-o'], 'c++': ['-o'], clang: ['-o'], 'clang++': ['-o'], tcc: ['-o'], ld: ['-o'], as: ['-o'],
+  strip: ['-o'], rustc: ['-o', '--out-dir'], javac: ['-d', '-h', '-s'], go: ['-o'], tsc: ['--outDir', '--outFile', '--declarationDir', '--tsBuildInfoFile'],
+  esbuild: ['--outfile', '--outdir'], cargo: ['--target-dir', '--out-dir', '--artifact-dir'], npm: ['--prefix'], pip: ['--target', '-t'], pip3: ['--target', '-t'],
 };
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -543,19 +803,19 @@ const EXEC_OPTIONS: Record<string, readonly string[]> = {
 
 const DATA_ONLY = new Set([
   'echo', 'printf', 'cat', 'tac', 'nl', 'head', 'tail', 'less', 'more', 'most', 'bat', 'batcat', 'grep', 'egrep', 'fgrep', 'rg', 'ag', 'ack',
-  'ls', 'tree', 'wc', 'cut', 'tr', 'paste', 'join', 'column', 'fold', 'fmt', 'expand', 'unexpand', 'rev', 'od', 'xxd', 'hexdump',
+  'ls', 'tree', 'wc', 'cut', 'tr', 'paste', 'join', 'column', 'fold', 'fmt', 'expand', 'unexpand', 'rev', 'od', 'hexdump',
   'strings', 'file', 'stat', 'du', 'df', 'pwd', 'basename', 'dirname', 'realpath', 'readlink', 'which', 'whereis', 'type', 'date',
   'sleep', 'true', 'false', ':', 'seq', 'yes', 'printenv', 'id', 'whoami', 'uname', 'hostname', 'test', '[', 'jq', 'yq', 'diff',
   'cmp', 'comm', 'md5sum', 'sha1sum', 'sha256sum', 'sha512sum', 'b2sum', 'cksum', 'base64', 'base32', 'man', 'help', 'info',
-  'tput', 'clear', 'locale', 'nproc', 'free', 'uptime', 'ps', 'pgrep', 'lsof', 'history', 'dirs', 'jobs', 'kill', 'ulimit', 'umask',
+  'tput', 'clear', 'locale', 'nproc', 'free', 'uptime', 'ps', 'pgrep', 'lsof', 'dirs', 'jobs', 'kill', 'ulimit', 'umask',
   'shift', 'return', 'exit', 'break', 'continue', 'getconf', 'tty', 'wait', 'times', 'unalias', 'caller', 'disown', 'logout',
-  'fd', 'fdfind', 'locate', 'sha224sum', 'sha384sum', 'zcat', 'zgrep', 'bzcat', 'xzcat', 'iconv', 'numfmt', 'factor', 'expr',
-  'tsc', 'jest', 'eslint', 'prettier',
+  'fd', 'fdfind', 'locate', 'sha224sum', 'sha384sum', 'zcat', 'zgrep', 'bzcat', 'xzcat', 'numfmt', 'factor', 'expr',
+  'tsc', 'jest', 'eslint', 'prettier', 'gcc', 'cc', 'g++', 'c++', 'clang', 'clang++', 'tcc', 'ld', 'as', 'strip', 'rustc', 'javac', 'esbuild',
 ]);
 
 /** Programs that run a command given as a string (or argv) in ways not modelled: refused when it looks like one. */
 const STRING_LAUNCHERS = new Set([
-  'watch', 'script', 'su', 'runuser', 'ssh', 'parallel', 'tmux', 'screen', 'expect', 'at', 'batch', 'hyperfine', 'entr', 'nodemon',
+  'su', 'runuser', 'ssh', 'parallel', 'tmux', 'screen', 'expect', 'at', 'batch', 'hyperfine', 'entr', 'nodemon',
   'dtach', 'systemd-run', 'nsenter', 'unshare', 'chroot', 'bwrap', 'firejail', 'strace', 'ltrace', 'valgrind', 'gdb', 'perf',
   'taskset', 'chrt', 'numactl', 'prlimit', 'cgexec', 'catchsegv', 'sg', 'docker', 'podman', 'kubectl', 'npx', 'pnpm', 'yarn', 'bunx',
   'uvx', 'pipx', 'npm', 'make', 'cron', 'crontab', 'setpriv', 'pkexec', 'daemonize', 'start-stop-daemon', 'xterm', 'sshpass',

@@ -1,4 +1,4 @@
-import { cwdInside, describeCwd, resolvePath, type Cwd } from './paths';
+import { cwdInside, describeCwd, isInside, resolvePath, type Cwd } from './paths';
 import { refusal, type Refusal } from './reasons';
 import { exactValue, type Word } from './words';
 
@@ -28,10 +28,41 @@ const GIT_HARMLESS = new Set([
   'GIT_CURL_VERBOSE', 'GIT_NO_REPLACE_OBJECTS', 'GIT_DEFAULT_HASH', 'GIT_PROTOCOL_FROM_USER',
 ]);
 
+/**
+ * Variables that make an interpreter load code before (or instead of) what its command line says. A literal
+ * NODE_OPTIONS with only tuning flags loads nothing; anything else is code the guard does not see.
+ */
+const INTERPRETER_CODE_VARS = new Set([
+  'NODE_OPTIONS', 'NODE_PATH', 'PERL5OPT', 'PERL5LIB', 'PERLLIB', 'PERL5DB', 'PYTHONSTARTUP', 'PYTHONPATH', 'PYTHONHOME',
+  'PYTHONUSERBASE', 'RUBYOPT', 'RUBYLIB', 'LUA_INIT', 'LUA_PATH', 'LUA_CPATH', 'JAVA_TOOL_OPTIONS', '_JAVA_OPTIONS', 'JDK_JAVA_OPTIONS',
+  'PHP_INI_SCAN_DIR', 'PHPRC', 'R_PROFILE', 'R_PROFILE_USER', 'TCLLIBPATH', 'GEM_HOME', 'GEM_PATH', 'BUNDLE_GEMFILE',
+]);
+const NODE_OPTIONS_LOADING = /(^|\s)(-r|--require|--import|--loader|--experimental-loader|--experimental-specifier-resolution|--env-file|--openssl-config|--icu-data-dir)\b/;
+
 export type AssignmentPlace = 'prefix' | 'persistent';
 
-export function checkAssignment(name: string, value: Word, place: AssignmentPlace, cwd: Cwd, worktree: string, text: string): Refusal | undefined {
+/**
+ * Refuses assignments that redirect git or make bash run code; `onUnsure` hears about assignments whose effect the
+ * text cannot settle (code an interpreter will load).
+ */
+export function checkAssignment(
+  name: string,
+  value: Word,
+  place: AssignmentPlace,
+  cwd: Cwd,
+  worktree: string,
+  text: string,
+  onUnsure?: (why: string) => void,
+): Refusal | undefined {
   const v = exactValue(value);
+  if (/^BASH_FUNC_/.test(name)) {
+    return refusal('function_or_alias', text, `\`${name}\` is a function bash imports from the environment: it can replace any command name, git included`);
+  }
+  if (INTERPRETER_CODE_VARS.has(name)) {
+    const harmless = name === 'NODE_OPTIONS' && v !== undefined && !NODE_OPTIONS_LOADING.test(v);
+    if (!harmless) onUnsure?.(`\`${name}\` makes interpreters load code the guard does not read`);
+    return undefined;
+  }
   if (PROGRAM_VARS.has(name)) {
     if (v !== undefined && HARMLESS_PROGRAMS.has(v)) return undefined;
     const reason = name.startsWith('GIT_') ? 'git_env_override' : 'shell_env_override';
@@ -62,6 +93,22 @@ export function checkAssignment(name: string, value: Word, place: AssignmentPlac
     text,
     `\`${name}\` redirects git's repository, index, object store, config or programs`,
   );
+}
+
+/**
+ * A PATH that names a directory the command can write (the worktree, /tmp, a relative entry, an empty entry) or a
+ * value read at run time ahead of the inherited `$PATH`: a command name may then run a program written there.
+ */
+export function pathIsWritable(value: Word, cwd: Cwd, worktree: string): boolean {
+  const text = value.value ?? value.text.replaceAll('"', '');
+  for (const entry of text.split(':')) {
+    if (value.value === undefined && (entry === '$PATH' || entry === '${PATH}')) return false; // later entries come after the system's
+    if (value.value === undefined && /[$`]/.test(entry)) return true;
+    if (entry === '' || !entry.startsWith('/')) return true;
+    const where = resolvePath(cwd, entry, worktree);
+    if (where.kind !== 'known' || isInside(where.path, worktree) || /^\/(tmp|var\/tmp|dev\/shm)(\/|$)/.test(where.path)) return true;
+  }
+  return false;
 }
 
 /** `NAME=value` as an argv word (for env, sudo and declaration builtins reached through wrappers). */

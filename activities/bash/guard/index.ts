@@ -3,6 +3,7 @@ import type { ShellState } from './invocation';
 import { loadBashParser } from './parser';
 import { normalizeWorktree } from './paths';
 import { GUARD_REASONS, type GuardContext, type GuardDecision, type Refusal } from './reasons';
+import { TOP_LEVEL_TAINT } from './taint';
 import { analyzeScript } from './walk';
 
 /**
@@ -14,15 +15,25 @@ import { analyzeScript } from './walk';
  * (`bash x.sh`, `npm test`, a Makefile, `python3 -m`, a hook under a `core.hooksPath` inside W, a
  * `~/.gitconfig` in the session HOME written by such a program), a symlink inside W that points outside it,
  * and repository config that changes what a plain command does (remote.<name>.mirror, fetch refspecs into
- * refs/heads) are outside its view; the reference-transaction backstop covers ref moves there. Inline
- * interpreter code is judged by a heuristic (mentions of git or process spawning).
+ * refs/heads) are outside its view. It never calls such a command safe: what it cannot judge is allowed with
+ * `unsure` notes, and the kernel sandbox under it decides (see `guardVerdict` for running without one).
  */
 export function decideCommand(parser: Parser, command: string, context: GuardContext): GuardDecision {
   if (!context.isolated) return { allowed: true };
   if (!context.branch || /\s/.test(context.branch)) throw new TypeError(`guard context: invalid branch ${JSON.stringify(context.branch)}`);
   const worktree = normalizeWorktree(context.worktree);
   const scope = { branch: context.branch, worktree };
-  const state: ShellState = { cwd: { kind: 'known', path: worktree }, oldCwd: undefined, stack: [], loopDepth: 0, dirVars: false };
+  const state: ShellState = {
+    cwd: { kind: 'known', path: worktree },
+    oldCwd: undefined,
+    stack: [],
+    loopDepth: 0,
+    dirVars: false,
+    notes: [],
+    taint: TOP_LEVEL_TAINT,
+    writablePath: false,
+    errexit: false,
+  };
   let refused: Refusal | undefined;
   try {
     refused = analyzeScript(parser, command, scope, state, { depth: 0, stdin: { kind: 'inherited' } });
@@ -31,7 +42,7 @@ export function decideCommand(parser: Parser, command: string, context: GuardCon
     if (!(err instanceof RangeError)) throw err;
     refused = { reason: 'unsupported_input', refused: command.length > 80 ? `${command.slice(0, 80)}…` : command, why: 'the command is nested too deeply to analyse' };
   }
-  if (!refused) return { allowed: true };
+  if (!refused) return state.notes.length > 0 ? { allowed: true, unsure: state.notes } : { allowed: true };
   const fill = (text: string) => text.replaceAll('{branch}', context.branch).replaceAll('{worktree}', worktree);
   return {
     allowed: false,
@@ -58,6 +69,36 @@ export function formatRefusal(decision: GuardDecision): string {
   ].join('\n');
 }
 
+/**
+ * The lines the bash tool result carries for an allowed command the guard could not fully judge; empty when it
+ * judged everything.
+ */
+export function formatUnsure(decision: GuardDecision): string {
+  if (!decision.allowed || !decision.unsure?.length) return '';
+  return [
+    'The guard could not judge every part of this command from its text; the sandbox decides:',
+    ...decision.unsure.map((n) => `- ${n.construct}: ${n.why}`),
+  ].join('\n');
+}
+
+/**
+ * The decision to act on. Confined (the kernel sandbox runs the command), what the guard could not judge is
+ * allowed and noted; unconfined (ORCHARD_SANDBOX=off, the guard alone), it is refused as `guard_cannot_judge`,
+ * since nothing else would stop it.
+ */
+export function guardVerdict(decision: GuardDecision, options: { readonly confined: boolean }): GuardDecision {
+  if (!decision.allowed || !decision.unsure?.length || options.confined) return decision;
+  const first = decision.unsure[0];
+  const more = decision.unsure.length > 1 ? ` (and ${decision.unsure.length - 1} more)` : '';
+  return {
+    allowed: false,
+    reason: 'guard_cannot_judge',
+    refused: first.construct,
+    why: `${first.why}${more}; without the sandbox nothing else would confine it`,
+    instead: GUARD_REASONS.guard_cannot_judge.instead,
+  };
+}
+
 export { loadBashParser, parseBash } from './parser';
 export { GUARD_REASONS, GUARD_REASON_CODES, INTEGRATION_ROUTE, isGuardReason } from './reasons';
-export type { GuardContext, GuardDecision, GuardReason } from './reasons';
+export type { GuardContext, GuardDecision, GuardNote, GuardReason } from './reasons';

@@ -1,5 +1,6 @@
 import type { Cwd } from './paths';
-import type { Refusal } from './reasons';
+import type { GuardNote, Refusal } from './reasons';
+import type { Taint } from './taint';
 import type { Word } from './words';
 
 /** Where a command's stdin comes from, as far as the text shows. */
@@ -37,6 +38,20 @@ export interface ShellState {
   loopDepth: number;
   /** The code names PWD, OLDPWD, DIRSTACK or CDPATH outside an expansion: `cd` targets can no longer be trusted. */
   dirVars: boolean;
+  /** What the guard could not judge so far; shared (by reference) by every copy of the state in one decision. */
+  notes: GuardNote[];
+  /** Where each variable's values come from (see taint.ts); replaced per script, inherited by nested scripts. */
+  taint: Taint;
+  /** PATH holds a directory the command can write (or a value read at run time) before the system directories. */
+  writablePath: boolean;
+  /** `set -e` is on: a failing plain command ends the script, so a failed `cd` does not carry on elsewhere. */
+  errexit: boolean;
+}
+
+/** Records something the guard cannot judge; the sandbox under the guard decides it. */
+export function note(state: ShellState, construct: string, why: string): void {
+  const shown = construct.length > 120 ? `${construct.slice(0, 120)}…` : construct;
+  if (!state.notes.some((n) => n.construct === shown && n.why === why)) state.notes.push({ construct: shown, why });
 }
 
 /** Recursion into shell code found in arguments (`sh -c '…'`, `flock -c '…'`). */

@@ -4,9 +4,22 @@ import { refusal, type Refusal } from './reasons';
 import { exactValue, type Word } from './words';
 
 /**
- * Programs that take code as text: shells (`-c` strings are parsed again, recursively), interpreters (inline
- * code is checked by a heuristic), awk and sed (their process-spawning commands are detected).
+ * Programs that take code as text: shells (`-c` strings are parsed again, recursively), interpreters, awk, sed and
+ * editors. Interpreter code is not judged safe by reading it: it is `unsure` (the sandbox decides) unless the text
+ * shows a plain attack — spawning git or a shell, or loading a module whose name is computed.
  */
+
+/** Reports something the guard cannot judge. */
+export type Unsure = (why: string) => void;
+
+/** Program stems that ship with version suffixes (`python3.11`, `node20`, `perl5.36`, `gawk-5.1`, `bash5`). */
+const VERSIONED = /^(python|pypy|node|nodejs|perl|ruby|php|lua|luajit|tclsh|wish|bash|sh|zsh|dash|ksh|mksh|gawk|awk|mawk|git|deno|bun|Rscript|pwsh|vim|nvim|make|gmake)[-_.]?v?[0-9][0-9.]*$/;
+
+/** The program a name runs, without a version suffix: `python3.11` is python, `node20` is node. */
+export function programName(name: string): string {
+  const m = VERSIONED.exec(name);
+  return m ? m[1] : name;
+}
 
 export const POSIX_SHELLS = new Set(['sh', 'bash', 'dash', 'zsh', 'ksh', 'mksh', 'ash', 'yash', 'posh', 'rbash', 'lksh', 'oksh', 'loksh', 'pdksh', 'ksh93']);
 export const OTHER_SHELLS = new Set(['fish', 'csh', 'tcsh', 'nu', 'elvish', 'xonsh', 'rc', 'es']);
@@ -92,14 +105,22 @@ export function zshBlindSpot(source: string): string | undefined {
   return undefined;
 }
 
-// Inline code: any mention of git, or of a way to start a process, is refused. A heuristic, stated as such:
-// obfuscated code can evade it, as can code in files (which the guard does not read at all).
-const SPAWN =
-  /\bgit\b|child_process|subprocess|\bos\s*\.\s*(system|exec|spawn|popen|fork|posix_spawn)|\bpopen|\bspawn|\bexec[lv]?p?e?\s*\(|\bexec\b|execSync|execFile|\bsystem\s*\(|\bsystem\b|`|%x|\bqx\b|IO\.popen|Open3|\bpty\b|\bfork\b|\beval\b|__import__|importlib|getattr|ctypes|process\.binding|Deno\s*\.\s*(run|Command)|Bun\s*\.\s*spawn|shell_exec|passthru|proc_open|pcntl_exec|do shell script|os\.execute|io\.popen|Runtime\s*\.\s*getRuntime|ProcessBuilder|Start-Process|Invoke-Expression|\biex\b|new\s+Function|\bFunction\s*\(|(require|import)\s*\(\s*(?!(?<q>['"])[^'"]*\k<q>\s*\))|open\s*\(?[^)]*\|/i;
+// A plain attack in inline code: an API that starts processes together with git or a shell, or a module or
+// function reached by a computed name (how one hides the first). Anything else is noted, not judged safe.
+const SPAWN_API =
+  /child_process|subprocess|\bos\s*\.\s*(system|exec\w*|spawn\w*|popen|posix_spawn\w*)|\bpopen\b|\bsystem\s*\(|\bsystem\s+["'(]|`|%x|\bqx\b|IO\.popen|Open3|\bexec[lv]?p?e?\s*\(|execSync|execFile|\bspawn(Sync)?\s*\(|\bpty\b|Deno\s*\.\s*(run|Command)|Bun\s*\.\s*spawn|shell_exec|passthru|proc_open|pcntl_exec|do shell script|os\.execute|io\.popen|Runtime\s*\.\s*getRuntime|ProcessBuilder|Start-Process|Invoke-Expression|\biex\b|open\s*\(?[^)]*\|/i;
+const PROGRAM_NAMES = /\b(git|sh|bash|zsh|dash|ksh|hub)\b/;
+const COMPUTED_LOAD =
+  /__import__|importlib|getattr\s*\(|ctypes|process\.binding|new\s+Function|\bFunction\s*\(|(require|import)\s*\(\s*(?!(?<q>['"])[^'"]*\k<q>\s*\))|\beval\s*\(\s*(?!(?<r>['"])[^'"]*\k<r>\s*\))/;
 
+/** A plain attack the text proves, or undefined (which does not make the code safe: see `Unsure`). */
 export function inlineCodeProblem(code: string): string | undefined {
-  const m = SPAWN.exec(code);
-  return m ? `the inline code mentions \`${m[0]}\`, which can run git or another program` : undefined;
+  const spawn = SPAWN_API.exec(code);
+  const program = PROGRAM_NAMES.exec(code);
+  if (spawn && program) return `the inline code starts a process (\`${spawn[0]}\`) and names \`${program[0]}\`: run git or the shell command directly instead`;
+  const hidden = COMPUTED_LOAD.exec(code);
+  if (hidden) return `the inline code reaches a module or function by a computed name (\`${hidden[0]}\`), which hides what it runs`;
+  return undefined;
 }
 
 interface InterpreterGrammar {
@@ -140,13 +161,15 @@ export function interpreterGrammarFor(name: string): InterpreterGrammar | undefi
   return Object.prototype.hasOwnProperty.call(INTERPRETERS, name) ? INTERPRETERS[name] : undefined;
 }
 
-/** Inline code, a script file, or stdin: refuse code that can spawn, and code we cannot see. */
-export function decideInterpreter(inv: Invocation, name: string, grammar: InterpreterGrammar): Refusal | undefined {
+/** Inline code, a script file, a module, or stdin: plain attacks are refused, the rest is noted for the sandbox. */
+export function decideInterpreter(inv: Invocation, name: string, grammar: InterpreterGrammar, unsure: Unsure): Refusal | undefined {
   const deny = (reason: Parameters<typeof refusal>[0], why: string) => refusal(reason, inv.text, why);
   const argv = inv.argv;
+  if (argv.length === 2 && ['--version', '-V', '--help', '-h', '-v'].includes(argv[1].value ?? '')) return undefined;
   if (name === 'deno') {
-    if (argv[1]?.value === 'eval') return codeVerdict(inv, argv[2], name);
-    return undefined; // `deno run file` and friends: a file the guard does not read
+    if (argv[1]?.value === 'eval') return codeVerdict(inv, argv[2], name, unsure);
+    unsure(`\`deno\` runs a program the guard does not read`);
+    return undefined;
   }
   let sawCode = false;
   for (let k = 1; k < argv.length; k++) {
@@ -154,21 +177,28 @@ export function decideInterpreter(inv: Invocation, name: string, grammar: Interp
     const v = w.value;
     if (v === undefined) {
       if (sawCode) return undefined;
-      return deny('dynamic_argument', `\`${w.text}\` for \`${name}\` is computed at run time and may be code`);
+      unsure(`\`${w.text}\` for \`${name}\` is computed at run time and may be code`);
+      return undefined;
     }
     if (v === '--') break;
-    if (v === '-') return stdinVerdict(inv, name);
+    if (v === '-') return stdinVerdict(inv, name, unsure);
     if (grammar.refused?.some((r) => v === r || v.startsWith(`${r}:`))) return deny('inline_interpreter', `\`${name} ${v}\` runs encoded code`);
     const long = grammar.codeLong?.find((o) => v === o || v.startsWith(`${o}=`));
     if (long) {
       const code = v.includes('=') ? { ...w, value: v.slice(v.indexOf('=') + 1) } : argv[++k];
-      const bad = codeVerdict(inv, code, name);
+      const bad = codeVerdict(inv, code, name, unsure);
       if (bad) return bad;
       sawCode = true;
       continue;
     }
-    if (grammar.module?.includes(v)) return undefined;
+    if (grammar.module?.includes(v)) {
+      unsure(`\`${name} ${v} ${argv[k + 1]?.text ?? ''}\` runs a module the guard does not read`);
+      return undefined;
+    }
     if (grammar.valued?.includes(v)) {
+      if (['-r', '--require', '--import', '--loader', '--experimental-loader', '--preload', '-M', '-m', '-I', '-l'].includes(v)) {
+        unsure(`\`${name} ${v} ${argv[k + 1]?.text ?? ''}\` loads code the guard does not read`);
+      }
       k++;
       continue;
     }
@@ -179,44 +209,59 @@ export function decideInterpreter(inv: Invocation, name: string, grammar: Interp
       if (at >= 0) {
         const attached = body.slice(at + 1);
         const code = attached ? { ...w, value: attached } : argv[++k];
-        const bad = codeVerdict(inv, code, name);
+        const bad = codeVerdict(inv, code, name, unsure);
         if (bad) return bad;
         sawCode = true;
         continue;
       }
-      if (grammar.module?.some((m) => body.includes(m.slice(1)))) return undefined;
+      if (grammar.module?.some((m) => body.includes(m.slice(1)))) {
+        unsure(`\`${name} ${v}\` runs a module the guard does not read`);
+        return undefined;
+      }
       continue;
     }
     if (v.startsWith('-')) continue;
     // The first operand: a script file (after inline code, it is an argument to the code).
+    if (!sawCode) unsure(`\`${name} ${v}\` runs a script file the guard does not read`);
     return undefined;
   }
   if (sawCode) return undefined;
-  return stdinVerdict(inv, name);
+  return stdinVerdict(inv, name, unsure);
 }
 
-function codeVerdict(inv: Invocation, code: Word | undefined, name: string): Refusal | undefined {
+function codeVerdict(inv: Invocation, code: Word | undefined, name: string, unsure: Unsure): Refusal | undefined {
   if (!code) return undefined;
   const text = exactValue(code);
-  if (text === undefined) return refusal('inline_interpreter', inv.text, `the inline code for \`${name}\` is computed at run time`);
+  if (text === undefined) {
+    unsure(`the inline code for \`${name}\` is computed at run time`);
+    return undefined;
+  }
   const problem = inlineCodeProblem(text);
-  return problem ? refusal('inline_interpreter', inv.text, `\`${name}\`: ${problem}`) : undefined;
+  if (problem) return refusal('inline_interpreter', inv.text, `\`${name}\`: ${problem}`);
+  unsure(`inline \`${name}\` code: the guard does not read what it does`);
+  return undefined;
 }
 
-/** Code from stdin: the tool's own stdin is empty (/dev/null); anything fed into it must be visible and clean. */
-function stdinVerdict(inv: Invocation, name: string): Refusal | undefined {
+/** Code from stdin: the tool's own stdin is empty (/dev/null); anything fed into it is code the guard cannot judge. */
+function stdinVerdict(inv: Invocation, name: string, unsure: Unsure): Refusal | undefined {
   if (inv.stdin.kind === 'inherited') return undefined;
   if (inv.stdin.kind === 'literal') {
     const problem = inlineCodeProblem(inv.stdin.text);
-    return problem ? refusal('inline_interpreter', inv.text, `\`${name}\` reads code from a heredoc or here-string: ${problem}`) : undefined;
+    if (problem) return refusal('inline_interpreter', inv.text, `\`${name}\` reads code from a heredoc or here-string: ${problem}`);
+    unsure(`\`${name}\` runs code from a heredoc or here-string: the guard does not read what it does`);
+    return undefined;
   }
-  return refusal('inline_interpreter', inv.text, `\`${name}\` reads its code from stdin, which the guard cannot see`);
+  unsure(`\`${name}\` reads its code from stdin (${inv.stdin.kind}), which the guard cannot see`);
+  return undefined;
 }
 
 // awk: system(), getline from a command and output pipes run programs; gawk can load extensions.
-const AWK_SPAWN = /\bsystem\b|getline|\|&|(^|[^|])\|(?!\|)|\bgit\b|@load|extension\s*\(/;
+const AWK_SPAWN = /\bsystem\b|\|\s*getline|\|&|(^|[^|])\|(?!\|)/;
+const AWK_LOAD = /@load|@include|extension\s*\(/;
+/** `print > "file"` / `printf … >> "file"`: awk opens the file itself. */
+const AWK_OUTPUT = /\b(print|printf)\b[^;{}\n]*?>>?\s*("([^"\\]|\\.)*"|[^\s;}]+)/g;
 
-export function decideAwk(inv: Invocation, name: string): Refusal | undefined {
+export function decideAwk(inv: Invocation, name: string, worktree: string, unsure: Unsure): Refusal | undefined {
   const deny = (reason: Parameters<typeof refusal>[0], why: string) => refusal(reason, inv.text, why);
   const argv = inv.argv;
   const programs: Word[] = [];
@@ -237,6 +282,7 @@ export function decideAwk(inv: Invocation, name: string): Refusal | undefined {
     }
     if (v === '-f' || v === '--file' || v === '-i' || v === '--include') {
       fromFile = true;
+      unsure(`\`${name} ${v} ${argv[k + 1]?.text ?? ''}\` runs an awk program from a file the guard does not read`);
       k++;
       continue;
     }
@@ -254,14 +300,33 @@ export function decideAwk(inv: Invocation, name: string): Refusal | undefined {
   if (programs.length === 0 && !fromFile && argv[k]) programs.push(argv[k]);
   for (const p of programs) {
     const text = exactValue(p);
-    if (text === undefined) return deny('inline_interpreter', `the \`${name}\` program is computed at run time`);
+    if (text === undefined) {
+      unsure(`the \`${name}\` program is computed at run time`);
+      continue;
+    }
+    const load = AWK_LOAD.exec(text);
+    if (load) return deny('inline_interpreter', `the \`${name}\` program loads \`${load[0]}\`, code the guard cannot see`);
     const m = AWK_SPAWN.exec(text);
-    if (m) return deny('inline_interpreter', `the \`${name}\` program uses \`${m[0].trim() || '|'}\`, which can run git or another program`);
+    if (m) {
+      const program = PROGRAM_NAMES.exec(text);
+      if (program) return deny('inline_interpreter', `the \`${name}\` program runs commands (\`${m[0].trim() || '|'}\`) and names \`${program[0]}\`: run it directly instead`);
+      unsure(`the \`${name}\` program runs commands (\`${m[0].trim() || '|'}\`) built at run time`);
+    }
+    for (const out of text.matchAll(AWK_OUTPUT)) {
+      const target = out[2];
+      if (!target.startsWith('"')) {
+        unsure(`the \`${name}\` program writes to \`${target}\`, a file named at run time`);
+        continue;
+      }
+      const path = target.slice(1, -1);
+      const verdict = path.startsWith('/dev/') ? { ok: true as const } : checkWriteTarget({ text: path, value: path, prefix: path, splits: false, glob: false }, inv.cwd, worktree);
+      if (!verdict.ok) return deny(verdict.kind === 'metadata' ? 'git_metadata_write' : 'outside_worktree', `the \`${name}\` program writes \`${path}\`: ${verdict.detail}`);
+    }
   }
   return undefined;
 }
 
-export function decideSed(inv: Invocation, worktree: string): Refusal | undefined {
+export function decideSed(inv: Invocation, worktree: string, unsure: Unsure): Refusal | undefined {
   const deny = (reason: Parameters<typeof refusal>[0], why: string) => refusal(reason, inv.text, why);
   const argv = inv.argv;
   const scripts: Word[] = [];
@@ -337,7 +402,9 @@ export function decideSed(inv: Invocation, worktree: string): Refusal | undefine
   if (inPlace) {
     for (const f of files) {
       const verdict = checkWriteTarget(f, inv.cwd, worktree);
-      if (!verdict.ok) return deny(verdict.kind === 'metadata' ? 'git_metadata_write' : verdict.kind === 'dynamic' ? 'dynamic_argument' : 'outside_worktree', `\`sed -i\`: ${verdict.detail}`);
+      if (verdict.ok) continue;
+      if (verdict.kind === 'dynamic' || verdict.kind === 'unsure') unsure(`\`sed -i\`: ${verdict.detail}`);
+      else return deny(verdict.kind === 'metadata' ? 'git_metadata_write' : 'outside_worktree', `\`sed -i\`: ${verdict.detail}`);
     }
   }
   return undefined;
@@ -464,17 +531,38 @@ export function sedScriptProblem(script: string, writeProblem: (path: string) =>
   return undefined;
 }
 
-/** Editors that run their own command language from arguments. */
-export const EDITORS = new Set(['vim', 'nvim', 'vi', 'view', 'ex', 'gvim', 'vimdiff', 'emacs', 'emacsclient']);
+/** Editors that run their own command language from arguments (vim, emacs) or stdin (ed, ex). */
+export const EDITORS = new Set(['vim', 'nvim', 'vi', 'view', 'ex', 'gvim', 'vimdiff', 'emacs', 'emacsclient', 'ed', 'red']);
 
-export function decideEditor(inv: Invocation, name: string): Refusal | undefined {
+/** Editor commands that run programs or other languages: `!`, `system()`, `:terminal`, `:py …`, `:source` … */
+const EDITOR_EXEC = /!|\bsystem\s*\(|\b(sh|shell|term|terminal|py|python3?|pyx|lua|luafile|perl|ruby|tcl|mz|so|source|runtime|exe|execute|call|make|grep|cscope|redir)\b|\(shell-command|\(call-process|\(start-process|\(load/;
+
+export function decideEditor(inv: Invocation, name: string, unsure: Unsure): Refusal | undefined {
+  const deny = (why: string) => refusal('inline_interpreter', inv.text, why);
   const argv = inv.argv;
+  if (name === 'ed' || name === 'red' || (name === 'ex' && inv.stdin.kind !== 'inherited')) {
+    if (inv.stdin.kind === 'literal') {
+      // ed reads commands from stdin: `!cmd`, `r !cmd`, `w !cmd`, `e !cmd` run a shell command.
+      if (/(^|\n)[^\n!]*!/.test(inv.stdin.text)) return deny(`\`${name}\` gets a \`!\` command on stdin, which runs a shell command`);
+      for (const m of inv.stdin.text.matchAll(/(^|\n)\s*[0-9,.$]*\s*[wW]\s+(\S+)/g)) unsure(`\`${name}\` writes \`${m[2]}\` (checked by the sandbox)`);
+      return undefined;
+    }
+    if (inv.stdin.kind !== 'inherited') unsure(`\`${name}\` reads its commands from stdin (${inv.stdin.kind}), which the guard cannot see`);
+    return undefined;
+  }
   for (let k = 1; k < argv.length; k++) {
     const v = argv[k].value ?? argv[k].prefix;
-    const takesCode = ['-c', '--cmd', '--eval', '-eval', '--exec', '-S', '-s', '-l', '--load', '-f', '--funcall'].includes(v);
+    const takesCode = ['-c', '--cmd', '--eval', '-eval', '--exec', '-S', '-s', '-l', '--load', '-f', '--funcall', '-u', '-x'].includes(v);
     const attached = v.startsWith('+') || v.startsWith('--eval=');
     if (!takesCode && !attached) continue;
-    return refusal('inline_interpreter', inv.text, `\`${name} ${v}\` runs editor commands (which can run programs) from the command line`);
+    const code = attached ? (v.startsWith('+') ? v.slice(1) : v.slice(7)) : argv[k + 1]?.value;
+    if (code === undefined || ['-S', '-s', '-l', '--load', '-f', '--funcall', '-u', '-x'].includes(v)) {
+      unsure(`\`${name} ${v}\` runs editor commands the guard cannot read`);
+      continue;
+    }
+    const exec = EDITOR_EXEC.exec(code);
+    if (exec) return deny(`\`${name} ${v} ${code}\` runs a program or another language (\`${exec[0]}\`) from the command line`);
+    unsure(`\`${name} ${v} ${code}\` runs editor commands (startup files and plugins load too)`);
   }
   return undefined;
 }

@@ -31,6 +31,19 @@ export function resolvePath(cwd: Cwd, path: string, worktree: string): Cwd {
   return cwd;
 }
 
+export function sameCwd(a: Cwd, b: Cwd): boolean {
+  return a.kind === b.kind && (a.kind !== 'known' || a.path === (b as { path: string }).path) && (a.kind !== 'unknown' || a.why === (b as { why: string }).why);
+}
+
+/** Either directory (one path failed, the other went on): the same one, somewhere inside the worktree, or unknown. */
+export function joinCwd(a: Cwd, b: Cwd, worktree: string): Cwd {
+  if (sameCwd(a, b)) return a;
+  if (a.kind === 'unknown') return a;
+  if (b.kind === 'unknown') return b;
+  if (cwdInside(a, worktree) && cwdInside(b, worktree)) return { kind: 'inside' };
+  return { kind: 'unknown', why: `a \`cd\` may have failed: the shell is in ${describeCwd(a)} or ${describeCwd(b)}` };
+}
+
 export function cwdInside(cwd: Cwd, worktree: string): boolean {
   return cwd.kind === 'inside' || (cwd.kind === 'known' && isInside(cwd.path, worktree));
 }
@@ -39,10 +52,14 @@ export function describeCwd(cwd: Cwd): string {
   return cwd.kind === 'known' ? cwd.path : cwd.kind === 'inside' ? 'a directory inside the worktree' : `an unknown directory (${cwd.why})`;
 }
 
-const WRITABLE_DEVICES = /^\/dev\/(null|stdout|stderr|tty|fd\/\d+)$|^\/proc\/self\/fd\/\d+$/;
+const WRITABLE_DEVICES = /^\/dev\/(null|stdout|stderr|tty|fd\/[012])$|^\/proc\/self\/fd\/[012]$/;
+/** Another descriptor reopened by path (`/dev/fd/3`, `/proc/self/fd/3`) or anything else under /proc: the file behind it decides. */
+const REOPENED = /^\/dev\/fd\/|^\/proc\//;
 const WRITABLE_ROOTS = ['/tmp', '/var/tmp'];
 
-export type WriteVerdict = { readonly ok: true } | { readonly ok: false; readonly kind: 'outside' | 'metadata' | 'dynamic'; readonly detail: string };
+export type WriteVerdict =
+  | { readonly ok: true }
+  | { readonly ok: false; readonly kind: 'outside' | 'metadata' | 'dynamic' | 'unsure'; readonly detail: string };
 
 /**
  * May a command write `target`? Inside the worktree (but never into a `.git` entry), under /tmp or /var/tmp,
@@ -52,9 +69,19 @@ export type WriteVerdict = { readonly ok: true } | { readonly ok: false; readonl
 export function checkWriteTarget(word: Word, cwd: Cwd, worktree: string): WriteVerdict {
   // `>(cmd)` is a pipe into a command the walker checks on its own.
   if (word.dynamic === 'process_substitution' && word.prefix === '') return { ok: true };
-  if (word.value === undefined) return { ok: false, kind: 'dynamic', detail: `write target \`${word.text}\` is computed at run time` };
+  if (word.value === undefined) {
+    // A static directory before the computed part can still prove the target is git metadata or outside.
+    const dir = word.prefix.includes('/') ? word.prefix.slice(0, word.prefix.lastIndexOf('/') + 1) : '';
+    if (dir.split('/').includes('.git')) return { ok: false, kind: 'metadata', detail: `\`${word.text}\` is inside .git` };
+    const where = dir ? resolvePath(cwd, dir, worktree) : undefined;
+    if (where?.kind === 'known' && !isInside(where.path, worktree) && !isInside(worktree, where.path) && !WRITABLE_ROOTS.some((root) => isInside(where.path, root))) {
+      return { ok: false, kind: 'outside', detail: `\`${word.text}\` is under ${where.path}, outside ${worktree}` };
+    }
+    return { ok: false, kind: 'dynamic', detail: `write target \`${word.text}\` is computed at run time` };
+  }
   const path = word.value;
   if (WRITABLE_DEVICES.test(path)) return { ok: true };
+  if (REOPENED.test(path)) return { ok: false, kind: 'unsure', detail: `\`${path}\` reopens whatever file that descriptor or /proc entry names` };
   let literal = path;
   if (word.glob) {
     const components = path.split('/');

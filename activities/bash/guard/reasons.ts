@@ -123,6 +123,12 @@ export const GUARD_REASONS = {
     summary: 'what this push would update depends on repository configuration (push.default, remote.<name>.push)',
     instead: 'Name the branch: `git push origin HEAD` or `git push -u origin {branch}`.',
   },
+  guard_cannot_judge: {
+    summary: 'the guard cannot judge this command from its text (code it cannot read, a program it does not know, values read at run time), and no sandbox confines it',
+    instead:
+      'Run something the guard can read: plain commands with literal names and paths inside the worktree, and git directly rather ' +
+      'than through scripts or interpreters. Or ask the operator to run this session with the sandbox on (ORCHARD_SANDBOX unset).',
+  },
 } as const satisfies Record<string, { readonly summary: string; readonly instead: string }>;
 
 export type GuardReason = keyof typeof GUARD_REASONS;
@@ -130,8 +136,19 @@ export type GuardReason = keyof typeof GUARD_REASONS;
 /** Every reason code, in the order above. */
 export const GUARD_REASON_CODES = Object.keys(GUARD_REASONS) as readonly GuardReason[];
 
+/**
+ * Something the guard could not judge from the text (an interpreter running code, a program it does not know,
+ * arithmetic on a value read at run time …): the command is allowed, and the sandbox under the guard decides.
+ */
+export interface GuardNote {
+  /** The construct, as written (or a short description of it). */
+  readonly construct: string;
+  /** Why the text does not settle what it does. */
+  readonly why: string;
+}
+
 export type GuardDecision =
-  | { readonly allowed: true }
+  | { readonly allowed: true; readonly unsure?: readonly GuardNote[] }
   | {
       readonly allowed: false;
       readonly reason: GuardReason;

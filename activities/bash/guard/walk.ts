@@ -1,12 +1,13 @@
 import type { Node, Parser } from 'web-tree-sitter';
-import { decideInvocation, declarationCheck } from './commands';
-import { checkAssignment } from './env';
-import type { GuardScope, Invocation, ShellState, Stdin } from './invocation';
-import { parseBash } from './parser';
-import { checkWriteTarget } from './paths';
+import { decideInvocation, declarationCheck, judgeWrite } from './commands';
+import { checkAssignment, pathIsWritable } from './env';
+import { note, type GuardScope, type Invocation, type ShellState, type Stdin } from './invocation';
+import { parseBash, type Tree } from './parser';
+import { checkWriteTarget, joinCwd, sameCwd, type Cwd } from './paths';
 import { prescan } from './prescan';
 import { refusal, type GuardReason, type Refusal } from './reasons';
-import { exactValue, resolveAssignmentValue, resolveWord, type Word } from './words';
+import { arithmeticNames, provenanceOf, scanTaint, specialProvenance, worst, type Provenance } from './taint';
+import { dynamicWord, exactValue, resolveAssignmentValue, resolveWord, type Word } from './words';
 
 /**
  * The AST walk: every node kind is on an allowlist, every command at every depth (lists, pipelines, subshells,
@@ -33,7 +34,13 @@ export function analyzeScript(parser: Parser, source: string, scope: GuardScope,
   if (early) return within(early);
   // `OLDPWD=/elsewhere; cd -`, `read PWD; cd .`, `DIRSTACK[1]=…; popd`, `read CDPATH; cd x`: cd follows these.
   if (/(^|[^$\w{])(OLDPWD|DIRSTACK|PWD|CDPATH)\b/.test(source)) state.dirVars = true;
-  const tree = parseBash(parser, source);
+  let tree = parseBash(parser, source);
+  // `time { …; }` / `time ( … )`: the keyword is blanked (same length) so the group parses as bash reads it.
+  for (let untimed = timedGroup(tree, source); untimed !== undefined; untimed = timedGroup(tree, source)) {
+    tree.delete();
+    source = untimed;
+    tree = parseBash(parser, source);
+  }
   try {
     const root = tree.rootNode;
     if (root.hasError) {
@@ -43,11 +50,34 @@ export function analyzeScript(parser: Parser, source: string, scope: GuardScope,
     }
     const spot = blindSpot(root, source);
     if (spot) return within(refusal('parser_blind_spot', snippet(spot.text, 200), spot.why));
+    state.taint = scanTaint(root, options.depth > 0 ? state.taint : undefined);
     const walker = new Walker(parser, source, scope, state, options);
     return within(walker.visit(root));
   } finally {
     tree.delete();
   }
+}
+
+/**
+ * The `time` keyword before a compound command, as source with `time` (and `-p`) blanked out; undefined when there
+ * is none. Only a plain `time` word in command position is the keyword; `time -o f cmd` (the program) is left alone.
+ */
+function timedGroup(tree: Tree, source: string): string | undefined {
+  const find = (node: Node): string | undefined => {
+    if (node.type === 'command' && !node.namedChildren.some((c) => c?.type === 'variable_assignment')) {
+      const name = node.childForFieldName('name');
+      if (name?.text === 'time') {
+        const m = /^((?:[ \t]+-p)*)[ \t]+(?:[({!]|\[\[|(?:if|for|while|until|case|select)[ \t\n])/.exec(source.slice(name.endIndex));
+        if (m) return source.slice(0, name.startIndex) + ' '.repeat(name.endIndex - name.startIndex + m[1].length) + source.slice(name.endIndex + m[1].length);
+      }
+    }
+    for (const child of node.namedChildren) {
+      const found = child ? find(child) : undefined;
+      if (found !== undefined) return found;
+    }
+    return undefined;
+  };
+  return find(tree.rootNode);
 }
 
 function firstError(node: Node): Node | undefined {
@@ -176,7 +206,7 @@ function heredocTerminator(redirect: Node): { text: string; why: string } | unde
 // ---------------------------------------------------------------------------------------------------------------
 
 const PASS_THROUGH = new Set([
-  'program', 'list', 'pipeline', 'subshell', 'negated_command', 'do_group', 'elif_clause', 'else_clause', 'if_statement',
+  'program', 'do_group', 'elif_clause', 'else_clause', 'if_statement',
   'case_statement', 'case_item', 'redirected_statement', 'herestring_redirect', 'heredoc_body', 'concatenation', 'string',
   'command_name', 'heredoc_start', 'heredoc_end', 'heredoc_content', 'string_content', 'word', 'raw_string', 'ansi_c_string',
   'number', 'comment', 'variable_name', 'special_variable_name', 'file_descriptor', 'test_operator', 'regex', 'simple_expansion',
@@ -184,12 +214,20 @@ const PASS_THROUGH = new Set([
   'binary_expression', 'parenthesized_expression', 'postfix_expression', 'ternary_expression', 'variable_assignments',
 ]);
 
-const ARITHMETIC_OK = new Set(['number', 'binary_expression', 'unary_expression', 'parenthesized_expression', 'ternary_expression']);
 const ARITHMETIC_TEST_OPS = new Set(['-eq', '-ne', '-lt', '-le', '-gt', '-ge']);
-const SAFE_SPECIALS = new Set(['#', '?', '$', '!']);
+/** Where a failed command leaves the shell: only a `cd` moves one path away from the other. */
+const FAIL_TRANSPARENT = new Set(['redirected_statement', 'command']);
 const RESERVED = new Set(['if', 'then', 'else', 'elif', 'fi', 'case', 'esac', 'for', 'select', 'while', 'until', 'do', 'done', 'in', 'function', '{', '}', '[[', ']]', '!']);
 
 class Walker {
+  /**
+   * The working directory on the path where the statement just walked failed, when that differs from
+   * `state.cwd` (the path where it succeeded): `cd x` that fails leaves the shell where it was.
+   */
+  private failCwd: Cwd | undefined;
+  /** The command just walked was `exit`: nothing after it on that path runs. */
+  private exited = false;
+
   constructor(
     private readonly parser: Parser,
     private readonly source: string,
@@ -210,6 +248,18 @@ class Walker {
         const inner = this.children(node);
         return inner ?? this.command(node);
       }
+      case 'list':
+        return this.list(node);
+      case 'negated_command': {
+        const r = this.children(node);
+        if (this.failCwd) [this.state.cwd, this.failCwd] = [this.failCwd, this.state.cwd];
+        return r;
+      }
+      case 'subshell':
+        return this.isolated(node, 'exact');
+      case 'pipeline':
+        // Every part of a pipeline runs in a subshell (the last one in this shell under `lastpipe`).
+        return this.isolated(node, 'join');
       case 'function_definition':
         return this.deny('function_or_alias', node, 'a function definition changes what a command name runs');
       case 'declaration_command':
@@ -244,9 +294,13 @@ class Walker {
         return this.testCommand(node) ?? this.children(node);
       case 'command_substitution':
         if (node.child(0)?.type === '`') return this.backtick(node);
-        return this.children(node);
+        return this.isolated(node, 'exact');
+      case 'process_substitution':
+        return this.isolated(node, 'exact');
       case 'extglob_pattern':
-        return this.deny('unsupported_syntax', node, 'extended glob patterns are not analysed');
+        // The grammar names every `case` / `[[ == ]]` pattern so; only `?(…)`, `*(…)`, `+(…)`, `@(…)`, `!(…)` are extglob.
+        if (/[?*+@!]\(/.test(node.text)) return this.deny('unsupported_syntax', node, 'extended glob patterns are not analysed');
+        return undefined;
       default:
         if (PASS_THROUGH.has(type)) return this.children(node);
         return this.deny('unsupported_syntax', node, `the guard does not analyse \`${type}\` nodes`);
@@ -258,8 +312,69 @@ class Walker {
       if (!child) continue;
       const r = this.visit(child);
       if (r) return r;
+      // After a statement both paths go on: a `cd` that may have failed leaves either directory.
+      if (this.failCwd && !FAIL_TRANSPARENT.has(node.type)) {
+        if (!this.errexit(child)) this.state.cwd = joinCwd(this.state.cwd, this.failCwd, this.scope.worktree);
+        this.failCwd = undefined;
+      }
     }
     return undefined;
+  }
+
+  /** `set -e` ends the script when a plain statement fails; bash ignores it in conditions and `&&`/`||` lists. */
+  private errexit(node: Node): boolean {
+    if (!this.state.errexit) return false;
+    for (let p = node.parent; p; p = p.parent) {
+      if (['list', 'negated_command', 'if_statement', 'elif_clause', 'while_statement', 'pipeline'].includes(p.type)) return false;
+    }
+    return true;
+  }
+
+  /** `a && b`, `a || b`: the right side runs on the left's success (or failure) path. */
+  private list(node: Node): Refusal | undefined {
+    const [left, right] = node.namedChildren.filter((c): c is Node => !!c && c.type !== 'comment');
+    const op = node.children.find((c) => c && !c.isNamed && (c.type === '&&' || c.type === '||'))?.type;
+    if (!left || !right || !op) return this.children(node);
+    let r = this.visit(left);
+    if (r) return r;
+    const leftOk = this.state.cwd;
+    const leftFail = this.failCwd ?? leftOk;
+    this.failCwd = undefined;
+    this.state.cwd = op === '&&' ? leftOk : leftFail;
+    this.exited = false;
+    r = this.visit(right);
+    if (r) return r;
+    if (this.exited) {
+      // `cd x || exit 1`: only the left's success path goes on (`… && exit`: only its failure path).
+      this.exited = false;
+      this.state.cwd = op === '||' ? leftOk : leftFail;
+      this.failCwd = undefined;
+      return undefined;
+    }
+    const rightOk = this.state.cwd;
+    const rightFail = this.failCwd ?? rightOk;
+    const w = this.scope.worktree;
+    const ok = op === '&&' ? rightOk : joinCwd(leftOk, rightOk, w);
+    const fail = op === '&&' ? joinCwd(leftFail, rightFail, w) : rightFail;
+    this.state.cwd = ok;
+    this.failCwd = sameCwd(ok, fail) ? undefined : fail;
+    return undefined;
+  }
+
+  /**
+   * A subshell's `cd` does not reach the parent: 'exact' restores the directory; 'join' keeps either (a pipeline's
+   * last part may run in this shell).
+   */
+  private isolated(node: Node, mode: 'exact' | 'join'): Refusal | undefined {
+    const saved = { cwd: this.state.cwd, oldCwd: this.state.oldCwd, stack: [...this.state.stack], errexit: this.state.errexit };
+    const r = this.children(node);
+    if (mode === 'exact' || !sameCwd(saved.cwd, this.state.cwd)) {
+      const after = this.state.cwd;
+      Object.assign(this.state, saved);
+      if (mode === 'join') this.state.cwd = joinCwd(saved.cwd, after, this.scope.worktree);
+    }
+    this.failCwd = undefined;
+    return r;
   }
 
   /**
@@ -274,13 +389,22 @@ class Walker {
       return this.deny('parser_blind_spot', node, 'an unterminated backtick substitution');
     }
     const inner = this.source.slice(open.endIndex, close.startIndex).replace(/\\([\\`$])/g, '$1');
-    const state: ShellState = { ...this.state, stack: [...this.state.stack] };
-    const r = analyzeScript(this.parser, inner, this.scope, state, { depth: this.options.depth + 1, stdin: this.options.stdin, origin: 'a backtick substitution' });
-    this.state.cwd = state.cwd; // a subshell really, but a cd in it still poisons what follows (conservative)
-    return r;
+    // A subshell: nothing it changes reaches this shell.
+    const state: ShellState = { ...this.state, stack: [...this.state.stack], errexit: false };
+    return analyzeScript(this.parser, inner, this.scope, state, { depth: this.options.depth + 1, stdin: this.options.stdin, origin: 'a backtick substitution' });
   }
 
   private loop(node: Node): Refusal | undefined {
+    if (node.type === 'for_statement') {
+      // The loop variable is assigned each value (and exported, if it already was).
+      const name = node.childForFieldName('variable')?.text ?? '';
+      const values = node.childrenForFieldName('value').filter((v): v is Node => !!v);
+      for (const v of values.length > 0 ? values.map((n) => resolveWord(n)) : [dynamicWord('input', '"$@"')]) {
+        const bad = checkAssignment(name, v, 'persistent', this.state.cwd, this.scope.worktree, snippet(node.text, 200), (why) => note(this.state, `for ${name} in …`, why));
+        if (bad) return bad;
+        if (name === 'PATH' && pathIsWritable(v, this.state.cwd, this.scope.worktree)) this.state.writablePath = true;
+      }
+    }
     this.state.loopDepth++;
     try {
       return this.children(node);
@@ -318,7 +442,12 @@ class Walker {
       script: (source: string, state: ShellState, o: { zsh?: boolean; origin: string; stdin?: Stdin }) =>
         analyzeScript(this.parser, source, this.scope, state, { depth: this.options.depth + 1, stdin: o.stdin ?? inv.stdin, origin: o.origin, zsh: o.zsh }),
     };
-    return decideInvocation(inv, this.scope, this.state, analyzer);
+    const before = this.state.cwd;
+    this.exited = argv.length > 0 && argv[0].value === 'exit';
+    const r = decideInvocation(inv, this.scope, this.state, analyzer);
+    // Only `cd`, `pushd` and `popd` move the shell; if one fails, the shell stays where it was.
+    this.failCwd = sameCwd(before, this.state.cwd) ? undefined : before;
+    return r;
   }
 
   /**
@@ -362,6 +491,12 @@ class Walker {
     for (let parent = cur.parent; parent; cur = parent, parent = parent.parent) {
       if (parent.type === 'pipeline') {
         const index = parent.children.findIndex((c) => c?.id === cur.id);
+        // The parser hangs a trailing heredoc on the whole pipeline; bash gives it to the last command.
+        const outer = parent.parent;
+        if (outer?.type === 'redirected_statement' && outer.childForFieldName('body')?.id === parent.id && index === parent.children.length - 1) {
+          const r = this.redirectStdin(outer.childrenForFieldName('redirect').filter((c): c is Node => !!c));
+          if (r) return r;
+        }
         const before = parent.children.slice(0, index);
         if (before.some((c) => c?.type === '|' || c?.type === '|&')) return { kind: 'pipe' };
       }
@@ -400,6 +535,9 @@ class Walker {
     let nameref = false;
     for (const child of node.namedChildren) {
       if (!child) continue;
+      if (child.type === 'word' && /^-[a-zA-Z]*f/.test(child.text) && (keyword === 'export' || node.namedChildren.some((c) => c?.type === 'word' && /^-[a-zA-Z]*x/.test(c.text)))) {
+        return this.deny('function_or_alias', node, `\`${keyword} -f\` exports a function: every bash started later runs it in place of a command name`);
+      }
       if (child.type === 'word' && /^[-+][a-zA-Z]+$/.test(child.text)) {
         if (child.text.startsWith('-') && child.text.includes('i')) integer = true;
         if (child.text.startsWith('-') && child.text.includes('n')) nameref = true;
@@ -421,7 +559,7 @@ class Walker {
       if (name === undefined) {
         return this.deny('hidden_execution', node, `\`${keyword} ${child.text}\`: a name that is computed or has a subscript can run code when bash evaluates it`);
       }
-      const bad = declarationCheck({ text: snippet(node.text, 200), cwd: this.state.cwd }, keyword, name, value, integer, nameref, this.scope);
+      const bad = declarationCheck({ text: snippet(node.text, 200), cwd: this.state.cwd }, keyword, name, value, integer, nameref, this.scope, this.state);
       if (bad) return bad;
     }
     return undefined;
@@ -444,7 +582,8 @@ class Walker {
     const nameNode = node.childForFieldName('name');
     const name = nameNode?.type === 'subscript' ? nameNode.childForFieldName('name')?.text ?? '' : nameNode?.text ?? '';
     const value = resolveAssignmentValue(node.childForFieldName('value'));
-    return checkAssignment(name, value, 'persistent', this.state.cwd, this.scope.worktree, snippet(node.text, 200));
+    return checkAssignment(name, value, 'persistent', this.state.cwd, this.scope.worktree, snippet(node.text, 200), (why) => note(this.state, snippet(node.text, 80), why));
+    if (name === 'PATH' && pathIsWritable(value, this.state.cwd, this.scope.worktree)) this.state.writablePath = true;
   }
 
   private fileRedirect(node: Node): Refusal | undefined {
@@ -465,29 +604,91 @@ class Walker {
     if (dup && op === '<&') return undefined;
     if (dest.type === 'process_substitution') return undefined; // writes to a pipe; the inner command is walked
     const target = resolveWord(dest);
-    const verdict = checkWriteTarget(target, this.state.cwd, this.scope.worktree);
-    if (verdict.ok) return undefined;
-    const reason: GuardReason = verdict.kind === 'metadata' ? 'git_metadata_write' : verdict.kind === 'dynamic' ? 'dynamic_argument' : 'outside_worktree';
-    return this.deny(reason, node.parent ?? node, `redirection \`${op} ${dest.text}\`: ${verdict.detail}`);
+    return judgeWrite(checkWriteTarget(target, this.state.cwd, this.scope.worktree), snippet((node.parent ?? node).text, 200), `redirection \`${op} ${dest.text}\``, this.state);
   }
 
-  /** Arithmetic evaluates variable values as expressions, and an array subscript in a value runs `$(…)`. */
+  /**
+   * Arithmetic evaluates variable values as expressions, and an array subscript in a value runs `$(…)`. Decided by
+   * where the values come from (taint.ts): written in the script is fine, read at run time is noted, a literal
+   * holding code is refused.
+   */
   private arithmetic(node: Node, root: Node, skipBody = false): Refusal | undefined {
-    const check = (n: Node): Node | undefined => {
-      for (const child of n.namedChildren) {
-        if (!child) continue;
-        if (skipBody && child.type === 'do_group') continue;
-        if (skipBody && child.type === 'compound_statement' && n === root) continue;
-        if (child.type === 'simple_expansion' && SAFE_SPECIALS.has(child.namedChild(0)?.text ?? '') && child.namedChild(0)?.type === 'special_variable_name') continue;
-        if (!ARITHMETIC_OK.has(child.type)) return child;
-        const bad = check(child);
-        if (bad) return bad;
-      }
-      return undefined;
+    const found = { provenance: 'clean' as Provenance, culprit: undefined as Node | undefined };
+    const blame = (p: Provenance, n: Node) => {
+      if (p === 'clean' || (found.culprit && worst(found.provenance, p) === found.provenance)) return;
+      found.provenance = p;
+      found.culprit = n;
     };
-    const bad = check(node);
-    if (!bad) return undefined;
-    return this.deny('hidden_execution', root, `arithmetic on \`${snippet(bad.text, 40)}\`: bash evaluates variable values (and array subscripts in them) as code`);
+    for (const child of node.namedChildren) {
+      if (!child) continue;
+      if (skipBody && (child.type === 'do_group' || child.type === 'compound_statement')) continue;
+      blame(this.arithmeticProvenance(child), child);
+    }
+    return this.judgeArithmetic(found.provenance, found.culprit, root);
+  }
+
+  /** The provenance of one operand (or composite expression) in arithmetic. */
+  private arithmeticProvenance(n: Node): Provenance {
+    const taint = this.state.taint;
+    switch (n.type) {
+      case 'number':
+        return 'clean';
+      case 'variable_name':
+      case 'word':
+      case 'raw_string':
+      case 'ansi_c_string':
+        return arithmeticNames(n.text).reduce<Provenance>((p, name) => worst(p, provenanceOf(taint, name)), /[$`]/.test(n.text) ? 'attack' : 'clean');
+      case 'simple_expansion': {
+        const inner = n.namedChild(0);
+        if (!inner) return 'runtime';
+        return inner.type === 'special_variable_name' || /^[0-9]+$/.test(inner.text) ? specialProvenance(taint, inner.text) : provenanceOf(taint, inner.text);
+      }
+      case 'command_substitution':
+        return 'runtime'; // its output is evaluated as an expression (the inner commands are walked as usual)
+      case 'expansion': {
+        // `${#a[@]}` is a length; `${x}`, `${x:-0}` carry x's values (and any literal default).
+        if (n.child(1)?.type === '#') return 'clean';
+        let p: Provenance = 'clean';
+        for (const c of n.namedChildren) {
+          if (!c) continue;
+          if (c.type === 'variable_name') p = worst(p, provenanceOf(taint, c.text));
+          else if (c.type === 'special_variable_name') p = worst(p, specialProvenance(taint, c.text));
+          else if (c.type === 'subscript') p = worst(p, this.subscriptProvenance(c));
+          else if (c.type === 'command_substitution' || c.type === 'process_substitution') p = worst(p, 'runtime');
+          else if (c.type === 'word' || c.type === 'number' || c.type === 'raw_string' || c.type === 'string') p = worst(p, /[$`]/.test(c.text) ? 'runtime' : 'clean');
+          else p = worst(p, 'runtime');
+        }
+        return p;
+      }
+      case 'subscript':
+        return this.subscriptProvenance(n);
+      case 'string_content':
+        return arithmeticNames(n.text).reduce<Provenance>((p, name) => worst(p, provenanceOf(taint, name)), 'clean');
+      default: {
+        // Operators, parentheses, strings, assignments: the operands inside decide.
+        let p: Provenance = 'clean';
+        for (const c of n.namedChildren) if (c) p = worst(p, this.arithmeticProvenance(c));
+        return p;
+      }
+    }
+  }
+
+  /** `a[i]`: the element's value (the array's provenance) and the index expression. */
+  private subscriptProvenance(n: Node): Provenance {
+    const name = n.childForFieldName('name')?.text ?? '';
+    const index = n.childForFieldName('index');
+    let p = provenanceOf(this.state.taint, name);
+    if (index && index.text !== '@' && index.text !== '*') p = worst(p, this.arithmeticProvenance(index));
+    return p;
+  }
+
+  private judgeArithmetic(p: Provenance, culprit: Node | undefined, root: Node): Refusal | undefined {
+    if (p === 'clean' || !culprit) return undefined;
+    if (p === 'attack') {
+      return this.deny('hidden_execution', root, `arithmetic on \`${snippet(culprit.text, 40)}\`: its value is code (\`$(…)\`, \`\${…}\` or a backtick) that bash runs when it evaluates it`);
+    }
+    note(this.state, snippet(root.text, 80), `arithmetic on \`${snippet(culprit.text, 40)}\`, a value read at run time: bash evaluates it as an expression, and an array subscript in it runs code`);
+    return undefined;
   }
 
   private expansion(node: Node): Refusal | undefined {
@@ -503,18 +704,19 @@ class Walker {
       if (child.type === ':') {
         const next = children[k + 1];
         if (next && next.isNamed && next.type !== 'number') {
-          return this.deny('hidden_execution', node, `substring offset \`${snippet(text, 40)}\` is arithmetic on a variable`);
+          const bad = this.judgeArithmetic(this.arithmeticProvenance(next), next, node);
+          if (bad) return bad;
         }
       }
     }
     return undefined;
   }
 
+  /** An array subscript is arithmetic (in assignments and expansions alike). */
   private subscript(node: Node): Refusal | undefined {
     const index = node.childForFieldName('index');
-    if (!index) return undefined;
-    if (index.type === 'number' || index.text === '@' || index.text === '*') return undefined;
-    return this.deny('hidden_execution', node, `array subscript \`${snippet(node.text, 40)}\` is arithmetic on a variable (its value can run code)`);
+    if (!index || index.type === 'number' || index.text === '@' || index.text === '*') return undefined;
+    return this.judgeArithmetic(this.arithmeticProvenance(index), index, node);
   }
 
   private testCommand(node: Node): Refusal | undefined {
@@ -527,10 +729,10 @@ class Walker {
           if (op && ARITHMETIC_TEST_OPS.has(op.text)) {
             for (const side of [child.childForFieldName('left'), child.childForFieldName('right')]) {
               if (!side) continue;
-              const special = side.type === 'simple_expansion' && side.namedChild(0)?.type === 'special_variable_name' && SAFE_SPECIALS.has(side.namedChild(0)?.text ?? '');
-              if (side.type !== 'number' && !special) {
-                return this.deny('hidden_execution', node, `\`[[ … ${op.text} … ]]\` evaluates \`${snippet(side.text, 30)}\` arithmetically (a value can run code)`);
-              }
+              // `[[ x -eq y ]]` evaluates both sides as arithmetic expressions.
+              const p = this.arithmeticProvenance(side);
+              const bad = this.judgeArithmetic(p, side, node);
+              if (bad) return bad;
             }
           }
         }

@@ -2,6 +2,7 @@ import { constants } from 'node:os';
 import { isAbsolute, resolve } from 'node:path';
 import { Command, CommanderError } from 'commander';
 import { describeConfinement, resolveConfinement } from '../activities/bash/confinement';
+import { formatUnsure } from '../activities/bash/guard';
 import { admitIsolated, prepareIsolated, verifyIsolated } from '../activities/bash/isolated';
 import { runBash } from '../activities/bash/runner';
 import { branchSessionId } from '../activities/bash/sandbox';
@@ -84,6 +85,8 @@ export function registerExecCommand(program: Command): Command {
       if (options.json) {
         report({ decision: 'allow', unsure: 'unsure' in admission.decision ? admission.decision.unsure : undefined, status, signal: result.signal, timedOut: result.timedOut, changes, stdout: result.stdout, stderr: result.stderr });
       } else {
+        const notes = formatUnsure(admission.decision);
+        if (notes) console.error(notes);
         process.stdout.write(result.stdout);
         process.stderr.write(result.stderr);
         if (result.timedOut) console.error(`orchard exec: timed out after ${timeoutSeconds} s; the command's processes were stopped`);

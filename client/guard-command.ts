@@ -1,6 +1,6 @@
 import { isAbsolute, resolve } from 'node:path';
 import { Command, CommanderError } from 'commander';
-import { guardCommand, type GuardDecision } from '../activities/bash/guard';
+import { formatUnsure, guardCommand, type GuardDecision } from '../activities/bash/guard';
 
 /** Exit codes of `orchard guard`: the decision, or a usage error. */
 export const GUARD_EXIT = { allow: 0, usage: 2, deny: 3 } as const;
@@ -45,6 +45,6 @@ function toJson(decision: GuardDecision, command: string, branch: string, worktr
 }
 
 function toText(decision: GuardDecision, command: string): string {
-  if (decision.allowed) return `allow: ${command}`;
+  if (decision.allowed) return [`allow: ${command}`, formatUnsure(decision)].filter(Boolean).join('\n');
   return [`deny (${decision.reason}): ${decision.refused}`, `why: ${decision.why}`, `instead: ${decision.instead}`].join('\n');
 }

@@ -2,7 +2,7 @@ import { homedir } from 'node:os';
 import { ISOLATED_BRANCH_ENV } from '../git/backstop';
 import { confinedArgv, isolatedLayout, type Confinement } from './confinement';
 import { buildCommandEnv, sessionHomeDir } from './env';
-import { formatRefusal, guardCommand, type GuardDecision } from './guard';
+import { formatRefusal, guardCommand, guardVerdict, type GuardDecision } from './guard';
 import type { SandboxLayout } from './sandbox';
 import { compareSnapshots, snapshotProtected, type ProtectedChange, type ProtectedSnapshot } from './verify';
 
@@ -23,7 +23,10 @@ export async function admitIsolated(input: { command: string; worktree: string; 
     const why = input.confinement?.reason ?? 'no confinement was resolved';
     return { admitted: false, code: 'sandbox_unavailable', message: `this host cannot confine an isolated child's commands, so none run: ${why}` };
   }
-  const decision = await guardCommand(input.command, { branch: input.branch, worktree: input.worktree, isolated: true });
+  // Confined, what the guard cannot judge runs (with notes) and the sandbox decides; with the guard alone it is refused.
+  const decision = guardVerdict(await guardCommand(input.command, { branch: input.branch, worktree: input.worktree, isolated: true }), {
+    confined: input.confinement.mode === 'sandbox',
+  });
   if (!decision.allowed) return { admitted: false, code: 'guard_refused', message: formatRefusal(decision), decision };
   return { admitted: true, decision };
 }

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { ISOLATION_MARKER } from '../git/backstop';
 import { WorkspaceError } from '../workspace/paths';
 import { branchSessionId } from './sandbox';
 
@@ -14,8 +15,8 @@ import { branchSessionId } from './sandbox';
  * thread-pool round trip). A snapshot blocks the event loop for that long (bench/verify.ts prints it).
  *
  * Limits: another actor's change during the command (a sibling session's commit, a `git fetch` or `gc` in the main
- * checkout) is reported like the child's, since the files cannot say who wrote them. `*.lock` files are skipped
- * (git's own transient locks). A `core.hooksPath` that is relative or comes from an `include` is not followed (the
+ * checkout) is reported like the child's, since the files cannot say who wrote them. `*.lock` files in ref
+ * directories are skipped (git's own transient locks). A `core.hooksPath` that is relative or comes from an `include` is not followed (the
  * config files that set it are covered). Files over 1 MiB are compared by size, mtime and inode, not content.
  */
 
@@ -35,21 +36,30 @@ export interface VerifyLayout {
 export type ProtectedKind = ProtectedChange['kind'];
 
 /**
- * One protected thing's state, `<type>:<payload>`: `oid:<hex>`, `symref:<target>`, `text:<content>` (small text
- * files), `file:<mode> <size> <sha256>` (hooks, larger files), `large:<mode> <size> <mtime> <ino>`, `dir:`,
- * `symlink:<target>`, `other:<file type>`, `malformed:<what>`, `unreadable:<errno code>`. The type prefix keeps a
- * text file from ever equalling the description of a directory or a hash.
+ * One protected thing's state: an object id bare (most refs, so the snapshot stays small), else `<type>:<payload>`:
+ * `symref:<target>`, `text:<content>` (small text files), `file:<mode> <size> <sha256>` (hooks, larger files),
+ * `large:<mode> <size> <mtime> <ino>`, `dir:`, `symlink:<target>`, `other:<file type>`, `malformed:<what>`,
+ * `unreadable:<errno code>`. The type prefix keeps a text file from ever equalling the description of a directory or
+ * a hash, and no typed state is bare hex.
  */
 export type EntryState = string;
 
-/** `own` marks a state the child may change freely (its own refs holding an object id, its HEAD on its branch). */
-export type SnapshotEntry = readonly [kind: ProtectedKind, state: EntryState, own?: 1];
+/**
+ * `own-value`: the child may change the value but the thing must stay (its HEAD, on its branch or detached: a
+ * deleted HEAD breaks the worktree and lets `git worktree prune` remove it).
+ */
+export type SnapshotEntry = readonly [kind: ProtectedKind, state: EntryState, own?: 'own-value'];
 
 export interface ProtectedSnapshot {
-  /** The layout it was taken of: snapshots of different layouts are not compared. */
-  layout: { commonDir: string; adminDir: string; worktree: string; branch: string };
-  /** Keyed by ref name for refs (`refs/heads/main`, `worktrees/<name>/refs/bisect/bad`), else by absolute path. */
-  entries: Record<string, SnapshotEntry>;
+  /** The layout it was taken of (it decides which refs are the child's): snapshots of different layouts are not compared. */
+  layout: { commonDir: string; adminDir: string; worktree: string; branch: string; remotes: string[] };
+  /**
+   * Every ref by name, the child's own included (whether a ref is its own is decided when comparing): loose and
+   * packed ones of the common dir (`refs/…`, loose winning), siblings' per-worktree ones (`worktrees/<name>/refs/…`).
+   */
+  refs: Record<string, EntryState>;
+  /** Every other protected thing by absolute path. */
+  files: Record<string, SnapshotEntry>;
 }
 
 export interface ProtectedChange {
@@ -99,27 +109,16 @@ export async function snapshotProtected(layout: VerifyLayout): Promise<Protected
   const problem = verifyLayoutProblem(layout);
   if (problem) throw new WorkspaceError('invalid_input', `snapshotProtected: ${problem}`);
   const { commonDir, adminDir, worktree, branch } = layout;
-  const id = branchSessionId(branch) as string;
-  const ownPrefixes = [`refs/heads/orchard/${id}/`, ...(layout.remotes ?? []).map((r) => `refs/remotes/${r}/orchard/${id}/`)];
-  const entries: Record<string, SnapshotEntry> = {};
+  const files: Record<string, SnapshotEntry> = {};
   const put = (key: string, kind: ProtectedKind, state: EntryState | undefined) => {
-    if (state !== undefined) entries[key] = [kind, state];
+    if (state !== undefined) files[key] = [kind, state];
   };
   const at = (...parts: string[]) => path.join(commonDir, ...parts);
 
   // Refs: packed first, loose ones override them (git's own precedence), so packing changes no value.
-  const refs = new Map<string, EntryState>();
+  const refs: Record<string, EntryState> = {};
   put(at('packed-refs'), 'repository', readPackedRefs(at('packed-refs'), refs));
-  readLooseRefs(commonDir, 'refs', refs);
-  for (const [name, state] of refs) {
-    if (ownPrefixes.some((p) => name.startsWith(p))) {
-      // The child's own refs may hold any object id, or point at one another; a symbolic ref out of them may not.
-      const fine = state.startsWith('oid:') || ownPrefixes.some((p) => state.startsWith(`symref:${p}`));
-      entries[name] = fine ? ['ref', state, 1] : ['ref', state];
-    } else {
-      entries[name] = [name === 'refs/stash' ? 'stash' : 'ref', state];
-    }
-  }
+  readLooseRefs(commonDir, 'refs', refs, '');
   put(at('logs', 'refs', 'stash'), 'stash', fileState(at('logs', 'refs', 'stash'), 'text'));
 
   put(at('HEAD'), 'head', fileState(at('HEAD'), 'ref'));
@@ -135,25 +134,26 @@ export async function snapshotProtected(layout: VerifyLayout): Promise<Protected
     const state = d.isDirectory() ? 'dir:' : fileState(dir, 'text');
     put(dir, 'worktrees', state);
     if (state !== 'dir:') continue;
-    for (const file of ['gitdir', 'commondir', 'locked']) put(path.join(dir, file), 'worktrees', fileState(path.join(dir, file), 'text'));
+    // The isolation marker sits in the child's writable admin dir: without it the ref backstop lets every ref through.
+    for (const file of ['gitdir', 'commondir', 'locked', ISOLATION_MARKER]) {
+      put(path.join(dir, file), 'worktrees', fileState(path.join(dir, file), 'text'));
+    }
     put(path.join(dir, 'config.worktree'), 'config', fileState(path.join(dir, 'config.worktree'), 'text'));
     const head = fileState(path.join(dir, 'HEAD'), 'ref');
     if (dir === adminDir) {
       // The child may detach its HEAD (bisect, rebase) and come back; pointing it at any other ref is a change.
-      const fine = head !== undefined && (head.startsWith('oid:') || head === `symref:refs/heads/${branch}`);
-      if (head !== undefined) entries[path.join(dir, 'HEAD')] = fine ? ['head', head, 1] : ['head', head];
+      const fine = head !== undefined && (OID.test(head) || head === `symref:refs/heads/${branch}`);
+      if (head !== undefined) files[path.join(dir, 'HEAD')] = fine ? ['head', head, 'own-value'] : ['head', head];
       continue; // its per-worktree refs (bisect) are its own
     }
     put(path.join(dir, 'HEAD'), 'head', head);
-    const own = new Map<string, EntryState>();
-    readLooseRefs(dir, 'refs', own);
-    for (const [ref, refState] of own) entries[`worktrees/${d.name}/${ref}`] = ['ref', refState];
+    readLooseRefs(dir, 'refs', refs, `worktrees/${d.name}/`);
   }
   put(path.join(worktree, '.git'), 'worktrees', fileState(path.join(worktree, '.git'), 'text'));
 
   // Hooks: the default directory and, when the shared config points elsewhere, that one too.
   const hookDirs = [at('hooks')];
-  const hooksPath = configValue(configText(at('config'), entries[at('config')]?.[1]), 'core', 'hookspath');
+  const hooksPath = configValue(configText(at('config'), files[at('config')]?.[1]), 'core', 'hookspath');
   if (hooksPath !== undefined && path.isAbsolute(hooksPath) && path.normalize(hooksPath) !== hookDirs[0]) {
     hookDirs.push(path.normalize(hooksPath));
   }
@@ -170,39 +170,49 @@ export async function snapshotProtected(layout: VerifyLayout): Promise<Protected
   // objects/ is writable by the child: an objects/info replaced by a link would redirect the alternates read above.
   const objectsInfo = fileState(at('objects', 'info'), 'text');
   if (objectsInfo !== 'dir:') put(at('objects', 'info'), 'repository', objectsInfo);
-  return { layout: { commonDir, adminDir, worktree, branch }, entries };
+  return { layout: { commonDir, adminDir, worktree, branch, remotes: [...(layout.remotes ?? [])] }, refs, files };
 }
 
 /** Changes from `before` to `after`, ordered by kind then path; `[]` when nothing protected changed. */
 export function compareSnapshots(before: ProtectedSnapshot, after: ProtectedSnapshot): ProtectedChange[] {
   for (const [name, snapshot] of [['before', before], ['after', after]] as const) {
-    if (typeof snapshot?.layout !== 'object' || typeof snapshot.entries !== 'object' || snapshot.entries === null) {
+    const objects = [snapshot?.layout, snapshot?.refs, snapshot?.files];
+    if (objects.some((o) => typeof o !== 'object' || o === null) || !Array.isArray(snapshot.layout.remotes)) {
       throw new WorkspaceError('invalid_input', `compareSnapshots: ${name} is not a ProtectedSnapshot`);
     }
   }
-  for (const key of ['commonDir', 'adminDir', 'worktree', 'branch'] as const) {
-    if (before.layout[key] !== after.layout[key]) {
-      throw new WorkspaceError(
-        'invalid_input',
-        `compareSnapshots: the snapshots are of different layouts (${key} ${before.layout[key]} vs ${after.layout[key]})`,
-      );
+  for (const key of ['commonDir', 'adminDir', 'worktree', 'branch', 'remotes'] as const) {
+    const [was, now] = [JSON.stringify(before.layout[key]), JSON.stringify(after.layout[key])];
+    if (was !== now) {
+      throw new WorkspaceError('invalid_input', `compareSnapshots: the snapshots are of different layouts (${key} ${was} vs ${now})`);
     }
   }
-  const entry = (s: ProtectedSnapshot, key: string) => (Object.hasOwn(s.entries, key) ? s.entries[key] : undefined);
   const changes: ProtectedChange[] = [];
-  for (const key of new Set([...Object.keys(before.entries), ...Object.keys(after.entries)])) {
-    const was = entry(before, key);
-    const now = entry(after, key);
-    if ((was === undefined || was[2] === 1) && (now === undefined || now[2] === 1)) continue; // the child's to change
-    if (was !== undefined && now !== undefined && was[0] === now[0] && was[1] === now[1]) continue;
-    const change: ProtectedChange = {
-      kind: (now ?? was)![0],
-      path: key,
-      change: was === undefined ? 'created' : now === undefined ? 'deleted' : 'modified',
-    };
-    if (was !== undefined) change.before = renderState(was[1]);
-    if (now !== undefined) change.after = renderState(now[1]);
+  const report = (kind: ProtectedKind, key: string, was: EntryState | undefined, now: EntryState | undefined) => {
+    const change: ProtectedChange = { kind, path: key, change: was === undefined ? 'created' : now === undefined ? 'deleted' : 'modified' };
+    if (was !== undefined) change.before = renderState(was);
+    if (now !== undefined) change.after = renderState(now);
     changes.push(change);
+  };
+
+  // The child's own refs may hold any object id, or point at one another, and come and go; a symbolic ref out of them may not.
+  const id = branchSessionId(before.layout.branch);
+  const prefixes = [`refs/heads/orchard/${id}/`, ...before.layout.remotes.map((r) => `refs/remotes/${r}/orchard/${id}/`)];
+  const own = (name: string, state: EntryState | undefined) =>
+    state === undefined || (prefixes.some((p) => name.startsWith(p)) && (OID.test(state) || prefixes.some((p) => state.startsWith(`symref:${p}`))));
+  const ref = (s: ProtectedSnapshot, key: string) => (Object.hasOwn(s.refs, key) ? s.refs[key] : undefined);
+  for (const key of new Set([...Object.keys(before.refs), ...Object.keys(after.refs)])) {
+    const [was, now] = [ref(before, key), ref(after, key)];
+    if (was === now || (own(key, was) && own(key, now))) continue;
+    report(key === 'refs/stash' ? 'stash' : 'ref', key, was, now);
+  }
+
+  const file = (s: ProtectedSnapshot, key: string) => (Object.hasOwn(s.files, key) ? s.files[key] : undefined);
+  for (const key of new Set([...Object.keys(before.files), ...Object.keys(after.files)])) {
+    const [was, now] = [file(before, key), file(after, key)];
+    if (was?.[2] === 'own-value' && now?.[2] === 'own-value') continue; // the child's HEAD, still its own
+    if (was !== undefined && now !== undefined && was[0] === now[0] && was[1] === now[1]) continue;
+    report((now ?? was)![0], key, was?.[1], now?.[1]);
   }
   const rank = (c: ProtectedChange) => KIND_ORDER.indexOf(c.kind);
   return changes.sort((x, y) => rank(x) - rank(y) || (x.path < y.path ? -1 : x.path > y.path ? 1 : 0));
@@ -237,10 +247,10 @@ export function describeChanges(changes: readonly ProtectedChange[]): string {
 /** A value as readers see it (the state's type prefix decides the wording). */
 function renderState(state: EntryState): string {
   const colon = state.indexOf(':');
+  if (colon < 0) return state; // an object id
   const type = state.slice(0, colon);
   const rest = state.slice(colon + 1);
   switch (type) {
-    case 'oid':
     case 'text':
       return rest;
     case 'symref':
@@ -338,7 +348,7 @@ function refFileState(file: string): EntryState {
   let fd: number;
   try {
     fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
-  } catch (err) {
+  } catch {
     return fileState(file, 'ref') ?? 'unreadable:ENOENT'; // replaced since the listing: describe what is there now
   }
   try {
@@ -367,7 +377,7 @@ function regularState(fd: number, stat: fs.Stats, how: 'ref' | 'text' | 'hash'):
 /** What git reads in a loose ref or HEAD: an object id or `ref: <target>`; anything else is kept as malformed. */
 function refState(text: string): EntryState {
   const value = text.endsWith('\n') ? text.slice(0, -1) : text;
-  if (OID.test(value)) return `oid:${value}`;
+  if (OID.test(value)) return value;
   if (value.startsWith('ref: ')) return `symref:${value.slice('ref: '.length)}`;
   return `malformed:${JSON.stringify(value.slice(0, 200))}`;
 }
@@ -418,18 +428,19 @@ function entriesOf(dir: string): fs.Dirent[] | EntryState | undefined {
   }
 }
 
-/** Loose refs under `<base>/<rel>` into `into`, by ref name; git's `*.lock` files are skipped. */
-function readLooseRefs(base: string, rel: string, into: Map<string, EntryState>): void {
+/** Loose refs under `<base>/<rel>` into `into`, keyed `<keyPrefix><ref name>`; git's `*.lock` files are skipped. */
+function readLooseRefs(base: string, rel: string, into: Record<string, EntryState>, keyPrefix: string): void {
   const list = entriesOf(path.join(base, rel));
   if (!Array.isArray(list)) {
-    if (list !== undefined) into.set(rel, list);
+    if (list !== undefined) into[keyPrefix + rel] = list;
     return;
   }
   for (const d of list) {
     if (d.name.endsWith('.lock')) continue;
     const name = `${rel}/${d.name}`;
-    if (d.isDirectory()) readLooseRefs(base, name, into);
-    else into.set(name, d.isFile() ? refFileState(path.join(base, name)) : (fileState(path.join(base, name), 'ref') ?? 'unreadable:ENOENT'));
+    const file = path.join(base, name);
+    if (d.isDirectory()) readLooseRefs(base, name, into, keyPrefix);
+    else into[keyPrefix + name] = d.isFile() ? refFileState(file) : (fileState(file, 'ref') ?? 'unreadable:ENOENT');
   }
 }
 
@@ -437,7 +448,7 @@ function readLooseRefs(base: string, rel: string, into: Map<string, EntryState>)
  * Entries of `packed-refs` into `into` (peeled `^` lines and the header skipped). Returns a state for the file
  * itself only when it is not a plain readable file, or has lines git could not read.
  */
-function readPackedRefs(file: string, into: Map<string, EntryState>): EntryState | undefined {
+function readPackedRefs(file: string, into: Record<string, EntryState>): EntryState | undefined {
   let fd: number;
   try {
     fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
@@ -461,7 +472,7 @@ function readPackedRefs(file: string, into: Map<string, EntryState>): EntryState
     if (line === '' || line.startsWith('#') || line.startsWith('^')) continue;
     const space = line.indexOf(' ');
     const oid = line.slice(0, space);
-    if (space > 0 && OID.test(oid) && line.length > space + 1) into.set(line.slice(space + 1), `oid:${oid}`);
+    if (space > 0 && OID.test(oid) && line.length > space + 1) into[line.slice(space + 1)] = oid;
     else if (bad++ === 0) first = line;
   }
   return bad === 0 ? undefined : `malformed:${bad} line(s) git cannot read, the first ${JSON.stringify(first.slice(0, 200))}`;
@@ -508,7 +519,7 @@ function configText(file: string, state: EntryState | undefined): string | undef
  * Enough for `core.hooksPath`: `[section]` headers, `key = value` lines, quotes, escapes and comments; includes
  * are not followed.
  */
-export function configValue(text: string | undefined, section: string, key: string): string | undefined {
+function configValue(text: string | undefined, section: string, key: string): string | undefined {
   if (text === undefined) return undefined;
   let current = '';
   let value: string | undefined;

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { Confinement } from '../bash/confinement';
+import { formatUnsure } from '../bash/guard';
 import { admitIsolated, prepareIsolated, verifyIsolated } from '../bash/isolated';
 import { describeChanges, type ProtectedChange } from '../bash/verify';
 import type { VerificationHold } from '../store/holds';
@@ -106,6 +107,7 @@ export async function runTool(name: ExecutableTool, rawArguments: string, ctx: T
     const hold = await ctx.holds.open();
     if (hold) return refusal('verification_hold', heldMessage(hold));
   }
+  let guardNotes: string | undefined;
   if (name === 'bash' && ctx.isolated) {
     const { command } = parsed.data as z.infer<typeof argsSchemas.bash>;
     const admission = await admitIsolated({ command, worktree: ctx.worktree, branch: ctx.branch, confinement: ctx.confinement });
@@ -113,6 +115,7 @@ export async function runTool(name: ExecutableTool, rawArguments: string, ctx: T
       const content = admission.code === 'guard_refused' ? admission.message : `error (${admission.code}): ${admission.message}`;
       return { ok: false, content, durationMs: performance.now() - started };
     }
+    guardNotes = formatUnsure(admission.decision) || undefined;
   }
   // Tools that change the worktree check the fence right before they do; read-only ones need no lease.
   if (MUTATING.has(name)) {
@@ -169,7 +172,7 @@ export async function runTool(name: ExecutableTool, rawArguments: string, ctx: T
         // Annotates, never blocks: a conflicted index after the call, or a -X ours/theirs intent in the command. It runs
         // git on the host, so not after a command that changed what it must not (its .git may point anywhere now).
         const notice = changes ? {} : await noticeForBash({ worktree: ctx.worktree, branch: ctx.branch, command: args.command, result });
-        const content = [verification, notice.before, status, '--- stdout ---', result.stdout, '--- stderr ---', result.stderr, notice.after]
+        const content = [verification, guardNotes, notice.before, status, '--- stdout ---', result.stdout, '--- stderr ---', result.stderr, notice.after]
           .filter((part) => part !== undefined)
           .join('\n');
         return {

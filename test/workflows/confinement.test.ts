@@ -76,15 +76,16 @@ test('confined: a script the guard cannot read changes nothing outside the allow
   t.regex(bashResult, /own 0/);
 });
 
-test('ORCHARD_SANDBOX=off: the same script runs with the guard alone, and the session says it is unconfined', async (t) => {
+test('ORCHARD_SANDBOX=off: the guard alone refuses the script it cannot read, and the session says it is unconfined', async (t) => {
   const orchard = await startOrchard(t, { confinement: { mode: 'off', reason: 'ORCHARD_SANDBOX=off (test)' } });
   const repo = makeRepo({ 'README.md': '# fixture\n' });
-  const { view, unconfinedAttribute } = await runAttack(orchard, repo);
+  const { view, bashResult, unconfinedAttribute } = await runAttack(orchard, repo);
   t.is(view.lastTurn?.outcome, 'finished');
   t.is(view.confinement, 'unconfined');
   t.is(unconfinedAttribute, true);
-  // What the sandbox stops above, nothing stops here: the write into the main checkout happened.
-  t.is(readFileSync(join(repo, 'README.md'), 'utf8'), 'hijacked\n');
+  // Confined, this script runs and the sandbox decides; with nothing under the guard it is refused instead.
+  t.regex(bashResult, /^Refused by the workspace guard \(guard_cannot_judge\)/);
+  t.is(readFileSync(join(repo, 'README.md'), 'utf8'), '# fixture\n');
 });
 
 test('a host that cannot build the sandbox refuses isolated children, saying why, and still runs other sessions', async (t) => {

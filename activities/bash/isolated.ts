@@ -1,9 +1,11 @@
 import { homedir } from 'node:os';
+import * as path from 'node:path';
 import { ISOLATED_BRANCH_ENV } from '../git/backstop';
 import { confinedArgv, isolatedLayout, type Confinement } from './confinement';
 import { buildCommandEnv, sessionHomeDir } from './env';
 import { formatRefusal, guardCommand, guardVerdict, type GuardDecision } from './guard';
-import type { SandboxLayout } from './sandbox';
+import { branchSessionId, type SandboxLayout } from './sandbox';
+import { SESSION_BRANCH_PREFIX } from '../../workflows/session/ids';
 import { compareSnapshots, snapshotProtected, type ProtectedChange, type ProtectedSnapshot } from './verify';
 
 /**
@@ -76,5 +78,31 @@ export async function prepareIsolated(input: {
 
 /** Layer 3 after the command: what changed that the child must not change (empty when nothing did). */
 export async function verifyIsolated(prepared: PreparedIsolated): Promise<ProtectedChange[]> {
-  return compareSnapshots(prepared.before, await snapshotProtected(prepared.layout));
+  const changes = compareSnapshots(prepared.before, await snapshotProtected(prepared.layout));
+  return changes.filter((change) => attributable(change, prepared));
+}
+
+/**
+ * Whether a change can be the command's doing, so that it holds the worktree. The files cannot say who wrote them,
+ * and other actors work in the same repository meanwhile (team members commit on their branches, a result branch
+ * is built, a user commits on main). Confined, the kernel made everything outside the allowance read-only to the
+ * command: only changes inside what it may write count (its admin dir — HEAD, config.worktree, the backstop
+ * marker, gitdir, commondir —, its `.git` file, its own refs). With the guard alone everything counts except other
+ * sessions' branches (`orchard/…` refs), which their sessions move all the time; the backstop refuses the child's
+ * own moves of them.
+ */
+function attributable(change: ProtectedChange, prepared: PreparedIsolated): boolean {
+  const { layout } = prepared;
+  if (prepared.argv) {
+    if (change.kind === 'ref') return ownRef(change.path, layout);
+    return change.path.startsWith(`${layout.adminDir}/`) || change.path === path.join(layout.worktree, '.git');
+  }
+  if (change.kind === 'ref' && !ownRef(change.path, layout)) return !/^refs\/(heads|remotes\/[^/]+)\/orchard\//.test(change.path);
+  return true;
+}
+
+/** A ref in the child's own namespace (`refs/heads/orchard/<id>/…`, `refs/remotes/<r>/orchard/<id>/…`). */
+function ownRef(ref: string, layout: SandboxLayout): boolean {
+  const own = `${SESSION_BRANCH_PREFIX}${branchSessionId(layout.branch)}/`;
+  return ref.startsWith(`refs/heads/${own}`) || (/^refs\/remotes\/[^/]+\//.test(ref) && ref.split('/').slice(3).join('/').startsWith(own));
 }

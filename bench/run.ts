@@ -15,6 +15,7 @@ import {
 } from '../activities/bash/sandbox';
 import { BRANCH, CORPUS_ENTRIES, WORKTREE } from '../test/unit/guard-corpus';
 import { benchHandoff } from './handoff';
+import { benchVerify } from './verify';
 
 /**
  * `npm run bench`: the guard's decision time over the corpus (warm parser, many rounds) against the cost of
@@ -83,6 +84,8 @@ async function main(): Promise<void> {
   console.log(`bash -n spawn is ${(b50 / g50).toFixed(0)}x the guard's p50 decision time; total ${fmt(ms(process.hrtime.bigint() - started))}`);
   await benchProcessScans();
   await benchSandbox();
+  // Layer 3's cost per command: two snapshots of what an isolated child must not change, and their comparison.
+  for (const line of await benchVerify()) console.log(line);
   if (process.env.BENCH_HANDOFFS !== '0') await benchHandoff();
 }
 

@@ -1,6 +1,7 @@
 import { constants } from 'node:os';
 import { isAbsolute, resolve } from 'node:path';
-import { Command, CommanderError } from 'commander';
+import type { Command } from 'commander';
+import { exitOnBadUsage } from './guard-command';
 import { describeConfinement, resolveConfinement } from '../activities/bash/confinement';
 import { formatUnsure } from '../activities/bash/guard';
 import { admitIsolated, prepareIsolated, verifyIsolated } from '../activities/bash/isolated';
@@ -31,10 +32,7 @@ export function registerExecCommand(program: Command): Command {
     .option('--json', 'print {decision, status, changes, …} as JSON instead of the command output')
     .argument('<command...>', 'the bash command, as one quoted word after `--` (several words are joined with spaces)')
     .addHelpText('after', "\nExample:\n  orchard exec --branch orchard/s1/work --worktree .orchard/worktrees/host/s1 -- 'npm test'")
-    .exitOverride((err: CommanderError) => {
-      if (err.code === 'commander.helpDisplayed' || err.code === 'commander.help' || err.code === 'commander.version') process.exit(0);
-      process.exit(EXEC_EXIT.usage);
-    })
+    .exitOverride(exitOnBadUsage)
     .action(async (words: string[], options: { branch: string; worktree?: string; timeout: string; json?: boolean }) => {
       const command = words.join(' ');
       const branch = options.branch.trim();

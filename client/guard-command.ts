@@ -18,12 +18,8 @@ export function registerGuardCommand(program: Command): Command {
     .option('--worktree <path>', "the session's worktree (default: the current directory)")
     .option('--json', 'print the decision as JSON')
     .argument('<command...>', 'the bash command, as one quoted word after `--` (several words are joined with spaces)')
-    .addHelpText('after', "\nExample:\n  orchard guard --branch orchard/s1 --worktree /work/wt/s1 -- 'git push origin HEAD:main'")
-    .exitOverride((err: CommanderError) => {
-      // Help and version are not errors; everything commander rejects is bad usage.
-      if (err.code === 'commander.helpDisplayed' || err.code === 'commander.help' || err.code === 'commander.version') process.exit(0);
-      process.exit(GUARD_EXIT.usage);
-    })
+    .addHelpText('after', "\nExample:\n  orchard guard --branch orchard/s1/work --worktree /work/wt/s1 -- 'git push origin HEAD:main'")
+    .exitOverride(exitOnBadUsage)
     .action(async (words: string[], options: { branch: string; worktree?: string; json?: boolean }) => {
       const command = words.join(' ');
       const branch = options.branch.trim();
@@ -38,6 +34,12 @@ export function registerGuardCommand(program: Command): Command {
       process.exitCode = decision.allowed ? GUARD_EXIT.allow : GUARD_EXIT.deny;
     });
   return cmd;
+}
+
+/** For commands with exit codes of their own: help and version exit 0; everything commander rejects is bad usage (2). */
+export function exitOnBadUsage(err: CommanderError): never {
+  if (err.code === 'commander.helpDisplayed' || err.code === 'commander.help' || err.code === 'commander.version') process.exit(0);
+  process.exit(GUARD_EXIT.usage);
 }
 
 function toJson(decision: GuardDecision, command: string, branch: string, worktree: string) {

@@ -45,7 +45,9 @@ test('without node_modules/ either, it says to install (which builds)', async (t
 });
 
 test('bin/orchard becomes node running dist/client/cli.js (same pid, no wrapper), arguments passed through as given', async (t) => {
-  const cli = 'console.log(JSON.stringify({ pid: process.pid, exe: process.execPath, script: process.argv[1], args: process.argv.slice(2) }));\n';
+  const cli =
+    'console.log(JSON.stringify({ pid: process.pid, exe: process.execPath, script: process.argv[1], args: process.argv.slice(2), ' +
+    'flags: process.execArgv }));\n';
   const { root, bin } = checkout({ installed: true, cli });
   // Through a symlink, as npm links it into node_modules/.bin: the checkout is found from the link's target.
   const linkDir = fs.mkdtempSync(path.join(os.tmpdir(), 'orchard-link-'));
@@ -53,9 +55,14 @@ test('bin/orchard becomes node running dist/client/cli.js (same pid, no wrapper)
   const args = ['guard', '--branch', 'orchard/s1', '--', 'git commit -m "two words" && echo $HOME'];
   const r = await run(path.join(linkDir, 'orchard'), args);
   t.is(r.code, 0, r.stderr);
-  const seen = JSON.parse(r.stdout) as { pid: number; exe: string; script: string; args: string[] };
+  const seen = JSON.parse(r.stdout) as { pid: number; exe: string; script: string; args: string[]; flags: string[] };
   t.is(seen.pid, r.pid);
   t.is(path.basename(seen.exe), 'node');
   t.is(seen.script, path.join(root, 'dist/client/cli.js'));
   t.deepEqual(seen.args, args);
+  // A one-shot command skips V8's optimizing tier for wasm (the guard's grammar); the worker keeps it.
+  t.true(seen.flags.includes('--no-wasm-tier-up'), seen.flags.join(' '));
+  const worker = JSON.parse((await run(bin, ['worker', '--host-only'])).stdout) as { args: string[]; flags: string[] };
+  t.deepEqual(worker.args, ['worker', '--host-only']);
+  t.deepEqual(worker.flags, []);
 });

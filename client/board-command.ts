@@ -1,14 +1,14 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Command } from 'commander';
-import { validateClosure, type ClosureResult } from '../workflows/team/closure';
-import { BoardFileError, boardJsonSchema, parseBoardFile } from '../workflows/team/board-file';
+import type { ClosureResult } from '../workflows/team/closure';
 
 /**
  * `orchard board check <file.json> [--json]`: the completion closure validator the TeamRun workflow certifies
  * with, run on a board described in a file (docs/board-format.md). Exit 0 for any outcome; a file that cannot be
  * read or does not match the format is `board_file_invalid` with the JSON path at fault, exit 2 (through main).
- * `orchard board schema` prints the format's JSON Schema.
+ * `orchard board schema` prints the format's JSON Schema. The validator and its schema (zod) load when a board
+ * command runs, not with every other command.
  */
 export function registerBoardCommand(program: Command): Command {
   const board = program.command('board').description('check a team board file against the completion closure rules');
@@ -16,7 +16,9 @@ export function registerBoardCommand(program: Command): Command {
     .command('check <file>')
     .description('print the outcome (delivered | not_delivered | not_applicable | cancelled) and the reasons; exit 0 for any outcome')
     .option('--json', 'print {outcome, candidate, reasons, evidence, validatorVersion} as JSON')
-    .action((file: string, options: { json?: boolean }) => {
+    .action(async (file: string, options: { json?: boolean }) => {
+      const { BoardFileError, parseBoardFile } = await import('../workflows/team/board-file');
+      const { validateClosure } = await import('../workflows/team/closure');
       const path = resolve(file);
       let text: string;
       try {
@@ -30,7 +32,10 @@ export function registerBoardCommand(program: Command): Command {
   board
     .command('schema')
     .description('print the JSON Schema of the board file (docs/board-format.schema.json)')
-    .action(() => console.log(JSON.stringify(boardJsonSchema(), null, 2)));
+    .action(async () => {
+      const { boardJsonSchema } = await import('../workflows/team/board-file');
+      console.log(JSON.stringify(boardJsonSchema(), null, 2));
+    });
   return board;
 }
 

@@ -1,14 +1,15 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
-import { OrchardError, OrchardClient } from './client';
+import type { OrchardClient } from './client';
+import { OrchardError } from './errors';
 import { sessionIdProblem, slugOf } from '../workflows/session/ids';
 import { describeCliError, type CliErrorContext } from './cli-errors';
 import { registerGuardCommand } from './guard-command';
 import { registerExecCommand, registerSandboxCommand } from './exec-command';
 import { registerBoardCommand } from './board-command';
 import type { OrchestratorStatusView, SessionStatusView } from '../workflows/messages';
-import { workerConfigFromEnv } from '../worker/config';
+import { PROJECT_ROOT, workerConfigFromEnv } from '../worker/config';
 import { describeTarget, loadTemporalSettings, type TemporalTarget } from '../worker/temporal-connection';
 
 /**
@@ -31,7 +32,7 @@ program
   .command('dev')
   .description('boot the embedded stack (Temporal dev server + PGlite unless configured) and a worker, in the foreground')
   .action(async () => {
-    const { startOrchard, PROJECT_ROOT } = await import('../worker/runtime');
+    const { startOrchard } = await import('../worker/runtime');
     const { writeStackFile, removeStackFile } = await import('../worker/stack');
     // The demo model when none is configured: `orchard dev` is the local playground.
     const orchard = await startOrchard(log, { model: { kind: 'demo' } });
@@ -372,7 +373,7 @@ program
     if (name !== 'route-first' && name !== 'team' && name !== 'team-all-cancelled') {
       throw new OrchardError('invalid_input', `no demo ${JSON.stringify(name)}: the demos are route-first, team and team-all-cancelled`);
     }
-    const { startOrchard, PROJECT_ROOT } = await import('../worker/runtime');
+    const { startOrchard } = await import('../worker/runtime');
     const { makeFixtureRepo } = await import('./fixture');
     // With --json, stdout carries the JSON alone.
     const progress = (line: string) => (o.json ? console.error : console.log)(`[demo] ${line}`);
@@ -499,7 +500,6 @@ async function findTarget(): Promise<Target> {
   const settings = loadTemporalSettings();
   if (settings.address) return { temporal: { ...settings, address: settings.address }, databaseUrl: config.databaseUrl };
   const { readStackFile } = await import('../worker/stack');
-  const { PROJECT_ROOT } = await import('../worker/runtime');
   const stack = readStackFile(PROJECT_ROOT);
   if (stack) {
     return {
@@ -518,6 +518,8 @@ async function findTarget(): Promise<Target> {
 async function withClient(fn: (client: OrchardClient, target: Target) => Promise<void>): Promise<void> {
   const target = await resolveTarget();
   const config = workerConfigFromEnv();
+  // Loaded here, not at the top: `--help`, `guard` and `board` never need the Temporal client.
+  const { OrchardClient } = await import('./client');
   const client = await OrchardClient.connect({ ...target.temporal, taskQueue: config.taskQueue, defaultHost: config.hostId });
   try {
     await fn(client, target);

@@ -10,7 +10,7 @@ import {
   type WorkflowHandle,
 } from '@temporalio/client';
 import { ApplicationFailure, TypedSearchAttributes, WorkflowIdConflictPolicy, WorkflowIdReusePolicy } from '@temporalio/common';
-import { isErrorCode, type ErrorCode } from '../workflows/errors';
+import { isErrorCode } from '../workflows/errors';
 import {
   SESSION_WORKFLOW_TYPE,
   ORCHESTRATOR_WORKFLOW_TYPE,
@@ -74,17 +74,9 @@ import {
   loadTemporalSettings,
   type TemporalSettings,
 } from '../worker/temporal-connection';
+import { OrchardError } from './errors';
 
-/** A refusal with a typed code (see workflows/errors.ts) and a message that says what to do instead. */
-export class OrchardError extends Error {
-  constructor(
-    readonly code: ErrorCode | 'internal',
-    message: string,
-  ) {
-    super(message);
-    this.name = 'OrchardError';
-  }
-}
+export { OrchardError } from './errors';
 
 export interface OrchardClientOptions {
   /** The shared task queue the workers poll. */

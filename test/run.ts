@@ -4,10 +4,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { DefaultLogger, bundleWorkflowCode } from '@temporalio/worker';
 import { bootStack, type Stack } from '../worker/stack';
+import { buildCli, describeBuild } from '../scripts/build';
 
 /**
- * `npm test`: one Temporal dev server (unless TEMPORAL_ADDRESS) and one database (unless DATABASE_URL) for the whole
- * run, the workflows bundled once, then ava with any arguments passed through (`npm test -- test/unit`).
+ * `npm test`: the CLI compiled (tests spawn bin/orchard, which runs dist/: never a stale one), one Temporal dev
+ * server (unless TEMPORAL_ADDRESS) and one database (unless DATABASE_URL) for the whole run, the workflows bundled
+ * once, then ava with any arguments passed through (`npm test -- test/unit`).
  */
 const projectRoot = path.resolve(__dirname, '..');
 /**
@@ -34,6 +36,9 @@ async function main(): Promise<number> {
   process.on('SIGTERM', onSignal);
 
   try {
+    log(describeBuild(await buildCli(projectRoot), projectRoot));
+    if (interrupted) return 130;
+
     log('booting the stack…');
     stack = await bootStack({
       projectRoot,

@@ -1,10 +1,21 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { DEFAULT_MAX_COMMANDS } from '../activities/bash/command-slots';
 
-/** The checkout bin/orchard runs from: relative state paths resolve against it, whatever the caller's cwd. */
-export const PROJECT_ROOT = resolve(__dirname, '..');
+/**
+ * The checkout bin/orchard runs from: relative state paths resolve against it, whatever the caller's cwd. The
+ * nearest directory above this module with a package.json, so it is the same from the sources (`worker/`) and
+ * from the compiled CLI (`dist/worker/`).
+ */
+export const PROJECT_ROOT = packageRoot(__dirname);
+
+function packageRoot(from: string): string {
+  for (let dir = resolve(from); ; dir = dirname(dir)) {
+    if (fs.existsSync(join(dir, 'package.json'))) return dir;
+    if (dirname(dir) === dir) throw new Error(`no package.json above ${from}: Orchard runs from its checkout`);
+  }
+}
 
 /**
  * What a worker process reads from its environment (the README's table), Temporal's connection settings aside:

@@ -1,4 +1,5 @@
-import { spawnSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { buildCli } from '../scripts/build';
@@ -29,12 +30,28 @@ function time(file: string, args: string[], runs: number): number[] {
   return samples.sort((a, b) => a - b);
 }
 
+/** A repository with a session worktree on orchard/s1/work, for `orchard exec` (removed by the caller). */
+function execFixture(): { base: string; worktree: string } {
+  const base = mkdtempSync(path.join(os.tmpdir(), 'orchard-bench-exec-'));
+  const git = (cwd: string, ...args: string[]) => execFileSync('git', args, { cwd, stdio: 'ignore', env: { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null', GIT_AUTHOR_NAME: 'b', GIT_AUTHOR_EMAIL: 'b@b', GIT_COMMITTER_NAME: 'b', GIT_COMMITTER_EMAIL: 'b@b' } });
+  const repo = path.join(base, 'repo');
+  mkdirSync(repo);
+  git(repo, 'init', '-q', '-b', 'main');
+  git(repo, 'commit', '-q', '--allow-empty', '-m', 'init');
+  const worktree = path.join(base, 'worktrees', 's1');
+  git(repo, 'worktree', 'add', '-q', '-b', 'orchard/s1/work', worktree);
+  return { base, worktree };
+}
+
 export async function benchCliStart(runs = RUNS): Promise<string[]> {
   const build = await buildCli(root);
+  const fixture = execFixture();
   const cases: [string, string, string[]][] = [
     ['node -e 0', process.execPath, ['-e', '0']],
     ['orchard --help', bin, ['--help']],
     ['orchard guard (git status)', bin, ['guard', '--branch', 'orchard/s1/work', '--worktree', os.tmpdir(), '--', 'git status']],
+    // All three layers: the sandbox probe, the guard, the backstop, a confined `true`, verification.
+    ['orchard exec (true)', bin, ['exec', '--branch', 'orchard/s1/work', '--worktree', fixture.worktree, '--', 'true']],
   ];
   const lines = [`CLI start (spawn to exit, ${runs} runs each; dist/ built in ${build.ms} ms):`];
   for (const [name, file, args] of cases) {
@@ -42,6 +59,7 @@ export async function benchCliStart(runs = RUNS): Promise<string[]> {
     const f = (x: number) => `${x.toFixed(0)} ms`.padStart(8);
     lines.push(`  ${name.padEnd(28)} p50 ${f(percentile(s, 50))}  p95 ${f(percentile(s, 95))}  max ${f(s[s.length - 1])}`);
   }
+  rmSync(fixture.base, { recursive: true, force: true });
   return lines;
 }
 

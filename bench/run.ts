@@ -16,6 +16,7 @@ import {
 import { BRANCH, CORPUS_ENTRIES, WORKTREE } from '../test/unit/guard-corpus';
 import { benchHandoff } from './handoff';
 import { benchVerify } from './verify';
+import { benchCliStart } from './cli-start';
 
 /**
  * `npm run bench`: the guard's decision time over the corpus (warm parser, many rounds) against the cost of
@@ -86,6 +87,8 @@ async function main(): Promise<void> {
   await benchSandbox();
   // Layer 3's cost per command: two snapshots of what an isolated child must not change, and their comparison.
   for (const line of await benchVerify()) console.log(line);
+  // The compiled CLI's start time (`orchard --help`, `orchard guard`), beside `node -e 0`.
+  for (const line of await benchCliStart()) console.log(line);
   if (process.env.BENCH_HANDOFFS !== '0') await benchHandoff();
 }
 

@@ -2,13 +2,6 @@ import { constants } from 'node:os';
 import { isAbsolute, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { exitOnBadUsage } from './guard-command';
-import { describeConfinement, resolveConfinement } from '../activities/bash/confinement';
-import { formatUnsure } from '../activities/bash/guard';
-import { admitIsolated, prepareIsolated, verifyIsolated } from '../activities/bash/isolated';
-import { runBash } from '../activities/bash/runner';
-import { branchSessionId } from '../activities/bash/sandbox';
-import { describeChanges } from '../activities/bash/verify';
-import { installRefBackstop, markWorktreeIsolated } from '../activities/git/backstop';
 
 /** Exit codes of `orchard exec` besides the command's own status. */
 export const EXEC_EXIT = { usage: 2, refused: 3, changed: 4 } as const;
@@ -34,6 +27,14 @@ export function registerExecCommand(program: Command): Command {
     .addHelpText('after', "\nExample:\n  orchard exec --branch orchard/s1/work --worktree .orchard/worktrees/host/s1 -- 'npm test'")
     .exitOverride(exitOnBadUsage)
     .action(async (words: string[], options: { branch: string; worktree?: string; timeout: string; json?: boolean }) => {
+      // Loaded here, not for every orchard command (start time).
+      const { describeConfinement, resolveConfinement } = await import('../activities/bash/confinement');
+      const { formatUnsure } = await import('../activities/bash/guard');
+      const { admitIsolated, prepareIsolated, verifyIsolated } = await import('../activities/bash/isolated');
+      const { runBash } = await import('../activities/bash/runner');
+      const { branchSessionId } = await import('../activities/bash/sandbox');
+      const { describeChanges } = await import('../activities/bash/verify');
+      const { installRefBackstop, markWorktreeIsolated } = await import('../activities/git/backstop');
       const command = words.join(' ');
       const branch = options.branch.trim();
       const sessionId = branchSessionId(branch);
@@ -47,7 +48,17 @@ export function registerExecCommand(program: Command): Command {
       if (!Number.isFinite(timeoutSeconds) || timeoutSeconds <= 0) return usage(`--timeout must be a positive number of seconds, got ${JSON.stringify(options.timeout)}`);
       const worktree = options.worktree === undefined ? process.cwd() : isAbsolute(options.worktree) ? options.worktree : resolve(options.worktree);
 
-      const confinement = await resolveConfinement(process.env);
+      // The probe and the backstop set-up touch different things: run them side by side (start time).
+      const [confinement, backstop] = await Promise.all([
+        resolveConfinement(process.env),
+        // As a session's preparation does for an isolated child: the backstop hook in the shared hooks, W marked.
+        installRefBackstop(worktree)
+          .then(() => markWorktreeIsolated(worktree, branch))
+          .then(
+            () => undefined,
+            (err: unknown) => (err instanceof Error ? err.message : String(err)),
+          ),
+      ]);
       const report = (fields: Record<string, unknown>) => {
         if (options.json) console.log(JSON.stringify({ command, branch, worktree, confinement: confinement.mode, ...fields }, null, 2));
       };
@@ -59,13 +70,7 @@ export function registerExecCommand(program: Command): Command {
         process.exitCode = EXEC_EXIT.refused;
         return;
       }
-      // As a session's preparation does for an isolated child: the backstop hook in the shared hooks, W marked.
-      try {
-        await installRefBackstop(worktree);
-        await markWorktreeIsolated(worktree, branch);
-      } catch (err) {
-        return usage(`${worktree} cannot be set up as an isolated child's worktree: ${err instanceof Error ? err.message : String(err)}`);
-      }
+      if (backstop !== undefined) return usage(`${worktree} cannot be set up as an isolated child's worktree: ${backstop}`);
       let prepared;
       try {
         if (confinement.mode === 'unavailable') throw new Error(confinement.reason); // admitIsolated refused it already
@@ -109,6 +114,7 @@ export function registerSandboxCommand(program: Command): Command {
     .description("check that this host confines isolated children (the worker's start-up probe): exit 0 confined, 1 not, with the reason")
     .option('--json', 'print {mode, reason?, bwrap?, version?} as JSON')
     .action(async (options: { json?: boolean }) => {
+      const { describeConfinement, resolveConfinement } = await import('../activities/bash/confinement');
       const confinement = await resolveConfinement(process.env);
       console.log(options.json ? JSON.stringify(confinement, null, 2) : describeConfinement(confinement));
       process.exitCode = confinement.mode === 'sandbox' ? 0 : 1;

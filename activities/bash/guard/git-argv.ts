@@ -592,7 +592,7 @@ const push: Rule = (input) => {
   }
   for (const r of optValues(p, 'recurse')) {
     const v = exactValue(r);
-    if (v !== 'check' && v !== 'no') return input.deny('moves_other_ref', `\`--recurse-submodules=${r.text}\` pushes other repositories' refs`);
+    if (v !== 'check' && v !== 'no') return input.deny('moves_other_ref', `\`--recurse-submodules=${v ?? r.text}\` pushes other repositories' refs`);
   }
   const bad = noTrailing(input);
   if (bad) return bad;

@@ -131,6 +131,9 @@ const ATTACKS: Record<string, readonly Row[]> = {
     ['git fetch --prune-tags', 'moves_other_ref'],
     ['git fetch -P origin', 'moves_other_ref'],
     ['git fetch --force origin', 'moves_other_ref'],
+    ["git fetch ../main 'refs/heads/*:refs/remotes/../main/*'", 'moves_other_ref'],
+    ['git fetch /work/main main:refs/remotes/origin/main', 'moves_other_ref'],
+    ["git fetch --all --refmap='+refs/heads/*:refs/heads/*'", 'moves_other_ref'],
   ],
   'hooks and config': [
     ['git init --template=/tmp/t sub', 'git_config_exec'],
@@ -210,6 +213,8 @@ const ATTACKS: Record<string, readonly Row[]> = {
     ['git clone --separate-git-dir=/work/main/.git https://x/y sub', 'outside_worktree'],
     ['git clone /work/main sub', 'outside_worktree'],
     ['git clone . copy', 'outside_worktree'],
+    ['git clone -l ../main sub', 'outside_worktree'],
+    ['git clone main-copy sub', 'outside_worktree'],
   ],
 };
 
@@ -223,6 +228,10 @@ const ORDINARY: readonly string[] = [
   'git bisect log',
   'git replace --format=short',
   'git replace -l --format=medium',
+  "git replace -l 'abc*'",
+  'git difftool --tool-help',
+  'git clone --shared /work/main ref-shared',
+  'git clone file:///work/main ref-transport',
   'git submodule update --init',
   'git submodule update --init --recursive',
   'git submodule --quiet update --init -- vendor/lib',

@@ -716,7 +716,6 @@ const fetch: Rule = (input) => {
     const helper = remoteHelperProblem(w);
     if (helper) return input.deny('git_runs_program', helper);
   }
-  if (has(p, 'all') || has(p, 'multiple')) return undefined; // operands are remote names
   const [repo, ...refspecs] = words;
   for (const m of optValues(p, 'refmap')) {
     const v = exactValue(m);
@@ -726,6 +725,7 @@ const fetch: Rule = (input) => {
     const problem = repo === undefined ? 'a refmap needs a named remote' : fetchRefspecProblem(v, repo, input.scope);
     if (problem) return input.deny('moves_other_ref', `\`--refmap=${v}\`: ${problem}`);
   }
+  if (has(p, 'all') || has(p, 'multiple')) return undefined; // operands are remote names
   for (const spec of refspecs) {
     if (spec === 'tag') return input.deny('moves_other_ref', '`git fetch <remote> tag <name>` writes a local tag (a shared ref)');
     const problem = fetchRefspecProblem(spec, repo, input.scope);
@@ -753,6 +753,8 @@ export function fetchRefspecProblem(spec: string, repo: string, scope: GitScope)
   if (!dst.startsWith('refs/remotes/')) {
     return `writes the local ref \`${dst}\`; fetch may write only remote-tracking refs (refs/remotes/<remote>/…) or FETCH_HEAD`;
   }
+  // Only a configured remote has a tracking namespace: a path or URL names none (`refs/remotes/../main/` is not one).
+  if (localRepository(repo) || repo.includes(':')) return `writes \`${dst}\` from \`${repo}\`, which is a path or URL, not a remote with its own tracking refs`;
   const tracking = `refs/remotes/${repo}/`;
   const branchName = src.startsWith('refs/heads/') ? src.slice('refs/heads/'.length) : src.startsWith('refs/') || src === 'HEAD' || src === '@' ? undefined : src;
   if (!dst.startsWith(tracking) || branchName === undefined || dst.slice(tracking.length) !== branchName) {
@@ -1003,10 +1005,22 @@ const bisect: Rule = (input) => {
 const refMover = (what: string): Rule => (input) => input.deny('moves_other_ref', `\`git ${input.sub}\` ${what}`);
 const sharedWriter = (what: string): Rule => (input) => input.deny('shared_state', `\`git ${input.sub}\` ${what}`);
 const runsProgram = (what: string): Rule => (input) => input.deny('git_runs_program', `\`git ${input.sub}\` ${what}`);
+/** `--tool-help` alone only lists the tools git knows. */
+const toolHelp = (rule: Rule): Rule => (input) =>
+  input.args.length === 1 && input.args[0].value === '--tool-help' && !input.trailingDynamic ? undefined : rule(input);
 
+const REPLACE: OptSpec[] = [
+  { key: 'list', short: 'l', long: ['list'] },
+  { key: 'format', long: ['format'], arg: 'required' },
+  { key: 'write', short: 'dfeg', long: ['delete', 'force', 'edit', 'graft', 'convert-graft-file', 'raw'], danger: true },
+];
+
+/** `git replace [-l] [--format=…] [<pattern>]` lists; anything else writes refs/replace/*, which every worktree shares. */
 const replace: Rule = (input) => {
-  const words = input.args.filter((w) => w.value !== '--');
-  if (words.length === 0 || words.every((w) => ['-l', '--list'].includes(w.value ?? '') || (w.value ?? '').startsWith('--format'))) return undefined;
+  const p = strict(input, REPLACE);
+  if (isRefusal(p)) return p;
+  const operands = [...p.positionals, ...p.afterDashDash];
+  if (!has(p, 'write') && (has(p, 'list') || operands.length === 0)) return undefined;
   return input.deny('moves_other_ref', '`git replace` writes refs/replace (shared refs)');
 };
 
@@ -1251,7 +1265,7 @@ const SUBCOMMANDS: Record<string, Rule> = {
   repack: sharedWriter('rewrites the shared object store'), 'prune-packed': sharedWriter('deletes objects from the shared object store'),
   'pack-refs': sharedWriter('rewrites the shared ref store'), maintenance: sharedWriter('runs maintenance on the shared repository'),
   // programs
-  hook: runsProgram('runs hooks'), difftool: runsProgram('runs a configured diff tool'), mergetool: runsProgram('runs a configured merge tool'),
+  hook: runsProgram('runs hooks'), difftool: toolHelp(runsProgram('runs a configured diff tool')), mergetool: toolHelp(runsProgram('runs a configured merge tool')),
   'for-each-repo': runsProgram('runs git commands in other repositories'), 'merge-index': runsProgram('runs a merge program'),
   'merge-one-file': runsProgram('runs as a merge program'), instaweb: runsProgram('starts a web server and browser'),
   'send-email': runsProgram('runs a mailer'), daemon: runsProgram('serves the repository'), credential: runsProgram('runs credential helpers'),

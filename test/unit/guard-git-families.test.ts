@@ -625,3 +625,30 @@ test('xargs git show: allowed with a note through the unsure channel, refused wi
   t.is(xargsCall(['grep', 'foo'], (why) => notes.push(why))?.reason, 'dynamic_argument', 'grep input could be -O<program>');
   t.is(xargsCall(['diff', '--output=/work/main/x'], (why) => notes.push(why))?.reason, 'outside_worktree');
 });
+
+// GIT_DIR and GIT_WORK_TREE given to git (the caller passes its prefix or `env` assignments): judged like
+// `--git-dir`/`--work-tree`, including the `.git/…` and `dir/..` paths the lexical environment model lets by.
+const gitWithEnv = (name: string, value: string) =>
+  decideGit(
+    { argv: [literalWord('log')], trailingDynamic: false, cwd: { kind: 'known', path: WORKTREE }, text: `${name}=${value} git log`, env: [{ name, value: literalWord(value) }] },
+    { branch: BRANCH, worktree: WORKTREE },
+  );
+
+test('GIT_DIR and GIT_WORK_TREE in git\'s environment: the same table as --git-dir and --work-tree', (t) => {
+  const rows: readonly [string, string, GuardReason | 'allow'][] = [
+    ['GIT_DIR', '.git/worktrees/s2', 'outside_worktree'],
+    ['GIT_DIR', '/work/main/.git', 'outside_worktree'],
+    ['GIT_DIR', 'sub/../../main/.git', 'outside_worktree'],
+    ['GIT_DIR', 'vendor/../.git', 'outside_worktree'],
+    ['GIT_WORK_TREE', '.git', 'outside_worktree'],
+    ['GIT_WORK_TREE', '../s2', 'outside_worktree'],
+    ['GIT_DIR', '.git', 'allow'],
+    ['GIT_DIR', 'vendor/lib/.git', 'allow'],
+    ['GIT_WORK_TREE', 'src', 'allow'],
+    ['GIT_WORK_TREE', `${WORKTREE}/src`, 'allow'],
+  ];
+  for (const [name, value, expected] of rows) {
+    const r = gitWithEnv(name, value);
+    t.is(r?.reason ?? 'allow', expected, `${name}=${value}: ${r?.why ?? 'allowed'}`);
+  }
+});

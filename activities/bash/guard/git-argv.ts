@@ -24,6 +24,11 @@ export interface GitCall {
    * the command is allowed. Without it such commands are refused as dynamic_argument.
    */
   readonly unsure?: (why: string) => void;
+  /**
+   * Environment assignments for this git (prefix or `env NAME=…`): GIT_DIR and GIT_WORK_TREE are judged like
+   * `--git-dir` and `--work-tree`. (Every other redirecting GIT_* variable is refused by the environment model.)
+   */
+  readonly env?: readonly { readonly name: string; readonly value: Word }[];
 }
 
 export interface GitScope {
@@ -37,6 +42,11 @@ export function decideGit(call: GitCall, scope: GitScope): Verdict {
   const deny = (reason: Parameters<typeof refusal>[0], why: string, instead?: string) => refusal(reason, call.text, why, instead);
   let cwd = call.cwd;
   const argv = call.argv;
+  for (const a of call.env ?? []) {
+    if (a.name !== 'GIT_DIR' && a.name !== 'GIT_WORK_TREE') continue;
+    const where = gitPath(a.value, cwd, scope, a.name === 'GIT_DIR' ? '--git-dir' : '--work-tree', a.name);
+    if ('reason' in where) return { ...where, refused: call.text };
+  }
   let i = 0;
   for (; i < argv.length; i++) {
     const w = argv[i];
@@ -128,21 +138,22 @@ const GLOBAL_FLAGS = new Set([
  * directory or a link into the shared repository. `--git-dir` may name a `.git` itself (this worktree's, or a
  * nested repository's); what a `.git` file inside the worktree points at is the kernel layer's business.
  */
-function gitPath(p: Word, cwd: Cwd, scope: GitScope, option: string): Cwd | Refusal {
+function gitPath(p: Word, cwd: Cwd, scope: GitScope, option: string, spelled = option): Cwd | Refusal {
   const v = exactValue(p);
-  if (v === undefined) return refusal('dynamic_argument', '', `the path for \`${option}\` (\`${p.text}\`) is computed at run time`);
+  if (v === undefined) return refusal('dynamic_argument', '', `the path for \`${spelled}\` (\`${p.text}\`) is computed at run time`);
   const where = resolvePath(cwd, v, scope.worktree);
+  const named = spelled === option ? `${option} ${v}` : `${spelled}=${v}`;
   if (!cwdInside(where, scope.worktree)) {
-    return refusal('outside_worktree', '', `\`${option} ${v}\` points at ${describeCwd(where)}, outside ${scope.worktree}`);
+    return refusal('outside_worktree', '', `\`${named}\` points at ${describeCwd(where)}, outside ${scope.worktree}`);
   }
   const components = v.split('/').filter((c) => c !== '' && c !== '.');
   const through = option === '--git-dir' ? components.slice(0, -1) : components;
   if (through.includes('.git')) {
-    return refusal('outside_worktree', '', `\`${option} ${v}\` goes through \`.git\`, which in a linked worktree leads into the shared repository`);
+    return refusal('outside_worktree', '', `\`${named}\` goes through \`.git\`, which in a linked worktree leads into the shared repository`);
   }
   // `dir/..` is the parent of wherever `dir` really is: if `dir` is a link, that is not the lexical parent.
   if (components.some((c, k) => c === '..' && k > 0 && components[k - 1] !== '..')) {
-    return refusal('outside_worktree', '', `\`${option} ${v}\` climbs out of a directory with \`..\`; if that directory is a link, git lands elsewhere`);
+    return refusal('outside_worktree', '', `\`${named}\` climbs out of a directory with \`..\`; if that directory is a link, git lands elsewhere`);
   }
   return where;
 }

@@ -216,6 +216,16 @@ const ATTACKS: Record<string, readonly Row[]> = {
     ['git clone -l ../main sub', 'outside_worktree'],
     ['git clone main-copy sub', 'outside_worktree'],
   ],
+  'words from input that could be one of these options': [
+    ['git ls-files | xargs git cherry-pick', 'dynamic_argument'],
+    ['git rev-list HEAD | xargs git replace -l', 'dynamic_argument'],
+    ['ls | xargs git interpret-trailers', 'dynamic_argument'],
+    ['ls | xargs git grep foo', 'dynamic_argument'],
+    ['ls | xargs git fetch origin', 'dynamic_argument'],
+    ['ls | xargs git tag', 'dynamic_argument'],
+    ['git cherry-pick "$SHA"', 'dynamic_argument'],
+    ['git cherry-pick --strategy="$S" HEAD', 'dynamic_argument'],
+  ],
 };
 
 const ORDINARY: readonly string[] = [

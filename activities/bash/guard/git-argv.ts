@@ -1030,6 +1030,8 @@ const REPLACE: OptSpec[] = [
 const replace: Rule = (input) => {
   const p = strict(input, REPLACE);
   if (isRefusal(p)) return p;
+  const bad = noTrailing(input);
+  if (bad) return bad;
   const operands = [...p.positionals, ...p.afterDashDash];
   if (!has(p, 'write') && (has(p, 'list') || operands.length === 0)) return undefined;
   return input.deny('moves_other_ref', '`git replace` writes refs/replace (shared refs)');
@@ -1188,9 +1190,9 @@ const INTERPRET_TRAILERS: OptSpec[] = [
 const interpretTrailers: Rule = (input) => {
   const p = strict(input, INTERPRET_TRAILERS);
   if (isRefusal(p)) return p;
-  if (!has(p, 'in-place')) return undefined;
-  const bad = noTrailing(input);
+  const bad = noTrailing(input); // input words could add --in-place
   if (bad) return bad;
+  if (!has(p, 'in-place')) return undefined;
   for (const w of [...p.positionals, ...p.afterDashDash]) {
     const outside = writeTarget(input, w, `edits \`${w.text}\` in place`);
     if (outside) return outside;
@@ -1237,6 +1239,11 @@ const picks: Rule = (input) => {
     const value = eq >= 0 ? (w.value === undefined ? undefined : v.slice(eq + 1)) : args[++k] && exactValue(args[k]);
     if (value === undefined) return input.deny('dynamic_argument', `the merge strategy for \`git ${input.sub}\` (\`${w.text}\`) is computed at run time or missing`);
     if (!BUILTIN_STRATEGIES.includes(value)) return input.deny('git_runs_program', `\`--strategy=${value}\` runs the program \`git-merge-${value}\``);
+  }
+  if (input.trailingDynamic) {
+    const why = `\`git ${input.sub}\` gets more arguments from input at run time, which could include --strategy=<program>`;
+    if (!input.unsure) return input.deny('dynamic_argument', why);
+    input.unsure(`${why}; the sandbox decides`);
   }
   return undefined;
 };

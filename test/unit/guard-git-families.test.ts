@@ -220,7 +220,6 @@ const ATTACKS: Record<string, readonly Row[]> = {
     ['git ls-files | xargs git cherry-pick', 'dynamic_argument'],
     ['git rev-list HEAD | xargs git replace -l', 'dynamic_argument'],
     ['ls | xargs git interpret-trailers', 'dynamic_argument'],
-    ['ls | xargs git grep foo', 'dynamic_argument'],
     ['ls | xargs git fetch origin', 'dynamic_argument'],
     ['ls | xargs git tag', 'dynamic_argument'],
     ['git cherry-pick "$SHA"', 'dynamic_argument'],

@@ -19,9 +19,10 @@ export interface GitCall {
   /** The command text, for messages. */
   readonly text: string;
   /**
-   * Where the guard cannot know but the kernel layer confines the effect (words from xargs input reaching a
-   * read-only command whose only writing option is `--output`): called with what the guard could not judge, and
-   * the command is allowed. Without it such commands are refused as dynamic_argument.
+   * Where the guard cannot know but the sandbox confines the effect (words from xargs input reaching a command
+   * whose only effects beyond reading are written files, a computed cherry-pick operand that could be
+   * `--strategy=<program>`): called with what the guard could not judge, and the command is allowed. Without it
+   * such commands are refused as dynamic_argument.
    */
   readonly unsure?: (why: string) => void;
   /**

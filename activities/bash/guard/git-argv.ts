@@ -18,6 +18,18 @@ export interface GitCall {
   readonly cwd: Cwd;
   /** The command text, for messages. */
   readonly text: string;
+  /**
+   * Where the guard cannot know but the sandbox confines the effect (words from xargs input reaching a command
+   * whose only effects beyond reading are written files, a computed cherry-pick operand that could be
+   * `--strategy=<program>`): called with what the guard could not judge, and the command is allowed. Without it
+   * such commands are refused as dynamic_argument.
+   */
+  readonly unsure?: (why: string) => void;
+  /**
+   * Environment assignments for this git (prefix or `env NAME=…`): GIT_DIR and GIT_WORK_TREE are judged like
+   * `--git-dir` and `--work-tree`. (Every other redirecting GIT_* variable is refused by the environment model.)
+   */
+  readonly env?: readonly { readonly name: string; readonly value: Word }[];
 }
 
 export interface GitScope {
@@ -31,6 +43,11 @@ export function decideGit(call: GitCall, scope: GitScope): Verdict {
   const deny = (reason: Parameters<typeof refusal>[0], why: string, instead?: string) => refusal(reason, call.text, why, instead);
   let cwd = call.cwd;
   const argv = call.argv;
+  for (const a of call.env ?? []) {
+    if (a.name !== 'GIT_DIR' && a.name !== 'GIT_WORK_TREE') continue;
+    const where = gitPath(a.value, cwd, scope, a.name === 'GIT_DIR' ? '--git-dir' : '--work-tree', a.name);
+    if ('reason' in where) return { ...where, refused: call.text };
+  }
   let i = 0;
   for (; i < argv.length; i++) {
     const w = argv[i];
@@ -107,7 +124,7 @@ export function decideGit(call: GitCall, scope: GitScope): Verdict {
       `\`git ${sub}\` is not a subcommand the guard knows; it may be an alias defined in config, so it is refused`,
     );
   }
-  return rule({ args: argv.slice(i + 1), trailingDynamic: call.trailingDynamic, cwd, scope, sub, deny });
+  return rule({ args: argv.slice(i + 1), trailingDynamic: call.trailingDynamic, cwd, scope, sub, deny, unsure: call.unsure });
 }
 
 const GLOBAL_FLAGS = new Set([
@@ -115,12 +132,29 @@ const GLOBAL_FLAGS = new Set([
   '--noglob-pathspecs', '--icase-pathspecs', '--no-optional-locks', '--no-advice',
 ]);
 
-function gitPath(p: Word, cwd: Cwd, scope: GitScope, option: string): Cwd | Refusal {
+/**
+ * A directory git is pointed at (`-C`, `--git-dir`, `--work-tree`): it must stay inside the worktree and must not
+ * go through a `.git` entry. In a linked worktree `.git` is a file naming the shared admin directory, so a path
+ * through it (`.git/…`, or `.git` itself as a directory to run in) works only if `.git` was replaced by a
+ * directory or a link into the shared repository. `--git-dir` may name a `.git` itself (this worktree's, or a
+ * nested repository's); what a `.git` file inside the worktree points at is the kernel layer's business.
+ */
+function gitPath(p: Word, cwd: Cwd, scope: GitScope, option: string, spelled = option): Cwd | Refusal {
   const v = exactValue(p);
-  if (v === undefined) return refusal('dynamic_argument', '', `the path for \`${option}\` (\`${p.text}\`) is computed at run time`);
+  if (v === undefined) return refusal('dynamic_argument', '', `the path for \`${spelled}\` (\`${p.text}\`) is computed at run time`);
   const where = resolvePath(cwd, v, scope.worktree);
+  const named = spelled === option ? `${option} ${v}` : `${spelled}=${v}`;
   if (!cwdInside(where, scope.worktree)) {
-    return refusal('outside_worktree', '', `\`${option} ${v}\` points at ${describeCwd(where)}, outside ${scope.worktree}`);
+    return refusal('outside_worktree', '', `\`${named}\` points at ${describeCwd(where)}, outside ${scope.worktree}`);
+  }
+  const components = v.split('/').filter((c) => c !== '' && c !== '.');
+  const through = option === '--git-dir' ? components.slice(0, -1) : components;
+  if (through.includes('.git')) {
+    return refusal('outside_worktree', '', `\`${named}\` goes through \`.git\`, which in a linked worktree leads into the shared repository`);
+  }
+  // `dir/..` is the parent of wherever `dir` really is: if `dir` is a link, that is not the lexical parent.
+  if (components.some((c, k) => c === '..' && k > 0 && components[k - 1] !== '..')) {
+    return refusal('outside_worktree', '', `\`${named}\` climbs out of a directory with \`..\`; if that directory is a link, git lands elsewhere`);
   }
   return where;
 }
@@ -160,14 +194,18 @@ const CONFIG_EXEC = [
   /^ssh\./,
 ];
 
+/** Section and variable names are case-insensitive; a subsection (between them) is not. */
+function normalizeConfigKey(rawKey: string): string {
+  const parts = rawKey.split('.');
+  return parts.length <= 2 ? rawKey.toLowerCase() : [parts[0].toLowerCase(), ...parts.slice(1, -1), parts[parts.length - 1].toLowerCase()].join('.');
+}
+
 function configOverride(kv: Word, option: string): { reason: 'git_config_exec' | 'git_config_override' | 'dynamic_argument'; why: string } | undefined {
   const text = kv.value ?? kv.prefix;
   const eq = text.indexOf('=');
   if (kv.value === undefined && eq < 0) return { reason: 'dynamic_argument', why: `the \`${option}\` key \`${kv.text}\` is computed at run time` };
   const rawKey = eq < 0 ? text : text.slice(0, eq);
-  // Section and variable names are case-insensitive; a subsection (between them) is not.
-  const parts = rawKey.split('.');
-  const key = parts.length <= 2 ? rawKey.toLowerCase() : [parts[0].toLowerCase(), ...parts.slice(1, -1), parts[parts.length - 1].toLowerCase()].join('.');
+  const key = normalizeConfigKey(rawKey);
   if (CONFIG_EXEC.some((re) => re.test(key))) {
     return { reason: 'git_config_exec', why: `\`${option} ${rawKey}=…\` can make git run a program (or load more config)` };
   }
@@ -184,6 +222,7 @@ interface RuleInput {
   readonly scope: GitScope;
   readonly sub: string;
   readonly deny: (reason: Parameters<typeof refusal>[0], why: string, instead?: string) => Refusal;
+  readonly unsure?: (why: string) => void;
 }
 type Rule = (input: RuleInput) => Verdict;
 
@@ -238,18 +277,41 @@ const isBranch = (name: string, scope: GitScope) => name === scope.branch || nam
 
 const free: Rule = () => undefined;
 
+/** What a subcommand's options can do besides reading and writing this worktree: its option table, by effect. */
+interface Effects {
+  /** Long options whose value is a file or directory git writes; any abbreviation that could mean one counts. */
+  readonly writes?: readonly string[];
+  /** Short options whose value (attached or next) is a file or directory git writes. */
+  readonly writeShort?: string;
+  /** Written paths git takes relative to the top of the worktree (`apply --directory`), not the current directory. */
+  readonly fromTop?: readonly string[];
+  /** Long options that name a program git runs; any abbreviation that could mean one counts. */
+  readonly exec?: readonly string[];
+  readonly execShort?: string;
+  /** Options that take the next word as their value, so that word is data (`--author --output=x` searches). */
+  readonly valueTakers?: readonly string[];
+}
+
 /**
- * Read-only commands whose options include a few that write files or run programs. Options are not fully
- * modelled: any word before `--` that could be one of those options is checked, and a computed word that could
- * be an option is refused.
+ * Commands whose options are not fully modelled but whose effects are: every word before `--` that could be (an
+ * abbreviation of) a writing or program-running option is checked, a short cluster is read letter by letter, and
+ * a computed word that could be such an option is refused. An unknown option is git's to reject, never a way out:
+ * only options that read remain unlisted.
  */
-function watched(dangers: { writes?: readonly string[]; writeShort?: string; exec?: readonly string[]; execShort?: string; valueTakers?: readonly string[] }): Rule {
-  const writes = dangers.writes ?? [];
-  const exec = dangers.exec ?? [];
-  const takers = new Set(dangers.valueTakers ?? []);
+function watched(effects: Effects): Rule {
+  const writes = effects.writes ?? [];
+  const exec = effects.exec ?? [];
+  const takers = new Set(effects.valueTakers ?? []);
+  const couldMean = (names: readonly string[], name: string) => name.length > 0 && names.find((o) => o.startsWith(name));
   return (input) => {
     const args = input.args;
-    const missing = () => (input.trailingDynamic ? input.deny('dynamic_argument', `\`git ${input.sub}\` gets more arguments from input at run time; one could be a file to write`) : undefined);
+    const fromInput = () => input.deny('dynamic_argument', `\`git ${input.sub}\` gets more arguments from input at run time; one could be a file to write or a program to run`);
+    const missing = () => (input.trailingDynamic ? fromInput() : undefined);
+    const target = (option: string, value: Word): Verdict => {
+      const bad = writeTarget(input, value, `writes \`${value.text}\` (${option})`);
+      if (bad || !effects.fromTop?.includes(option) || input.cwd.kind !== 'known' || input.cwd.path === input.scope.worktree) return bad;
+      return writeTarget({ ...input, cwd: { kind: 'known', path: input.scope.worktree } }, value, `writes under \`${value.text}\` (${option}, from the top of the worktree)`);
+    };
     for (let i = 0; i < args.length; i++) {
       const w = args[i];
       const v = w.value;
@@ -258,7 +320,7 @@ function watched(dangers: { writes?: readonly string[]; writeShort?: string; exe
         const p = w.prefix;
         if (p.startsWith('--') && p.includes('=') && !w.splits) {
           const name = p.slice(2, p.indexOf('='));
-          if (writes.some((o) => o.startsWith(name)) || exec.some((o) => o.startsWith(name))) {
+          if (couldMean(writes, name) || couldMean(exec, name)) {
             return input.deny('dynamic_argument', `\`${w.text}\`: the file or program for \`git ${input.sub}\` is computed at run time`);
           }
           continue;
@@ -269,35 +331,44 @@ function watched(dangers: { writes?: readonly string[]; writeShort?: string; exe
       if (v.startsWith('--') && v.length > 2) {
         const eq = v.indexOf('=');
         const name = eq < 0 ? v.slice(2) : v.slice(2, eq);
-        if (exec.some((o) => o.startsWith(name))) {
-          return input.deny('git_runs_program', `\`${v}\` makes \`git ${input.sub}\` run a program`);
-        }
-        if (name.length > 0 && writes.some((o) => o.startsWith(name) && name.length >= 2)) {
-          const value = eq >= 0 ? { ...w, value: v.slice(eq + 1), prefix: v.slice(eq + 1) } : args[++i];
+        const program = couldMean(exec, name);
+        if (program) return input.deny('git_runs_program', `\`${v}\` (--${program}) makes \`git ${input.sub}\` run a program`);
+        const written = couldMean(writes, name);
+        if (written) {
+          const value = eq >= 0 ? { ...w, value: v.slice(eq + 1), prefix: v.slice(eq + 1), text: v.slice(eq + 1) } : args[++i];
           if (!value) return missing();
-          const bad = writeTarget(input, value, `writes \`${value.text}\``);
+          const bad = target(written, value);
           if (bad) return bad;
           continue;
         }
-        if (takers.has(name) && eq < 0) i++;
+        if (eq < 0 && takers.has(name)) i++;
         continue;
       }
-      if (v.startsWith('-') && v.length > 1 && !v.startsWith('--')) {
-        if (dangers.execShort && v[1] && dangers.execShort.includes(v[1])) {
-          return input.deny('git_runs_program', `\`${v}\` makes \`git ${input.sub}\` run a program`);
+      if (v.startsWith('-') && v.length > 1) {
+        for (let j = 1; j < v.length; j++) {
+          const c = v[j];
+          if (effects.execShort?.includes(c)) return input.deny('git_runs_program', `\`-${c}\` in \`${v}\` makes \`git ${input.sub}\` run a program`);
+          const writer = effects.writeShort?.includes(c);
+          if (!writer && !takers.has(`-${c}`)) continue;
+          const rest = v.slice(j + 1);
+          const value = rest ? { ...w, value: rest, prefix: rest, text: rest } : args[++i];
+          if (writer) {
+            if (!value) return missing();
+            const bad = target(`-${c}`, value);
+            if (bad) return bad;
+          }
+          break;
         }
-        if (dangers.writeShort && dangers.writeShort.includes(v[1])) {
-          const value = v.length > 2 ? { ...w, value: v.slice(2), prefix: v.slice(2) } : args[++i];
-          if (!value) return missing();
-          const bad = writeTarget(input, value, `writes \`${value.text}\``);
-          if (bad) return bad;
-          continue;
-        }
-        if (takers.has(v) && v.length === 2) i++;
       }
     }
-    if (input.trailingDynamic && (writes.length > 0 || exec.length > 0 || dangers.writeShort || dangers.execShort)) return missing();
-    return undefined;
+    if (!input.trailingDynamic || (writes.length === 0 && exec.length === 0 && !effects.writeShort && !effects.execShort)) return undefined;
+    // Words from input can only add options of this table; when the only effect is a write, the kernel layer
+    // confines where it lands, so the guard says it could not judge instead of refusing.
+    if (input.unsure && exec.length === 0 && !effects.execShort) {
+      input.unsure(`\`git ${input.sub}\` gets more arguments from input at run time; the guard could not check them for --${writes[0] ?? 'output'}=<file>, the sandbox confines where it writes`);
+      return undefined;
+    }
+    return fromInput();
   };
 }
 
@@ -533,7 +604,7 @@ const push: Rule = (input) => {
   }
   for (const r of optValues(p, 'recurse')) {
     const v = exactValue(r);
-    if (v !== 'check' && v !== 'no') return input.deny('moves_other_ref', `\`--recurse-submodules=${r.text}\` pushes other repositories' refs`);
+    if (v !== 'check' && v !== 'no') return input.deny('moves_other_ref', `\`--recurse-submodules=${v ?? r.text}\` pushes other repositories' refs`);
   }
   const bad = noTrailing(input);
   if (bad) return bad;
@@ -623,18 +694,32 @@ const FETCH: OptSpec[] = [
   { key: 'filter', long: ['filter'], arg: 'required' },
 ];
 
+const SHALLOW = ['depth', 'deepen', 'shallow-since', 'shallow-exclude', 'unshallow', 'update-shallow'];
+
+/**
+ * `git fetch` may write FETCH_HEAD, this session's own refs, and faithful remote-tracking copies: the remote's
+ * `refs/heads/X` into `refs/remotes/<that remote>/X`, never another remote's namespace, a local branch, a tag or
+ * a note. Without a refspec the remote's configured ones apply; the child cannot write that config, so they are
+ * the operator's. `--prune` deletes only tracking refs whose branch the remote no longer has, which keeps the
+ * copy faithful. Tag auto-following creates only tags absent locally (git ≥ 2.20 refuses to move an existing tag
+ * without `--force`), so a plain fetch passes; `--tags`, tag refspecs and `--force` (which lets a remote
+ * configured to fetch tags move them) do not. The shallow options rewrite `shallow` in the common directory.
+ */
 const fetch: Rule = (input) => {
   const p = strict(input, FETCH);
   if (isRefusal(p)) return p;
   if (has(p, 'update-head-ok')) return input.deny('moves_other_ref', '`--update-head-ok` lets fetch move a checked-out branch');
   if (has(p, 'upload-pack')) return input.deny('git_runs_program', '`--upload-pack` runs a program for the fetch');
   if (has(p, 'prune-tags')) return input.deny('moves_other_ref', '`--prune-tags` deletes local tags (shared refs)');
-  if (has(p, 'stdin')) return input.deny('dynamic_argument', '`git fetch --stdin` reads its refspecs at run time');
-  for (const m of optValues(p, 'refmap')) {
-    const v = exactValue(m);
-    if (v === undefined) return input.deny('dynamic_argument', `the refmap \`${m.text}\` is computed at run time`);
-    if (v !== '' && fetchRefspecProblem(v)) return input.deny('moves_other_ref', `\`--refmap=${v}\` maps fetched refs outside refs/remotes/`);
+  if (has(p, 'tags')) return input.deny('moves_other_ref', '`git fetch --tags` writes every tag of the remote into refs/tags (shared refs), moving existing ones');
+  const shallow = SHALLOW.find((k) => has(p, k));
+  if (shallow) {
+    return input.deny('shared_state', `\`git fetch --${shallow}\` rewrites \`shallow\` in the shared git directory, which changes history for every worktree`);
   }
+  if (has(p, 'force') && !has(p, 'tags', true)) {
+    return input.deny('moves_other_ref', '`git fetch --force` lets refspecs and tag following move existing refs (tags too, when the remote is configured to fetch them)', 'Drop `--force`, or add `--no-tags` and name remote-tracking refspecs.');
+  }
+  if (has(p, 'stdin')) return input.deny('dynamic_argument', '`git fetch --stdin` reads its refspecs at run time');
   const bad = noTrailing(input);
   if (bad) return bad;
   const words = literalOperands(input, [...p.positionals, ...p.afterDashDash], 'repository or refspec');
@@ -643,27 +728,51 @@ const fetch: Rule = (input) => {
     const helper = remoteHelperProblem(w);
     if (helper) return input.deny('git_runs_program', helper);
   }
+  const [repo, ...refspecs] = words;
+  for (const m of optValues(p, 'refmap')) {
+    const v = exactValue(m);
+    if (v === undefined) return input.deny('dynamic_argument', `the refmap \`${m.text}\` is computed at run time`);
+    if (v === '') continue;
+    // Without a repository the refmap's remote is whichever is the default: its namespace cannot be checked.
+    const problem = repo === undefined ? 'a refmap needs a named remote' : fetchRefspecProblem(v, repo, input.scope);
+    if (problem) return input.deny('moves_other_ref', `\`--refmap=${v}\`: ${problem}`);
+  }
   if (has(p, 'all') || has(p, 'multiple')) return undefined; // operands are remote names
-  const refspecs = words.slice(1);
-  for (let k = 0; k < refspecs.length; k++) {
-    if (refspecs[k] === 'tag') return input.deny('moves_other_ref', '`git fetch <remote> tag <name>` writes a local tag (a shared ref)');
-    const problem = fetchRefspecProblem(refspecs[k]);
-    if (problem) return input.deny('moves_other_ref', `refspec \`${refspecs[k]}\`: ${problem}`);
+  for (const spec of refspecs) {
+    if (spec === 'tag') return input.deny('moves_other_ref', '`git fetch <remote> tag <name>` writes a local tag (a shared ref)');
+    const problem = fetchRefspecProblem(spec, repo, input.scope);
+    if (problem) return input.deny('moves_other_ref', `refspec \`${spec}\`: ${problem}`);
   }
   return undefined;
 };
 
-/** A fetch refspec may write only remote-tracking refs (or nothing but FETCH_HEAD). */
-export function fetchRefspecProblem(spec: string): string | undefined {
+/**
+ * Why a fetch refspec from `repo` may not run, or undefined when it writes only FETCH_HEAD, this session's own
+ * refs, or the faithful remote-tracking copy (`[+][refs/heads/]X:refs/remotes/<repo>/X`, `*` in the same place).
+ */
+export function fetchRefspecProblem(spec: string, repo: string, scope: GitScope): string | undefined {
   let s = spec;
   if (s.startsWith('^')) return undefined; // negative: only excludes
   if (s.startsWith('+')) s = s.slice(1);
   const colon = s.indexOf(':');
   if (colon < 0) return undefined;
+  const src = s.slice(0, colon);
   const dst = s.slice(colon + 1);
   if (dst === '') return undefined;
-  if (dst.startsWith('refs/remotes/')) return undefined;
-  return `writes the local ref \`${dst}\`; fetch may write only remote-tracking refs (refs/remotes/…) or FETCH_HEAD`;
+  if (isBranch(dst, scope) || dst === `refs/remotes/${repo}/${scope.branch}`) {
+    return undefined; // this session's own branch (git refuses to fetch into a checked-out branch) or its tracking ref
+  }
+  if (!dst.startsWith('refs/remotes/')) {
+    return `writes the local ref \`${dst}\`; fetch may write only remote-tracking refs (refs/remotes/<remote>/…) or FETCH_HEAD`;
+  }
+  // Only a configured remote has a tracking namespace: a path or URL names none (`refs/remotes/../main/` is not one).
+  if (localRepository(repo) || repo.includes(':')) return `writes \`${dst}\` from \`${repo}\`, which is a path or URL, not a remote with its own tracking refs`;
+  const tracking = `refs/remotes/${repo}/`;
+  const branchName = src.startsWith('refs/heads/') ? src.slice('refs/heads/'.length) : src.startsWith('refs/') || src === 'HEAD' || src === '@' ? undefined : src;
+  if (!dst.startsWith(tracking) || branchName === undefined || dst.slice(tracking.length) !== branchName) {
+    return `writes \`${dst}\` from \`${src}\` of \`${repo}\`; a remote-tracking ref may only copy the remote's own branch of the same name (refs/heads/X → ${tracking}X)`;
+  }
+  return undefined;
 }
 
 const stash: Rule = (input) => {
@@ -705,8 +814,40 @@ function actionRule(
 
 const worktree = actionRule(['list'], false, { reason: 'shared_state', what: 'changes the shared worktree administration (other worktrees live there)' });
 const remote = actionRule(['show', 'get-url'], true, { reason: 'shared_state', what: 'changes remotes in the shared config' });
+const SUBMODULE_UPDATE: OptSpec[] = [
+  { key: 'flag', short: 'qNf', long: ['quiet', 'progress', 'init', 'remote', 'fetch', 'force', 'checkout', 'merge', 'rebase', 'recursive', 'recommend-shallow', 'single-branch', 'dissociate', 'require-init'] },
+  { key: 'value', short: 'j', long: ['depth', 'jobs', 'filter'], arg: 'required' },
+  { key: 'reference', long: ['reference'], arg: 'required' },
+];
+
+/**
+ * `git submodule update [--init]`: allowed inside the worktree. Observed on git 2.39.5, the submodule's repository
+ * is cloned into this worktree's own admin directory (`<common>/worktrees/<id>/modules/<name>`), which the kernel
+ * layer leaves writable, and its files land inside the worktree; `--merge`/`--rebase` act in that private clone.
+ * The one shared write is `--init` registering a submodule not yet in the config (`submodule.<name>.url` and
+ * `.active`, copied from .gitmodules; git never copies an `update = !command` from there, and refuses the `file`
+ * and `ext` transports for submodules by default). When the main checkout has registered the submodule (the
+ * usual case) nothing shared is written; otherwise the kernel layer, which keeps the config read-only, refuses
+ * that write and the child asks the orchestrator.
+ */
+const submoduleUpdate: Rule = (input) => {
+  const p = strict(input, SUBMODULE_UPDATE);
+  if (isRefusal(p)) return p;
+  const bad = noTrailing(input);
+  if (bad) return bad;
+  for (const w of [...p.positionals, ...p.afterDashDash]) {
+    const v = exactValue(w);
+    if (v === undefined) return input.deny('dynamic_argument', `the submodule path \`${w.text}\` is computed at run time`);
+    if (!cwdInside(resolvePath(input.cwd, v, input.scope.worktree), input.scope.worktree)) {
+      return input.deny('outside_worktree', `the submodule path \`${v}\` is outside ${input.scope.worktree}`);
+    }
+  }
+  return undefined;
+};
+
 const submodule = actionRule(['status', 'summary'], true, { reason: 'shared_state', what: 'changes submodule state in the shared config and modules directory' }, {
   foreach: (input) => input.deny('git_runs_program', '`git submodule foreach` runs a command in every submodule'),
+  update: submoduleUpdate,
 });
 const reflogActions = actionRule(['exists', 'list'], true, { reason: 'shared_state', what: 'expires or deletes reflog entries (all worktrees\' reflogs)' }, {
   show: (input) => logFamily(input),
@@ -719,43 +860,102 @@ const reflog: Rule = (input) => {
   if (v !== undefined && ['show', 'exists', 'list', 'expire', 'delete', 'drop'].includes(v)) return reflogActions(input);
   return logFamily(input);
 };
-const notes = actionRule(['list', 'show', 'get-ref'], true, { reason: 'moves_other_ref', what: 'writes refs/notes (shared refs)' });
+/**
+ * `git notes [--ref <ref>] <action>`: every writing action changes a ref under refs/notes (refs/notes/commits by
+ * default), which all worktrees share; none is this session's branch, so only the reading actions pass.
+ */
+const notes: Rule = (input) => {
+  const args = input.args;
+  let k = 0;
+  for (; k < args.length; k++) {
+    const v = args[k].value;
+    if (v === undefined) return input.deny('dynamic_argument', `\`${args[k].text}\` in \`git notes\` is computed at run time`);
+    if (!v.startsWith('-')) break;
+    const parsed = parseOptions([args[k]], [{ key: 'ref', long: ['ref'], arg: 'required' }]);
+    if (parsed.ok) continue;
+    if (parsed.problem === 'missing_value') {
+      k++; // `--ref <ref>`: any notes ref may be read
+      continue;
+    }
+    return input.deny('unknown_git_option', `\`${v}\` is not an option of \`git notes\` the guard knows`);
+  }
+  const action = args[k] ? (args[k].value as string) : 'list';
+  if (['list', 'show', 'get-ref'].includes(action)) return input.trailingDynamic && !args[k] ? noTrailing(input) : undefined;
+  return input.deny('moves_other_ref', `\`git notes ${action}\` writes a ref under refs/notes, which every worktree shares`);
+};
 const sparse = actionRule(['list'], false, { reason: 'shared_state', what: 'changes sparse-checkout settings (and may enable per-worktree config in the shared config)' });
 const commitGraph = actionRule(['verify'], false, { reason: 'shared_state', what: 'rewrites shared object-store files' });
 const multiPack = actionRule(['verify'], false, { reason: 'shared_state', what: 'rewrites shared object-store files' });
 const rerere = actionRule(['status', 'diff', 'remaining'], false, { reason: 'shared_state', what: 'writes the shared rerere cache' });
 const refsCmd = actionRule(['verify', 'list', 'exists'], false, { reason: 'shared_state', what: 'rewrites the shared ref store' });
-const bundle = actionRule(['verify', 'list-heads', 'unbundle'], false, { reason: 'shared_state', what: 'is not modelled' }, {
-  create: (input) => {
-    const file = input.args.find((w) => !w.value?.startsWith('-'));
-    return file ? writeTarget(input, file, `writes the bundle \`${file.text}\``) : undefined;
-  },
-});
+const BUNDLE_CREATE: OptSpec[] = [
+  { key: 'flag', short: 'q', long: ['quiet', 'progress', 'all-progress', 'all-progress-implied'] },
+  { key: 'version', long: ['version'], arg: 'required' },
+];
+
+/** `git bundle create [options] <file> <rev-list args>`: the first operand after bundle's own options is written. */
+const bundleCreate: Rule = (input) => {
+  const args = input.args;
+  for (let k = 0; k < args.length; k++) {
+    const w = args[k];
+    const v = w.value;
+    if (v === undefined) {
+      if (w.prefix.startsWith('-') || w.prefix === '' || w.splits) return input.deny('dynamic_argument', `\`${w.text}\` in \`git bundle create\` is computed at run time and may be an option or the file`);
+      return writeTarget(input, w, `writes the bundle \`${w.text}\``);
+    }
+    if (v === '-' || !v.startsWith('-')) return v === '-' ? undefined : writeTarget(input, w, `writes the bundle \`${w.text}\``);
+    const parsed = parseOptions([w], BUNDLE_CREATE);
+    if (parsed.ok) continue;
+    if (parsed.problem === 'missing_value') {
+      k++; // `--version 3`
+      continue;
+    }
+    return input.deny('unknown_git_option', `\`${v}\` is not an option of \`git bundle create\` the guard knows (it would decide which word is the file)`);
+  }
+  return input.trailingDynamic ? input.deny('dynamic_argument', '`git bundle create` gets its file from input at run time') : undefined;
+};
+const bundle = actionRule(['verify', 'list-heads', 'unbundle'], false, { reason: 'shared_state', what: 'is not modelled' }, { create: bundleCreate });
 
 const CONFIG: OptSpec[] = [
   { key: 'write', long: ['add', 'replace-all', 'unset', 'unset-all', 'rename-section', 'remove-section', 'edit', 'comment'], short: 'e', danger: true },
   { key: 'read', long: ['get', 'get-all', 'get-regexp', 'get-urlmatch', 'list', 'get-color', 'get-colorbool'], short: 'l' },
   { key: 'scope', long: ['global', 'system', 'local', 'worktree', 'includes'] },
-  { key: 'file', short: 'f', long: ['file', 'blob'], arg: 'required' },
+  { key: 'file', short: 'f', long: ['file'], arg: 'required' },
+  { key: 'blob', long: ['blob'], arg: 'required' },
   { key: 'type', long: ['type', 'default', 'value', 'url'], arg: 'required' },
   { key: 'flag', long: ['bool', 'int', 'bool-or-int', 'bool-or-str', 'path', 'expiry-date', 'null', 'name-only', 'show-origin', 'show-scope', 'fixed-value', 'all', 'regexp', 'no-type'], short: 'z' },
 ];
 
+/**
+ * `git config` reads freely. It writes the shared config (or the per-worktree or global one, which the guard does
+ * not tell apart) unless `-f` names a file inside the worktree, such as `.gitmodules`: no config git reads lives
+ * there. The refusal names keys that run programs (`git config core.hooksPath x`).
+ */
 const config: Rule = (input) => {
   const p = strict(input, CONFIG);
   if (isRefusal(p)) return p;
   const bad = noTrailing(input);
   if (bad) return bad;
-  if (has(p, 'write')) return input.deny('shared_state', '`git config` writes configuration that every worktree (and session) shares');
   const words = [...p.positionals, ...p.afterDashDash];
   const action = words[0] ? exactValue(words[0]) : undefined;
   if (words[0] && action === undefined) return input.deny('dynamic_argument', `the \`git config\` key or action \`${words[0].text}\` is computed at run time`);
-  if (action !== undefined && ['set', 'unset', 'rename-section', 'remove-section', 'edit'].includes(action) && !has(p, 'read')) {
-    return input.deny('shared_state', `\`git config ${action}\` writes configuration that every worktree (and session) shares`);
+  const subcommand = action !== undefined && ['set', 'unset', 'rename-section', 'remove-section', 'edit', 'get', 'list'].includes(action);
+  const writes = has(p, 'write') || (!has(p, 'read') && (subcommand ? !['get', 'list'].includes(action as string) : words.length > 1));
+  if (!writes) return undefined;
+  const files = optValues(p, 'file');
+  if (files.length > 0 && !has(p, 'scope') && !has(p, 'blob')) {
+    for (const f of files) {
+      const outside = writeTarget(input, f, `writes the config file \`${f.text}\``);
+      if (outside) return outside;
+    }
+    return undefined;
   }
-  if (has(p, 'read') || action === 'get' || action === 'list') return undefined;
-  if (words.length <= 1) return undefined; // `git config <key>` reads
-  return input.deny('shared_state', '`git config <key> <value>` writes configuration that every worktree (and session) shares');
+  const keyWord = subcommand ? words[1] : words[0];
+  const key = keyWord ? exactValue(keyWord) : undefined;
+  if (key !== undefined && CONFIG_EXEC.some((re) => re.test(normalizeConfigKey(key)))) {
+    return input.deny('shared_state', `\`git config\` writes \`${key}\`, a key that makes git run a program (or load more config), in configuration every worktree shares`);
+  }
+  return input.deny('shared_state', '`git config` with a value (or --add/--unset/set …) writes configuration that every worktree (and session) shares');
 };
 
 const TAG: OptSpec[] = [
@@ -804,101 +1004,152 @@ const symbolicRef: Rule = (input) => {
   return input.deny('moves_other_ref', '`git symbolic-ref` with a target (or -d) rewrites a symbolic ref such as HEAD (including other worktrees\' HEADs)');
 };
 
+/** `git bisect log` and `terms` read this worktree's bisect state; every other action checks out other commits. */
+const bisect: Rule = (input) => {
+  const first = input.args[0];
+  const v = first ? exactValue(first) : undefined;
+  if (first && v === undefined) return input.deny('dynamic_argument', `the \`git bisect\` action \`${first.text}\` is computed at run time`);
+  if ((v === 'log' || v === 'terms') && !input.trailingDynamic) return undefined;
+  if (v === 'run') return input.deny('git_runs_program', '`git bisect run` runs a command at every step (and checks out other commits)');
+  return input.deny('switches_branch', '`git bisect` checks out other commits in this worktree');
+};
+
 const refMover = (what: string): Rule => (input) => input.deny('moves_other_ref', `\`git ${input.sub}\` ${what}`);
 const sharedWriter = (what: string): Rule => (input) => input.deny('shared_state', `\`git ${input.sub}\` ${what}`);
 const runsProgram = (what: string): Rule => (input) => input.deny('git_runs_program', `\`git ${input.sub}\` ${what}`);
+/** `--tool-help` alone only lists the tools git knows. */
+const toolHelp = (rule: Rule): Rule => (input) =>
+  input.args.length === 1 && input.args[0].value === '--tool-help' && !input.trailingDynamic ? undefined : rule(input);
 
+const REPLACE: OptSpec[] = [
+  { key: 'list', short: 'l', long: ['list'] },
+  { key: 'format', long: ['format'], arg: 'required' },
+  { key: 'write', short: 'dfeg', long: ['delete', 'force', 'edit', 'graft', 'convert-graft-file', 'raw'], danger: true },
+];
+
+/** `git replace [-l] [--format=…] [<pattern>]` lists; anything else writes refs/replace/*, which every worktree shares. */
 const replace: Rule = (input) => {
-  const words = input.args.filter((w) => w.value !== '--');
-  if (words.length === 0 || words.every((w) => ['-l', '--list'].includes(w.value ?? '') || (w.value ?? '').startsWith('--format'))) return undefined;
+  const p = strict(input, REPLACE);
+  if (isRefusal(p)) return p;
+  const bad = noTrailing(input);
+  if (bad) return bad;
+  const operands = [...p.positionals, ...p.afterDashDash];
+  if (!has(p, 'write') && (has(p, 'list') || operands.length === 0)) return undefined;
   return input.deny('moves_other_ref', '`git replace` writes refs/replace (shared refs)');
 };
 
+const INIT: OptSpec[] = [
+  { key: 'template', long: ['template'], arg: 'required', danger: true },
+  { key: 'separate-git-dir', long: ['separate-git-dir'], arg: 'required', danger: true },
+  { key: 'value', short: 'b', long: ['initial-branch', 'object-format', 'ref-format'], arg: 'required' },
+  { key: 'shared', long: ['shared'], arg: 'optional' },
+  { key: 'flag', short: 'q', long: ['quiet', 'bare'] },
+];
+
+/** A template directory supplies hooks (and config) that git copies into the new repository and later runs. */
+const templateProblem = (input: RuleInput, p: Parsed): Verdict =>
+  has(p, 'template')
+    ? input.deny('git_config_exec', `\`git ${input.sub} --template\` copies hooks and config from a directory into the new repository, which git then runs`)
+    : undefined;
+
 const init: Rule = (input) => {
-  const args = input.args;
-  let dir: Word | undefined;
-  for (let k = 0; k < args.length; k++) {
-    const v = args[k].value;
-    if (v === undefined) return input.deny('dynamic_argument', `\`${args[k].text}\` in \`git init\` is computed at run time`);
-    if (v.startsWith('--separate-git-dir') || v.startsWith('--template')) {
-      const value = v.includes('=') ? { ...args[k], value: v.slice(v.indexOf('=') + 1) } : args[++k];
-      if (!value) return undefined;
-      const bad = writeTarget(input, value, `writes \`${value.text}\``);
-      if (bad) return bad;
-      continue;
-    }
-    if (v === '-b' || v === '--initial-branch' || v === '--object-format' || v === '--ref-format' || v === '--shared') {
-      if (v !== '--shared') k++;
-      continue;
-    }
-    if (!v.startsWith('-')) dir = args[k];
+  const p = strict(input, INIT);
+  if (isRefusal(p)) return p;
+  const bad = templateProblem(input, p) ?? noTrailing(input);
+  if (bad) return bad;
+  for (const dir of optValues(p, 'separate-git-dir')) {
+    const outside = writeTarget(input, dir, `puts the repository in \`${dir.text}\``);
+    if (outside) return outside;
   }
+  const operands = [...p.positionals, ...p.afterDashDash];
+  if (operands.length > 1) return input.deny('unknown_git_option', '`git init` takes one directory');
+  const dir = operands[0];
+  if (dir && dir.value === undefined) return input.deny('dynamic_argument', `the directory \`${dir.text}\` for \`git init\` is computed at run time`);
   const where = dir ? resolvePath(input.cwd, dir.value as string, input.scope.worktree) : input.cwd;
   if (where.kind === 'known' && isInside(where.path, input.scope.worktree) && where.path !== input.scope.worktree) {
-    if (dir) {
-      const bad = writeTarget(input, dir, `creates \`${dir.text}\``);
-      if (bad) return bad;
-    }
-    return undefined;
+    return dir ? writeTarget(input, dir, `creates \`${dir.text}\``) : undefined;
   }
   return input.deny('shared_state', '`git init` here would re-initialise this worktree\'s shared repository (or a directory outside the worktree)');
 };
 
+const CLONE: OptSpec[] = [
+  { key: 'upload-pack', short: 'u', long: ['upload-pack'], arg: 'required', danger: true },
+  { key: 'template', long: ['template'], arg: 'required', danger: true },
+  { key: 'config', short: 'c', long: ['config'], arg: 'required', danger: true },
+  { key: 'separate-git-dir', long: ['separate-git-dir'], arg: 'required', danger: true },
+  { key: 'local', short: 'l', long: ['local'] },
+  { key: 'hardlinks', long: ['hardlinks'] },
+  { key: 'shared', short: 's', long: ['shared'] },
+  { key: 'value', short: 'obj', long: ['reference', 'reference-if-able', 'server-option', 'origin', 'branch', 'revision', 'depth', 'shallow-since', 'shallow-exclude', 'jobs', 'filter', 'bundle-uri', 'ref-format'], arg: 'required' },
+  { key: 'recurse', long: ['recurse-submodules', 'recursive'], arg: 'optional' },
+  { key: 'flag', short: 'qvn46', long: ['quiet', 'verbose', 'progress', 'checkout', 'bare', 'mirror', 'single-branch', 'tags', 'shallow-submodules', 'remote-submodules', 'dissociate', 'sparse', 'also-filter-submodules', 'reject-shallow', 'ipv4', 'ipv6'] },
+];
+
+/** A repository argument git clones with the local optimisation: a path, not a URL (`file://` uses the transport). */
+function localSource(v: string): boolean {
+  if (v.includes('://')) return false;
+  const colon = v.indexOf(':');
+  return colon < 0 || v.slice(0, colon).includes('/');
+}
+
+/**
+ * `git clone`: the destination must be inside the worktree; `-c` keys are judged like `git -c` (clone writes them
+ * into the new repository's config and uses them for the checkout, so `core.fsmonitor` or `core.worktree` act at
+ * once). A local source is cloned by hard-linking its object files: a link to the shared object store, whose
+ * content a later write through the link would change. `--no-hardlinks` (or `--shared`, `--no-local`) avoids it.
+ */
 const clone: Rule = (input) => {
-  const args = input.args;
-  const operands: Word[] = [];
-  for (let k = 0; k < args.length; k++) {
-    const w = args[k];
-    const v = w.value;
-    if (v === undefined) {
-      if (w.prefix && !w.prefix.startsWith('-') && !w.splits) {
-        operands.push(w);
-        continue;
-      }
-      return input.deny('dynamic_argument', `\`${w.text}\` in \`git clone\` is computed at run time`);
-    }
-    if (v === '--') {
-      operands.push(...args.slice(k + 1));
-      break;
-    }
-    if (/^--u(p(l(o(a(d(-(p(a(ck?)?)?)?)?)?)?)?)?)?(=|$)/.test(v) || v === '-u' || /^-[^-]*u/.test(v)) {
-      return input.deny('git_runs_program', '`--upload-pack` runs a program for the clone');
-    }
-    if (v.startsWith('--separate-git-dir')) {
-      const value = v.includes('=') ? { ...w, value: v.slice(v.indexOf('=') + 1) } : args[++k];
-      if (value) {
-        const bad = writeTarget(input, value, `writes \`${value.text}\``);
-        if (bad) return bad;
-      }
-      continue;
-    }
-    if (['-o', '--origin', '-b', '--branch', '-c', '--config', '--depth', '--reference', '--reference-if-able', '--template', '-j', '--jobs', '--filter', '--server-option', '--shallow-since', '--shallow-exclude', '--bundle-uri', '--ref-format'].includes(v)) {
-      k++;
-      continue;
-    }
-    if (!v.startsWith('-')) operands.push(w);
+  const p = strict(input, CLONE);
+  if (isRefusal(p)) return p;
+  if (has(p, 'upload-pack')) return input.deny('git_runs_program', '`--upload-pack` runs a program for the clone');
+  const bad = templateProblem(input, p) ?? noTrailing(input);
+  if (bad) return bad;
+  for (const kv of optValues(p, 'config')) {
+    const problem = configOverride(kv, '--config');
+    if (problem) return input.deny(problem.reason, problem.why);
   }
-  if (input.trailingDynamic) return input.deny('dynamic_argument', '`git clone` gets its destination from input at run time');
+  for (const dir of optValues(p, 'separate-git-dir')) {
+    const outside = writeTarget(input, dir, `puts the repository in \`${dir.text}\``);
+    if (outside) return outside;
+  }
+  const operands = [...p.positionals, ...p.afterDashDash];
+  const source = operands[0] ? exactValue(operands[0]) : undefined;
+  if (operands[0] && source === undefined) return input.deny('dynamic_argument', `the repository \`${operands[0].text}\` for \`git clone\` is computed at run time`);
+  if (source !== undefined && localSource(source) && !has(p, 'hardlinks', true) && !has(p, 'shared') && !has(p, 'local', true)) {
+    return input.deny(
+      'outside_worktree',
+      `\`git clone ${source}\` hard-links the object files of a local repository (possibly the shared one) into the worktree`,
+      `Add \`--no-hardlinks\`: \`git clone --no-hardlinks ${source} …\` copies the objects instead.`,
+    );
+  }
   const dest = operands[1];
   if (dest) return writeTarget(input, dest, `clones into \`${dest.text}\``);
   if (!cwdInside(input.cwd, input.scope.worktree)) return input.deny('outside_worktree', 'clone destination outside the worktree');
   return undefined;
 };
 
-// No option of apply/fsck writes elsewhere or runs a program, but a computed word could still be one.
-const apply = watched({});
+/**
+ * `apply` and `am`: `--directory=<root>` puts every patched path under root (taken from the top of the worktree),
+ * `--build-fake-ancestor=<file>` writes an index file, `--unsafe-paths` lifts git's own check that patched paths
+ * stay in the worktree. `--include`/`--exclude` only filter which paths apply, so they are not targets.
+ */
+const applyEffects = watched({ writes: ['directory', 'build-fake-ancestor'], fromTop: ['directory'], valueTakers: ['-p', '-C', 'whitespace', 'include', 'exclude'] });
 const applyRule: Rule = (input) => {
   for (const w of input.args) {
     const v = w.value ?? w.prefix;
+    if (v === '--') break;
     if (v.startsWith('--u') && 'unsafe-paths'.startsWith(v.slice(2).split('=')[0])) {
       return input.deny('outside_worktree', '`git apply --unsafe-paths` writes files outside the worktree');
     }
   }
-  return apply(input);
+  return applyEffects(input);
 };
+const am = watched({ writes: ['directory'], fromTop: ['directory'], valueTakers: ['-p', '-C', 'whitespace', 'include', 'exclude', 'patch-format', 'resolvemsg', 'empty', 'quoted-cr'] });
 
 const checkoutIndex = watched({ writes: ['prefix'] });
-const readTree = watched({ writes: ['index-output'] });
+// `--prefix` reads a tree into the index under a directory, which `-u` then writes from the top of the worktree.
+// (`git archive --prefix` only names paths inside the archive: whatever extracts it is the writer.)
+const readTree = watched({ writes: ['index-output', 'prefix'], fromTop: ['prefix'] });
 const grep = watched({ exec: ['open-files-in-pager'], execShort: 'O' });
 const archive = watched({ writes: ['output'], writeShort: 'o', exec: ['exec'] });
 const formatPatch = watched({ writes: ['output-directory', 'output'], writeShort: 'o' });
@@ -930,12 +1181,70 @@ const mergeFile: Rule = (input) => {
   return writeTarget(input, first, `writes \`${first.text}\``);
 };
 
+const INTERPRET_TRAILERS: OptSpec[] = [
+  { key: 'in-place', long: ['in-place'], danger: true },
+  { key: 'value', long: ['where', 'if-exists', 'if-missing', 'trailer'], arg: 'required' },
+  { key: 'flag', long: ['trim-empty', 'unfold', 'only-trailers', 'only-input', 'parse', 'no-divider'] },
+];
+
+/** `--in-place` (or any abbreviation of it) makes every file operand a write target. */
 const interpretTrailers: Rule = (input) => {
-  if (!input.args.some((w) => (w.value ?? '').startsWith('--in-place'))) return undefined;
+  const p = strict(input, INTERPRET_TRAILERS);
+  if (isRefusal(p)) return p;
+  const bad = noTrailing(input); // input words could add --in-place
+  if (bad) return bad;
+  if (!has(p, 'in-place')) return undefined;
+  for (const w of [...p.positionals, ...p.afterDashDash]) {
+    const outside = writeTarget(input, w, `edits \`${w.text}\` in place`);
+    if (outside) return outside;
+  }
+  return undefined;
+};
+
+/** Commands whose operands are files they write (`git mailinfo <msg> <patch>`); their options take no separate value. */
+const writesOperands: Rule = (input) => {
+  const bad = noTrailing(input);
+  if (bad) return bad;
+  let options = true;
   for (const w of input.args) {
-    if (w.value !== undefined && w.value.startsWith('-')) continue;
-    const bad = writeTarget(input, w, `edits \`${w.text}\` in place`);
-    if (bad) return bad;
+    if (options && w.value === '--') {
+      options = false;
+      continue;
+    }
+    if (options && (w.value ?? w.prefix).startsWith('-') && w.value !== undefined) continue;
+    const outside = writeTarget(input, w, `writes \`${w.text}\``);
+    if (outside) return outside;
+  }
+  return undefined;
+};
+
+const BUILTIN_STRATEGIES = ['ort', 'recursive', 'resolve', 'octopus', 'ours', 'subtree'];
+
+/** `--strategy=<name>` that is not built in runs the program `git-merge-<name>` from the exec path or PATH. */
+const picks: Rule = (input) => {
+  const args = input.args;
+  for (let k = 0; k < args.length; k++) {
+    const w = args[k];
+    const v = w.value ?? w.prefix;
+    if (w.value === '--') break;
+    if (w.value === undefined && !(v.startsWith('--') && v.includes('=')) && (v === '' || v.startsWith('-') || w.splits)) {
+      // A computed word could be `--strategy=<name>` as a whole: only a program already on PATH could run.
+      const why = `\`${w.text}\` in \`git ${input.sub}\` is computed at run time and could be --strategy=<program>`;
+      if (!input.unsure) return input.deny('dynamic_argument', why);
+      input.unsure(`${why}; the sandbox decides`);
+      continue;
+    }
+    if (!v.startsWith('--') || v.length < 3) continue;
+    const eq = v.indexOf('=');
+    if (!'strategy'.startsWith(eq < 0 ? v.slice(2) : v.slice(2, eq))) continue;
+    const value = eq >= 0 ? (w.value === undefined ? undefined : v.slice(eq + 1)) : args[++k] && exactValue(args[k]);
+    if (value === undefined) return input.deny('dynamic_argument', `the merge strategy for \`git ${input.sub}\` (\`${w.text}\`) is computed at run time or missing`);
+    if (!BUILTIN_STRATEGIES.includes(value)) return input.deny('git_runs_program', `\`--strategy=${value}\` runs the program \`git-merge-${value}\``);
+  }
+  if (input.trailingDynamic) {
+    const why = `\`git ${input.sub}\` gets more arguments from input at run time, which could include --strategy=<program>`;
+    if (!input.unsure) return input.deny('dynamic_argument', why);
+    input.unsure(`${why}; the sandbox decides`);
   }
   return undefined;
 };
@@ -952,10 +1261,10 @@ const SUBCOMMANDS: Record<string, Rule> = {
   diff: logFamily, log: logFamily, show: logFamily, whatchanged: logFamily, shortlog: logFamily, 'range-diff': logFamily,
   'diff-tree': logFamily, 'diff-files': logFamily, 'diff-index': logFamily,
   grep, archive: noRemoteHelper(archive), 'format-patch': formatPatch, 'ls-remote': lsRemote, 'fast-export': fastExport, fsck: fsckRule,
-  mailsplit, mailinfo: free, 'merge-file': mergeFile, 'interpret-trailers': interpretTrailers, bundle,
+  mailsplit, mailinfo: writesOperands, 'merge-file': mergeFile, 'interpret-trailers': interpretTrailers, bundle,
   // writes to this worktree's files, index and branch
-  add: free, stage: free, rm: free, mv: free, restore: free, commit: free, clean: free, 'cherry-pick': free, revert: free,
-  am: free, apply: applyRule, 'update-index': free, 'write-tree': free, 'read-tree': readTree, 'checkout-index': checkoutIndex,
+  add: free, stage: free, rm: free, mv: free, restore: free, commit: free, clean: free, 'cherry-pick': picks, revert: picks,
+  am, apply: applyRule, 'update-index': free, 'write-tree': free, 'read-tree': readTree, 'checkout-index': checkoutIndex,
   // need a closer look
   checkout, switch: switchRule, branch, push, fetch, config, tag, stash, worktree, remote, submodule, reflog, notes,
   'symbolic-ref': symbolicRef, replace, init, clone: noRemoteHelper(clone), 'sparse-checkout': sparse, 'commit-graph': commitGraph,
@@ -969,13 +1278,13 @@ const SUBCOMMANDS: Record<string, Rule> = {
   'filter-branch': refMover('rewrites branches'), 'filter-repo': refMover('rewrites branches'),
   'fast-import': refMover('writes refs from its input'), 'send-pack': refMover('pushes refs'),
   'receive-pack': refMover('accepts ref updates into a repository'), 'http-push': refMover('pushes refs'),
-  replay: refMover('replays commits onto refs'), bisect: (input) => input.deny('switches_branch', '`git bisect` checks out other commits in this worktree'),
+  replay: refMover('replays commits onto refs'), bisect,
   // shared object store and repository maintenance
   gc: sharedWriter('prunes and repacks the shared object store'), prune: sharedWriter('deletes objects from the shared object store'),
   repack: sharedWriter('rewrites the shared object store'), 'prune-packed': sharedWriter('deletes objects from the shared object store'),
   'pack-refs': sharedWriter('rewrites the shared ref store'), maintenance: sharedWriter('runs maintenance on the shared repository'),
   // programs
-  hook: runsProgram('runs hooks'), difftool: runsProgram('runs a configured diff tool'), mergetool: runsProgram('runs a configured merge tool'),
+  hook: runsProgram('runs hooks'), difftool: toolHelp(runsProgram('runs a configured diff tool')), mergetool: toolHelp(runsProgram('runs a configured merge tool')),
   'for-each-repo': runsProgram('runs git commands in other repositories'), 'merge-index': runsProgram('runs a merge program'),
   'merge-one-file': runsProgram('runs as a merge program'), instaweb: runsProgram('starts a web server and browser'),
   'send-email': runsProgram('runs a mailer'), daemon: runsProgram('serves the repository'), credential: runsProgram('runs credential helpers'),

@@ -71,7 +71,8 @@ export function matchLong(name: string, specs: readonly OptSpec[], negation: boo
       }
     }
   }
-  const exact = candidates.find((c) => c.exact);
+  // `--no-merged` names the option `no-merged` itself before it negates `merged` (git checks exact names first).
+  const exact = candidates.find((c) => c.exact && !c.negated) ?? candidates.find((c) => c.exact);
   if (exact) return { spec: exact.spec, negated: exact.negated };
   const dangerous = candidates.find((c) => c.spec.danger && !c.negated);
   if (dangerous) return { spec: dangerous.spec, negated: false };

@@ -78,7 +78,9 @@ export function decideInvocation(inv: Invocation, scope: GuardScope, state: Shel
   }
 
   if (base === 'git' || base === 'hub') {
-    const strict = decideGit({ argv: args, trailingDynamic: inv.trailingDynamic, cwd: inv.cwd, text: inv.text }, scope);
+    // What git's model cannot know but the sandbox confines is noted (unsure), not refused; the program's own
+    // environment assignments (`GIT_DIR=…`) are judged like the options they stand for.
+    const strict = decideGit({ argv: args, trailingDynamic: inv.trailingDynamic, cwd: inv.cwd, text: inv.text, unsure, env: inv.assignments }, scope);
     // `xargs git show`: words read at run time follow a read-only subcommand. The fixed part is judged; what the
     // input adds (an `--output=…` among them) is left to the sandbox.
     const sub = args[0]?.value;
@@ -90,7 +92,10 @@ export function decideInvocation(inv: Invocation, scope: GuardScope, state: Shel
     return strict;
   }
   if (base.startsWith('git-')) {
-    return decideGit({ argv: [literalWord(base.slice(4)), ...args], trailingDynamic: inv.trailingDynamic, cwd: inv.cwd, text: inv.text }, scope);
+    return decideGit(
+      { argv: [literalWord(base.slice(4)), ...args], trailingDynamic: inv.trailingDynamic, cwd: inv.cwd, text: inv.text, unsure, env: inv.assignments },
+      scope,
+    );
   }
 
   if (POSIX_SHELLS.has(base)) {

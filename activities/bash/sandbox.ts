@@ -38,6 +38,12 @@ export interface SandboxLayout {
   tmpDir: string;
   /** Remotes whose tracking refs for the session (`refs/remotes/<remote>/orchard/<sessionId>/`) are writable. */
   remotes?: readonly string[];
+  /**
+   * Bare repositories on this disk that are remotes (`remote.<name>.url` a local path): a push of the session's own
+   * branch writes their object store and their `refs/heads/orchard/<sessionId>/`, which are made writable; every
+   * other ref of theirs stays read-only.
+   */
+  localRemotes?: readonly string[];
   /** The session HOME, shown read-only (a `~/.gitconfig` or `~/.bashrc` cannot be planted). */
   home?: string;
   /** Host paths replaced by an empty directory (e.g. the worker's HOME with its credentials). */
@@ -88,6 +94,13 @@ export function writableRefDirs(layout: Pick<SandboxLayout, 'branch' | 'remotes'
   return dirs;
 }
 
+/** In a bare repository that is a local remote: its object store and the session's own branch directory. */
+function writableRemoteDirs(layout: Pick<SandboxLayout, 'branch'>, remoteGitDir: string): string[] {
+  const id = branchSessionId(layout.branch);
+  if (id === undefined) throw new Error(`writableRemoteDirs: ${JSON.stringify(layout.branch)} is not orchard/<id>/<leaf>`);
+  return [path.join(remoteGitDir, 'objects'), path.join(remoteGitDir, 'refs', 'heads', `${SESSION_BRANCH_PREFIX}${id}`)];
+}
+
 /** Why `layout` cannot be confined, or undefined when it can. Pure: checks shape, not the disk. */
 export function sandboxLayoutProblem(layout: SandboxLayout): string | undefined {
   for (const key of ['commonDir', 'worktree', 'adminDir', 'tmpDir'] as const) {
@@ -135,6 +148,9 @@ export async function prepareSandboxDirs(layout: SandboxLayout): Promise<void> {
   const problem = sandboxLayoutProblem(layout);
   if (problem) throw new Error(`prepareSandboxDirs: ${problem}`);
   for (const dir of writableRefDirs(layout)) await fs.mkdir(path.join(layout.commonDir, dir), { recursive: true });
+  for (const remote of layout.localRemotes ?? []) {
+    for (const dir of writableRemoteDirs(layout, remote)) await fs.mkdir(dir, { recursive: true });
+  }
   await fs.mkdir(layout.tmpDir, { recursive: true, mode: 0o700 });
 }
 
@@ -165,6 +181,8 @@ export function buildSandboxArgv(layout: SandboxLayout, command: string, options
   if (existsSync('/var/tmp')) argv.push('--bind', layout.tmpDir, '/var/tmp');
   for (const hidden of layout.hide ?? []) argv.push('--tmpfs', hidden, '--remount-ro', hidden);
   argv.push('--ro-bind', layout.commonDir, layout.commonDir);
+  // A local remote under /tmp would be hidden by the private /tmp like the repository: shown again, read-only.
+  for (const remote of layout.localRemotes ?? []) argv.push('--ro-bind', remote, remote);
   if (layout.home !== undefined) argv.push('--ro-bind-try', layout.home, layout.home);
   const rw = [
     layout.worktree,
@@ -172,6 +190,7 @@ export function buildSandboxArgv(layout: SandboxLayout, command: string, options
     path.join(layout.commonDir, 'objects'),
     ...writableRefDirs(layout).map((dir) => path.join(layout.commonDir, dir)),
   ];
+  for (const remote of layout.localRemotes ?? []) rw.push(...writableRemoteDirs(layout, remote));
   for (const dir of rw) argv.push('--bind', dir, dir);
   for (const [name, value] of Object.entries(SANDBOX_ENV)) argv.push('--setenv', name, value);
   // --norc: Debian's bash sources ~/.bashrc for `bash -c` when stdin is a socket and SHLVL is unset (its "run by
@@ -221,6 +240,7 @@ export async function resolveSandboxLayout(input: {
     (await run('git', ['--git-dir', commonDir, 'remote'], { GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' }))
       .split('\n')
       .filter((r) => REMOTE_NAME.test(r) && !r.includes('..'));
+  const localRemotes = await bareLocalRemotes(commonDir, remotes, [commonDir, worktree]);
   await fs.mkdir(input.tmpDir, { recursive: true, mode: 0o700 });
   const layout: SandboxLayout = {
     commonDir,
@@ -229,12 +249,37 @@ export async function resolveSandboxLayout(input: {
     branch: input.branch,
     tmpDir: await fs.realpath(input.tmpDir),
     remotes,
+    localRemotes,
     home: input.home === undefined ? undefined : path.resolve(input.home),
     hide: input.hide,
   };
   const problem = sandboxLayoutProblem(layout);
   if (problem) throw new Error(problem);
   return layout;
+}
+
+/**
+ * The remotes among `remotes` whose URL is a bare repository on this disk (an absolute path or `file://`), as real
+ * paths; never one that contains or is inside `exclude` (the shared repository, the worktree).
+ */
+async function bareLocalRemotes(commonDir: string, remotes: readonly string[], exclude: readonly string[]): Promise<string[]> {
+  if (remotes.length === 0) return [];
+  const env = { GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' };
+  const listed = await run('git', ['--git-dir', commonDir, 'config', '--get-regexp', '^remote\\..*\\.url$'], env).catch(() => '');
+  const inside = (p: string, dir: string) => p === dir || p.startsWith(dir + path.sep);
+  const found: string[] = [];
+  for (const line of listed.split('\n')) {
+    const match = line.match(/^remote\.(.+)\.url (.+)$/);
+    if (!match || !remotes.includes(match[1])) continue;
+    const url = match[2].startsWith('file://') ? match[2].slice('file://'.length) : match[2];
+    if (!path.isAbsolute(url)) continue;
+    const dir = await fs.realpath(url).catch(() => undefined);
+    if (!dir || exclude.some((e) => inside(dir, e) || inside(e, dir))) continue;
+    const bare = await Promise.all(['objects', 'refs'].map((d) => fs.stat(path.join(dir, d)).then((s) => s.isDirectory(), () => false)));
+    const head = await fs.stat(path.join(dir, 'HEAD')).then((s) => s.isFile(), () => false);
+    if (bare.every(Boolean) && head && !found.includes(dir)) found.push(dir);
+  }
+  return found;
 }
 
 export type SandboxProbe =

@@ -3,6 +3,8 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { isolatedLayout, resolveConfinement, sessionTmpDir } from '../../activities/bash/confinement';
+import { prepareIsolated } from '../../activities/bash/isolated';
+import { runBash } from '../../activities/bash/runner';
 import { gitIn as git } from '../helpers/git';
 
 /** How a host decides its confinement (docs/confinement.md, "Fail closed"), and whose repository a layout trusts. */
@@ -48,4 +50,33 @@ test('a layout believes the worktree’s .git only when it names an admin dir th
   git(repo, 'worktree', 'add', '-q', '-b', 'orchard/s2/work', sibling);
   writeFileSync(path.join(worktree, '.git'), `gitdir: ${path.join(repo, '.git', 'worktrees', 's2')}\n`);
   await t.throwsAsync(isolatedLayout({ worktree, branch: 'orchard/s1/work', sessionId: 's1' }), { message: /is not a linked worktree/ });
+});
+
+test('a bare remote on this disk takes a push of the child\'s own branch, and nothing else', async (t) => {
+  const confinement = await resolveConfinement({});
+  if (confinement.mode !== 'sandbox') return t.fail(`this machine cannot confine: ${'reason' in confinement ? confinement.reason : ''}`);
+  const base = mkdtempSync(path.join(tmpdir(), 'orchard-remote-'));
+  created.push(base);
+  const repo = path.join(base, 'repo');
+  const remote = path.join(base, 'remote.git');
+  mkdirSync(repo);
+  git(base, 'init', '-q', '--bare', remote);
+  git(repo, 'init', '-q', '-b', 'main');
+  git(repo, 'commit', '-q', '--allow-empty', '-m', 'init');
+  git(repo, 'remote', 'add', 'origin', remote);
+  git(repo, 'push', '-q', 'origin', 'main');
+  const worktree = path.join(base, 'worktrees', 's1');
+  git(repo, 'worktree', 'add', '-q', '-b', 'orchard/s1/work', worktree);
+  git(worktree, 'commit', '-q', '--allow-empty', '-m', 'own');
+  const own = git(worktree, 'rev-parse', 'HEAD');
+  const main = git(remote, 'rev-parse', 'refs/heads/main');
+  const command = 'git push -q origin HEAD; echo "own $?"; git push -q origin HEAD:main; echo "main $?"; git push -q origin HEAD:refs/tags/t; echo "tag $?"';
+  const prepared = await prepareIsolated({ command, worktree, branch: 'orchard/s1/work', sessionId: 's1', confinement });
+  const result = await runBash({ command, argv: prepared.argv, cwd: worktree, env: prepared.env, timeoutMs: 30_000, maxOutputBytes: 10_000 });
+  t.regex(result.stdout, /own 0/);
+  t.regex(result.stdout, /main [1-9]/);
+  t.regex(result.stdout, /tag [1-9]/);
+  t.is(git(remote, 'rev-parse', 'refs/heads/orchard/s1/work'), own);
+  t.is(git(remote, 'rev-parse', 'refs/heads/main'), main);
+  t.deepEqual(git(remote, 'tag', '--list'), '');
 });

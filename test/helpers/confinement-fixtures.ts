@@ -427,6 +427,8 @@ export interface Benign {
    * (ava's `failing`), which turns into a failure of its own once it passes.
    */
   knownGap?: string;
+  /** Like knownGap, through `orchard exec` only: the guard refuses what the sandbox allows (why, today). */
+  guardGap?: string;
   /** `again` runs a further command the same way (the same fixture). */
   check: (t: ExecutionContext, f: Fixture, r: CommandResult, again: (command: string) => Promise<CommandResult>) => void | Promise<void>;
 }
@@ -476,6 +478,7 @@ export const benign: Array<[string, Benign]> = [
   [
     'reset and rebase onto a moved main (ORIG_HEAD and rebase state in the own admin dir)',
     {
+      guardGap: 'integration_policy: the guard refuses `git rebase` in an isolated child',
       setup: (f) => {
         writeFileSync(path.join(f.main, 'NEWS.md'), 'news\n');
         git(f.main, 'add', 'NEWS.md');
@@ -492,6 +495,7 @@ export const benign: Array<[string, Benign]> = [
   [
     'rebase of the own branch onto a moved main',
     {
+      guardGap: 'integration_policy: the guard refuses `git rebase` in an isolated child',
       setup: (f) => {
         writeFileSync(path.join(f.main, 'NEWS.md'), 'news\n');
         git(f.main, 'add', 'NEWS.md');
@@ -510,6 +514,7 @@ export const benign: Array<[string, Benign]> = [
   [
     'a further branch inside the session directory',
     {
+      guardGap: 'moves_other_ref: the guard refuses `git branch orchard/<id>/<name>`, which the sandbox allows',
       command: 'git branch orchard/c1/scratch && git branch --list "orchard/c1/*"',
       check: (t, f, r) => {
         t.is(r.status, 0, r.stderr);
@@ -520,6 +525,7 @@ export const benign: Array<[string, Benign]> = [
   [
     'switch to a new branch inside the session directory, commit there, switch back',
     {
+      guardGap: 'switches_branch: the guard refuses `git switch -c orchard/<id>/<name>`, which the sandbox allows',
       command: 'git switch --quiet -c orchard/c1/scratch && echo s > s.txt && git add s.txt && git commit --quiet -m scratch && git switch --quiet orchard/c1/work',
       check: (t, f, r) => {
         t.is(r.status, 0, r.stderr);
@@ -617,6 +623,7 @@ export const benign: Array<[string, Benign]> = [
   [
     'a shell loop writes files in the worktree',
     {
+      guardGap: 'dynamic_argument: the guard refuses a redirection to a path computed at run time ($i, $f, $TMPDIR)',
       command: 'mkdir -p gen && for i in 1 2 3; do echo "line $i" > gen/$i.txt; done && ls gen',
       check: (t, f, r) => {
         t.is(r.status, 0, r.stderr);
@@ -628,6 +635,7 @@ export const benign: Array<[string, Benign]> = [
   [
     'mktemp and a build under /tmp, kept for the next command in the private tmp',
     {
+      guardGap: 'dynamic_argument: the guard refuses a redirection to a path computed at run time ($i, $f, $TMPDIR)',
       command: 'f=$(mktemp) && echo hi > "$f" && mkdir -p /tmp/build && cp "$f" /tmp/build/out && echo "$TMPDIR $f"',
       check: async (t, f, r, again) => {
         t.is(r.status, 0, r.stderr);
@@ -641,7 +649,29 @@ export const benign: Array<[string, Benign]> = [
   [
     'writes to $TMPDIR land in the private tmp',
     {
+      guardGap: 'dynamic_argument: the guard refuses a redirection to a path computed at run time ($i, $f, $TMPDIR)',
       command: 'echo kept > "$TMPDIR/kept.txt" && cat "$TMPDIR/kept.txt"',
+      check: (t, f, r) => {
+        t.is(r.status, 0, r.stderr);
+        t.is(r.stdout, 'kept\n');
+        t.is(readFileSync(path.join(f.layout.tmpDir, 'kept.txt'), 'utf8'), 'kept\n');
+      },
+    },
+  ],
+  [
+    'a shell loop writes a file in the worktree (a literal target)',
+    {
+      command: 'mkdir -p gen && for i in 1 2 3; do echo "line $i"; done > gen/all.txt && cat gen/all.txt',
+      check: (t, f, r) => {
+        t.is(r.status, 0, r.stderr);
+        t.is(readFileSync(path.join(f.child, 'gen', 'all.txt'), 'utf8'), 'line 1\nline 2\nline 3\n');
+      },
+    },
+  ],
+  [
+    'a write to /tmp by name lands in the private tmp',
+    {
+      command: 'echo kept > /tmp/kept.txt && cat /tmp/kept.txt',
       check: (t, f, r) => {
         t.is(r.status, 0, r.stderr);
         t.is(r.stdout, 'kept\n');

@@ -240,7 +240,7 @@ export async function resolveSandboxLayout(input: {
     (await run('git', ['--git-dir', commonDir, 'remote'], { GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' }))
       .split('\n')
       .filter((r) => REMOTE_NAME.test(r) && !r.includes('..'));
-  const localRemotes = await bareLocalRemotes(commonDir, remotes, [commonDir, worktree]);
+  const localRemotes = await bareLocalRemotes(commonDir, remotes, [commonDir, worktree], input.branch);
   await fs.mkdir(input.tmpDir, { recursive: true, mode: 0o700 });
   const layout: SandboxLayout = {
     commonDir,
@@ -260,9 +260,11 @@ export async function resolveSandboxLayout(input: {
 
 /**
  * The remotes among `remotes` whose URL is a bare repository on this disk (an absolute path or `file://`), as real
- * paths; never one that contains or is inside `exclude` (the shared repository, the worktree).
+ * paths; never one that contains or is inside `exclude` (the shared repository, the worktree), nor one that still
+ * has the session's branch from before the confined layout (`refs/heads/orchard/<id>` a file, where the session's
+ * directory must be: a push there fails either way, as docs/confinement.md says).
  */
-async function bareLocalRemotes(commonDir: string, remotes: readonly string[], exclude: readonly string[]): Promise<string[]> {
+async function bareLocalRemotes(commonDir: string, remotes: readonly string[], exclude: readonly string[], branch: string): Promise<string[]> {
   if (remotes.length === 0) return [];
   const env = { GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' };
   const listed = await run('git', ['--git-dir', commonDir, 'config', '--get-regexp', '^remote\\..*\\.url$'], env).catch(() => '');
@@ -277,7 +279,9 @@ async function bareLocalRemotes(commonDir: string, remotes: readonly string[], e
     if (!dir || exclude.some((e) => inside(dir, e) || inside(e, dir))) continue;
     const bare = await Promise.all(['objects', 'refs'].map((d) => fs.stat(path.join(dir, d)).then((s) => s.isDirectory(), () => false)));
     const head = await fs.stat(path.join(dir, 'HEAD')).then((s) => s.isFile(), () => false);
-    if (bare.every(Boolean) && head && !found.includes(dir)) found.push(dir);
+    const sessionDir = writableRemoteDirs({ branch }, dir)[1];
+    const legacy = await fs.lstat(sessionDir).then((s) => !s.isDirectory(), () => false);
+    if (bare.every(Boolean) && head && !legacy && !found.includes(dir)) found.push(dir);
   }
   return found;
 }

@@ -196,13 +196,19 @@ for (const [name, c] of benign) {
     const before = snapshot(f);
     const ownBefore = verifiedInAllowance(f);
     const r = await exec(c.command);
-    await c.check(t, f, r, exec);
+    if (c.guardPolicy) {
+      // Refused by the guard's policy before anything ran: exit 3, the reason, and (below) no change.
+      t.is(r.status, 3, r.stderr);
+      t.regex(r.stderr, new RegExp(`\\(${c.guardPolicy}\\)`));
+    } else {
+      await c.check(t, f, r, exec);
+    }
     const after = snapshot(f);
     // Setups may create a clone; the shared state itself must not change.
     t.deepEqual(after.git, before.git);
     t.deepEqual(after.files, before.files);
     t.deepEqual(verifiedInAllowance(f), ownBefore);
-  }, { knownGap: c.knownGap ?? c.guardGap });
+  }, { knownGap: c.knownGap });
 }
 
 execTest('--json of a command the guard refuses: decision deny with the refusal, nothing run', async (t) => {

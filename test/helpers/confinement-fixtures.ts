@@ -212,6 +212,9 @@ export function allowance(f: Fixture): string[] {
     rel(path.join(f.common, `logs/refs/heads/orchard/${CHILD_ID}`)),
     rel(path.join(f.common, `refs/remotes/origin/orchard/${CHILD_ID}`)),
     rel(path.join(f.common, `logs/refs/remotes/origin/orchard/${CHILD_ID}`)),
+    // The bare remote on this disk takes a push of the child's own branch: its objects and that branch.
+    rel(path.join(f.remote, 'objects')),
+    rel(path.join(f.remote, `refs/heads/orchard/${CHILD_ID}`)),
     rel(f.layout.tmpDir),
   ];
 }
@@ -263,7 +266,10 @@ export function gitState(f: Fixture): Record<string, string> {
       .split('\n\n')
       .filter((entry) => !entry.startsWith(`worktree ${f.layout.worktree}\n`))
       .join('\n\n'),
-    remoteRefs: git(f.remote, 'for-each-ref', '--format=%(refname) %(objectname)'),
+    remoteRefs: git(f.remote, 'for-each-ref', '--format=%(refname) %(objectname)')
+      .split('\n')
+      .filter((line) => !own.test(line))
+      .join('\n'),
     config: git(f.main, 'config', '--list', '--local'),
   };
 }
@@ -427,8 +433,12 @@ export interface Benign {
    * (ava's `failing`), which turns into a failure of its own once it passes.
    */
   knownGap?: string;
-  /** Like knownGap, through `orchard exec` only: the guard refuses what the sandbox allows (why, today). */
-  guardGap?: string;
+  /**
+   * Work the sandbox allows but the guard refuses by policy (its reason code): integration (rebase, merge) is the
+   * orchestrator's job, and a session works on its one branch. Through `orchard exec` it must be refused with this
+   * reason and change nothing.
+   */
+  guardPolicy?: string;
   /** `again` runs a further command the same way (the same fixture). */
   check: (t: ExecutionContext, f: Fixture, r: CommandResult, again: (command: string) => Promise<CommandResult>) => void | Promise<void>;
 }
@@ -478,7 +488,7 @@ export const benign: Array<[string, Benign]> = [
   [
     'reset and rebase onto a moved main (ORIG_HEAD and rebase state in the own admin dir)',
     {
-      guardGap: 'integration_policy: the guard refuses `git rebase` in an isolated child',
+      guardPolicy: 'integration_policy',
       setup: (f) => {
         writeFileSync(path.join(f.main, 'NEWS.md'), 'news\n');
         git(f.main, 'add', 'NEWS.md');
@@ -495,7 +505,7 @@ export const benign: Array<[string, Benign]> = [
   [
     'rebase of the own branch onto a moved main',
     {
-      guardGap: 'integration_policy: the guard refuses `git rebase` in an isolated child',
+      guardPolicy: 'integration_policy',
       setup: (f) => {
         writeFileSync(path.join(f.main, 'NEWS.md'), 'news\n');
         git(f.main, 'add', 'NEWS.md');
@@ -514,7 +524,7 @@ export const benign: Array<[string, Benign]> = [
   [
     'a further branch inside the session directory',
     {
-      guardGap: 'moves_other_ref: the guard refuses `git branch orchard/<id>/<name>`, which the sandbox allows',
+      guardPolicy: 'moves_other_ref',
       command: 'git branch orchard/c1/scratch && git branch --list "orchard/c1/*"',
       check: (t, f, r) => {
         t.is(r.status, 0, r.stderr);
@@ -525,7 +535,7 @@ export const benign: Array<[string, Benign]> = [
   [
     'switch to a new branch inside the session directory, commit there, switch back',
     {
-      guardGap: 'switches_branch: the guard refuses `git switch -c orchard/<id>/<name>`, which the sandbox allows',
+      guardPolicy: 'switches_branch',
       command: 'git switch --quiet -c orchard/c1/scratch && echo s > s.txt && git add s.txt && git commit --quiet -m scratch && git switch --quiet orchard/c1/work',
       check: (t, f, r) => {
         t.is(r.status, 0, r.stderr);
@@ -538,9 +548,6 @@ export const benign: Array<[string, Benign]> = [
   [
     'git push origin HEAD updates the own branch on the bare remote',
     {
-      knownGap:
-        'a remote on a local path is read-only in the sandbox (its objects/ and refs/ lie outside the allowance): ' +
-        '"remote unpack failed: unable to create temporary object directory"',
       command: 'git commit --quiet --allow-empty -m pushed && git push --quiet origin HEAD',
       check: (t, f, r) => {
         t.is(r.status, 0, r.stderr);
@@ -623,7 +630,6 @@ export const benign: Array<[string, Benign]> = [
   [
     'a shell loop writes files in the worktree',
     {
-      guardGap: 'dynamic_argument: the guard refuses a redirection to a path computed at run time ($i, $f, $TMPDIR)',
       command: 'mkdir -p gen && for i in 1 2 3; do echo "line $i" > gen/$i.txt; done && ls gen',
       check: (t, f, r) => {
         t.is(r.status, 0, r.stderr);
@@ -635,7 +641,6 @@ export const benign: Array<[string, Benign]> = [
   [
     'mktemp and a build under /tmp, kept for the next command in the private tmp',
     {
-      guardGap: 'dynamic_argument: the guard refuses a redirection to a path computed at run time ($i, $f, $TMPDIR)',
       command: 'f=$(mktemp) && echo hi > "$f" && mkdir -p /tmp/build && cp "$f" /tmp/build/out && echo "$TMPDIR $f"',
       check: async (t, f, r, again) => {
         t.is(r.status, 0, r.stderr);
@@ -649,7 +654,6 @@ export const benign: Array<[string, Benign]> = [
   [
     'writes to $TMPDIR land in the private tmp',
     {
-      guardGap: 'dynamic_argument: the guard refuses a redirection to a path computed at run time ($i, $f, $TMPDIR)',
       command: 'echo kept > "$TMPDIR/kept.txt" && cat "$TMPDIR/kept.txt"',
       check: (t, f, r) => {
         t.is(r.status, 0, r.stderr);

@@ -21,7 +21,11 @@ test('a worker in a namespace without Orchard search attributes refuses to start
   t.regex(lines[0], new RegExp(`^orchard: search_attributes_missing: namespace ${namespace} lacks the search attributes Orchard writes`));
   t.deepEqual(
     lines.slice(1).map((l) => l.trim()),
-    [...['OrchardKind', 'OrchardStatus', 'OrchardParent', 'OrchardHost'].map((name) => command(namespace, name)), command(namespace, 'OrchardHandoffSloMissed', 'Bool')],
+    [
+      ...['OrchardKind', 'OrchardStatus', 'OrchardParent', 'OrchardHost'].map((name) => command(namespace, name)),
+      command(namespace, 'OrchardHandoffSloMissed', 'Bool'),
+      command(namespace, 'OrchardUnconfined', 'Bool'),
+    ],
   );
   t.notRegex(worker.stdout(), /migrations:/, 'it refused before touching the database');
 
@@ -29,10 +33,11 @@ test('a worker in a namespace without Orchard search attributes refuses to start
   const keyword = encodeSearchAttributeIndexedValueType('KEYWORD')!;
   await connection.operatorService.addSearchAttributes({ namespace, searchAttributes: { OrchardKind: keyword, OrchardStatus: keyword } });
   const partial = await t.throwsAsync(() => assertSearchAttributes(connection, namespace), { instanceOf: SearchAttributesMissingError });
-  t.deepEqual(partial?.problems.missing.map((a) => a.name), ['OrchardParent', 'OrchardHost', 'OrchardHandoffSloMissed']);
+  t.deepEqual(partial?.problems.missing.map((a) => a.name), ['OrchardParent', 'OrchardHost', 'OrchardHandoffSloMissed', 'OrchardUnconfined']);
+  const bool = encodeSearchAttributeIndexedValueType('BOOL')!;
   await connection.operatorService.addSearchAttributes({
     namespace,
-    searchAttributes: { OrchardParent: keyword, OrchardHost: keyword, OrchardHandoffSloMissed: encodeSearchAttributeIndexedValueType('BOOL')! },
+    searchAttributes: { OrchardParent: keyword, OrchardHost: keyword, OrchardHandoffSloMissed: bool, OrchardUnconfined: bool },
   });
   await t.notThrowsAsync(() => assertSearchAttributes(connection, namespace));
 });

@@ -43,7 +43,7 @@ test('team start --scripted, status --json and send: the board, the certificate 
   t.is(report.status.certificate.certificateId, report.certificate.certificateId);
   // Every execution completed; the Tester's branch holds the tested program.
   t.deepEqual(report.status.executions.map((e: any) => [e.taskId, e.memberId, e.state]), [['implement-evaluator', 'implementer', 'completed'], ['test-evaluator', 'tester', 'completed']]);
-  t.deepEqual(git(repo, 'ls-tree', '--name-only', `orchard/${id}-tester`).split('\n').sort(), ['README.md', 'evaluator.js', 'evaluator.test.js']);
+  t.deepEqual(git(repo, 'ls-tree', '--name-only', `orchard/${id}-tester/work`).split('\n').sort(), ['README.md', 'evaluator.js', 'evaluator.test.js']);
 
   // The human view: a row per task, the certificate, and the turn that cited it.
   const human = await orchard(['team', 'status', id]);
@@ -163,8 +163,8 @@ test('orchard demo team --json: a task reassigned while its execution writes; re
   t.like(certificate.resolutions.find((r: any) => r.taskId === 'test-evaluator'), { kind: 'user_scope_removed', userEventId: event!.id });
   // The Reviewer's branch holds the tested program; the Tester's branch has no commit (it was stopped).
   const worktree = dirname(newWriter.path);
-  t.deepEqual(git(worktree, 'ls-tree', '--name-only', `orchard/${teamId}-reviewer`).split('\n').sort(), ['README.md', 'evaluator.js', 'evaluator.test.js']);
-  t.is(git(worktree, 'rev-list', '--count', `main..orchard/${teamId}-tester`), '0');
+  t.deepEqual(git(worktree, 'ls-tree', '--name-only', `orchard/${teamId}-reviewer/work`).split('\n').sort(), ['README.md', 'evaluator.js', 'evaluator.test.js']);
+  t.is(git(worktree, 'rev-list', '--count', `main..orchard/${teamId}-tester/work`), '0');
   t.regex(demoRun.stderr(), /\[demo\] the user reassigns test-evaluator from tester to reviewer while it writes/);
 });
 
@@ -224,7 +224,7 @@ test('orchard demo team exits 1 and says why when the tested program does not pa
   const demoRun = demo(t, ['--scenario', broken]);
   const { code } = await demoRun.exit(290_000);
   t.is(code, 1, demoRun.stderr());
-  t.regex(demoRun.stdout(), /team: FAILED:\n\s+- node --test on orchard\/team-\w+-tester did not pass \(exit 1\)/);
+  t.regex(demoRun.stdout(), /team: FAILED:\n\s+- node --test on orchard\/team-\w+-tester\/work did not pass \(exit 1\)/);
   t.regex(demoRun.stdout(), /certificate cert-team-\w+-g1-r\d+: delivered/);
 });
 

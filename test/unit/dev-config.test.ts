@@ -32,6 +32,8 @@ test('the project temporal-dev.yaml becomes the start-dev argv', (t) => {
     'OrchardHost=Keyword',
     '--search-attribute',
     'OrchardHandoffSloMissed=Bool',
+    '--search-attribute',
+    'OrchardUnconfined=Bool',
     '--dynamic-config-value',
     'frontend.enableUpdateWorkflowExecution=true',
     '--dynamic-config-value',
@@ -41,13 +43,14 @@ test('the project temporal-dev.yaml becomes the start-dev argv', (t) => {
   ]);
 });
 
-test('the project temporal-dev.yaml registers exactly the Orchard attributes: four keywords and one bool', (t) => {
+test('the project temporal-dev.yaml registers exactly the Orchard attributes: four keywords and two bools', (t) => {
   t.deepEqual(loadDevConfig(projectRoot).searchAttributes, {
     OrchardKind: 'Keyword',
     OrchardStatus: 'Keyword',
     OrchardParent: 'Keyword',
     OrchardHost: 'Keyword',
     OrchardHandoffSloMissed: 'Bool',
+    OrchardUnconfined: 'Bool',
   });
 });
 

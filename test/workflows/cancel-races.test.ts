@@ -50,6 +50,22 @@ function entered(sessionId: string, stage: 'start' | 'leased'): Promise<void> {
   );
 }
 
+/** Like entered(), but the held preparation ends only once it was cancelled *and* the test releases it. */
+function heldUntilReleased(sessionId: string): { arrived: Promise<void>; release: () => void } {
+  let release: () => void = () => undefined;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  const arrived = new Promise<void>((resolve) =>
+    gates.set(sessionId, {
+      stage: 'start',
+      wait: async (signal) => {
+        resolve();
+        await Promise.all([abortOf(signal), released]);
+      },
+    }),
+  );
+  return { arrived, release };
+}
+
 async function leaseStates(sessionId: string): Promise<string[]> {
   const { rows } = await orchard.pool.query(`SELECT state FROM worktree_leases WHERE holder LIKE $1`, [`%session/${sessionId}@%`]);
   return rows.map((r) => r.state);
@@ -194,13 +210,16 @@ test('cancel between turns closes an idle session', async (t) => {
 test('a Temporal cancellation answers a waiting cancel update before the workflow ends', async (t) => {
   const seconds = 3000 + Math.floor(Math.random() * 900);
   const sessionId = uniqueId('cancel-both');
-  const preparing = entered(sessionId, 'start');
+  // The preparation stays in its cancellation until released: the Temporal cancel surely arrives while closing.
+  const preparing = heldUntilReleased(sessionId);
   await orchard.client.createSession({ sessionId, title: 'both', repo: makeRepo(), model: scripted([{ steps: [{ content: 'x' }] }]), task: `sleep ${seconds}` });
-  await preparing;
+  await preparing.arrived;
   const handle = orchard.temporal.workflow.getHandle(sessionWorkflowId(sessionId));
   const update = orchard.client.cancel(sessionId, 'by update');
   await until(async () => (await orchard.client.status(sessionId)).closing || undefined);
   await handle.cancel();
+  await until(async () => ((await handle.fetchHistory()).events ?? []).some((e) => e.workflowExecutionCancelRequestedEventAttributes) || undefined);
+  preparing.release();
   const view = await update;
   t.is(view.status, 'cancelled');
   await t.throwsAsync(handle.result());

@@ -109,7 +109,7 @@ test('orchard demo team --json: a task reassigned while its execution writes; re
   t.timeout(300_000);
   const demoRun = demo(t, ['--json']);
   const { code } = await demoRun.exit(290_000);
-  t.is(code, 0, demoRun.stderr());
+  t.is(code, 0, `${demoRun.stderr()}\n${demoRun.stdout().slice(-3000)}`);
   const result = JSON.parse(demoRun.stdout());
   t.deepEqual(result.problems, []);
   t.is(result.status.status, 'delivered');

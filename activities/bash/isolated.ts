@@ -4,7 +4,7 @@ import { ISOLATED_BRANCH_ENV } from '../git/backstop';
 import { confinedArgv, isolatedLayout, type Confinement } from './confinement';
 import { buildCommandEnv, sessionHomeDir } from './env';
 import { formatRefusal, guardCommand, guardVerdict, type GuardDecision } from './guard';
-import { branchSessionId, type SandboxLayout } from './sandbox';
+import { branchSessionId, writableRefDirs, type SandboxLayout } from './sandbox';
 import { SESSION_BRANCH_PREFIX } from '../../workflows/session/ids';
 import { compareSnapshots, snapshotProtected, type ProtectedChange, type ProtectedSnapshot } from './verify';
 
@@ -87,15 +87,18 @@ export async function verifyIsolated(prepared: PreparedIsolated): Promise<Protec
  * and other actors work in the same repository meanwhile (team members commit on their branches, a result branch
  * is built, a user commits on main). Confined, the kernel made everything outside the allowance read-only to the
  * command: only changes inside what it may write count (its admin dir — HEAD, config.worktree, the backstop
- * marker, gitdir, commondir —, its `.git` file, its own refs). With the guard alone everything counts except other
- * sessions' branches (`orchard/…` refs), which their sessions move all the time; the backstop refuses the child's
- * own moves of them.
+ * marker, gitdir, commondir —, its `.git` file, the object store's alternates, its own refs). With the guard
+ * alone everything counts except other sessions' branches (`orchard/…` refs), which their sessions move all the
+ * time; the backstop refuses the child's own moves of them.
  */
 function attributable(change: ProtectedChange, prepared: PreparedIsolated): boolean {
   const { layout } = prepared;
   if (prepared.argv) {
     if (change.kind === 'ref') return ownRef(change.path, layout);
-    return change.path.startsWith(`${layout.adminDir}/`) || change.path === path.join(layout.worktree, '.git');
+    // Anything the sandbox lets it write: its worktree (the .git file), its admin dir, the object store
+    // (objects/info/alternates), its ref directories.
+    const writable = [layout.worktree, layout.adminDir, path.join(layout.commonDir, 'objects'), ...writableRefDirs(layout).map((d) => path.join(layout.commonDir, d))];
+    return writable.some((dir) => change.path === dir || change.path.startsWith(`${dir}/`));
   }
   if (change.kind === 'ref' && !ownRef(change.path, layout)) return !/^refs\/(heads|remotes\/[^/]+)\/orchard\//.test(change.path);
   return true;

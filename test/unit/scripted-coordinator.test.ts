@@ -192,7 +192,7 @@ test('scenarios/team.json plays a whole run: the plan, the Tester reading the Im
   // The Tester's task is the description the Coordinator wrote; its first command takes evaluator.js from that branch.
   const testTask = `Task test-evaluator: Test the poker hand evaluator\n\n${creates[1][2].description}`;
   const first = await answer(memberRequest('tester', testTask), team);
-  t.deepEqual(callsOf(first)[0][2], { command: 'git show orchard/t1-implementer:evaluator.js > evaluator.js && wc -l evaluator.js' });
+  t.deepEqual(callsOf(first)[0][2], { command: 'git show orchard/t1-implementer/work:evaluator.js > evaluator.js && wc -l evaluator.js' });
   const implementer = await answer(memberRequest('implementer', `Task implement-evaluator: Implement\n\n${creates[0][2].description}`), team);
   t.is(callsOf(implementer)[0][1], 'write_file');
   t.is(callsOf(implementer)[0][2].path, 'evaluator.js');

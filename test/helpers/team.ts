@@ -115,7 +115,7 @@ export async function startScriptedTeam(
   const members = options.members ?? ['implementer', 'reviewer'];
 
   const status = () => orchard.client.teamStatus(teamId);
-  const until: TeamHarness['until'] = async (what, probe, timeoutMs = 60_000) => {
+  const until: TeamHarness['until'] = async (what, probe, timeoutMs = TEAM_WAIT_MS) => {
     try {
       return await waitFor(async () => {
         const v = await status();
@@ -168,7 +168,7 @@ export async function startScriptedTeam(
         const s = await orchard.client.status(`${teamId}-${memberId}`).catch(() => undefined);
         const path = s?.worktree ? join(s.worktree, `${taskId}.log`) : undefined;
         return path && existsSync(path) && readFileSync(path, 'utf8').split('\n').length > 3 ? path : undefined;
-      }, 60_000, `${memberId} writing ${taskId}`);
+      }, TEAM_WAIT_MS, `${memberId} writing ${taskId}`);
     },
     async stick(memberId) {
       const holder = (
@@ -250,7 +250,13 @@ export async function waitingBehind(pool: Pool, pid: number): Promise<number[]> 
  * Waits until the team's `status` satisfies `probe` and returns that view; on a timeout the error carries the
  * last status, for whoever reads the failure.
  */
-export async function untilTeam(orchard: TestOrchard, teamId: string, what: string, probe: (v: TeamStatusView) => boolean, timeoutMs = 60_000): Promise<TeamStatusView> {
+/**
+ * How long a team test waits for a state by default: generous, since a full run on a loaded 2-core machine starts
+ * several teams at once (each member a session, each command sandboxed and verified); a passing wait ends at once.
+ */
+export const TEAM_WAIT_MS = 150_000;
+
+export async function untilTeam(orchard: TestOrchard, teamId: string, what: string, probe: (v: TeamStatusView) => boolean, timeoutMs = TEAM_WAIT_MS): Promise<TeamStatusView> {
   try {
     return await waitFor(async () => {
       const v = await orchard.client.teamStatus(teamId);

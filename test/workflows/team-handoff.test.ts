@@ -7,7 +7,7 @@ import { calls, final } from '../helpers/fleet-model';
 import { completion, stubModel, type Reply } from '../helpers/model-stub';
 import { keepHistory, makeRepo, startOrchard, uniqueId } from '../helpers/orchard';
 import { waitFor } from '../helpers/wait';
-import { untilTeam } from '../helpers/team';
+import { TEAM_WAIT_MS, untilTeam } from '../helpers/team';
 
 /**
  * Cancel/reassign handoff (invariant 14) against real sessions, bash processes and Postgres. The implementer's
@@ -53,7 +53,7 @@ async function team(t: import('ava').ExecutionContext, handoff?: { sloMs: number
     const s = await orchard.client.status(implementerSession).catch(() => undefined);
     const path = s?.worktree ? join(s.worktree, 'old.log') : undefined;
     return path && existsSync(path) && readFileSync(path, 'utf8').split('\n').length > 3 ? path : undefined;
-  }, 60_000, 'the old writer running');
+  }, TEAM_WAIT_MS, 'the old writer running');
   return { orchard, teamId, oldLog, implementerSession };
 }
 

@@ -9,7 +9,7 @@ import { calls, final, gate, lastUserText } from '../helpers/fleet-model';
 import { stubModel, type Reply } from '../helpers/model-stub';
 import { makeRepo, startOrchard, testPool, uniqueId, type TestOrchard } from '../helpers/orchard';
 import { waitFor } from '../helpers/wait';
-import { untilTeam } from '../helpers/team';
+import { TEAM_WAIT_MS, untilTeam } from '../helpers/team';
 
 /**
  * A team Member's `org_send_message` (issue 9, deliverable 7; invariant 16) against the real dev server, Postgres,
@@ -219,9 +219,9 @@ test('a Member messages its Coordinator: each refusal is typed, writes nothing a
   // A plain child (no team) is not offered the tool, and cannot run it.
   const plainId = uniqueId('plain');
   await orchard.client.createSession({ sessionId: plainId, title: 'plain child', repo, isolated: true, task: 'Plain task: say hi' });
-  const plain = await waitFor(() => memberBodies.find((m) => m.sessionTask.startsWith('Plain task'))?.body, 60_000, 'the plain child asked its model');
+  const plain = await waitFor(() => memberBodies.find((m) => m.sessionTask.startsWith('Plain task'))?.body, TEAM_WAIT_MS, 'the plain child asked its model');
   t.deepEqual(toolNames(plain), ['bash', 'read_file', 'write_file', 'git_status', 'git_diff', 'git_commit']);
-  const plainAfter = await waitFor(() => memberBodies.find((m) => m.sessionTask.startsWith('Plain task') && resultsOf(m.body).length > 0)?.body, 60_000, 'the plain child saw its result');
+  const plainAfter = await waitFor(() => memberBodies.find((m) => m.sessionTask.startsWith('Plain task') && resultsOf(m.body).length > 0)?.body, TEAM_WAIT_MS, 'the plain child saw its result');
   t.regex(resultsOf(plainAfter)[0], /^error \(tool_unknown\):/);
   t.is((await inboxRows(orchard.pool, teamId)).length, 1);
   t.is(await factSignals(orchard, teamWorkflow), 1);

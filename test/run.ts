@@ -13,10 +13,10 @@ import { buildCli, describeBuild } from '../scripts/build';
  */
 const projectRoot = path.resolve(__dirname, '..');
 /**
- * The whole ava run gets this long (ORCHARD_TEST_DEADLINE_MINUTES, default 80; CI allows 90 for everything) before it is interrupted with
- * SIGINT, which makes ava print the tests still pending, then killed. ava's own timeout only fires while no test
- * reports, and a test file that ignores its SIGTERM can still hang the run; this turns a hang into a failed run
- * that says where it hung, well inside CI's limit.
+ * The whole ava run gets this long (ORCHARD_TEST_DEADLINE_MINUTES, default 80; CI allows 90 for everything)
+ * before it is interrupted with SIGINT, which makes ava print the tests still pending, then killed. ava's own
+ * timeout only fires while no test reports, and a test file that ignores its SIGTERM can still hang the run; this
+ * turns a hang into a failed run that says where it hung, inside CI's limit.
  */
 const deadlineMinutes = Number(process.env.ORCHARD_TEST_DEADLINE_MINUTES ?? 80);
 const log = (line: string) => console.log(`[test] ${line}`);

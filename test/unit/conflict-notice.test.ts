@@ -29,6 +29,11 @@ function commitFile(cwd: string, file: string, text: string, message: string): s
   return git(cwd, 'rev-parse', 'HEAD');
 }
 
+/**
+ * Serial: the fixtures and commands run synchronously (spawnSync), which blocks this file's event loop; a probe's
+ * execFile of a concurrent test then meets its 10 s timer only after the block and is reported as timed out even
+ * when git had finished (seen under load: the notice went missing in 2–3 tests a run).
+ */
 const created: string[] = [];
 test.after.always(() => created.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
 
@@ -58,7 +63,7 @@ async function after(wt: string, command: string) {
   return { result, notice: await noticeForBash({ worktree: wt, branch: 'orchard/s1', command, result }) };
 }
 
-test('a conflicted merge in a linked worktree is annotated; after --abort nothing is', async (t) => {
+test.serial('a conflicted merge in a linked worktree is annotated; after --abort nothing is', async (t) => {
   const { wt } = fixture();
   const { result, notice } = await after(wt, 'git merge feat');
   t.not(result.status, 0);
@@ -77,7 +82,7 @@ test('a conflicted merge in a linked worktree is annotated; after --abort nothin
   t.is(await probeConflict(wt), undefined);
 });
 
-test('a clean merge, and a --no-commit merge with a clean index, are not annotated', async (t) => {
+test.serial('a clean merge, and a --no-commit merge with a clean index, are not annotated', async (t) => {
   const { repo, wt } = fixture();
   const noCommit = await after(wt, 'git merge --no-commit --no-ff clean');
   t.is(noCommit.result.status, 0, noCommit.result.stderr);
@@ -90,13 +95,13 @@ test('a clean merge, and a --no-commit merge with a clean index, are not annotat
   t.deepEqual(clean.notice, {});
 });
 
-test('output that merely prints CONFLICT is probed but not annotated', async (t) => {
+test.serial('output that merely prints CONFLICT is probed but not annotated', async (t) => {
   const { wt } = fixture();
   t.true(mightHaveConflicts('echo CONFLICT', { stdout: 'CONFLICT\n', stderr: '' }));
   t.deepEqual((await after(wt, 'echo CONFLICT')).notice, {});
 });
 
-test('a conflicted rebase names git rebase --abort (both backends)', async (t) => {
+test.serial('a conflicted rebase names git rebase --abort (both backends)', async (t) => {
   const { wt } = fixture();
   const { result, notice } = await after(wt, 'git rebase feat');
   t.not(result.status, 0);
@@ -108,7 +113,7 @@ test('a conflicted rebase names git rebase --abort (both backends)', async (t) =
   t.deepEqual(await probeConflict(wt), { operation: 'rebase', abort: 'git rebase --abort', unmerged: ['f.txt'] });
 });
 
-test('a rebase -r stopped on a merge has MERGE_HEAD too, and the rebase wins', async (t) => {
+test.serial('a rebase -r stopped on a merge has MERGE_HEAD too, and the rebase wins', async (t) => {
   const { repo, wt } = fixture();
   // orchard/s1 gets a merge of feat that was resolved by hand; main moves on, so the rebase redoes that merge.
   bash(wt, 'git merge feat');
@@ -121,7 +126,7 @@ test('a rebase -r stopped on a merge has MERGE_HEAD too, and the rebase wins', a
   t.true((notice.after ?? '').includes('A rebase stopped'));
 });
 
-test('git am -3, cherry-pick and revert conflicts name their own abort', async (t) => {
+test.serial('git am -3, cherry-pick and revert conflicts name their own abort', async (t) => {
   const { base, wt, feat } = fixture();
   git(wt, 'format-patch', '--quiet', '-1', feat, '-o', path.join(base, 'patches'));
   const am = await after(wt, `git am -3 ${path.join(base, 'patches')}/*.patch`);
@@ -141,7 +146,7 @@ test('git am -3, cherry-pick and revert conflicts name their own abort', async (
   t.deepEqual(await probeConflict(wt), { operation: 'revert', abort: 'git revert --abort', unmerged: ['f.txt'] });
 });
 
-test('a script that merges quietly is annotated once a later command shows the conflict', async (t) => {
+test.serial('a script that merges quietly is annotated once a later command shows the conflict', async (t) => {
   const { wt } = fixture();
   writeFileSync(path.join(wt, 'sync.sh'), 'git merge -q feat >/dev/null 2>&1\n');
   const quiet = await after(wt, 'bash ./sync.sh');
@@ -150,7 +155,7 @@ test('a script that merges quietly is annotated once a later command shows the c
   t.true((status.notice.after ?? '').includes('`git merge --abort`'));
 });
 
-test('unmerged entries without an operation (stash pop) are not annotated', async (t) => {
+test.serial('unmerged entries without an operation (stash pop) are not annotated', async (t) => {
   const { wt } = fixture();
   writeFileSync(path.join(wt, 'f.txt'), 'stashed\n');
   git(wt, 'stash', '--quiet');
@@ -161,14 +166,14 @@ test('unmerged entries without an operation (stash pop) are not annotated', asyn
   t.deepEqual(pop.notice, {});
 });
 
-test('probeConflict outside a repository finds nothing', async (t) => {
+test.serial('probeConflict outside a repository finds nothing', async (t) => {
   const dir = mkdtempSync(path.join(tmpdir(), 'orchard-conflict-none-'));
   created.push(dir);
   t.is(await probeConflict(dir), undefined);
   t.is(await probeConflict(path.join(dir, 'missing')), undefined);
 });
 
-test('the hint', (t) => {
+test.serial('the hint', (t) => {
   const quiet = { stdout: '', stderr: '' };
   for (const command of ['git merge x', 'git pull', 'git rebase -i main', 'git cherry-pick a', 'git am x.patch',
     'git stash pop', 'git apply --3way p', 'git checkout -m other', 'git switch --merge b', 'git revert HEAD']) {
@@ -181,7 +186,7 @@ test('the hint', (t) => {
   t.true(mightHaveConflicts('git status', { stdout: 'You have unmerged paths.\n', stderr: '' }));
 });
 
-test('strategy options that decide conflicts are seen before the command runs', (t) => {
+test.serial('strategy options that decide conflicts are seen before the command runs', (t) => {
   const decides: Array<[string, string]> = [
     ['git merge -X theirs feat', '`-X theirs`'],
     ['git merge -Xours feat', '`-Xours`'],
@@ -224,7 +229,7 @@ test('strategy options that decide conflicts are seen before the command runs', 
   }
 });
 
-test('a clean -X theirs merge gets the before notice only', async (t) => {
+test.serial('a clean -X theirs merge gets the before notice only', async (t) => {
   const { wt } = fixture();
   const { result, notice } = await after(wt, 'git merge -X theirs feat');
   t.is(result.status, 0, result.stderr);
@@ -234,7 +239,7 @@ test('a clean -X theirs merge gets the before notice only', async (t) => {
   t.is(notice.after, undefined);
 });
 
-test('the notice is bounded and never invents an owner', (t) => {
+test.serial('the notice is bounded and never invents an owner', (t) => {
   const state: ConflictState = {
     operation: 'merge',
     abort: 'git merge --abort',

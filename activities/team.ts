@@ -426,9 +426,11 @@ export function createTeamActivities(deps: TeamActivityDeps) {
       }
     },
 
+    /** A receipt's next state. A release or a user's resolution may close the board: it answers the candidate too. */
     async moveReceipt(input: { teamId: string; receiptId: string; to: ReceiptState; sloMissed?: boolean; resolution?: unknown }) {
       const { result, revision } = await moveReceipt(deps.pool, input.teamId, input.receiptId, input.to, input);
-      return { receipt: result, revision };
+      const settles = input.to === 'released' || input.resolution !== undefined;
+      return { receipt: result, revision, ...(settles ? { candidate: await candidateOf(input.teamId) } : {}) };
     },
 
     /**
@@ -464,9 +466,15 @@ export function createTeamActivities(deps: TeamActivityDeps) {
     },
 
     /** A user's cancel of a task that is not running, or "keep stopped" (cancels only a handoff's replacement). */
-    async cancelPendingTask(input: { teamId: string; eventId: string; taskId: string; reason: string; kind: 'keep_stopped' | 'cancel' }): Promise<{ revision: number }> {
+    async cancelPendingTask(input: {
+      teamId: string;
+      eventId: string;
+      taskId: string;
+      reason: string;
+      kind: 'keep_stopped' | 'cancel';
+    }): Promise<{ revision: number; candidate: string }> {
       try {
-        return { revision: (await cancelPendingTask(deps.pool, input.teamId, input)).revision };
+        return { revision: (await cancelPendingTask(deps.pool, input.teamId, input)).revision, candidate: await candidateOf(input.teamId) };
       } catch (err) {
         throw asFailure(err);
       }

@@ -254,8 +254,8 @@ export function checkHandoff(h: HandoffFacts, report: TeamReport): string[] {
   if (certificate) {
     const resolution = (id: string) => certificate.resolutions.find((r) => r.taskId === id);
     const oldResolution = resolution(h.taskId);
-    if (oldResolution?.kind !== 'user_scope_removed' || oldResolution.userEventId !== h.userEvent?.eventId) {
-      problems.push(`the certificate does not count ${h.taskId} through its user event: ${JSON.stringify(oldResolution ?? null)}`);
+    if (oldResolution?.kind !== 'replaced_by' || oldResolution.by !== h.row.newTaskId) {
+      problems.push(`the certificate does not count ${h.taskId} through its replacement ${h.row.newTaskId}: ${JSON.stringify(oldResolution ?? null)}`);
     }
     if (resolution(h.row.newTaskId)?.kind !== 'completed' || !replacement?.outputId || !certificate.evidence.outputIds.includes(replacement.outputId)) {
       problems.push(`the certificate does not cite ${h.row.newTaskId}'s output ${replacement?.outputId ?? '-'}`);

@@ -117,6 +117,7 @@ export function formatTeamReport({ status: v, board, certificate }: TeamReport, 
   } else if (v.certificate) {
     lines.push(`certificate ${v.certificate.certificateId} (tasks ${v.certificate.taskIds.join(', ')}; outputs ${v.certificate.outputIds.join(', ')})`);
   } else lines.push('certificate: none');
+  if (v.summary) lines.push(`final summary (turn ${v.summary.turn}): ${oneLine(v.summary.text)}`);
   lines.push('', `Coordinator turns (${v.turns.length} most recent):`);
   if (v.turns.length === 0) lines.push('  none');
   else {

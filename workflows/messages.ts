@@ -626,6 +626,12 @@ export interface TeamStatusView {
     readonly resultBranch?: string;
     readonly resultHead?: string;
   };
+  /**
+   * The final summary of the delivered run: the Coordinator's last words of the turn that certified it, always
+   * citing the certificate (prefixed with it when the Coordinator did not). Recorded after the certificate and
+   * before that turn ends: certificate → summary → turn terminal → idle (`delivered`).
+   */
+  readonly summary?: { readonly certificateId: string; readonly turn: number; readonly text: string };
 }
 
 export interface ReceiptView {

@@ -1,6 +1,13 @@
 import type { Pool, PoolClient } from 'pg';
 import { actorLabel, MEMBER_MESSAGE_PURPOSES, storeRefusal, type Actor, type StoreOperation } from '../../workflows/team/authority';
-import { validateClosure, type BoardSnapshot as ClosureBoard, type ClosureResult, type HandoffState } from '../../workflows/team/closure';
+import {
+  HANDOFF_RESOLUTIONS,
+  validateClosure,
+  type BoardSnapshot as ClosureBoard,
+  type ClosureResult,
+  type HandoffResolution,
+  type HandoffState,
+} from '../../workflows/team/closure';
 import { withTransaction } from './db';
 import type { TeamResultRecord } from './team-result';
 
@@ -42,7 +49,7 @@ export interface BoardSnapshot {
   readonly tasks: readonly TeamTask[];
   readonly outputs: readonly TeamOutput[];
   readonly userEvents: readonly { id: string; teamId: string; kind: string; taskId?: string }[];
-  readonly handoffs: readonly { oldTaskId: string; newTaskId?: string; state: HandoffState }[];
+  readonly handoffs: readonly { oldTaskId: string; newTaskId?: string; state: HandoffState; resolution?: HandoffResolution }[];
   readonly inboxUnread: number;
 }
 
@@ -396,7 +403,7 @@ async function boardIn(c: PoolClient, teamId: string): Promise<BoardSnapshot> {
   const tasks = await c.query(`SELECT * FROM team_tasks WHERE team_id = $1 ORDER BY created_at, task_id`, [teamId]);
   const outputs = await c.query(`SELECT * FROM team_task_outputs WHERE team_id = $1 ORDER BY created_at`, [teamId]);
   const events = await c.query(`SELECT event_id, kind, task_id FROM team_user_events WHERE team_id = $1 ORDER BY created_at`, [teamId]);
-  const handoffs = await c.query(`SELECT old_task_id, new_task_id, state FROM team_handoff_receipts WHERE team_id = $1 ORDER BY created_at`, [teamId]);
+  const handoffs = await c.query(`SELECT old_task_id, new_task_id, state, resolution FROM team_handoff_receipts WHERE team_id = $1 ORDER BY created_at`, [teamId]);
   const unread = await c.query(`SELECT count(*)::int AS n FROM team_inbox WHERE team_id = $1 AND read_revision IS NULL`, [teamId]);
   return {
     teamId,
@@ -412,7 +419,15 @@ async function boardIn(c: PoolClient, teamId: string): Promise<BoardSnapshot> {
       commitSha: r.commit_sha ?? undefined,
     })),
     userEvents: events.rows.map((r) => ({ id: r.event_id, teamId, kind: r.kind, taskId: r.task_id ?? undefined })),
-    handoffs: handoffs.rows.map((r) => ({ oldTaskId: r.old_task_id, ...(r.new_task_id ? { newTaskId: r.new_task_id } : {}), state: r.state })),
+    handoffs: handoffs.rows.map((r) => {
+      const action = r.resolution?.action;
+      return {
+        oldTaskId: r.old_task_id,
+        ...(r.new_task_id ? { newTaskId: r.new_task_id } : {}),
+        state: r.state,
+        ...((HANDOFF_RESOLUTIONS as readonly string[]).includes(action) ? { resolution: action as HandoffResolution } : {}),
+      };
+    }),
     inboxUnread: Number(unread.rows[0].n),
   };
 }
@@ -638,7 +653,8 @@ export async function moveReceipt(
     const { rows } = await c.query(`SELECT * FROM team_handoff_receipts WHERE receipt_id = $1 AND team_id = $2 FOR UPDATE`, [receiptId, teamId]);
     if (!rows[0]) throw new TeamStoreRefusal('receipt_not_found', `no handoff receipt ${receiptId}`);
     const receipt = toReceipt(rows[0]);
-    const final = ['released', 'failed'].includes(receipt.state);
+    // Released is final; so is failed, except for the user's resolution of it.
+    const final = receipt.state === 'released' || (receipt.state === 'failed' && extra.resolution === undefined);
     const same = receipt.state === to && (extra.sloMissed === undefined || extra.sloMissed === receipt.sloMissed) && extra.resolution === undefined;
     if (same || final) return { result: receipt };
     const updated = await c.query(

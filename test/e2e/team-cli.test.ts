@@ -155,12 +155,13 @@ test('orchard demo team --json: a task reassigned while its execution writes; re
   t.true(oldStamps.at(-1)! < newStamps[0], `old ended ${oldStamps.at(-1)}, new began ${newStamps[0]}`);
   t.deepEqual([oldWriter.lines, oldWriter.firstNs, oldWriter.lastNs], [oldStamps.length, String(oldStamps[0]), String(oldStamps.at(-1))]);
   t.deepEqual([newWriter.lines, newWriter.firstNs, newWriter.lastNs], [newStamps.length, String(newStamps[0]), String(newStamps.at(-1))]);
-  // The certificate cites the replacement's output, and counts the original through the user event.
+  // The certificate cites the replacement's output, and counts the original through it (the reassign's user event stays on the task).
   const certificate = (await pool.query('SELECT certificate FROM team_certificates WHERE team_id = $1', [teamId])).rows[0].certificate;
   t.deepEqual(result.certificate, certificate);
   t.deepEqual([...certificate.evidence.taskIds].sort(), board.tasks.map((x) => x.taskId).sort());
   t.deepEqual([...certificate.evidence.outputIds].sort(), ['plan-evaluator', 'implement-evaluator', 'test-evaluator-r1'].map((id) => task(id).outputId).sort());
-  t.like(certificate.resolutions.find((r: any) => r.taskId === 'test-evaluator'), { kind: 'user_scope_removed', userEventId: event!.id });
+  t.deepEqual(certificate.resolutions.find((r: any) => r.taskId === 'test-evaluator'), { taskId: 'test-evaluator', kind: 'replaced_by', by: 'test-evaluator-r1' });
+  t.is(task('test-evaluator').cancel?.userEventId, event!.id);
   // The Reviewer's branch holds the tested program; the Tester's branch has no commit (it was stopped).
   const worktree = dirname(newWriter.path);
   t.deepEqual(git(worktree, 'ls-tree', '--name-only', `orchard/${teamId}-reviewer/work`).split('\n').sort(), ['README.md', 'evaluator.js', 'evaluator.test.js']);

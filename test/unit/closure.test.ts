@@ -3,6 +3,7 @@ import test from 'ava';
 import fc from 'fast-check';
 import {
   validateClosure,
+  HANDOFF_RESOLUTIONS,
   type BoardHandoff,
   type BoardOutput,
   type BoardSnapshot,
@@ -237,6 +238,54 @@ test('a handoff that is not released blocks delivery, whatever its other state',
     t.is(r.reasons[0].taskId, 'impl');
   }
   t.is(validateClosure({ ...valid, handoffs: [{ oldTaskId: 'x', newTaskId: 'impl', state: 'released' }] }).outcome, 'delivered');
+  // A user who resolved a timed-out handoff keep_stopped settled it: it no longer blocks (the replacement was
+  // cancelled by that resolution, and must itself be closed). A `release` resolution without the state does not.
+  for (const state of ['timeout', 'unknown', 'failed'] as const) {
+    t.is(validateClosure({ ...valid, handoffs: [{ oldTaskId: 'x', newTaskId: 'impl', state, resolution: 'keep_stopped' }] }).outcome, 'delivered', state);
+    const r = validateClosure({ ...valid, handoffs: [{ oldTaskId: 'x', newTaskId: 'impl', state, resolution: 'release' }] });
+    t.deepEqual([r.outcome, codes(r)], ['not_delivered', ['handoff_pending']], state);
+  }
+});
+
+test('a reassigned task counts through its replacement, not as a scope removal, though the user event is real', (t) => {
+  const end = done('impl-r1');
+  const reassign: BoardUserEvent = { id: 'ev-reassign', teamId: TEAM, kind: 'reassign', taskId: 'impl' };
+  const reassigned = board({
+    tasks: [
+      { id: 'impl', status: 'cancelled', cancel: { by: 'user', kind: 'reassign', userEventId: 'ev-reassign' } },
+      { ...end.task, replacesTaskId: 'impl' },
+    ],
+    outputs: [end.output],
+    handoffs: [{ oldTaskId: 'impl', newTaskId: 'impl-r1', state: 'released' }],
+    userEvents: [reassign],
+  });
+  const r = validateClosure(reassigned);
+  t.is(r.outcome, 'delivered');
+  t.deepEqual(r.evidence.resolutions, [
+    { taskId: 'impl', kind: 'replaced_by', by: 'impl-r1' },
+    { taskId: 'impl-r1', kind: 'completed' },
+  ]);
+  // Its replacement failed: the reassign's user event does not close the old task either.
+  const failed = validateClosure({ ...reassigned, tasks: reassigned.tasks.map((x) => (x.id === 'impl-r1' ? { id: 'impl-r1', status: 'failed', replacesTaskId: 'impl' } : x)) });
+  t.is(failed.outcome, 'not_delivered');
+  t.deepEqual(codesOf(failed, 'impl'), ['replacement_chain_broken']);
+  t.deepEqual(codesOf(failed, 'impl-r1'), ['task_failed']);
+  // The user kept it stopped: the replacement is removed from scope by that event, and the old task closes through it.
+  const keep: BoardUserEvent = { id: 'ev-keep', teamId: TEAM, kind: 'keep_stopped', taskId: 'impl-r1' };
+  const other = done('docs');
+  const kept = validateClosure({
+    ...reassigned,
+    tasks: [reassigned.tasks[0], { id: 'impl-r1', status: 'cancelled', replacesTaskId: 'impl', cancel: { by: 'user', kind: 'keep_stopped', userEventId: 'ev-keep' } }, other.task],
+    outputs: [other.output],
+    handoffs: [{ oldTaskId: 'impl', newTaskId: 'impl-r1', state: 'timeout', resolution: 'keep_stopped' }],
+    userEvents: [reassign, keep],
+  });
+  t.is(kept.outcome, 'delivered');
+  t.deepEqual(kept.evidence.resolutions, [
+    { taskId: 'docs', kind: 'completed' },
+    { taskId: 'impl', kind: 'replaced_by', by: 'impl-r1' },
+    { taskId: 'impl-r1', kind: 'user_scope_removed', userEventId: 'ev-keep' },
+  ]);
 });
 
 test('an open task, an unread inbox message or a running turn blocks delivery', (t) => {
@@ -339,7 +388,14 @@ const boardArb: fc.Arbitrary<BoardSnapshot> = fc
         ),
       ),
       handoffs: fc.array(
-        fc.record({ oldTaskId: fc.constantFrom(...IDS), newTaskId: fc.constantFrom(...IDS), state: often<HandoffState>('released', fc.constantFrom(...HANDOFF_STATES)) }),
+        fc
+          .record({
+            oldTaskId: fc.constantFrom(...IDS),
+            newTaskId: fc.constantFrom(...IDS),
+            state: often<HandoffState>('released', fc.constantFrom(...HANDOFF_STATES)),
+            resolution: sometimes(fc.constantFrom(...HANDOFF_RESOLUTIONS)),
+          })
+          .map((h) => defined(h)),
         { maxLength: 2 },
       ),
       userEvents: fc.tuple(
@@ -397,6 +453,7 @@ function certificateProblems(b: BoardSnapshot, r: ClosureResult): string[] {
       const ok = atTask.status === 'completed' && rows.length === 1 && rows[0].taskId === atTask.id && rows[0].generation === b.generation;
       if (!ok || !r.evidence.outputIds.includes(rows[0].id)) problems.push(`${atTask.id}: completed without a current output of its own`);
     }
+    if (rs[0].kind === 'user_scope_removed' && b.tasks.some((x) => x.replacesTaskId === task.id)) problems.push(`${task.id}: removed from scope, but a replacement carries it`);
     if (at?.kind === 'user_scope_removed') {
       const events = b.userEvents.filter((e) => e.id === at.userEventId);
       const ok = atTask.status === 'cancelled' && atTask.cancel?.by === 'user' && atTask.cancel.userEventId === at.userEventId;
@@ -404,7 +461,7 @@ function certificateProblems(b: BoardSnapshot, r: ClosureResult): string[] {
     }
   }
   if (!r.evidence.resolutions.some((x) => x.kind === 'completed')) problems.push('no completed task');
-  if (b.handoffs.some((h) => h.state !== 'released')) problems.push('pending handoff');
+  if (b.handoffs.some((h) => h.state !== 'released' && h.resolution !== 'keep_stopped')) problems.push('pending handoff');
   if (b.blockers.inboxUnread > 0 || b.blockers.turnsRunning > 0) problems.push('blocker');
   if (b.assessedRevision !== b.workRevision) problems.push('stale revision');
   return problems;

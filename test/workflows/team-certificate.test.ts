@@ -21,6 +21,7 @@ import {
 } from '../../activities/store/team';
 import { appendEntry } from '../../activities/store/transcript';
 import type { Actor } from '../../workflows/team/authority';
+import { CLOSURE_VALIDATOR_VERSION } from '../../workflows/team/closure';
 import { gate } from '../helpers/fleet-model';
 import { makeRepo, testPool, uniqueId } from '../helpers/orchard';
 import { activityTypes, startScriptedTeam, waitingBehind, type Call, type TeamHarness } from '../helpers/team';
@@ -66,28 +67,28 @@ async function delivered(t: ExecutionContext, h: TeamHarness) {
   const board = await readBoard(h.orchard.pool, h.teamId);
   t.is(Number(rows[0].work_revision), board.workRevision, 'certified at the current revision');
   t.is(cert.workRevision, board.workRevision);
-  t.like(cert, { teamId: h.teamId, outcome: 'delivered', generation: board.generation, validatorVersion: 'closure/1' });
+  t.like(cert, { teamId: h.teamId, outcome: 'delivered', generation: board.generation, validatorVersion: CLOSURE_VALIDATOR_VERSION });
   const view = await h.until('delivered', (v) => v.status === 'delivered');
   t.is(view.candidate, 'certified');
   t.like(view.certificate, { certificateId: cert.certificateId, workRevision: cert.workRevision, generation: cert.generation });
   t.deepEqual([...view.certificate!.taskIds], cert.evidence.taskIds);
   t.deepEqual([...view.certificate!.outputIds], cert.evidence.outputIds);
+  // The Coordinator's final words did not cite the certificate: the recorded summary does, for it.
+  const certifying = view.turns.find((turn) => turn.finalExcerpt?.startsWith('script ') && turn.turn === view.summary?.turn);
+  t.truthy(certifying, 'the summary is the certifying turn\'s');
+  t.deepEqual(view.summary, { certificateId: cert.certificateId, turn: certifying!.turn, text: `Certificate ${cert.certificateId}. ${certifying!.finalExcerpt}` });
   return { cert, board, view };
 }
 
 /**
- * How each task of the certificate counts. A reassigned task is accepted counted either way the validator may
- * close it — `replaced_by` its replacement, or `user_scope_removed` citing the reassign's own user event (what the
- * fence records today: the old task is cancelled by the user, citing the reassign) — as long as the cited event
- * is the reassign of that task; anything else is reported as it is.
+ * How each task of the certificate counts. A reassigned task (cancelled by the user for a reassign) must count
+ * `replaced_by` its own replacement: its scope moved there. Anything else is reported as it is.
  */
 function resolutionsOf(cert: any, board: Awaited<ReturnType<typeof readBoard>>): [string, string][] {
   return cert.resolutions.map((r: any): [string, string] => {
     const task = board.tasks.find((x) => x.taskId === r.taskId);
     const replacement = board.tasks.find((x) => x.replacesTaskId === r.taskId);
-    const reassigned =
-      task?.cancel?.kind === 'reassign' &&
-      ((r.kind === 'replaced_by' && r.by === replacement?.taskId) || (r.kind === 'user_scope_removed' && r.userEventId === task.cancel.userEventId));
+    const reassigned = task?.cancel?.kind === 'reassign' && r.kind === 'replaced_by' && r.by === replacement?.taskId;
     return [r.taskId, reassigned ? 'reassigned' : r.kind];
   });
 }
@@ -494,7 +495,7 @@ test('property: over generated boards built through the store, org_run_complete 
         workRevision: board.workRevision,
         evidence: { taskIds: oracle.taskIds, outputIds: oracle.outputIds },
         resolutions: [],
-        validatorVersion: 'closure/1',
+        validatorVersion: CLOSURE_VALIDATOR_VERSION,
         issuedAt: new Date().toISOString(),
         summary: 'forged',
       };

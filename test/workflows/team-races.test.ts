@@ -223,6 +223,59 @@ test.serial('timeout then resolve: release is refused while the old runtime is n
   t.is((await h.certificates()).length, 1);
 });
 
+test.serial('keep_stopped settles a timed-out reassign: the rest of the team delivers; a later release with proof frees the old owner, the replacement stays cancelled', async (t) => {
+  const h = await startScriptedTeam(t, {
+    plan: [create('a', 'implementer'), create('b', 'reviewer'), APPROVE],
+    work: { a: 'write' },
+    handoff: { sloMs: 300, timeoutMs: 1_500 },
+  });
+  await h.writing('a', 'implementer');
+  const stuck = await h.stick('implementer');
+  const receipt = await h.orchard.client.reassignTask(h.teamId, { taskId: 'a', newOwner: 'reviewer', reason: 'move it' });
+  await h.until('the timeout, b done', (v) => v.receipts[0]?.state === 'timeout' && v.executions.some((e) => e.taskId === 'b' && e.state === 'completed'));
+  const [blocked] = await h.script([['org_run_complete', { summary: 'done?' }]]);
+  t.regex(blocked, /^error \(completion_refused\): .*handoff_pending/);
+
+  const kept = await h.orchard.client.resolveHandoff(h.teamId, { receiptId: receipt.receiptId, action: 'keep_stopped', reason: 'b is enough' });
+  t.like(kept, { state: 'timeout', resolution: 'keep_stopped' });
+  t.like((await rows(h, `SELECT state, resolution FROM team_handoff_receipts WHERE team_id = $1`))[0], { state: 'timeout', resolution: { action: 'keep_stopped' } });
+  // The user settled it: the board is closed, and the workflow knows it without a Coordinator read.
+  const ready = await h.until('the candidate ready', (v) => v.candidate === 'ready');
+  t.deepEqual(ready.waiting, []);
+  const [delivered] = await h.script([['org_run_complete', { summary: 'b delivered; a kept stopped' }]]);
+  t.regex(delivered, /^delivered: certificate /);
+  const board = await readBoard(h.orchard.pool, h.teamId);
+  const keptEvent = board.tasks.find((x) => x.taskId === 'a-r1')!.cancel!.userEventId;
+  t.deepEqual((await h.certificates())[0].certificate.resolutions, [
+    { taskId: 'a', kind: 'replaced_by', by: 'a-r1' },
+    { taskId: 'a-r1', kind: 'user_scope_removed', userEventId: keptEvent },
+    { taskId: 'b', kind: 'completed' },
+  ]);
+
+  // The old owner's runtime was never proven stopped: a new task of its own does not start (dispatch runs at the
+  // end of the turn that created it)…
+  await h.script([create('c', 'implementer')]);
+  t.false((await h.status()).executions.some((e) => e.taskId === 'c'), 'c waits while the implementer may still run');
+  // …until the user releases the receipt with proof; the replacement the user kept stopped never starts.
+  const refused = await t.throwsAsync(h.orchard.client.resolveHandoff(h.teamId, { receiptId: receipt.receiptId, action: 'release' }));
+  t.is((refused as any).code, 'old_runtime_not_quiescent');
+  const again = await t.throwsAsync(h.orchard.client.resolveHandoff(h.teamId, { receiptId: receipt.receiptId, action: 'keep_stopped' }));
+  t.is((again as any).code, 'handoff_not_blocked');
+  await stuck.unstick();
+  const released = await waitFor(
+    () =>
+      h.orchard.client
+        .resolveHandoff(h.teamId, { receiptId: receipt.receiptId, action: 'release', reason: 'verified' })
+        .catch((err) => (err.code === 'old_runtime_not_quiescent' ? undefined : Promise.reject(err))),
+    60_000,
+    'a release with proof',
+  );
+  t.like(released, { state: 'released', resolution: 'release' });
+  const done = await h.until('c completed', (v) => v.executions.some((e) => e.taskId === 'c' && e.state === 'completed'));
+  t.false(done.executions.some((e) => e.taskId === 'a-r1'), 'the kept-stopped replacement never started');
+  t.like((await readBoard(h.orchard.pool, h.teamId)).tasks.find((x) => x.taskId === 'a-r1'), { status: 'cancelled', cancel: { kind: 'keep_stopped' } });
+});
+
 test.serial('SLO with short durations: the miss is recorded exactly once (also across a worker restart) and the search attribute is set', async (t) => {
   const h = await startScriptedTeam(t, {
     plan: [create('a', 'implementer'), APPROVE],

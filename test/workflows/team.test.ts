@@ -7,6 +7,8 @@ import { calls, final, gate, lastUserText } from '../helpers/fleet-model';
 import { completion, stubModel, type Reply } from '../helpers/model-stub';
 import { git, keepHistory, makeRepo, startOrchard, uniqueId } from '../helpers/orchard';
 import { untilTeam } from '../helpers/team';
+import { CLOSURE_VALIDATOR_VERSION } from '../../workflows/team/closure';
+import { TOOL_PROFILES } from '../../workflows/tools';
 
 /**
  * Team runs against the real dev server and Postgres, the model played over HTTP: Coordinator requests (they offer
@@ -114,17 +116,14 @@ test('while a member works, the Coordinator makes no model call, no store query 
   t.true(coordinatorRequests().length > requestsBefore, 'its fact woke the Coordinator');
 });
 
-/** Every tool name the system has, and some it does not. */
+/**
+ * Every tool of the system that is not the Coordinator's — read from the tool profiles every agent is offered, so
+ * a tool added to any profile joins this matrix — and some tools that exist nowhere (sleeping, awaiting output,
+ * messaging oneself: what a polling Coordinator would reach for).
+ */
+const SYSTEM_TOOLS = [...new Set(Object.values(TOOL_PROFILES).flatMap((profile) => profile.map((tool) => tool.name)))];
 const EVERY_TOOL = [
-  'bash',
-  'read_file',
-  'write_file',
-  'git_status',
-  'git_diff',
-  'git_commit',
-  'session',
-  'list_orchestrator_agents',
-  'update_orchestrator_agent_description',
+  ...SYSTEM_TOOLS.filter((name) => !TOOL_PROFILES.coordinator.some((tool) => tool.name === name)),
   'sleep',
   'await_output',
   'delegate',
@@ -197,9 +196,10 @@ test('a closed board steers the Coordinator to completion; one certificate, idem
   const last = delivered.turns.at(-1)!;
   t.is(last.outcome, 'finished');
   t.is(last.finalExcerpt, `Delivered, certificate ${delivered.certificate!.certificateId}.`);
+  t.deepEqual(delivered.summary, { certificateId: delivered.certificate!.certificateId, turn: last.turn, text: last.finalExcerpt });
   const rows = async () => (await orchard.pool.query('SELECT certificate FROM team_certificates WHERE team_id = $1', [teamId])).rows;
   t.is((await rows()).length, 1);
-  t.like((await rows())[0].certificate, { outcome: 'delivered', validatorVersion: 'closure/1', generation: 1, workRevision: delivered.certificate!.workRevision });
+  t.like((await rows())[0].certificate, { outcome: 'delivered', validatorVersion: CLOSURE_VALIDATOR_VERSION, generation: 1, workRevision: delivered.certificate!.workRevision });
   // Asking again gets the same certificate back: one per generation and revision.
   await orchard.client.teamMessage(teamId, { text: 'certify again' });
   const again = await until(orchard, teamId, 'the second request answered', (v) => v.turns.length > delivered.turns.length && v.status === 'delivered');

@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import {
+  HANDOFF_RESOLUTIONS,
   HANDOFF_STATES,
   TASK_STATUSES,
   type BoardBlockers,
@@ -45,8 +46,13 @@ const output = z
   .describe('a TaskOutput evidence row');
 
 const handoff = z
-  .strictObject({ oldTaskId: id, newTaskId: id.optional(), state: z.enum(HANDOFF_STATES) })
-  .describe('a cancel/reassign handoff receipt; anything but released blocks delivery');
+  .strictObject({
+    oldTaskId: id,
+    newTaskId: id.optional(),
+    state: z.enum(HANDOFF_STATES),
+    resolution: z.enum(HANDOFF_RESOLUTIONS).optional().describe("a user's resolution of a timed-out handoff; keep_stopped settles it"),
+  })
+  .describe('a cancel/reassign handoff receipt; anything but released (or resolved keep_stopped) blocks delivery');
 
 const userEvent = z
   .strictObject({

@@ -8,13 +8,15 @@
  *   - `completed`: status completed, and its `outputId` names a TaskOutput row of this task and of the
  *     board's current generation;
  *   - `replaced_by`: some task whose `replacesTaskId` names it is closed, so the chain ends in a counted task;
- *   - `user_scope_removed`: cancelled by the user, citing a user event of this team about this task.
+ *   - `user_scope_removed`: cancelled by the user, citing a user event of this team about this task, and
+ *     replaced by nothing (a cancelled task with a replacement moved its scope there: it counts only through it).
  * Delivered needs every task closed, at least one `completed` task, a current assessment
- * (`assessedRevision === workRevision`) and no blocker (open task, unreleased handoff, unread inbox, running turn).
+ * (`assessedRevision === workRevision`) and no blocker (open task, unreleased handoff, unread inbox, running turn);
+ * a handoff the user resolved `keep_stopped` no longer blocks (its replacement was cancelled by that user event).
  */
 
 /** Recorded in every certificate, so a certificate can be re-checked by the validator that issued it. */
-export const CLOSURE_VALIDATOR_VERSION = 'closure/1';
+export const CLOSURE_VALIDATOR_VERSION = 'closure/2';
 
 export const TASK_STATUSES = ['pending', 'in_progress', 'completed', 'failed', 'cancelled'] as const;
 export type TaskStatus = (typeof TASK_STATUSES)[number];
@@ -55,7 +57,15 @@ export interface BoardHandoff {
   /** The replacement of a reassign; absent when the user cancelled the running work outright. */
   readonly newTaskId?: string;
   readonly state: HandoffState;
+  /**
+   * A user's resolution of a handoff that timed out (or ended unknown/failed): `keep_stopped` settles it (the old
+   * work stays stopped, the replacement is cancelled); `release` comes with state `released`.
+   */
+  readonly resolution?: HandoffResolution;
 }
+
+export const HANDOFF_RESOLUTIONS = ['keep_stopped', 'release'] as const;
+export type HandoffResolution = (typeof HANDOFF_RESOLUTIONS)[number];
 
 /** A durable user event (message, cancel, resolution) the run recorded. */
 export interface BoardUserEvent {
@@ -100,7 +110,7 @@ export const CLOSURE_REASONS = {
   all_failed: 'every task failed',
   stale_revision: 'the assessment was made at another work revision than the current one',
   task_open: 'a task is pending or in progress',
-  handoff_pending: 'a cancel/reassign handoff is not released (requested, yielding, timeout, unknown or failed)',
+  handoff_pending: 'a cancel/reassign handoff is not released (requested, yielding, timeout, unknown or failed) and no user kept it stopped',
   inbox_unread: 'the Coordinator has unread inbox messages',
   turn_running: 'a turn is still running',
   missing_output: 'a completed task names no output, or names an output row that does not exist',
@@ -157,7 +167,8 @@ export interface ClosureResult {
 
 type Direct =
   | { readonly ok: true; readonly resolution: Resolution; readonly outputId?: string }
-  | { readonly ok: false; readonly reason: ClosureReason };
+  /** No reason: a replaced cancelled task, which counts only through its replacements (reported as a broken chain). */
+  | { readonly ok: false; readonly reason?: ClosureReason };
 
 export function validateClosure(board: BoardSnapshot): ClosureResult {
   const reasons: ClosureReason[] = [];
@@ -176,7 +187,7 @@ export function validateClosure(board: BoardSnapshot): ClosureResult {
   }
   for (const t of tasks) if (t.status === 'pending' || t.status === 'in_progress') add('task_open', `task ${t.id} is ${t.status}`, t.id);
   for (const h of board.handoffs) {
-    if (h.state !== 'released') add('handoff_pending', `handoff ${h.oldTaskId} -> ${h.newTaskId ?? '(cancelled)'} is ${h.state}, not released`, h.newTaskId ?? h.oldTaskId);
+    if (h.state !== 'released' && h.resolution !== 'keep_stopped') add('handoff_pending', `handoff ${h.oldTaskId} -> ${h.newTaskId ?? '(cancelled)'} is ${h.state}, not released`, h.newTaskId ?? h.oldTaskId);
   }
   if (board.blockers.inboxUnread > 0) add('inbox_unread', `${board.blockers.inboxUnread} unread inbox message(s)`);
   if (board.blockers.turnsRunning > 0) add('turn_running', `${board.blockers.turnsRunning} turn(s) running`);
@@ -229,7 +240,14 @@ function closeTasks(
   }
   for (const id of cycleMembers(board.tasks)) add('replacement_cycle', `task ${id} lies on a cycle of replacesTaskId links`, id);
 
-  const direct = new Map(board.tasks.map((t) => [t.id, closeDirectly(t, board, outputs, events)]));
+  // A cancel that handed the task on (a reassign, or a cancel followed by a replacement) did not remove its scope:
+  // the replacement carries it, so the task closes only through the chain, as `replaced_by`.
+  const direct = new Map(
+    board.tasks.map((t): [string, Direct] => {
+      const d = closeDirectly(t, board, outputs, events);
+      return [t.id, d.ok && t.status === 'cancelled' && replacements.has(t.id) ? { ok: false } : d];
+    }),
+  );
   const closed = new Map<string, Resolution>();
   const outputIds: string[] = [];
   const round = new Map<string, number>();
@@ -258,7 +276,7 @@ function closeTasks(
   for (const t of board.tasks) {
     if (closed.has(t.id) || t.status === 'pending' || t.status === 'in_progress') continue;
     const d = direct.get(t.id)!;
-    if (!d.ok) add(d.reason.code, d.reason.detail, t.id);
+    if (!d.ok && d.reason) add(d.reason.code, d.reason.detail, t.id);
     const replacedBy = replacements.get(t.id);
     if (replacedBy) {
       const ids = replacedBy.map((x) => x.id).sort(compare);

@@ -86,6 +86,7 @@ export interface CarriedTeamState {
   readonly pendingSettled?: readonly TaskExecutionSettled[];
   readonly candidate?: TeamStatusView['candidate'];
   readonly certificate?: TeamStatusView['certificate'];
+  readonly summary?: TeamStatusView['summary'];
   readonly receipts: readonly HandoffState[];
   /** Tasks the user cancelled while they waited (never started, even when a handoff releases them later). */
   readonly userCancelled?: readonly string[];
@@ -149,6 +150,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   let coordinating = false;
   let candidate: TeamStatusView['candidate'] = carried?.candidate;
   let certificate: TeamStatusView['certificate'] = carried?.certificate;
+  let summary: TeamStatusView['summary'] = carried?.summary;
   const running = () => executions.filter((e) => e.state === 'running').length;
   const receipts: HandoffState[] = (carried?.receipts ?? []).map((r) => ({ ...r, kind: r.kind ?? 'reassign' }));
   const userCancelled: string[] = [...(carried?.userCancelled ?? [])];
@@ -241,7 +243,9 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       const receipt = receipts.find((r) => r.receiptId === input?.receiptId);
       if (!receipt) throw orchardFailure('receipt_not_found', `no handoff receipt ${String(input?.receiptId)}`);
       if (input.action !== 'keep_stopped' && input.action !== 'release') throw orchardFailure('invalid_input', 'action must be keep_stopped or release');
-      if (!['timeout', 'unknown', 'failed'].includes(receipt.state) || receipt.resolution) {
+      // keep_stopped settles a handoff; a later release (with its proof) still frees the old owner.
+      const settled = !['timeout', 'unknown', 'failed'].includes(receipt.state) || receipt.resolution === 'release' || (receipt.resolution === 'keep_stopped' && input.action === 'keep_stopped');
+      if (settled) {
         throw orchardFailure('handoff_not_blocked', `receipt ${receipt.receiptId} is ${receipt.state}${receipt.resolution ? `, resolved ${receipt.resolution}` : ''}: nothing to resolve`);
       }
     },
@@ -322,9 +326,9 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     knownRevision = Math.max(knownRevision, cancelled.revision);
     const queued = assigned.findIndex((a) => a.taskId === input.taskId);
     if (queued >= 0) assigned.splice(queued, 1);
-    if (!userCancelled.includes(input.taskId)) userCancelled.push(input.taskId);
-    keep(userCancelled, KEPT * 4);
+    noteUserCancelled(input.taskId);
     noteEvent(`the user cancelled task ${input.taskId} (${input.reason}) before it ran`);
+    assess(cancelled.candidate);
     publish();
     return { taskId: input.taskId, status: 'cancelled', workRevision: knownRevision };
   }
@@ -382,6 +386,22 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     return publicReceipt(receipt.receiptId);
   }
 
+  /** A task the user took out of scope before it ran: it never starts, even when a handoff releases it later. */
+  function noteUserCancelled(taskId: string): void {
+    if (!userCancelled.includes(taskId)) userCancelled.push(taskId);
+    keep(userCancelled, KEPT * 4);
+  }
+
+  /**
+   * A committed fact's assessment of the board (`completion_candidate.state`). When it is ready, the Coordinator's
+   * next request says to call org_run_complete directly: the board is closed, there is nothing to read first.
+   */
+  function assess(state: string | undefined): void {
+    if (state === undefined || certificate) return;
+    candidate = state as TeamStatusView['candidate'];
+    if (candidate === 'ready') noteEvent('completion_candidate.state is ready: call org_run_complete now, directly, without task_list first.');
+  }
+
   function publicReceipt(receiptId: string): ReceiptView {
     const { sessionId: _s, lease: _l, driven: _d, ...r } = receipts.find((x) => x.receiptId === receiptId)!;
     return r;
@@ -394,10 +414,12 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     publish();
   }
 
-  async function moveTo(receiptId: string, to: ReceiptView['state'], extra: { sloMissed?: boolean; resolution?: unknown } = {}): Promise<void> {
+  /** Moves a receipt; answers the board's candidate when the move may have closed it (a release, a resolution). */
+  async function moveTo(receiptId: string, to: ReceiptView['state'], extra: { sloMissed?: boolean; resolution?: unknown } = {}): Promise<string | undefined> {
     const moved = await acts.moveReceipt({ teamId: start.teamId, receiptId, to, ...extra });
     knownRevision = Math.max(knownRevision, moved.revision);
     setReceipt(receiptId, { state: moved.receipt.state, sloMissed: moved.receipt.sloMissed });
+    return moved.candidate;
   }
 
   /**
@@ -435,8 +457,9 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       timers.cancel();
       await slo;
       if (outcome === 'released') {
-        await moveTo(receiptId, 'released');
+        const assessed = await moveTo(receiptId, 'released');
         release(receiptId);
+        assess(assessed);
       } else {
         await moveTo(receiptId, outcome === 'timeout' ? 'timeout' : 'unknown');
         noteEvent(
@@ -472,17 +495,23 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
           kind: 'keep_stopped',
         }));
         knownRevision = Math.max(knownRevision, cancelled.revision);
+        noteUserCancelled(receipt.newTaskId);
       }
-      await moveTo(receipt.receiptId, receipt.state, { resolution: { action: 'keep_stopped', reason: input.reason ?? null } });
+      // Settled, not released: the rest of the team may deliver, but the old owner stays busy (its runtime was never
+      // proven stopped) until a later `release` brings that proof.
+      const assessed = await moveTo(receipt.receiptId, receipt.state, { resolution: { action: 'keep_stopped', reason: input.reason ?? null } });
       setReceipt(receipt.receiptId, { resolution: 'keep_stopped' });
       noteEvent(`handoff ${receipt.receiptId}: the user kept ${receipt.oldTaskId} stopped${receipt.newTaskId ? `; ${receipt.newTaskId} is cancelled` : ''}`);
+      assess(assessed);
       return publicReceipt(receipt.receiptId);
     }
     const proof = await acts.checkQuiescent({ sessionId: receipt.sessionId, lease: receipt.lease });
     if (!proof.quiescent) throw orchardFailure('old_runtime_not_quiescent', `cannot release ${receipt.receiptId}: ${proof.why}`);
-    await moveTo(receipt.receiptId, 'released', { resolution: { action: 'release', reason: input.reason ?? null } });
+    const assessed = await moveTo(receipt.receiptId, 'released', { resolution: { action: 'release', reason: input.reason ?? null } });
     setReceipt(receipt.receiptId, { resolution: 'release' });
+    // After keep_stopped the replacement stays cancelled (release() skips what the user cancelled); the old owner is free.
     release(receipt.receiptId);
+    assess(assessed);
     return publicReceipt(receipt.receiptId);
   }
 
@@ -539,6 +568,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       ),
       candidate,
       certificate,
+      summary,
     };
   }
 
@@ -632,13 +662,12 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
         continue;
       }
       executions[at] = { ...execution, state: settled.state, sessionTaskId: settled.sessionTaskId };
-      if (!certificate) candidate = settled.candidate as TeamStatusView['candidate'];
-      if (settled.state === 'handed_off') continue;
-      noteEvent(`task ${execution.taskId} ${settled.state} by ${execution.memberId}${settled.excerpt ? `: ${excerpt(settled.excerpt, 160)}` : ''}`);
-      if (candidate === 'ready') {
-        // Steer straight to completion: the board is closed, nothing to read first.
-        noteEvent('completion_candidate.state is ready: call org_run_complete now, directly, without task_list first.');
+      if (settled.state === 'handed_off') {
+        if (!certificate) candidate = settled.candidate as TeamStatusView['candidate'];
+        continue;
       }
+      noteEvent(`task ${execution.taskId} ${settled.state} by ${execution.memberId}${settled.excerpt ? `: ${excerpt(settled.excerpt, 160)}` : ''}`);
+      assess(settled.candidate);
       publish();
     }
   }
@@ -700,6 +729,12 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     // A turn that committed no fact of its own and approved nothing is a wait for the next org event.
     const certifiedNow = certificate !== undefined && !certifiedBefore;
     if (outcome === 'finished' && knownRevision === startRevision && !certifiedNow) outcome = 'waiting_for_org_event';
+    if (certifiedNow) {
+      // The final summary cites the certificate, whatever the Coordinator wrote (or failed to write).
+      const id = certificate!.certificateId;
+      const said = finalExcerpt ?? `(the Coordinator's turn ended ${outcome} without a summary)`;
+      summary = { certificateId: id, turn, text: said.includes(id) ? said : `Certificate ${id}. ${said}` };
+    }
     turns.push({ turn, turnId, startRevision, endRevision: knownRevision, outcome, modelCalls, toolCalls, finalExcerpt });
     keep(turns, KEPT);
     turnsCompleted = turn;
@@ -810,6 +845,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
         pendingSettled,
         candidate,
         certificate,
+        summary,
         receipts,
         userCancelled,
       },

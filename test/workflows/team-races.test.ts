@@ -181,7 +181,11 @@ test.serial('stale release callback: the old execution proves quiescent only aft
   t.is(await facts(h, 'handoff_released'), 1);
 });
 
-test.serial('timeout then resolve: release is refused while the old runtime is not quiescent and changes nothing; once it is, the release is accepted', async (t) => {
+/**
+ * a (implementer) writes and its runtime cannot be proven stopped; b (reviewer) finishes. `handOff` cancels or
+ * reassigns a; returns once its receipt is durable `timeout` and b is done.
+ */
+async function timedOut(t: ExecutionContext, handOff: (h: TeamHarness) => Promise<{ receiptId: string }>) {
   const h = await startScriptedTeam(t, {
     plan: [create('a', 'implementer'), create('b', 'reviewer'), APPROVE],
     work: { a: 'write' },
@@ -189,9 +193,14 @@ test.serial('timeout then resolve: release is refused while the old runtime is n
   });
   await h.writing('a', 'implementer');
   const stuck = await h.stick('implementer');
-  const cancelled = await h.orchard.client.cancelTask(h.teamId, { taskId: 'a', reason: 'scope cut' });
-  const receiptId = cancelled.receipt!.receiptId;
+  const receipt = await handOff(h);
   await h.until('the timeout, b done', (v) => v.receipts[0]?.state === 'timeout' && v.executions.some((e) => e.taskId === 'b' && e.state === 'completed'));
+  return { h, stuck, receipt };
+}
+
+test.serial('timeout then resolve: release is refused while the old runtime is not quiescent and changes nothing; once it is, the release is accepted', async (t) => {
+  const { h, stuck, receipt } = await timedOut(t, (h) => h.orchard.client.cancelTask(h.teamId, { taskId: 'a', reason: 'scope cut' }).then((r) => r.receipt!));
+  const receiptId = receipt.receiptId;
 
   const revision = (await readBoard(h.orchard.pool, h.teamId)).workRevision;
   const refused = await t.throwsAsync(h.orchard.client.resolveHandoff(h.teamId, { receiptId, action: 'release' }));
@@ -224,15 +233,7 @@ test.serial('timeout then resolve: release is refused while the old runtime is n
 });
 
 test.serial('keep_stopped settles a timed-out reassign: the rest of the team delivers; a later release with proof frees the old owner, the replacement stays cancelled', async (t) => {
-  const h = await startScriptedTeam(t, {
-    plan: [create('a', 'implementer'), create('b', 'reviewer'), APPROVE],
-    work: { a: 'write' },
-    handoff: { sloMs: 300, timeoutMs: 1_500 },
-  });
-  await h.writing('a', 'implementer');
-  const stuck = await h.stick('implementer');
-  const receipt = await h.orchard.client.reassignTask(h.teamId, { taskId: 'a', newOwner: 'reviewer', reason: 'move it' });
-  await h.until('the timeout, b done', (v) => v.receipts[0]?.state === 'timeout' && v.executions.some((e) => e.taskId === 'b' && e.state === 'completed'));
+  const { h, stuck, receipt } = await timedOut(t, (h) => h.orchard.client.reassignTask(h.teamId, { taskId: 'a', newOwner: 'reviewer', reason: 'move it' }));
   const [blocked] = await h.script([['org_run_complete', { summary: 'done?' }]]);
   t.regex(blocked, /^error \(completion_refused\): .*handoff_pending/);
 
@@ -274,6 +275,33 @@ test.serial('keep_stopped settles a timed-out reassign: the rest of the team del
   const done = await h.until('c completed', (v) => v.executions.some((e) => e.taskId === 'c' && e.state === 'completed'));
   t.false(done.executions.some((e) => e.taskId === 'a-r1'), 'the kept-stopped replacement never started');
   t.like((await readBoard(h.orchard.pool, h.teamId)).tasks.find((x) => x.taskId === 'a-r1'), { status: 'cancelled', cancel: { kind: 'keep_stopped' } });
+});
+
+test.serial('a burst of facts while the Coordinator is in a turn coalesces into one wake that carries them all', async (t) => {
+  const h = await startScriptedTeam(t, {
+    members: ['implementer', 'reviewer', 'tester'],
+    plan: [create('a', 'implementer'), create('b', 'reviewer'), create('c', 'tester'), APPROVE],
+    work: { a: 'gate', b: 'gate', c: 'gate' },
+  });
+  for (const id of ['a', 'b', 'c']) await h.gate(id).arrived;
+  const turnsBefore = (await h.status()).turns.length;
+  // The Coordinator is mid-turn (its model call held) while all three members finish.
+  await h.script([['task_get', { taskId: 'a' }]], {
+    before: async () => {
+      for (const id of ['a', 'b', 'c']) h.gate(id).open();
+      await h.until('three settled', (v) => ['a', 'b', 'c'].every((id) => v.executions.some((e) => e.taskId === id && e.state === 'completed')));
+    },
+  });
+  const idle = await h.until('idle after the wake', (v) => v.status === 'waiting_for_org_event' && v.turns.length >= turnsBefore + 2);
+  // Exactly one turn after the scripted one: the three completions (and the ready board) woke it once.
+  t.is(idle.turns.length, turnsBefore + 2, JSON.stringify(idle.turns));
+  const wakes = h.stub.requests
+    .map((r) => r.body)
+    .filter((b) => (b.tools ?? []).some((tool: any) => tool.function.name === 'task_list') && b.messages.at(-1).role === 'user')
+    .map((b) => String(b.messages.at(-1).content))
+    .filter((text) => text.startsWith('Work facts changed') && text.includes(' completed by '));
+  t.is(wakes.length, 1, JSON.stringify(wakes));
+  for (const id of ['a', 'b', 'c']) t.regex(wakes[0], new RegExp(`- task ${id} completed by`));
 });
 
 test.serial('SLO with short durations: the miss is recorded exactly once (also across a worker restart) and the search attribute is set', async (t) => {

@@ -289,7 +289,12 @@ test.serial('a burst of facts while the Coordinator is in a turn coalesces into 
   await h.script([['task_get', { taskId: 'a' }]], {
     before: async () => {
       for (const id of ['a', 'b', 'c']) h.gate(id).open();
-      await h.until('three settled', (v) => ['a', 'b', 'c'].every((id) => v.executions.some((e) => e.taskId === id && e.state === 'completed')));
+      // Their evidence is committed while the turn runs (their executions settle without the team's main loop).
+      await waitFor(
+        async () => ((await readBoard(h.orchard.pool, h.teamId)).tasks.filter((x) => x.status === 'completed').length === 3 ? true : undefined),
+        90_000,
+        'three tasks completed on the board',
+      );
     },
   });
   const idle = await h.until('idle after the wake', (v) => v.status === 'waiting_for_org_event' && v.turns.length >= turnsBefore + 2);

@@ -11,6 +11,7 @@ import {
   log,
   proxyActivities,
   metricMeter,
+  patched,
   setCurrentDetails,
   setHandler,
   sleep,
@@ -193,6 +194,10 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       // whose workflow settles it if it was its task's turn.
       if (!memberIds.some((m) => sessionOf(m) === notice.childId)) return;
       if (!pendingEnds.some((p) => p.childId === notice.childId && p.turnId === notice.turnId && p.closed === notice.closed)) pendingEnds.push(notice);
+      // Forwarded at once, also while a Coordinator turn runs: a member's evidence is committed by its execution's
+      // workflow, not held back by a slow model call (the main loop forwards only between turns). Runs recorded
+      // before this change forwarded from the loop alone; they replay that way.
+      if (patched('team-forward-ends-at-once')) return forwardEnds();
     },
     { description: "A member session's turn ended (sent by the session)." },
   );

@@ -2,6 +2,7 @@ import test, { type ExecutionContext } from 'ava';
 import { readBoard } from '../../activities/store/team';
 import { teamWorkflowId } from '../../workflows/messages';
 import { activityTypes, holdRunRow, startScriptedTeam, type Call, type TeamHarness } from '../helpers/team';
+import { keepHistory } from '../helpers/orchard';
 import { waitFor } from '../helpers/wait';
 
 /**
@@ -275,6 +276,7 @@ test.serial('keep_stopped settles a timed-out reassign: the rest of the team del
   const done = await h.until('c completed', (v) => v.executions.some((e) => e.taskId === 'c' && e.state === 'completed'));
   t.false(done.executions.some((e) => e.taskId === 'a-r1'), 'the kept-stopped replacement never started');
   t.like((await readBoard(h.orchard.pool, h.teamId)).tasks.find((x) => x.taskId === 'a-r1'), { status: 'cancelled', cancel: { kind: 'keep_stopped' } });
+  await keepHistory(h.orchard, teamWorkflowId(h.teamId), 'team-keep-stopped-delivered');
 });
 
 test.serial('a burst of facts while the Coordinator is in a turn coalesces into one wake that carries them all', async (t) => {
@@ -307,6 +309,7 @@ test.serial('a burst of facts while the Coordinator is in a turn coalesces into 
     .filter((text) => text.startsWith('Work facts changed') && text.includes(' completed by '));
   t.is(wakes.length, 1, JSON.stringify(wakes));
   for (const id of ['a', 'b', 'c']) t.regex(wakes[0], new RegExp(`- task ${id} completed by`));
+  await keepHistory(h.orchard, teamWorkflowId(h.teamId), 'team-burst-coalesced');
 });
 
 test.serial('SLO with short durations: the miss is recorded exactly once (also across a worker restart) and the search attribute is set', async (t) => {

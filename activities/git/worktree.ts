@@ -153,15 +153,27 @@ export async function prepareWorktree(input: PrepareWorktreeInput): Promise<Prep
   const existing = await findExisting();
   if (existing) return existing;
 
-  const tip = (await git.raw(['rev-parse', '--verify', '--quiet', ref]).catch(() => '')).trim();
+  // `--quiet` answers an empty string for a name that resolves to nothing; a thrown error is git failing (seen once
+  // under load while a sibling session was being prepared in the same repository): retried, then reported as it
+  // is — never read as "no commit", which would fail the session for good.
+  const resolve = async (rev: string): Promise<string> => {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return (await git.raw(['rev-parse', '--verify', '--quiet', rev])).trim();
+      } catch (err) {
+        if (attempt >= 3) throw new WorkspaceError('worktree_create_failed', `git rev-parse ${rev} failed in ${repo}: ${message(err)}`);
+        await new Promise((r) => setTimeout(r, 250 * attempt));
+      }
+    }
+  };
+  const tip = await resolve(ref);
   let baseCommit: string;
   try {
     if (tip) {
       await git.raw(['worktree', 'add', worktree, branch]);
       baseCommit = await branchBase(git, ref, fallbackRef);
     } else {
-      baseCommit = (await git.raw(['rev-parse', '--verify', '--quiet', `${fallbackRef}^{commit}`]).catch(() => ''))
-        .trim();
+      baseCommit = await resolve(`${fallbackRef}^{commit}`);
       if (!baseCommit) {
         throw new WorkspaceError(
           input.baseRef === undefined ? 'worktree_create_failed' : 'invalid_input',

@@ -41,6 +41,8 @@ export const resultBranchOf = (teamId: string): string => `orchard/team/${teamId
 export const ORCHARD_GIT_IDENTITY = { name: 'Orchard', email: 'orchard@localhost' } as const;
 
 const GIT_TIMEOUT_MS = 120_000;
+/** How much older than the longest a git here may run a ref lock must be to be called stale. */
+const STALE_LOCK_MARGIN_MS = 60_000;
 
 /**
  * The worker's git: no system or global config (the repository's own config is the operator's), none of the
@@ -55,6 +57,11 @@ function gitEnv(): NodeJS.ProcessEnv {
     GIT_CONFIG_GLOBAL: '/dev/null',
     GIT_TERMINAL_PROMPT: '0',
     LC_ALL: 'C',
+    // A ref another git process holds locked (a member's commit, its gc, a concurrent update) is waited for, not
+    // refused at once: seen once under a loaded full run, the result branch's `update-ref` found `result.lock`.
+    GIT_CONFIG_COUNT: '1',
+    GIT_CONFIG_KEY_0: 'core.filesRefLockTimeout',
+    GIT_CONFIG_VALUE_0: '10000',
     GIT_AUTHOR_NAME: ORCHARD_GIT_IDENTITY.name,
     GIT_AUTHOR_EMAIL: ORCHARD_GIT_IDENTITY.email,
     GIT_COMMITTER_NAME: ORCHARD_GIT_IDENTITY.name,
@@ -203,7 +210,21 @@ export async function buildResult(
 export async function setBranch(repoPath: string, branch: string, sha: string): Promise<void> {
   const repo = await requireRepo(repoPath);
   if ((await branchTip(repo, branch)) === sha) return;
-  await must(repo, ['update-ref', '-m', 'orchard: team result', `refs/heads/${branch}`, sha]);
+  const args = ['update-ref', '-m', 'orchard: team result', `refs/heads/${branch}`, sha];
+  const out = await run(repo, args);
+  if (out.code === 0) return;
+  // A lock left by a writer that was killed (every git here is cut at GIT_TIMEOUT_MS; seen once: an update-ref of
+  // the result branch hung and was killed, and its lock then refused every later certification). A live writer's
+  // lock is waited for (core.filesRefLockTimeout); one older than any writer may live is stale: removed, and the
+  // update tried once more.
+  const lock = /Unable to create '([^']+\.lock)': File exists/.exec(out.stderr)?.[1];
+  const stat = lock ? await fs.stat(lock).catch(() => undefined) : undefined;
+  if (lock && stat && Date.now() - stat.mtimeMs > GIT_TIMEOUT_MS + STALE_LOCK_MARGIN_MS && lock.endsWith(`/refs/heads/${branch}.lock`)) {
+    await fs.rm(lock, { force: true });
+    await must(repo, args);
+    return;
+  }
+  throw new TeamGitRefusal('git_command_failed', `git ${args.join(' ')} failed in ${repo}: ${(out.stderr || out.stdout).trim()}`);
 }
 
 /** Deletes `refs/heads/<branch>` if it still points at `sha` (a branch moved since is left alone). */

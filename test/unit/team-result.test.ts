@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
@@ -150,4 +150,32 @@ test('a result that conflicts with the moved protected branch is refused merge_c
   const err = await refusal(t, planMerge(dir, { protectedBranch: 'main', resultHead: result, message: 'm' }), 'merge_conflict');
   t.regex(err.message, /README\.md$/);
   t.is(git(dir, 'rev-parse', 'main'), main);
+});
+
+test('setBranch waits for a ref another git process holds locked, instead of failing at once', async (t) => {
+  const dir = repo();
+  const head = git(dir, 'rev-parse', 'main');
+  const lock = join(dir, '.git', 'refs', 'heads', 'held.lock');
+  writeFileSync(lock, '');
+  const released = new Promise<void>((resolve) =>
+    setTimeout(() => {
+      rmSync(lock);
+      resolve();
+    }, 3000),
+  );
+  await setBranch(dir, 'held', head);
+  await released;
+  t.is(git(dir, 'rev-parse', 'refs/heads/held'), head);
+});
+
+test('setBranch removes a lock left by a killed writer (older than any git here may run) and updates the branch', async (t) => {
+  const dir = repo();
+  const head = git(dir, 'rev-parse', 'main');
+  const lock = join(dir, '.git', 'refs', 'heads', 'stale.lock');
+  writeFileSync(lock, '');
+  const old = new Date(Date.now() - 10 * 60_000);
+  utimesSync(lock, old, old);
+  await setBranch(dir, 'stale', head);
+  t.is(git(dir, 'rev-parse', 'refs/heads/stale'), head);
+  t.false(existsSync(lock));
 });

@@ -136,10 +136,13 @@ export function createTeamActivities(deps: TeamActivityDeps) {
 
   /**
    * `completion_candidate.state` of the board now (the same validator as the certificate). A running execution's
-   * task is in progress on the board, which already blocks; no running count is needed here.
+   * task is in progress on the board, which already blocks; no running count is needed here. `candidateRevision` is
+   * the revision it read: facts settle concurrently and their answers may reach the workflow out of order, so the
+   * workflow keeps only the newest assessment.
    */
-  async function candidateOf(teamId: string): Promise<string> {
-    return validateClosure(closureInputOf(await readBoard(deps.pool, teamId), 0)).candidate;
+  async function candidateOf(teamId: string): Promise<{ candidate: string; candidateRevision: number }> {
+    const board = await readBoard(deps.pool, teamId);
+    return { candidate: validateClosure(closureInputOf(board, 0)).candidate, candidateRevision: board.workRevision };
   }
 
   /**
@@ -430,7 +433,7 @@ export function createTeamActivities(deps: TeamActivityDeps) {
     async moveReceipt(input: { teamId: string; receiptId: string; to: ReceiptState; sloMissed?: boolean; resolution?: unknown }) {
       const { result, revision } = await moveReceipt(deps.pool, input.teamId, input.receiptId, input.to, input);
       const settles = input.to === 'released' || input.resolution !== undefined;
-      return { receipt: result, revision, ...(settles ? { candidate: await candidateOf(input.teamId) } : {}) };
+      return { receipt: result, revision, ...(settles ? await candidateOf(input.teamId) : {}) };
     },
 
     /**
@@ -472,9 +475,9 @@ export function createTeamActivities(deps: TeamActivityDeps) {
       taskId: string;
       reason: string;
       kind: 'keep_stopped' | 'cancel';
-    }): Promise<{ revision: number; candidate: string }> {
+    }): Promise<{ revision: number; candidate: string; candidateRevision: number }> {
       try {
-        return { revision: (await cancelPendingTask(deps.pool, input.teamId, input)).revision, candidate: await candidateOf(input.teamId) };
+        return { revision: (await cancelPendingTask(deps.pool, input.teamId, input)).revision, ...(await candidateOf(input.teamId)) };
       } catch (err) {
         throw asFailure(err);
       }
@@ -488,12 +491,12 @@ export function createTeamActivities(deps: TeamActivityDeps) {
       memberId: string;
       outcome: string;
       excerpt?: string;
-    }): Promise<{ revision: number; state: 'completed' | 'failed' | 'handed_off'; candidate: string }> {
+    }): Promise<{ revision: number; state: 'completed' | 'failed' | 'handed_off'; candidate: string; candidateRevision: number }> {
       const actor: Actor = { kind: 'member', memberId: input.memberId, executionId: input.executionId };
       const board = await readBoard(deps.pool, input.teamId);
       const task = board.tasks.find((t) => t.taskId === input.taskId);
       // A fence committed first (the task was handed off): this end is not evidence.
-      if (task?.status === 'cancelled') return { revision: board.workRevision, state: 'handed_off', candidate: await candidateOf(input.teamId) };
+      if (task?.status === 'cancelled') return { revision: board.workRevision, state: 'handed_off', ...(await candidateOf(input.teamId)) };
       if (input.outcome === 'finished') {
         // Evidence binds code: the head of the Member's branch now that its turn has ended. Only committed work
         // counts; uncommitted changes stay in its worktree (a Member that committed nothing has its base as head).
@@ -510,10 +513,10 @@ export function createTeamActivities(deps: TeamActivityDeps) {
           summary: input.excerpt ?? '',
           commitSha,
         });
-        return { revision, state: 'completed', candidate: await candidateOf(input.teamId) };
+        return { revision, state: 'completed', ...(await candidateOf(input.teamId)) };
       }
       const { revision } = await failTask(deps.pool, input.teamId, actor, input.taskId, `execution ended ${input.outcome}`);
-      return { revision, state: 'failed', candidate: await candidateOf(input.teamId) };
+      return { revision, state: 'failed', ...(await candidateOf(input.teamId)) };
     },
   };
 }

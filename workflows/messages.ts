@@ -566,6 +566,8 @@ export interface TaskExecutionSettled {
   readonly state: 'completed' | 'failed' | 'handed_off' | 'not_started';
   readonly revision: number;
   readonly candidate?: string;
+  /** The work revision `candidate` was assessed at (absent in histories from before it was sent). */
+  readonly candidateRevision?: number;
   readonly sessionTaskId?: string;
   readonly excerpt?: string;
   readonly message?: string;

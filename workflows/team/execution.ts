@@ -96,5 +96,5 @@ export async function teamTaskExecution(input: TaskExecutionInput): Promise<Task
     outcome: end!.closed && end!.outcome === 'finished' ? 'cancelled' : end!.outcome,
     excerpt: end!.excerpt,
   });
-  return finish({ ...base, state: settled.state, revision: settled.revision, candidate: settled.candidate, sessionTaskId, excerpt: end!.excerpt });
+  return finish({ ...base, state: settled.state, revision: settled.revision, candidate: settled.candidate, candidateRevision: settled.candidateRevision, sessionTaskId, excerpt: end!.excerpt });
 }

@@ -59,6 +59,7 @@ import { ORCHARD_HANDOFF_SLO_MISSED, ORCHARD_HOST, ORCHARD_KIND, ORCHARD_STATUS 
 import { excerpt } from '../session/state';
 import { isCoordinatorTool } from './authority';
 import { teamTaskExecution } from './execution';
+import { announceReady, NO_CANDIDATE, takeAssessment, type Assessment, type CandidateState } from './candidate';
 
 /** Why the Coordinator is woken: what happened since its last turn, as short lines (the board has the rest). */
 interface Wake {
@@ -86,6 +87,8 @@ export interface CarriedTeamState {
   /** Executions that reported their end, not yet applied. */
   readonly pendingSettled?: readonly TaskExecutionSettled[];
   readonly candidate?: TeamStatusView['candidate'];
+  /** The assessed candidate: the revision it was read at, and the revision whose readiness was last announced. */
+  readonly assessed?: CandidateState;
   readonly certificate?: TeamStatusView['certificate'];
   readonly summary?: TeamStatusView['summary'];
   readonly receipts: readonly HandoffState[];
@@ -105,6 +108,8 @@ export interface TeamWorkflowInput {
   readonly start: StartTeamInput;
   readonly carried?: CarriedTeamState;
 }
+
+const READY_STEER = 'completion_candidate.state is ready: call org_run_complete now, directly, without task_list first.';
 
 const KEPT = 50;
 const EVENTS_KEPT = 30;
@@ -150,6 +155,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   const pendingSettled: TaskExecutionSettled[] = [...(carried?.pendingSettled ?? [])];
   let coordinating = false;
   let candidate: TeamStatusView['candidate'] = carried?.candidate;
+  let assessed: CandidateState = carried?.assessed ?? NO_CANDIDATE;
   let certificate: TeamStatusView['certificate'] = carried?.certificate;
   let summary: TeamStatusView['summary'] = carried?.summary;
   const running = () => executions.filter((e) => e.state === 'running').length;
@@ -333,7 +339,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     if (queued >= 0) assigned.splice(queued, 1);
     noteUserCancelled(input.taskId);
     noteEvent(`the user cancelled task ${input.taskId} (${input.reason}) before it ran`);
-    assess(cancelled.candidate);
+    assess(cancelled);
     publish();
     return { taskId: input.taskId, status: 'cancelled', workRevision: knownRevision };
   }
@@ -398,13 +404,32 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   }
 
   /**
-   * A committed fact's assessment of the board (`completion_candidate.state`). When it is ready, the Coordinator's
-   * next request says to call org_run_complete directly: the board is closed, there is nothing to read first.
+   * A committed fact's assessment of the board (`completion_candidate.state`); a stale one (read before a fact already
+   * applied) is dropped. When the board is ready and no execution is still running here, the Coordinator's next
+   * request says to call org_run_complete directly: the board is closed, there is nothing to read first.
    */
-  function assess(state: string | undefined): void {
-    if (state === undefined || certificate) return;
-    candidate = state as TeamStatusView['candidate'];
-    if (candidate === 'ready') noteEvent('completion_candidate.state is ready: call org_run_complete now, directly, without task_list first.');
+  function assess(assessment: Assessment | undefined): void {
+    if (assessment?.candidate === undefined || certificate) return;
+    if (!patched('team-candidate-revision')) {
+      candidate = assessment.candidate as TeamStatusView['candidate'];
+      if (candidate === 'ready') noteEvent(READY_STEER);
+      return;
+    }
+    take(assessment);
+    steerIfReady();
+  }
+
+  function take(assessment: Assessment): void {
+    assessed = takeAssessment(assessed, assessment);
+    candidate = assessed.state as TeamStatusView['candidate'];
+  }
+
+  /** Announces a ready board once no execution is running (each assessed revision once). */
+  function steerIfReady(): void {
+    if (certificate) return;
+    const { announce, next } = announceReady(assessed, running());
+    assessed = next;
+    if (announce) noteEvent(READY_STEER);
   }
 
   function publicReceipt(receiptId: string): ReceiptView {
@@ -420,11 +445,11 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   }
 
   /** Moves a receipt; answers the board's candidate when the move may have closed it (a release, a resolution). */
-  async function moveTo(receiptId: string, to: ReceiptView['state'], extra: { sloMissed?: boolean; resolution?: unknown } = {}): Promise<string | undefined> {
+  async function moveTo(receiptId: string, to: ReceiptView['state'], extra: { sloMissed?: boolean; resolution?: unknown } = {}): Promise<Assessment> {
     const moved = await acts.moveReceipt({ teamId: start.teamId, receiptId, to, ...extra });
     knownRevision = Math.max(knownRevision, moved.revision);
     setReceipt(receiptId, { state: moved.receipt.state, sloMissed: moved.receipt.sloMissed });
-    return moved.candidate;
+    return moved;
   }
 
   /**
@@ -668,11 +693,15 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       }
       executions[at] = { ...execution, state: settled.state, sessionTaskId: settled.sessionTaskId };
       if (settled.state === 'handed_off') {
-        if (!certificate) candidate = settled.candidate as TeamStatusView['candidate'];
+        if (certificate || settled.candidate === undefined) continue;
+        if (patched('team-candidate-revision')) {
+          take(settled);
+          steerIfReady();
+        } else candidate = settled.candidate as TeamStatusView['candidate'];
         continue;
       }
       noteEvent(`task ${execution.taskId} ${settled.state} by ${execution.memberId}${settled.excerpt ? `: ${excerpt(settled.excerpt, 160)}` : ''}`);
-      assess(settled.candidate);
+      assess(settled);
       publish();
     }
   }
@@ -849,6 +878,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
         pendingEnds,
         pendingSettled,
         candidate,
+        assessed,
         certificate,
         summary,
         receipts,

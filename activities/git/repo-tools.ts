@@ -1,6 +1,5 @@
 import { spawn } from 'node:child_process';
 import * as path from 'node:path';
-import { simpleGit, type SimpleGit } from 'simple-git';
 import { sessionBranch, sessionIdProblem } from '../../workflows/session/ids';
 import { buildCommandEnv } from '../bash/env';
 import { BoundedOutput } from '../bash/runner';
@@ -15,6 +14,8 @@ import { resolveWorktreePath, WorkspaceError } from '../workspace/paths';
  */
 const SAFE_CONFIG = ['core.hooksPath=/dev/null', 'core.fsmonitor=false'];
 const GIT_TIMEOUT_MS = 60_000;
+/** Output read whole (status, names, messages): far beyond any real answer, and still bounded. */
+const GIT_OUTPUT_MAX = 64 * 1024 * 1024;
 /** Rows shown per status section; the rest are counted. */
 const STATUS_ROWS = 100;
 
@@ -22,7 +23,7 @@ function toolEnv(worktree: string): Record<string, string> {
   const base = path.basename(path.resolve(worktree));
   const sessionId = sessionIdProblem(base) ? 'unknown' : base;
   const env = buildCommandEnv({ worktree, sessionId, branch: sessionBranch(sessionId) });
-  // simple-git refuses to pass pager/editor variables; git does not page or edit without a terminal anyway.
+  // git does not page or edit without a terminal; these are dropped so no agent-set program is ever named.
   delete env.PAGER;
   delete env.GIT_PAGER;
   delete env.GIT_EDITOR;
@@ -30,26 +31,20 @@ function toolEnv(worktree: string): Record<string, string> {
   return env;
 }
 
-function gitFor(worktree: string): SimpleGit {
-  return simpleGit({
-    baseDir: worktree,
-    config: SAFE_CONFIG,
-    timeout: { block: GIT_TIMEOUT_MS },
-    // We set these only to switch the features off; simple-git asks for explicit consent to set them at all.
-    unsafe: { allowUnsafeHooksPath: true, allowUnsafeFsMonitor: true, allowUnsafeConfigPaths: true },
-  }).env(toolEnv(worktree));
-}
-
 function message(err: unknown): string {
   return (err instanceof Error ? err.message : String(err)).trim();
 }
 
-async function git(worktree: string, args: string[]): Promise<string> {
-  try {
-    return await gitFor(worktree).raw(args);
-  } catch (err) {
-    throw new WorkspaceError('git_command_failed', `git ${args[0]} failed: ${message(err)}`);
-  }
+/**
+ * git's whole stdout; a non-zero exit, or a git killed by a signal or the timeout, is an error (never an empty
+ * answer: an empty `symbolic-ref` read as "detached HEAD" once when a git had in fact failed). `exitOk` lists
+ * other exit codes that are answers (`symbolic-ref --quiet` exits 1 on a detached HEAD).
+ */
+async function git(worktree: string, args: string[], exitOk: readonly number[] = []): Promise<string> {
+  const { code, out, stderr } = await runGit(worktree, args, GIT_OUTPUT_MAX);
+  if (out.truncated) throw new WorkspaceError('git_command_failed', `git ${args[0]} wrote more than ${GIT_OUTPUT_MAX} bytes`);
+  if (code !== 0 && !exitOk.includes(code)) throw new WorkspaceError('git_command_failed', `git ${args[0]} exited with ${code}: ${stderr}`);
+  return code === 0 ? out.toString() : '';
 }
 
 const STATUS_WORDS: Record<string, string> = {
@@ -127,7 +122,17 @@ export async function gitStatus(worktree: string): Promise<string> {
 }
 
 /** Runs git with its stdout bounded (a diff can be any size); rejects on a non-zero exit. */
-function gitBounded(worktree: string, args: string[], maxBytes: number): Promise<BoundedOutput> {
+async function gitBounded(worktree: string, args: string[], maxBytes: number): Promise<BoundedOutput> {
+  const { code, out, stderr } = await runGit(worktree, args, maxBytes);
+  if (code !== 0) throw new WorkspaceError('git_command_failed', `git ${args[0]} exited with ${code}: ${stderr}`);
+  return out;
+}
+
+/**
+ * Runs git with the safe config and the tool environment, stdout bounded to `maxBytes`. Resolves with the exit
+ * code; rejects when git could not start, was killed by a signal, or ran past the timeout (killed then).
+ */
+function runGit(worktree: string, args: string[], maxBytes: number): Promise<{ code: number; out: BoundedOutput; stderr: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn('git', [...SAFE_CONFIG.flatMap((c) => ['-c', c]), ...args], {
       cwd: worktree,
@@ -138,18 +143,21 @@ function gitBounded(worktree: string, args: string[], maxBytes: number): Promise
     const err = new BoundedOutput(4096);
     child.stdout.on('data', (chunk: Buffer) => out.push(chunk));
     child.stderr.on('data', (chunk: Buffer) => err.push(chunk));
-    const timer = setTimeout(() => child.kill('SIGKILL'), GIT_TIMEOUT_MS);
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      child.kill('SIGKILL');
+    }, GIT_TIMEOUT_MS);
     child.once('error', (e) => {
       clearTimeout(timer);
       reject(new WorkspaceError('git_command_failed', `git ${args[0]} could not start: ${e.message}`));
     });
     child.once('close', (code, signal) => {
       clearTimeout(timer);
-      if (code === 0) resolve(out);
-      else {
-        const why = signal ? `was killed (${signal})` : `exited with ${code}`;
-        reject(new WorkspaceError('git_command_failed', `git ${args[0]} ${why}: ${err.toString().trim()}`));
-      }
+      const stderr = err.toString().trim();
+      if (code !== null) return resolve({ code, out, stderr });
+      const why = timedOut ? `ran past ${GIT_TIMEOUT_MS / 1000} s and was killed` : `was killed (${signal})`;
+      reject(new WorkspaceError('git_command_failed', `git ${args[0]} ${why}${stderr ? `: ${stderr}` : ''}`));
     });
   });
 }
@@ -199,7 +207,7 @@ export async function gitCommit(
   if (typeof options.message !== 'string' || options.message.trim() === '') {
     throw new WorkspaceError('tool_args_invalid', 'a commit message is required');
   }
-  const branch = (await git(worktree, ['symbolic-ref', '--quiet', '--short', 'HEAD'])).trim();
+  const branch = (await git(worktree, ['symbolic-ref', '--quiet', '--short', 'HEAD'], [1])).trim();
   if (!branch) throw new WorkspaceError('git_command_failed', 'HEAD is detached: switch back to your branch first');
   if (options.branch !== undefined && branch !== options.branch) {
     throw new WorkspaceError(
@@ -217,7 +225,7 @@ export async function gitCommit(
     pathspec = ['--', ...resolved.map((r) => (r.relative === '' ? '.' : r.relative))];
   }
   try {
-    await gitFor(worktree).raw(['add', '-A', ...pathspec]);
+    await git(worktree, ['add', '-A', ...pathspec]);
   } catch (err) {
     const what = options.paths ? 'those paths' : 'changes';
     throw new WorkspaceError('tool_args_invalid', `could not stage ${what}: ${message(err)}`);

@@ -208,6 +208,28 @@ test('commit runs no repository hooks', async (t) => {
   t.false(existsSync(marker));
 });
 
+test('a detached HEAD refuses the commit and commits nothing; a git that fails is reported as its failure, not as a detached HEAD', async (t) => {
+  const { repo, worktreeRoot } = fixture();
+  const { worktree } = await prepareWorktree({ repo, sessionId: 'detach', worktreeRoot });
+  const head = git(worktree, 'rev-parse', 'HEAD');
+  const branch = git(worktree, 'symbolic-ref', '--short', 'HEAD');
+  git(worktree, 'checkout', '--quiet', '--detach');
+  writeFileSync(path.join(worktree, 'f.txt'), 'f\n');
+  const detached = await t.throwsAsync(gitCommit(worktree, { message: 'x' }));
+  t.is((detached as WorkspaceError).code, 'git_command_failed');
+  t.regex((detached as Error).message, /detached/);
+  t.is(git(worktree, 'rev-parse', 'HEAD'), head);
+  t.is(git(worktree, 'status', '--porcelain'), '?? f.txt');
+
+  // The worktree's admin dir is gone: symbolic-ref fails, which is not a detached HEAD.
+  git(worktree, 'checkout', '--quiet', branch);
+  rmSync(path.join(repo, '.git', 'worktrees', 'detach'), { recursive: true, force: true });
+  const broken = await t.throwsAsync(gitCommit(worktree, { message: 'x' }));
+  t.is((broken as WorkspaceError).code, 'git_command_failed');
+  t.notRegex((broken as Error).message, /detached/);
+  t.regex((broken as Error).message, /symbolic-ref exited with 128/);
+});
+
 test('a long diff is bounded with a truncation marker', async (t) => {
   const { repo, worktreeRoot } = fixture();
   const { worktree } = await prepareWorktree({ repo, sessionId: 'bigdiff', worktreeRoot });

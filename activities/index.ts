@@ -22,7 +22,7 @@ import { endTasks, storeTasks, type StoredTask, type TaskEnd } from './store/tas
 import { appendEntry } from './store/transcript';
 import { executeTool, type ExecuteToolInput } from './tools/execute';
 import { createOrchestratorActivities } from './orchestrator';
-import { createTeamActivities, createTeamHostActivities } from './team';
+import { createTeamActivities, createTeamHostActivities, type TeamActivityHooks } from './team';
 import type { OrchardClient } from '../client/client';
 import { limitsFromEnv } from './limits';
 
@@ -36,6 +36,8 @@ export interface SharedActivityDeps {
   orchard?: () => OrchardClient;
   /** The worker's Temporal namespace (lease holders name it). */
   namespace?: string;
+  /** Test hooks that widen race windows in team activities (never set in production). */
+  teamHooks?: TeamActivityHooks;
 }
 
 export interface HostActivityDeps {
@@ -93,6 +95,7 @@ export function createSharedActivities(deps: SharedActivityDeps) {
   const team = createTeamActivities({
     pool: deps.pool,
     namespace: deps.namespace,
+    hooks: deps.teamHooks,
     orchard: () => {
       if (!deps.orchard) throw new Error('this worker has no client for team runs');
       return deps.orchard();

@@ -60,7 +60,28 @@ export interface TeamActivityDeps {
   orchard: () => OrchardClient;
   /** The Temporal namespace (lease holders are namespaced). */
   namespace?: string;
+  /** Test hooks that widen race windows (never set in production). */
+  hooks?: TeamActivityHooks;
 }
+
+export interface TeamActivityHooks {
+  /**
+   * Awaited after a settle committed and read its candidate, before it answers: holding one settle's answer while
+   * another's goes through delivers them to the workflow out of commit order.
+   */
+  afterSettle?: (input: { teamId: string; taskId: string; memberId: string }, settled: SettledAnswer) => Promise<void>;
+}
+
+interface SettleInput {
+  teamId: string;
+  taskId: string;
+  executionId: string;
+  memberId: string;
+  outcome: string;
+  excerpt?: string;
+}
+
+type SettledAnswer = { revision: number; state: 'completed' | 'failed' | 'handed_off'; candidate: string; candidateRevision: number };
 
 /** What the workflow keeps of a certificate: ids and revisions (the certificate is in Postgres). */
 export interface CertificateRef {
@@ -484,41 +505,40 @@ export function createTeamActivities(deps: TeamActivityDeps) {
     },
 
     /** The owner's execution ended: its evidence (or its failure), attributed to the Member's execution. */
-    async settleExecution(input: {
-      teamId: string;
-      taskId: string;
-      executionId: string;
-      memberId: string;
-      outcome: string;
-      excerpt?: string;
-    }): Promise<{ revision: number; state: 'completed' | 'failed' | 'handed_off'; candidate: string; candidateRevision: number }> {
-      const actor: Actor = { kind: 'member', memberId: input.memberId, executionId: input.executionId };
-      const board = await readBoard(deps.pool, input.teamId);
-      const task = board.tasks.find((t) => t.taskId === input.taskId);
-      // A fence committed first (the task was handed off): this end is not evidence.
-      if (task?.status === 'cancelled') return { revision: board.workRevision, state: 'handed_off', ...(await candidateOf(input.teamId)) };
-      if (input.outcome === 'finished') {
-        // Evidence binds code: the head of the Member's branch now that its turn has ended. Only committed work
-        // counts; uncommitted changes stay in its worktree (a Member that committed nothing has its base as head).
-        // A branch this worker cannot read is recorded as no commit (never a failed settle): the certificate's
-        // result then lists the output as `no_commit`, visibly.
-        const { repo } = await teamRunInfo(deps.pool, input.teamId);
-        const commitSha = await memberHead(repo, sessionBranch(memberSessionId(input.teamId, input.memberId))).catch((err: unknown) => {
-          if (err instanceof TeamGitRefusal) return undefined;
-          throw err;
-        });
-        const { revision } = await recordTaskOutput(deps.pool, input.teamId, actor, {
-          taskId: input.taskId,
-          outputId: `out-${input.executionId}`,
-          summary: input.excerpt ?? '',
-          commitSha,
-        });
-        return { revision, state: 'completed', ...(await candidateOf(input.teamId)) };
-      }
-      const { revision } = await failTask(deps.pool, input.teamId, actor, input.taskId, `execution ended ${input.outcome}`);
-      return { revision, state: 'failed', ...(await candidateOf(input.teamId)) };
+    async settleExecution(input: SettleInput): Promise<SettledAnswer> {
+      const settled = await settle(input);
+      await deps.hooks?.afterSettle?.(input, settled);
+      return settled;
     },
   };
+
+  async function settle(input: SettleInput): Promise<SettledAnswer> {
+    const actor: Actor = { kind: 'member', memberId: input.memberId, executionId: input.executionId };
+    const board = await readBoard(deps.pool, input.teamId);
+    const task = board.tasks.find((t) => t.taskId === input.taskId);
+    // A fence committed first (the task was handed off): this end is not evidence.
+    if (task?.status === 'cancelled') return { revision: board.workRevision, state: 'handed_off', ...(await candidateOf(input.teamId)) };
+    if (input.outcome === 'finished') {
+      // Evidence binds code: the head of the Member's branch now that its turn has ended. Only committed work
+      // counts; uncommitted changes stay in its worktree (a Member that committed nothing has its base as head).
+      // A branch this worker cannot read is recorded as no commit (never a failed settle): the certificate's
+      // result then lists the output as `no_commit`, visibly.
+      const { repo } = await teamRunInfo(deps.pool, input.teamId);
+      const commitSha = await memberHead(repo, sessionBranch(memberSessionId(input.teamId, input.memberId))).catch((err: unknown) => {
+        if (err instanceof TeamGitRefusal) return undefined;
+        throw err;
+      });
+      const { revision } = await recordTaskOutput(deps.pool, input.teamId, actor, {
+        taskId: input.taskId,
+        outputId: `out-${input.executionId}`,
+        summary: input.excerpt ?? '',
+        commitSha,
+      });
+      return { revision, state: 'completed', ...(await candidateOf(input.teamId)) };
+    }
+    const { revision } = await failTask(deps.pool, input.teamId, actor, input.taskId, `execution ended ${input.outcome}`);
+    return { revision, state: 'failed', ...(await candidateOf(input.teamId)) };
+  }
 }
 
 export type TeamActivities = ReturnType<typeof createTeamActivities>;

@@ -3,6 +3,7 @@ import { NativeConnection, Runtime, Worker, bundleWorkflowCode, type WorkflowBun
 import type { Client } from '@temporalio/client';
 import type { Pool } from 'pg';
 import { createHostActivities, createSharedActivities, type HostActivityHooks } from '../activities';
+import type { TeamActivityHooks } from '../activities/team';
 import type { ModelProvider } from '../activities/model/types';
 import { describeSweep, sweepHost, type ReapOptions } from '../activities/bash/reaper';
 import { hostTaskQueue } from '../workflows/messages';
@@ -30,6 +31,8 @@ export interface OrchardWorkerOptions {
   maxOutputBytes?: number;
   /** Test hooks that widen race windows in host activities (never set in production). */
   hostHooks?: HostActivityHooks;
+  /** Test hooks that widen race windows in team activities (never set in production). */
+  teamHooks?: TeamActivityHooks;
   /** Where session defaults are read from when a session starts (process.env by default). */
   env?: NodeJS.ProcessEnv;
   /** At most this many commands run at once on this host (ORCHARD_MAX_COMMANDS; 4 when unset). */
@@ -121,6 +124,7 @@ export async function createOrchardWorkers(options: OrchardWorkerOptions): Promi
           defaultProvider: options.defaultProvider,
           env: options.env,
           namespace: options.namespace,
+          teamHooks: options.teamHooks,
           orchard: () => new OrchardClient(options.client, { taskQueue: options.taskQueue, defaultHost: options.hostId }),
         }),
         maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,

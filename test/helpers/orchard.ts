@@ -8,6 +8,7 @@ import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import type { Pool } from 'pg';
 import type { HostActivityHooks } from '../../activities';
+import type { TeamActivityHooks } from '../../activities/team';
 import type { ModelProvider } from '../../activities/model/types';
 import { createPool } from '../../activities/store/db';
 import { migrate } from '../../activities/store/migrate';
@@ -84,6 +85,7 @@ export async function startOrchard(
     defaultProvider?: ModelProvider;
     maxOutputBytes?: number;
     hostHooks?: HostActivityHooks;
+    teamHooks?: TeamActivityHooks;
     env?: NodeJS.ProcessEnv;
     /** How the hosts confine isolated children; by default this machine's sandbox, probed once per test file. */
     confinement?: Confinement;
@@ -122,6 +124,7 @@ export async function startOrchard(
       hostOnly: hostOptions.hostOnly,
       maxOutputBytes: options.maxOutputBytes,
       hostHooks: options.hostHooks,
+      teamHooks: options.teamHooks,
       env: options.env,
       confinement: options.confinement ?? (await testConfinement()),
       // Teardown must not wait out the production grace period for a test's running command.

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import type { ExecutionContext } from 'ava';
 import type { Pool, PoolClient } from 'pg';
 import { OpenAICompatibleProvider } from '../../activities/model/openai';
+import type { TeamActivityHooks } from '../../activities/team';
 import { teamWorkflowId, type StartTeamInput, type TeamStatusView } from '../../workflows/messages';
 import { calls, final, gate, lastUserText } from './fleet-model';
 import { completion, stubModel, type ModelStub, type Reply } from './model-stub';
@@ -62,6 +63,7 @@ export async function startScriptedTeam(
     plan: Call[];
     work?: Record<string, Work>;
     handoff?: StartTeamInput['handoff'];
+    teamHooks?: TeamActivityHooks;
   },
 ): Promise<TeamHarness> {
   const work = options.work ?? {};
@@ -109,7 +111,10 @@ export async function startScriptedTeam(
   }
 
   const stub = await stubModel(t, (body) => (isCoordinator(body) ? coordinator(body) : member(body)));
-  const orchard = await startOrchard(t, { defaultProvider: new OpenAICompatibleProvider({ baseURL: stub.url, model: 'stub', timeoutMs: 30_000 }) });
+  const orchard = await startOrchard(t, {
+    defaultProvider: new OpenAICompatibleProvider({ baseURL: stub.url, model: 'stub', timeoutMs: 30_000 }),
+    teamHooks: options.teamHooks,
+  });
   const teamId = uniqueId('team');
   const repo = makeRepo();
   const members = options.members ?? ['implementer', 'reviewer'];

@@ -4,6 +4,7 @@ import { teamWorkflowId } from '../../workflows/messages';
 import { activityTypes, holdRunRow, startScriptedTeam, type Call, type TeamHarness } from '../helpers/team';
 import { keepHistory } from '../helpers/orchard';
 import { waitFor } from '../helpers/wait';
+import { gate } from '../helpers/fleet-model';
 
 /**
  * Handoff races (invariant 14) against a real `teamRun`, sessions, bash and Postgres. Two writers are made to
@@ -310,6 +311,53 @@ test.serial('a burst of facts while the Coordinator is in a turn coalesces into 
   t.is(wakes.length, 1, JSON.stringify(wakes));
   for (const id of ['a', 'b', 'c']) t.regex(wakes[0], new RegExp(`- task ${id} completed by`));
   await keepHistory(h.orchard, teamWorkflowId(h.teamId), 'team-burst-coalesced');
+});
+
+test.serial('two members settle at once and their answers arrive out of order: the older one is dropped, and ready is announced once, after both ends', async (t) => {
+  const answers: { taskId: string; candidate: string; candidateRevision: number }[] = [];
+  const bAnswered = gate();
+  let h: TeamHarness | undefined;
+  h = await startScriptedTeam(t, {
+    plan: [create('a', 'implementer'), create('b', 'reviewer'), APPROVE],
+    work: { a: 'gate', b: 'gate' },
+    teamHooks: {
+      // a's answer (read while b was still in progress) is held until the workflow has applied b's (read later).
+      afterSettle: async (input, settled) => {
+        if (!h || input.teamId !== h.teamId) return;
+        answers.push({ taskId: input.taskId, candidate: settled.candidate, candidateRevision: settled.candidateRevision });
+        if (input.taskId === 'b') bAnswered.open();
+        if (input.taskId !== 'a') return;
+        await bAnswered.promise;
+        await h.until("b's end applied", (v) => v.executions.some((e) => e.taskId === 'b' && e.state === 'completed'));
+      },
+    },
+  });
+  for (const id of ['a', 'b']) await h.gate(id).arrived;
+  h.gate('a').open();
+  await waitFor(async () => (answers.some((a) => a.taskId === 'a') ? true : undefined), 90_000, "a's settle answered");
+  h.gate('b').open();
+  const settled = await h.until('both ends applied', (v) => v.executions.filter((e) => e.state === 'completed').length === 2);
+  const [a, b] = ['a', 'b'].map((id) => answers.find((x) => x.taskId === id)!);
+  // The forced order: a read its board first (b still in progress), b later (closed); b's answer was applied first.
+  t.like(a, { candidate: 'blocked' });
+  t.like(b, { candidate: 'ready' });
+  t.true(a.candidateRevision < b.candidateRevision);
+  // The late, older answer did not overwrite the newer one.
+  t.is(settled.candidate, 'ready');
+  // "Ready" reached the Coordinator exactly once, in a wake that came after a's end (no execution running then).
+  const wakes = () =>
+    h!.stub.requests
+      .map((r) => r.body)
+      .filter((body) => (body.tools ?? []).some((tool: any) => tool.function.name === 'task_list') && body.messages.at(-1).role === 'user')
+      .map((body) => String(body.messages.at(-1).content));
+  const readyWakes = () => wakes().filter((text) => text.includes('completion_candidate.state is ready'));
+  await waitFor(async () => (readyWakes().length > 0 ? true : undefined), 90_000, 'the ready wake');
+  const idle = await h.until('idle after the wakes', (v) => v.status === 'waiting_for_org_event');
+  t.is(idle.candidate, 'ready');
+  const ready = readyWakes();
+  t.is(ready.length, 1, JSON.stringify(wakes()));
+  t.regex(ready[0], /- task a completed by implementer/);
+  await keepHistory(h.orchard, teamWorkflowId(h.teamId), 'team-settled-out-of-order');
 });
 
 test.serial('SLO with short durations: the miss is recorded exactly once (also across a worker restart) and the search attribute is set', async (t) => {

@@ -407,7 +407,10 @@ export function createTeamActivities(deps: TeamActivityDeps) {
       const board = await readBoard(deps.pool, input.teamId);
       const task = board.tasks.find((t) => t.taskId === input.taskId);
       if (!task) throw new TeamStoreRefusal('task_not_found', `no task ${input.taskId}`);
-      const { revision } = await startTask(deps.pool, input.teamId, input.taskId, input.executionId);
+      // A refusal (the task moved on, or it is a replacement whose handoff is not released) is final: not retried.
+      const { revision } = await startTask(deps.pool, input.teamId, input.taskId, input.executionId, input.memberId).catch((err: unknown) => {
+        throw asFailure(err);
+      });
       const sessionId = memberSessionId(input.teamId, input.memberId);
       const brief = `Task ${task.taskId}: ${task.title}\n\n${task.description}`.trim();
       const requestId = `${input.teamId}/${input.executionId}`;

@@ -19,6 +19,8 @@ export const ERROR_CODES = [
   'task_not_found',
   'task_not_in_progress',
   'task_not_pending',
+  'task_not_startable',
+  'replacement_blocked',
   'member_not_found',
   'same_owner',
   'receipt_not_found',

@@ -217,12 +217,25 @@ export async function updateTask(pool: Pool, teamId: string, actor: Actor, taskI
   });
 }
 
-/** A task execution began (system: the workflow started the Member's work). */
-export async function startTask(pool: Pool, teamId: string, taskId: string, executionId: string) {
+/**
+ * A task execution began (system: the workflow started the Member's work). `owner`, when given, must be the task's
+ * owner on the board (an execution never starts for an owner the task has since moved away from). A handoff's
+ * replacement starts only once its receipt is released: while the old execution may still run, it is refused.
+ */
+export async function startTask(pool: Pool, teamId: string, taskId: string, executionId: string, owner?: string) {
   return commit(pool, teamId, { kind: 'system' }, 'task_start', async ({ c, revision }) => {
     const task = await requireTask(c, teamId, taskId);
     if (task.status === 'in_progress') return { result: task };
     if (task.status !== 'pending' || !task.owner) throw new TeamStoreRefusal('task_not_startable', `task ${taskId} is ${task.status}${task.owner ? '' : ' and has no owner'}`);
+    if (owner !== undefined && owner !== task.owner) throw new TeamStoreRefusal('task_not_startable', `task ${taskId} is ${task.owner}'s now, not ${owner}'s`);
+    const blocking = await c.query(`SELECT receipt_id, state FROM team_handoff_receipts WHERE team_id = $1 AND new_task_id = $2 AND state <> 'released'`, [
+      teamId,
+      taskId,
+    ]);
+    if (blocking.rows[0]) {
+      const { receipt_id: receiptId, state } = blocking.rows[0];
+      throw new TeamStoreRefusal('replacement_blocked', `task ${taskId} replaces fenced work: it starts once handoff ${receiptId} is released (it is ${state})`);
+    }
     await c.query(`UPDATE team_tasks SET status = 'in_progress', updated_revision = $3 WHERE team_id = $1 AND task_id = $2`, [teamId, taskId, revision]);
     return { result: { ...task, status: 'in_progress' as const }, fact: { kind: 'task_started', taskId, detail: { executionId } } };
   });

@@ -1,5 +1,5 @@
 import test, { type ExecutionContext } from 'ava';
-import { readBoard } from '../../activities/store/team';
+import { readBoard, startTask } from '../../activities/store/team';
 import { teamWorkflowId } from '../../workflows/messages';
 import { activityTypes, holdRunRow, startScriptedTeam, type Call, type TeamHarness } from '../helpers/team';
 import { keepHistory } from '../helpers/orchard';
@@ -232,6 +232,51 @@ test.serial('timeout then resolve: release is refused while the old runtime is n
   const [delivered] = await h.script([['org_run_complete', { summary: 'b is done, a was cut' }]]);
   t.regex(delivered, /^delivered: certificate /);
   t.is((await h.certificates()).length, 1);
+});
+
+test.serial('a replacement waits for its release: assigning or re-creating it while its handoff is timed out starts nothing; released, it starts with its owner on the board', async (t) => {
+  const h = await startScriptedTeam(t, {
+    members: ['implementer', 'reviewer', 'tester'],
+    plan: [create('a', 'implementer'), APPROVE],
+    work: { a: 'write' },
+    handoff: { sloMs: 300, timeoutMs: 1_500 },
+  });
+  await h.writing('a', 'implementer');
+  const stuck = await h.stick('implementer');
+  const { receiptId } = await h.orchard.client.reassignTask(h.teamId, { taskId: 'a', newOwner: 'reviewer', reason: 'move it' });
+  await h.until('the timeout', (v) => v.receipts[0]?.state === 'timeout');
+
+  // The Coordinator moves the blocked replacement to the tester, then creates it again: both are answered, neither
+  // starts it (dispatch runs at the end of each turn).
+  const [assignedTo] = await h.script([['task_assign', { taskId: 'a-r1', owner: 'tester' }]]);
+  t.regex(assignedTo, /task a-r1 assigned to tester/);
+  await h.script([['task_create', { taskId: 'a-r1', title: 'Do a', description: 'again', owner: 'tester' }]]);
+  const started = () => facts(h, 'task_started');
+  t.is(await started(), 1, 'only a started');
+  t.like((await readBoard(h.orchard.pool, h.teamId)).tasks.find((x) => x.taskId === 'a-r1'), { status: 'pending', owner: 'tester' });
+  t.false((await h.status()).executions.some((e) => e.taskId === 'a-r1'));
+  // The store refuses to start it too, whoever asks, and changes nothing.
+  const revision = (await readBoard(h.orchard.pool, h.teamId)).workRevision;
+  const blocked = await t.throwsAsync(startTask(h.orchard.pool, h.teamId, 'a-r1', 'exec-early', 'tester'));
+  t.is((blocked as any).code, 'replacement_blocked');
+  const stale = await t.throwsAsync(startTask(h.orchard.pool, h.teamId, 'a-r1', 'exec-early', 'reviewer'));
+  t.is((stale as any).code, 'task_not_startable');
+  t.is((await readBoard(h.orchard.pool, h.teamId)).workRevision, revision);
+
+  await stuck.unstick();
+  await waitFor(
+    () => h.orchard.client.resolveHandoff(h.teamId, { receiptId, action: 'release' }).catch((err) => (err.code === 'old_runtime_not_quiescent' ? undefined : Promise.reject(err))),
+    60_000,
+    'a release with proof',
+  );
+  const done = await h.until('a-r1 done by the tester', (v) => v.executions.some((e) => e.taskId === 'a-r1' && e.state === 'completed'));
+  t.deepEqual(
+    done.executions.filter((e) => e.taskId === 'a-r1').map((e) => e.memberId),
+    ['tester'],
+  );
+  t.like((await readBoard(h.orchard.pool, h.teamId)).tasks.find((x) => x.taskId === 'a-r1'), { status: 'completed', owner: 'tester' });
+  t.is(await started(), 2);
+  await keepHistory(h.orchard, teamWorkflowId(h.teamId), 'team-replacement-waits');
 });
 
 test.serial('keep_stopped settles a timed-out reassign: the rest of the team delivers; a later release with proof frees the old owner, the replacement stays cancelled', async (t) => {

@@ -635,6 +635,14 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
         i++;
         continue;
       }
+      // A handoff's replacement waits for its release (the store refuses to start it before): an assignment of it by
+      // the Coordinator, or its re-creation, does not start it early. One the user cancelled never starts.
+      const held = receipts.some((r) => r.newTaskId === next.taskId && r.state !== 'released');
+      if ((held || userCancelled.includes(next.taskId)) && patched('team-replacement-waits-for-release')) {
+        if (userCancelled.includes(next.taskId)) assigned.splice(i, 1);
+        else i++;
+        continue;
+      }
       assigned.splice(i, 1);
       const member = members.find((m) => m.memberId === next.owner)!;
       const executionId = uuid4();
@@ -813,7 +821,10 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       knownRevision = Math.max(knownRevision, readRevision);
     }
     for (const a of effects.assigned ?? []) {
-      if (!assigned.some((x) => x.taskId === a.taskId)) assigned.push(a);
+      const waiting = assigned.findIndex((x) => x.taskId === a.taskId);
+      if (waiting < 0) assigned.push(a);
+      // Assigned again to another member before it started: it starts with its owner on the board.
+      else if (assigned[waiting].owner !== a.owner && patched('team-replacement-waits-for-release')) assigned[waiting] = a;
     }
     if (effects.planApproved) planApproved = true;
     if (effects.reply) {

@@ -331,18 +331,21 @@ export function createTeamActivities(deps: TeamActivityDeps) {
           case 'org_run_complete': {
             const summary = text(args.summary, 'summary');
             const board = await readBoard(deps.pool, teamId);
-            const closure = validateClosure(closureInputOf(board, input.turnsRunning ?? 0));
-            if (closure.outcome !== 'delivered') {
-              throw new TeamStoreRefusal(
-                'completion_refused',
-                `the run is ${closure.outcome}: ${closure.reasons.map((r) => `${r.code}${r.taskId ? ` (${r.taskId})` : ''}`).join(', ')}`,
-              );
-            }
-            // A certificate already issued at this revision (a retried or repeated call) is the answer, with the
-            // result it names: the result is built once, before the certificate exists.
-            const certificate =
-              (await findCertificate(deps.pool, teamId, board.generation, board.workRevision)) ??
-              (await certify(teamId, board, closure.evidence.outputIds, (result) =>
+            // One certificate per generation: once issued (a retried or repeated call, or a call after later facts
+            // such as a merge), it is the answer, with the result it names.
+            const issued = await findCertificate(deps.pool, teamId, board.generation);
+            let certificate: RunCompletionCertificate;
+            if (issued) certificate = issued;
+            else {
+              const closure = validateClosure(closureInputOf(board, input.turnsRunning ?? 0));
+              if (closure.outcome !== 'delivered') {
+                throw new TeamStoreRefusal(
+                  'completion_refused',
+                  `the run is ${closure.outcome}: ${closure.reasons.map((r) => `${r.code}${r.taskId ? ` (${r.taskId})` : ''}`).join(', ')}`,
+                );
+              }
+              // The result is built once, before the certificate exists.
+              certificate = await certify(teamId, board, closure.evidence.outputIds, (result) =>
                 issueCertificate(deps.pool, teamId, actor, {
                   certificateId: `cert-${teamId}-g${board.generation}-r${board.workRevision}`,
                   teamId,
@@ -356,7 +359,8 @@ export function createTeamActivities(deps: TeamActivityDeps) {
                   summary: excerpt(summary, 1000),
                   result,
                 }).then((issued) => issued.result),
-              ));
+              );
+            }
             await syncResultBranch(teamId);
             content = `delivered: certificate ${certificate.certificateId}\n${JSON.stringify(certificate)}\nNow give the user your final summary, citing the certificate.`;
             effects = {

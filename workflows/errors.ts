@@ -27,6 +27,7 @@ export const ERROR_CODES = [
   'handoff_not_blocked',
   'old_runtime_not_quiescent',
   'not_delivered',
+  'run_delivered',
   'merge_conflict',
   'checkout_dirty',
   'branch_not_found',

@@ -25,7 +25,7 @@ export const ISOLATED_BRANCH_ENV = 'ORCHARD_ISOLATED_BRANCH';
 export const CHAINED_HOOK = 'reference-transaction.orchard-chained';
 const HOOK = 'reference-transaction';
 /** First line after the shebang; identifies our hook and its version (a different version is rewritten). */
-const SIGNATURE = '# orchard-ref-backstop v1';
+const SIGNATURE = '# orchard-ref-backstop v2';
 const GIT_TIMEOUT_MS = 30_000;
 
 /**
@@ -44,6 +44,11 @@ ${SIGNATURE}
 # ${CHAINED_HOOK}.
 chained="\${0%/*}/${CHAINED_HOOK}"
 [ -x "$chained" ] || chained=
+# A chained hook that is this hook (a copy of ours) would run itself forever: it is not run.
+if [ -n "$chained" ]; then
+  { IFS= read -r _ && IFS= read -r sig; } <"$chained" || sig=
+  case $sig in '# orchard-ref-backstop'*) chained= ;; esac
+fi
 marker=
 if [ "$1" = prepared ]; then
   gitdir=$(git rev-parse --absolute-git-dir 2>/dev/null) && [ -f "$gitdir/${ISOLATION_MARKER}" ] &&
@@ -196,33 +201,80 @@ export async function installRefBackstop(repo: string): Promise<RefBackstopInsta
   const dir = await sharedHooksDir(root);
   const hookPath = path.join(dir, HOOK);
   const chainedPath = path.join(dir, CHAINED_HOOK);
-  const chained = (await exists(chainedPath)) ? chainedPath : undefined;
-  const current = await fs.readFile(hookPath, 'utf8').catch(() => undefined);
-  if (current !== undefined && current.split('\n')[1]?.startsWith('# orchard-ref-backstop')) {
-    const stat = await fs.stat(hookPath);
-    if (current === REF_BACKSTOP_HOOK && (stat.mode & 0o111) === 0o111) return { hookPath, installed: false, chained };
+  // Installs race (two members of one repository prepare their worktrees at once, in one worker or several): every
+  // step below is create-if-absent or re-checked, and a lost race starts over from what is on disk now. Seen before
+  // this: one install read "no hook", another created ours, and the first then chained ours as "foreign", so the
+  // hook ran itself forever and every ref update of the repository hung.
+  for (let attempt = 0; attempt < 20; attempt++) {
+    const chained = (await readHook(chainedPath)) === undefined ? undefined : chainedPath;
+    const current = await readHook(hookPath);
+    if (current !== undefined && isOurs(current)) {
+      // A chained hook that is ours is a broken earlier install: removed (ours never chains itself).
+      if (chained && isOurs((await readHook(chainedPath)) ?? '')) {
+        await fs.rm(chainedPath, { force: true });
+        continue;
+      }
+      const stat = await fs.stat(hookPath);
+      if (current === REF_BACKSTOP_HOOK && (stat.mode & 0o111) === 0o111) return { hookPath, installed: false, chained };
+      await writeAtomically(hookPath, REF_BACKSTOP_HOOK, 0o755);
+      return { hookPath, installed: true, chained };
+    }
+    if (current === undefined) {
+      if (await createExclusively(hookPath, REF_BACKSTOP_HOOK, 0o755)) return { hookPath, installed: true, chained };
+      continue;
+    }
+    // A foreign hook: kept as the chained one, then replaced by ours (there is no moment without a hook).
+    if (chained) {
+      if (isOurs((await readHook(chainedPath)) ?? '')) {
+        await fs.rm(chainedPath, { force: true });
+        continue;
+      }
+      throw new WorkspaceError(
+        'invalid_input',
+        `${hookPath} is a foreign hook and ${chainedPath} already exists; refusing to overwrite either. ` +
+          `Merge them by hand (or remove one), then install the ref backstop again`,
+      );
+    }
+    try {
+      await fs.link(hookPath, chainedPath);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'EEXIST') continue;
+      if (!(await createExclusively(chainedPath, current, (await fs.stat(hookPath)).mode & 0o7777))) continue;
+    }
+    // What was linked is the hook as it is now: if another install replaced it with ours meanwhile, undo the link.
+    if (isOurs((await readHook(chainedPath)) ?? '')) {
+      await fs.rm(chainedPath, { force: true });
+      continue;
+    }
     await writeAtomically(hookPath, REF_BACKSTOP_HOOK, 0o755);
-    return { hookPath, installed: true, chained };
+    return { hookPath, installed: true, chained: chainedPath };
   }
-  if (current === undefined && !(await exists(hookPath))) {
-    await writeAtomically(hookPath, REF_BACKSTOP_HOOK, 0o755);
-    return { hookPath, installed: true, chained };
-  }
-  if (chained) {
-    throw new WorkspaceError(
-      'invalid_input',
-      `${hookPath} is a foreign hook and ${chainedPath} already exists; refusing to overwrite either. ` +
-        `Merge them by hand (or remove one), then install the ref backstop again`,
-    );
-  }
+  throw new WorkspaceError('invalid_input', `the ref backstop could not be installed in ${dir}: its hooks keep changing under it`);
+}
+
+const isOurs = (text: string): boolean => text.split('\n')[1]?.startsWith('# orchard-ref-backstop') ?? false;
+
+async function readHook(file: string): Promise<string | undefined> {
+  return fs.readFile(file, 'utf8').catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'ENOENT') return undefined;
+    throw err;
+  });
+}
+
+/** Writes `file` only if it does not exist (a complete file, linked into place): false when it already did. */
+async function createExclusively(file: string, text: string, mode: number): Promise<boolean> {
+  const tmp = `${file}.orchard-${randomUUID()}.tmp`;
   try {
-    await fs.link(hookPath, chainedPath);
-  } catch {
-    await fs.copyFile(hookPath, chainedPath);
-    await fs.chmod(chainedPath, (await fs.stat(hookPath)).mode & 0o7777);
+    await fs.writeFile(tmp, text, { mode });
+    await fs.chmod(tmp, mode);
+    await fs.link(tmp, file);
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') return false;
+    throw err;
+  } finally {
+    await fs.rm(tmp, { force: true });
   }
-  await writeAtomically(hookPath, REF_BACKSTOP_HOOK, 0o755);
-  return { hookPath, installed: true, chained: chainedPath };
 }
 
 async function adminDirs(worktree: string): Promise<{ gitDir: string; commonDir: string }> {

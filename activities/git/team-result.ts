@@ -76,9 +76,9 @@ interface GitOutput {
 }
 
 /** Runs git; resolves with its exit code (a spawn failure or a timeout rejects). */
-function run(cwd: string, args: string[]): Promise<GitOutput> {
+function run(cwd: string, args: string[], timeoutMs = GIT_TIMEOUT_MS): Promise<GitOutput> {
   return new Promise((resolve, reject) => {
-    execFile('git', args, { cwd, env: gitEnv(), timeout: GIT_TIMEOUT_MS, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) => {
+    execFile('git', args, { cwd, env: gitEnv(), timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) => {
       if (err && typeof (err as { code?: unknown }).code !== 'number') return reject(err);
       resolve({ code: err ? Number((err as { code: number }).code) : 0, stdout, stderr });
     });
@@ -210,8 +210,8 @@ export async function buildResult(
 export async function setBranch(repoPath: string, branch: string, sha: string): Promise<void> {
   const repo = await requireRepo(repoPath);
   if ((await branchTip(repo, branch)) === sha) return;
-  const args = ['update-ref', '-m', 'orchard: team result', `refs/heads/${branch}`, sha];
-  const out = await run(repo, args);
+  const args = [...NO_HOOKS, 'update-ref', '-m', 'orchard: team result', `refs/heads/${branch}`, sha];
+  const out = await updateRef(repo, args);
   if (out.code === 0) return;
   // A lock left by a writer that was killed (every git here is cut at GIT_TIMEOUT_MS; seen once: an update-ref of
   // the result branch hung and was killed, and its lock then refused every later certification). A live writer's
@@ -221,8 +221,9 @@ export async function setBranch(repoPath: string, branch: string, sha: string): 
   const stat = lock ? await fs.stat(lock).catch(() => undefined) : undefined;
   if (lock && stat && Date.now() - stat.mtimeMs > GIT_TIMEOUT_MS + STALE_LOCK_MARGIN_MS && lock.endsWith(`/refs/heads/${branch}.lock`)) {
     await fs.rm(lock, { force: true });
-    await must(repo, args);
-    return;
+    const again = await updateRef(repo, args);
+    if (again.code === 0) return;
+    throw new TeamGitRefusal('git_command_failed', `git ${args.join(' ')} failed in ${repo}: ${(again.stderr || again.stdout).trim()}`);
   }
   throw new TeamGitRefusal('git_command_failed', `git ${args.join(' ')} failed in ${repo}: ${(out.stderr || out.stdout).trim()}`);
 }
@@ -231,7 +232,20 @@ export async function setBranch(repoPath: string, branch: string, sha: string): 
 export async function deleteBranch(repoPath: string, branch: string, sha: string): Promise<void> {
   const repo = await requireRepo(repoPath);
   if ((await branchTip(repo, branch)) !== sha) return;
-  await run(repo, ['update-ref', '-d', `refs/heads/${branch}`, sha]);
+  await updateRef(repo, [...NO_HOOKS, 'update-ref', '-d', `refs/heads/${branch}`, sha]);
+}
+
+/**
+ * The worker's own result ref is moved without hooks: the ref backstop (and any hook it chains) is there for the
+ * agents' git, not for Orchard's, and the result branch is Orchard's alone. (A race in the backstop's install once
+ * chained the hook to itself, and every ref update of the repository, this one included, hung until killed.)
+ */
+const NO_HOOKS = ['-c', 'core.hooksPath=/dev/null'];
+/** An update-ref takes milliseconds, and waits at most core.filesRefLockTimeout (10 s) for a lock. */
+const UPDATE_REF_TIMEOUT_MS = 30_000;
+
+function updateRef(repo: string, args: string[]): Promise<GitOutput> {
+  return run(repo, args, UPDATE_REF_TIMEOUT_MS);
 }
 
 export type MergeMode = 'already_contained' | 'fast_forward' | 'merge_commit';

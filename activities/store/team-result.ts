@@ -25,11 +25,11 @@ export async function teamRunInfo(pool: Pool, teamId: string): Promise<{ repo: s
   return { repo: rows[0].repo, protectedBranch: rows[0].protected_branch };
 }
 
-export async function findCertificate(pool: Pool, teamId: string, generation: number, workRevision: number): Promise<RunCompletionCertificate | undefined> {
-  const { rows } = await pool.query(`SELECT certificate FROM team_certificates WHERE team_id = $1 AND generation = $2 AND work_revision = $3`, [
+/** The generation's certificate (one per generation: the first issued), if it has one. */
+export async function findCertificate(pool: Pool, teamId: string, generation: number): Promise<RunCompletionCertificate | undefined> {
+  const { rows } = await pool.query(`SELECT certificate FROM team_certificates WHERE team_id = $1 AND generation = $2 ORDER BY work_revision LIMIT 1`, [
     teamId,
     generation,
-    workRevision,
   ]);
   return rows[0]?.certificate;
 }

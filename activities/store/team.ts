@@ -105,6 +105,9 @@ interface Txn {
   readonly revision: number;
 }
 
+/** Writes that change the task graph: refused once the generation is certified. */
+const GRAPH_WRITES: readonly StoreOperation[] = ['task_create', 'task_assign', 'task_update', 'plan_approve'];
+
 /**
  * One committed fact: refuse what the actor may not do, lock the run, apply, bump the revision. `apply` returns
  * the fact's kind, task and detail, or undefined when it changed nothing (an idempotent retry): no revision bump.
@@ -123,6 +126,14 @@ export async function commit<T>(
     if (rows.length === 0) throw new TeamStoreRefusal('team_not_found', `no team run ${teamId}`);
     const generation = Number(rows[0].generation);
     const current = Number(rows[0].work_revision);
+    if (GRAPH_WRITES.includes(operation)) {
+      // A delivered generation's task graph is closed: its certificate is the last word on it, for everyone.
+      const { rows: certified } = await c.query(`SELECT certificate->>'certificateId' AS id FROM team_certificates WHERE team_id = $1 AND generation = $2 LIMIT 1`, [
+        teamId,
+        generation,
+      ]);
+      if (certified[0]) throw new TeamStoreRefusal('run_delivered', `team ${teamId} is delivered (certificate ${certified[0].id}): its task graph is closed`);
+    }
     const { result, fact } = await apply({ c, generation, revision: current + 1 });
     if (!fact) return { result, revision: current };
     await c.query(`UPDATE team_runs SET work_revision = $2 WHERE team_id = $1`, [teamId, current + 1]);
@@ -487,10 +498,11 @@ export interface RunCompletionCertificate {
  */
 export async function issueCertificate(pool: Pool, teamId: string, actor: Actor, certificate: RunCompletionCertificate) {
   return commit(pool, teamId, actor, 'certificate', async ({ c, generation, revision }) => {
-    const existing = await c.query(`SELECT certificate FROM team_certificates WHERE team_id = $1 AND generation = $2 AND work_revision = $3`, [
+    // One certificate per generation: once issued, it is the answer to every later request of that generation
+    // (a retry after a lost response, or a request after later facts such as a merge).
+    const existing = await c.query(`SELECT certificate FROM team_certificates WHERE team_id = $1 AND generation = $2 ORDER BY work_revision LIMIT 1`, [
       teamId,
       certificate.generation,
-      certificate.workRevision,
     ]);
     if (existing.rows[0]) return { result: existing.rows[0].certificate as RunCompletionCertificate };
     if (certificate.generation !== generation || certificate.workRevision !== revision - 1) {

@@ -220,6 +220,32 @@ test('a foreign reference-transaction hook is chained and keeps seeing every tra
   t.regex(result.stderr, /foreign says no/);
 });
 
+test('installs racing in one repository never chain our own hook; ref updates still finish', async (t) => {
+  for (let round = 0; round < 5; round++) {
+    const { repo } = await fixture({ install: false });
+    const hooks = path.join(repo, '.git', 'hooks');
+    const installs = await Promise.all(Array.from({ length: 12 }, () => installRefBackstop(repo)));
+    t.is(installs.filter((i) => i.installed).length, 1, JSON.stringify(installs));
+    t.false(existsSync(path.join(hooks, CHAINED_HOOK)));
+    t.is(readFileSync(path.join(hooks, 'reference-transaction'), 'utf8'), REF_BACKSTOP_HOOK);
+    const branch = spawnSync('git', ['branch', `raced-${round}`], { cwd: repo, env: GIT_TEST_ENV, encoding: 'utf8', timeout: 10_000 });
+    t.is(branch.status, 0, branch.stderr);
+  }
+});
+
+test('a chained hook that is our own (a broken earlier install) is not run, and the install removes it', async (t) => {
+  const { repo } = await fixture();
+  const hooks = path.join(repo, '.git', 'hooks');
+  const chained = path.join(hooks, CHAINED_HOOK);
+  writeFileSync(chained, REF_BACKSTOP_HOOK, { mode: 0o755 });
+  // Ours running itself as its chained hook would never end; git is cut at 10 s here.
+  const branch = spawnSync('git', ['branch', 'looped'], { cwd: repo, env: GIT_TEST_ENV, encoding: 'utf8', timeout: 10_000 });
+  t.is(branch.signal, null);
+  t.is(branch.status, 0, branch.stderr);
+  t.deepEqual(await installRefBackstop(repo), { hookPath: path.join(hooks, 'reference-transaction'), installed: false, chained: undefined });
+  t.false(existsSync(chained));
+});
+
 test('the install refuses when a foreign hook and a chained one both exist', async (t) => {
   const { repo } = await fixture({ install: false });
   const hooks = path.join(repo, '.git', 'hooks');

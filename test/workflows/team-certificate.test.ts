@@ -396,6 +396,9 @@ async function build(pool: Pool, repo: string, teamId: string, specs: TaskSpec[]
           await cancelPendingTask(pool, teamId, { eventId: `keep-${taskId}`, taskId: `${taskId}-r`, reason: 'keep stopped', kind: 'keep_stopped' });
           return;
         }
+        // The replacement starts only once the handoff is released (the store refuses it before): until then it
+        // stays pending.
+        if (spec.receipt !== 'released') return;
         await place(`${taskId}-r`, spec.replacement ?? { ...spec, fate: 'completed', replacement: undefined }, newOwner);
       }
     }

@@ -64,6 +64,10 @@ async function startTeam(t: import('ava').ExecutionContext, script: Script) {
         ['plan_approve', {}],
       );
     }
+    if (text === 'add work') {
+      if (results > 0) return final('Work answered.');
+      return calls(['task_create', { taskId: 'more', title: 'more', description: 'after delivery', owner: script.tasks[0].owner }]);
+    }
     if (text.includes('completion_candidate.state is ready') || text === 'certify again') {
       if (results > 0) return final('Completion answered.');
       return calls(['org_run_complete', { summary: 'The work is on the result branch.' }]);
@@ -199,6 +203,20 @@ test('members cannot move main; the delivered result is a branch bound to the ce
   const facts = (await orchard.pool.query(`SELECT actor, detail FROM team_facts WHERE team_id = $1 AND kind = 'team_merged'`, [teamId])).rows;
   t.is(facts.length, 1);
   t.like(facts[0], { actor: `user:${merged.eventId}`, detail: { before: userHead, after: merged.after, mode: 'merge_commit' } });
+
+  // The generation is delivered: a completion request after later facts (the merge) answers the same certificate,
+  // and the result branch stays where it names; new work is refused and changes nothing.
+  const before = await orchard.client.teamStatus(teamId);
+  await orchard.client.teamMessage(teamId, { text: 'certify again' });
+  const again = await until(orchard, teamId, 'the certification after the merge', (v) => v.turns.length > before.turns.length && v.status === 'delivered');
+  t.deepEqual(await certificates(orchard, teamId), [certificate]);
+  t.is(again.certificate!.certificateId, certificate.certificateId);
+  t.is(git(repo, 'rev-parse', result.branch), result.head);
+  await orchard.client.teamMessage(teamId, { text: 'add work' });
+  const added = await until(orchard, teamId, 'new work answered', (v) => v.turns.length > again.turns.length && v.status === 'delivered');
+  t.deepEqual(added.refusals.at(-1), { tool: 'task_create', code: 'run_delivered' });
+  t.is((await orchard.pool.query(`SELECT count(*)::int AS n FROM team_tasks WHERE team_id = $1`, [teamId])).rows[0].n, 3);
+  t.is((await orchard.pool.query(`SELECT count(*)::int AS n FROM team_facts WHERE team_id = $1 AND kind = 'task_created'`, [teamId])).rows[0].n, 3);
 });
 
 test('members whose commits conflict get no delivery: the completion is refused merge_conflict, no certificate, no result branch', async (t) => {

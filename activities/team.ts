@@ -17,6 +17,7 @@ import {
   readInbox,
   recordTaskOutput,
   startTask,
+  approvePlan,
   taskView,
   TeamStoreRefusal,
   updateTask,
@@ -305,10 +306,12 @@ export function createTeamActivities(deps: TeamActivityDeps) {
             effects = { revision };
             break;
           }
-          case 'plan_approve':
-            content = 'plan approved: assigned tasks start with their owners';
-            effects = { planApproved: true };
+          case 'plan_approve': {
+            const { result, revision } = await approvePlan(deps.pool, teamId, actor);
+            content = `plan approved${result.already ? ' (already)' : ''}: assigned tasks start with their owners (revision ${revision})`;
+            effects = { planApproved: true, revision };
             break;
+          }
           case 'org_send_message': {
             const memberId = text(args.memberId, 'memberId');
             if (!input.members.includes(memberId)) throw new TeamStoreRefusal('member_not_found', `no member ${memberId}`);

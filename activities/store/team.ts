@@ -229,6 +229,22 @@ export async function updateTask(pool: Pool, teamId: string, actor: Actor, taskI
 }
 
 /**
+ * The Coordinator approves the plan: assigned tasks may start. A fact once per activation (a repeat, or an approval
+ * after continue-as-new, changes nothing).
+ */
+export async function approvePlan(pool: Pool, teamId: string, actor: Actor) {
+  return commit(pool, teamId, actor, 'plan_approve', async ({ c }) => {
+    const { rows } = await c.query(
+      `SELECT 1 FROM team_facts WHERE team_id = $1 AND kind = 'plan_approved'
+         AND revision > COALESCE((SELECT max(revision) FROM team_facts WHERE team_id = $1 AND kind = 'activated'), 0)`,
+      [teamId],
+    );
+    if (rows[0]) return { result: { approved: true, already: true } };
+    return { result: { approved: true, already: false }, fact: { kind: 'plan_approved' } };
+  });
+}
+
+/**
  * A task execution began (system: the workflow started the Member's work). `owner`, when given, must be the task's
  * owner on the board (an execution never starts for an owner the task has since moved away from). A handoff's
  * replacement starts only once its receipt is released: while the old execution may still run, it is refused.

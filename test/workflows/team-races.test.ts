@@ -290,15 +290,6 @@ test.serial('keep_stopped settles a timed-out reassign: the rest of the team del
   // The user settled it: the board is closed, and the workflow knows it without a Coordinator read.
   const ready = await h.until('the candidate ready', (v) => v.candidate === 'ready');
   t.deepEqual(ready.waiting, []);
-  const [delivered] = await h.script([['org_run_complete', { summary: 'b delivered; a kept stopped' }]]);
-  t.regex(delivered, /^delivered: certificate /);
-  const board = await readBoard(h.orchard.pool, h.teamId);
-  const keptEvent = board.tasks.find((x) => x.taskId === 'a-r1')!.cancel!.userEventId;
-  t.deepEqual((await h.certificates())[0].certificate.resolutions, [
-    { taskId: 'a', kind: 'replaced_by', by: 'a-r1' },
-    { taskId: 'a-r1', kind: 'user_scope_removed', userEventId: keptEvent },
-    { taskId: 'b', kind: 'completed' },
-  ]);
 
   // The old owner's runtime was never proven stopped: a new task of its own does not start (dispatch runs at the
   // end of the turn that created it)…
@@ -322,6 +313,19 @@ test.serial('keep_stopped settles a timed-out reassign: the rest of the team del
   const done = await h.until('c completed', (v) => v.executions.some((e) => e.taskId === 'c' && e.state === 'completed'));
   t.false(done.executions.some((e) => e.taskId === 'a-r1'), 'the kept-stopped replacement never started');
   t.like((await readBoard(h.orchard.pool, h.teamId)).tasks.find((x) => x.taskId === 'a-r1'), { status: 'cancelled', cancel: { kind: 'keep_stopped' } });
+
+  // The rest of the team delivers: a replaced by its kept-stopped replacement, which the user removed from scope.
+  await h.until('the candidate ready again', (v) => v.candidate === 'ready');
+  const [delivered] = await h.script([['org_run_complete', { summary: 'b and c delivered; a kept stopped' }]]);
+  t.regex(delivered, /^delivered: certificate /);
+  const board = await readBoard(h.orchard.pool, h.teamId);
+  const keptEvent = board.tasks.find((x) => x.taskId === 'a-r1')!.cancel!.userEventId;
+  t.deepEqual((await h.certificates())[0].certificate.resolutions, [
+    { taskId: 'a', kind: 'replaced_by', by: 'a-r1' },
+    { taskId: 'a-r1', kind: 'user_scope_removed', userEventId: keptEvent },
+    { taskId: 'b', kind: 'completed' },
+    { taskId: 'c', kind: 'completed' },
+  ]);
   await keepHistory(h.orchard, teamWorkflowId(h.teamId), 'team-keep-stopped-delivered');
 });
 

@@ -2,6 +2,7 @@ import test from 'ava';
 import type { Pool } from 'pg';
 import {
   activateTeamRun,
+  approvePlan,
   assignTask,
   createTask,
   createTeamRun,
@@ -90,6 +91,25 @@ test('the store boundary: each write only from the actors allowed to make it; a 
       [3, 'task_output', 'member:implementer:exec-1'],
     ],
   );
+});
+
+test('plan approval is a fact of the Coordinator: once per activation, then again after a new activation', async (t) => {
+  const pool = await testPool(t);
+  const teamId = await team(pool);
+  await activateTeamRun(pool, teamId, 'first');
+  await refusedWith(t, pool, teamId, 'tool_not_allowed', () => approvePlan(pool, teamId, implementer));
+  const first = await approvePlan(pool, teamId, coordinator);
+  t.deepEqual(first, { result: { approved: true, already: false }, revision: await revision(pool, teamId) });
+  t.deepEqual(await approvePlan(pool, teamId, coordinator), { result: { approved: true, already: true }, revision: first.revision });
+  await activateTeamRun(pool, teamId, 'second');
+  const again = await approvePlan(pool, teamId, coordinator);
+  t.is(again.result.already, false);
+  t.is(again.revision, first.revision + 2);
+  const facts = (await pool.query(`SELECT kind, actor FROM team_facts WHERE team_id = $1 AND kind = 'plan_approved' ORDER BY revision`, [teamId])).rows;
+  t.deepEqual(facts, [
+    { kind: 'plan_approved', actor: 'coordinator:turn-1' },
+    { kind: 'plan_approved', actor: 'coordinator:turn-1' },
+  ]);
 });
 
 test('every committed fact bumps the work revision once; concurrent writers serialise on the run row', async (t) => {

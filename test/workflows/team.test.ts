@@ -6,7 +6,7 @@ import { teamWorkflowId } from '../../workflows/messages';
 import { calls, final, gate, lastUserText } from '../helpers/fleet-model';
 import { completion, stubModel, type Reply } from '../helpers/model-stub';
 import { git, keepHistory, makeRepo, startOrchard, uniqueId } from '../helpers/orchard';
-import { untilTeam } from '../helpers/team';
+import { activityTypes, untilTeam } from '../helpers/team';
 import { CLOSURE_VALIDATOR_VERSION } from '../../workflows/team/closure';
 import { TOOL_PROFILES } from '../../workflows/tools';
 
@@ -80,6 +80,11 @@ test('a team plans, dispatches to its members, and records their evidence; the C
     t.truthy(facts.find((f) => f.kind === 'task_output' && f.task_id === e.taskId && f.actor === `member:${e.memberId}:${e.executionId}`));
   }
   t.false(facts.some((f) => f.kind === 'task_output' && String(f.actor).startsWith('coordinator')));
+  // The plan's approval is a fact of the Coordinator's turn, committed before any task started.
+  const approvals = facts.filter((f) => f.kind === 'plan_approved');
+  t.is(approvals.length, 1);
+  t.regex(approvals[0].actor, /^coordinator:/);
+  t.true(facts.indexOf(approvals[0]) < facts.findIndex((f) => f.kind === 'task_started'));
   // Each member worked in its own session (own worktree).
   const sessions = await Promise.all(done.executions.map((e) => orchard.client.status(e.sessionId)));
   t.is(new Set(sessions.map((s) => s.worktree)).size, 2);
@@ -167,6 +172,9 @@ test('the Coordinator allowlist: only its tools are offered; every other tool of
     [...EVERY_TOOL.map((tool) => ({ tool, code: 'tool_not_allowed' })), ...[1, 2].map(() => ({ tool: 'task_list', code: 'coordinator_no_new_work_facts' }))],
   );
   t.deepEqual(await facts(), ['activated']);
+  // Only the first read queried the board: every refusal (an unknown tool, a re-read) ran no Coordinator tool.
+  const events = (await orchard.temporal.workflow.getHandle(teamWorkflowId(teamId)).fetchHistory()).events ?? [];
+  t.is([...activityTypes(events).values()].filter((type) => type === 'coordinatorTool').length, 1);
   t.false(readdirSync(repo).includes('pwned.txt'));
   t.is(git(repo, 'status', '--porcelain'), '');
 });

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import test from 'ava';
 import { orchardEnv, runOrchard, spawnOrchard, workerEnv } from '../helpers/cli-process';
@@ -245,4 +245,45 @@ test('team reassign and resolve-handoff refuse what they cannot do with typed er
     t.is(result.code, 2, `${args.join(' ')}: ${result.stderr}`);
     t.regex(result.stderr, expected);
   }
+});
+
+test('team reassign and cancel-task from the CLI: a running task handed over (receipt to released, delivered), then a finished one refused', async (t) => {
+  t.timeout(300_000);
+  const id = uniqueId('team-cli-handoff');
+  const repo = makeRepo();
+  const members = ['planner:Planner', 'implementer:Implementer', 'reviewer:Reviewer', 'tester:Tester'].flatMap((m) => ['--member', m]);
+  const started = await orchard(['team', 'start', id, '--repo', repo, '--goal', 'Build a poker hand evaluator with tests', ...members, '--scripted', join(__dirname, '../../scenarios/team-handoff.json')]);
+  t.is(started.code, 0, started.stderr);
+  // The Tester's long sweep is writing.
+  await waitFor(
+    async () => {
+      const s = await shared().client.status(`${id}-tester`).catch(() => undefined);
+      const log = s?.worktree ? join(s.worktree, 'sweep.log') : undefined;
+      return log && existsSync(log) && readFileSync(log, 'utf8').split('\n').length > 3 ? true : undefined;
+    },
+    180_000,
+    'the tester sweeping',
+  );
+  const reassigned = await orchard(['team', 'reassign', id, 'test-evaluator', '--to', 'reviewer', '--reason', 'the sweep is too slow', '--json']);
+  t.is(reassigned.code, 0, reassigned.stderr);
+  const receipt = JSON.parse(reassigned.stdout);
+  t.like(receipt, { oldTaskId: 'test-evaluator', newTaskId: 'test-evaluator-r1', oldOwner: 'tester', newOwner: 'reviewer' });
+  t.true(['requested', 'yielding', 'released'].includes(receipt.state), receipt.state);
+  await waitFor(async () => ((await shared().client.teamStatus(id)).status === 'delivered' ? true : undefined), 240_000, 'the team delivered');
+
+  const status = JSON.parse((await orchard(['team', 'status', id, '--json'])).stdout);
+  t.like(status.status.receipts[0], { receiptId: receipt.receiptId, state: 'released' });
+  t.deepEqual(
+    status.board.tasks.filter((task: any) => task.id.startsWith('test-evaluator')).map((task: any) => [task.id, task.owner, task.status, task.replacesTaskId]),
+    [
+      ['test-evaluator', 'tester', 'cancelled', null],
+      ['test-evaluator-r1', 'reviewer', 'completed', 'test-evaluator'],
+    ],
+  );
+  // Finished work is not the user's to cancel any more: refused, exit 2, nothing changed.
+  const revision = (await readBoard(shared().pool, id)).workRevision;
+  const cancelled = await orchard(['team', 'cancel-task', id, 'test-evaluator-r1', '--reason', 'too late']);
+  t.is(cancelled.code, 2, cancelled.stderr);
+  t.regex(cancelled.stderr, /^orchard: task_not_pending: /);
+  t.is((await readBoard(shared().pool, id)).workRevision, revision);
 });

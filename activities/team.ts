@@ -7,6 +7,7 @@ import { isCoordinatorTool, MEMBER_MESSAGE_PURPOSES, type Actor } from '../workf
 import { excerpt } from '../workflows/session/state';
 import type { CallRef } from './orchestrator';
 import { turnKeyOf } from './store/keys';
+import { leaseHeldAt } from './store/leases';
 import {
   activateTeamRun,
   assignTask,
@@ -153,6 +154,11 @@ export function createTeamActivities(deps: TeamActivityDeps) {
     if (live.liveness !== 'dead') return { quiescent: false, why: `session ${input.sessionId} is ${live.liveness} (${live.execution})` };
     const open = input.lease ? await openProcessGroups(deps.pool, input.lease) : 0;
     if (open > 0) return { quiescent: false, why: `${open} process group(s) of the old execution are not verified gone` };
+    // Release-if-current: the old execution's lease must not still be current (the fence moves it to the next
+    // generation; a lease still held at the fenced one means the old execution may still write).
+    if (input.lease && (await leaseHeldAt(deps.pool, input.lease))) {
+      return { quiescent: false, why: `the old execution's lease on ${input.lease.worktree} is still held at generation ${input.lease.generation}` };
+    }
     return { quiescent: true };
   }
 

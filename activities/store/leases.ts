@@ -111,6 +111,12 @@ export async function leaseIsCurrent(pool: Pool, l: Lease): Promise<boolean> {
   return rowCount === 1;
 }
 
+/** Whether the lease is still held at this generation by whoever holds it (a fence moves it to the next one). */
+export async function leaseHeldAt(pool: Pool, l: { worktree: string; generation: number }): Promise<boolean> {
+  const { rowCount } = await pool.query(`SELECT 1 FROM worktree_leases WHERE worktree = $1 AND generation = $2 AND state = 'held'`, [l.worktree, l.generation]);
+  return rowCount === 1;
+}
+
 /** Compare-and-set renewal: false when the lease moved (the caller is stale and must stop). */
 export async function renewLease(pool: Pool, l: Lease): Promise<boolean> {
   const { rowCount } = await pool.query(

@@ -216,6 +216,21 @@ test.serial('timeout then resolve: release is refused while the old runtime is n
   t.regex(pending, /^error \(completion_refused\): .*handoff_pending \(a\)/);
 
   await stuck.unstick();
+  // Release-if-current: with the old execution's lease put back at the generation it held when fenced (as if the
+  // fence had not moved it), the release is refused for the lease alone, however quiet the runtime is.
+  const [{ lease }] = await rows(h, `SELECT lease FROM team_handoff_receipts WHERE team_id = $1`);
+  await h.orchard.pool.query(`UPDATE worktree_leases SET generation = $2 WHERE worktree = $1`, [lease.worktree, lease.generation]);
+  const leaseRefusal = await waitFor(
+    () =>
+      h.orchard.client.resolveHandoff(h.teamId, { receiptId, action: 'release' }).then(
+        () => Promise.reject(new Error('released while the old lease was current')),
+        (err) => (err.code === 'old_runtime_not_quiescent' && /lease/.test(err.message) ? err : undefined),
+      ),
+    60_000,
+    'a refusal for the lease alone',
+  );
+  t.regex(leaseRefusal.message, new RegExp(`still held at generation ${lease.generation}`));
+  await h.orchard.pool.query(`UPDATE worktree_leases SET generation = $2 WHERE worktree = $1`, [lease.worktree, lease.generation + 1]);
   const released = await waitFor(
     () =>
       h.orchard.client

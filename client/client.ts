@@ -241,7 +241,7 @@ export class OrchardClient {
   }
 
   async teamStatus(teamId: string): Promise<TeamStatusView> {
-    return this.teamCall(teamId, (h) => h.query(teamStatusQuery));
+    return this.teamCall(teamId, (h) => whenScheduled(() => h.query(teamStatusQuery)));
   }
 
   /** A user message to a team's Coordinator (an update: answered once accepted, with its id). */
@@ -299,11 +299,11 @@ export class OrchardClient {
   }
 
   async orchestratorStatus(orchestratorId: string): Promise<OrchestratorStatusView> {
-    return this.orchestratorCall(orchestratorId, (h) => h.query(orchestratorStatusQuery));
+    return this.orchestratorCall(orchestratorId, (h) => whenScheduled(() => h.query(orchestratorStatusQuery)));
   }
 
   async roster(orchestratorId: string): Promise<string> {
-    return this.orchestratorCall(orchestratorId, (h) => h.query(rosterQuery));
+    return this.orchestratorCall(orchestratorId, (h) => whenScheduled(() => h.query(rosterQuery)));
   }
 
   /**
@@ -368,7 +368,7 @@ export class OrchardClient {
   }
 
   async status(sessionId: string): Promise<SessionStatusView> {
-    return this.call(sessionId, (handle) => handle.query(statusQuery));
+    return this.call(sessionId, (handle) => whenScheduled(() => handle.query(statusQuery)));
   }
 
   /**
@@ -391,7 +391,7 @@ export class OrchardClient {
   }
 
   async transcriptRefs(sessionId: string): Promise<TranscriptRefs> {
-    return this.call(sessionId, (handle) => handle.query(transcriptRefsQuery));
+    return this.call(sessionId, (handle) => whenScheduled(() => handle.query(transcriptRefsQuery)));
   }
 
   /** Resolves the session's verification hold (a user's decision, recorded with `by` and `note`). */
@@ -468,6 +468,24 @@ export class OrchardClient {
         throw new OrchardError('session_not_found', `no session ${sessionId}: check the id with \`orchard session list\``);
       }
       throw err;
+    }
+  }
+}
+
+/**
+ * A query that reached a run whose first workflow task is not scheduled yet (just after a continue-as-new) fails
+ * FAILED_PRECONDITION; the run answers a moment later. Asked again for up to 10 s; any other error at once.
+ */
+async function whenScheduled<T>(query: () => Promise<T>): Promise<T> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    try {
+      return await query();
+    } catch (err) {
+      const cause = (err as { cause?: { code?: number; details?: string } }).cause;
+      const notYet = cause?.code === 9 && /not scheduled yet/i.test(String(cause.details ?? ''));
+      if (!notYet || Date.now() > deadline) throw err;
+      await new Promise((r) => setTimeout(r, 100));
     }
   }
 }

@@ -206,14 +206,15 @@ export async function installRefBackstop(repo: string): Promise<RefBackstopInsta
   // this: one install read "no hook", another created ours, and the first then chained ours as "foreign", so the
   // hook ran itself forever and every ref update of the repository hung.
   for (let attempt = 0; attempt < 20; attempt++) {
-    const chained = (await readHook(chainedPath)) === undefined ? undefined : chainedPath;
+    const chainedText = await readHook(chainedPath);
+    const chained = chainedText === undefined ? undefined : chainedPath;
+    // A chained hook that is ours is a broken earlier install: removed (ours never chains itself).
+    if (chainedText !== undefined && isOurs(chainedText)) {
+      await fs.rm(chainedPath, { force: true });
+      continue;
+    }
     const current = await readHook(hookPath);
     if (current !== undefined && isOurs(current)) {
-      // A chained hook that is ours is a broken earlier install: removed (ours never chains itself).
-      if (chained && isOurs((await readHook(chainedPath)) ?? '')) {
-        await fs.rm(chainedPath, { force: true });
-        continue;
-      }
       const stat = await fs.stat(hookPath);
       if (current === REF_BACKSTOP_HOOK && (stat.mode & 0o111) === 0o111) return { hookPath, installed: false, chained };
       await writeAtomically(hookPath, REF_BACKSTOP_HOOK, 0o755);
@@ -225,10 +226,6 @@ export async function installRefBackstop(repo: string): Promise<RefBackstopInsta
     }
     // A foreign hook: kept as the chained one, then replaced by ours (there is no moment without a hook).
     if (chained) {
-      if (isOurs((await readHook(chainedPath)) ?? '')) {
-        await fs.rm(chainedPath, { force: true });
-        continue;
-      }
       throw new WorkspaceError(
         'invalid_input',
         `${hookPath} is a foreign hook and ${chainedPath} already exists; refusing to overwrite either. ` +

@@ -1,7 +1,7 @@
 import { Context } from '@temporalio/activity';
 import type { Pool } from 'pg';
 import { isErrorCode, orchardFailure } from '../workflows/errors';
-import { OrchardError, type OrchardClient } from '../client/client';
+import { OrchardError, type OrchardClient, type SessionLiveness } from '../client/client';
 import type { ModelSpec, StartTeamInput } from '../workflows/messages';
 import { isCoordinatorTool, MEMBER_MESSAGE_PURPOSES, type Actor } from '../workflows/team/authority';
 import { excerpt } from '../workflows/session/state';
@@ -72,7 +72,18 @@ export interface TeamActivityHooks {
    * another's goes through delivers them to the workflow out of commit order.
    */
   afterSettle?: (input: { teamId: string; taskId: string; memberId: string }, settled: SettledAnswer) => Promise<void>;
+  /** Rewrites Temporal's answer about an old execution's session during a handoff (stands for a cluster that does not answer). */
+  sessionLiveness?: (sessionId: string, answer: SessionLiveness) => SessionLiveness;
+  /** Awaited as a yield begins; what it throws, the yield throws (stands for an old session that refuses to stop). */
+  beforeYield?: (input: { sessionId: string; reason: string }) => Promise<void>;
 }
+
+/**
+ * Whether an old execution's runtime is quiescent; when it is not, `known` says whether that is known (its session
+ * still runs, a process group of it is not verified gone, its lease is still current) or nobody could tell
+ * (Temporal did not answer about its session).
+ */
+export type Quiescence = { quiescent: true } | { quiescent: false; known: boolean; why: string };
 
 interface SettleInput {
   teamId: string;
@@ -149,15 +160,22 @@ export function createTeamActivities(deps: TeamActivityDeps) {
     await appendEntry(deps.pool, { ...turnKeyOf(ref), step: ref.step, ordinal: index + 1 }, { role: 'tool', tool_call_id: ref.callId, content });
   }
 
-  async function quiescence(input: { sessionId: string; lease?: { worktree: string; generation: number } }) {
-    const live = await deps.orchard().sessionLiveness(input.sessionId);
-    if (live.liveness !== 'dead') return { quiescent: false, why: `session ${input.sessionId} is ${live.liveness} (${live.execution})` };
+  async function livenessOf(sessionId: string): Promise<SessionLiveness> {
+    const answer = await deps.orchard().sessionLiveness(sessionId);
+    return deps.hooks?.sessionLiveness?.(sessionId, answer) ?? answer;
+  }
+
+  async function quiescence(input: { sessionId: string; lease?: { worktree: string; generation: number } }): Promise<Quiescence> {
+    const live = await livenessOf(input.sessionId);
+    if (live.liveness !== 'dead') {
+      return { quiescent: false, known: live.liveness === 'alive', why: `session ${input.sessionId} is ${live.liveness} (${live.execution}${live.liveness === 'unknown' ? `: ${live.runtime}` : ''})` };
+    }
     const open = input.lease ? await openProcessGroups(deps.pool, input.lease) : 0;
-    if (open > 0) return { quiescent: false, why: `${open} process group(s) of the old execution are not verified gone` };
+    if (open > 0) return { quiescent: false, known: true, why: `${open} process group(s) of the old execution are not verified gone` };
     // Release-if-current: the old execution's lease must not still be current (the fence moves it to the next
     // generation; a lease still held at the fenced one means the old execution may still write).
     if (input.lease && (await leaseHeldAt(deps.pool, input.lease))) {
-      return { quiescent: false, why: `the old execution's lease on ${input.lease.worktree} is still held at generation ${input.lease.generation}` };
+      return { quiescent: false, known: true, why: `the old execution's lease on ${input.lease.worktree} is still held at generation ${input.lease.generation}` };
     }
     return { quiescent: true };
   }
@@ -467,7 +485,7 @@ export function createTeamActivities(deps: TeamActivityDeps) {
     },
 
     /** A receipt's next state. A release or a user's resolution may close the board: it answers the candidate too. */
-    async moveReceipt(input: { teamId: string; receiptId: string; to: ReceiptState; sloMissed?: boolean; resolution?: unknown }) {
+    async moveReceipt(input: { teamId: string; receiptId: string; to: ReceiptState; sloMissed?: boolean; resolution?: unknown; why?: string }) {
       const { result, revision } = await moveReceipt(deps.pool, input.teamId, input.receiptId, input.to, input);
       const settles = input.to === 'released' || input.resolution !== undefined;
       return { receipt: result, revision, ...(settles ? await candidateOf(input.teamId) : {}) };
@@ -478,16 +496,25 @@ export function createTeamActivities(deps: TeamActivityDeps) {
      * closes it — and then checks release: the session's workflow closed and none of its recorded process groups
      * still open. Returns whether the old runtime is quiescent, and why not.
      */
-    async yieldExecution(input: { sessionId: string; reason: string; lease?: { worktree: string; generation: number } }): Promise<{ quiescent: boolean; why?: string }> {
-      const orchard = deps.orchard();
-      const live = await orchard.sessionLiveness(input.sessionId);
-      if (live.liveness === 'alive') {
-        // The cancel update answers once the session has closed; this activity's own cancellation (a worker
-        // shutting down, the workflow giving up) must not wait for that.
-        const cancelled = orchard.cancel(input.sessionId, input.reason).catch((err: unknown) => {
-          if (!(err instanceof OrchardError && (err.code === 'session_closed' || err.code === 'session_not_found'))) throw err;
-        });
-        await Promise.race([cancelled, Context.current().cancelled]);
+    async yieldExecution(input: { sessionId: string; reason: string; lease?: { worktree: string; generation: number } }): Promise<Quiescence> {
+      try {
+        await deps.hooks?.beforeYield?.(input);
+        // Asked also when Temporal could not say whether the session runs: the cancel is idempotent.
+        if ((await livenessOf(input.sessionId)).liveness !== 'dead') {
+          // The cancel update answers once the session has closed; this activity's own cancellation (a worker
+          // shutting down, the workflow giving up) must not wait for that.
+          const cancelled = deps
+            .orchard()
+            .cancel(input.sessionId, input.reason)
+            .catch((err: unknown) => {
+              if (!(err instanceof OrchardError && (err.code === 'session_closed' || err.code === 'session_not_found'))) throw err;
+            });
+          await Promise.race([cancelled, Context.current().cancelled]);
+        }
+      } catch (err) {
+        // The old session refused to stop (a typed answer): asking again would be refused again.
+        if (err instanceof OrchardError) throw orchardFailure('handoff_yield_failed', `session ${input.sessionId} refused to stop (${err.code}): ${err.message}`);
+        throw err;
       }
       // The session closes after its cancel is answered (its close path tears its commands down and verifies
       // them gone): wait for that here, heartbeating, so the workflow hears one answer. Its timers bound the wait.
@@ -501,7 +528,7 @@ export function createTeamActivities(deps: TeamActivityDeps) {
     },
 
     /** Proof that the old runtime is quiescent (for a user's `release` after a timeout). */
-    async checkQuiescent(input: { sessionId: string; lease?: { worktree: string; generation: number } }): Promise<{ quiescent: boolean; why?: string }> {
+    async checkQuiescent(input: { sessionId: string; lease?: { worktree: string; generation: number } }): Promise<Quiescence> {
       return quiescence(input);
     },
 

@@ -9,7 +9,7 @@ import { describeSweep, sweepHost, type ReapOptions } from '../activities/bash/r
 import { hostTaskQueue } from '../workflows/messages';
 import { limitsFromEnv } from '../activities/limits';
 import { DEFAULT_SHUTDOWN_GRACE_SECONDS } from './config';
-import { holderLivenessFrom } from './holder-liveness';
+import { holderLivenessFrom, teamLivenessFrom } from './holder-liveness';
 import { OrchardClient } from '../client/client';
 
 export interface OrchardWorkerOptions {
@@ -101,6 +101,7 @@ export async function createOrchardWorkers(options: OrchardWorkerOptions): Promi
       worktreeRoot: options.worktreeRoot,
       maxOutputBytes: options.maxOutputBytes,
       holderLiveness: holderLivenessFrom(options.client),
+      teamLiveness: teamLivenessFrom(options.client),
       hooks: options.hostHooks,
       maxConcurrentCommands: options.maxConcurrentCommands,
       reap: options.reap,

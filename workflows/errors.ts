@@ -26,6 +26,8 @@ export const ERROR_CODES = [
   'receipt_not_found',
   'handoff_not_blocked',
   'old_runtime_not_quiescent',
+  'handoff_yield_failed',
+  'team_not_running',
   'not_delivered',
   'run_delivered',
   'merge_conflict',

@@ -688,7 +688,7 @@ export async function moveReceipt(
   teamId: string,
   receiptId: string,
   to: ReceiptState,
-  extra: { sloMissed?: boolean; resolution?: unknown } = {},
+  extra: { sloMissed?: boolean; resolution?: unknown; why?: string } = {},
 ): Promise<{ result: HandoffReceipt; revision: number }> {
   return commit(pool, teamId, { kind: 'system' }, 'handoff', async ({ c }) => {
     const { rows } = await c.query(`SELECT * FROM team_handoff_receipts WHERE receipt_id = $1 AND team_id = $2 FOR UPDATE`, [receiptId, teamId]);
@@ -703,7 +703,7 @@ export async function moveReceipt(
        WHERE receipt_id = $1 AND team_id = $2 RETURNING *`,
       [receiptId, teamId, to, extra.sloMissed ?? false, extra.resolution === undefined ? null : JSON.stringify(extra.resolution)],
     );
-    return { result: toReceipt(updated.rows[0]), fact: { kind: `handoff_${to}`, taskId: receipt.oldTaskId, detail: { receiptId, sloMissed: extra.sloMissed } } };
+    return { result: toReceipt(updated.rows[0]), fact: { kind: `handoff_${to}`, taskId: receipt.oldTaskId, detail: { receiptId, sloMissed: extra.sloMissed, why: extra.why } } };
   });
 }
 

@@ -14,7 +14,7 @@ import type { CommandSlots } from '../bash/command-slots';
 import { liveGroupsBlocking, reapCall, type ReapOptions } from '../bash/reaper';
 import { UNKNOWN_OUTCOME, appendEntry, findAssistantMessage, findToolResult } from '../store/transcript';
 import { isExecutableTool, isMutatingTool, refusal, runTool } from './run-tool';
-import { sendMemberMessage } from './member-message';
+import { sendMemberMessage, type TeamLiveness } from './member-message';
 import type { MemberMessageFact, TeamMembership } from '../../workflows/messages';
 
 export interface ExecuteToolInput {
@@ -62,6 +62,8 @@ export interface ExecutorDeps {
   reap?: ReapOptions;
   /** How this host confines isolated children (resolved when the worker starts). */
   confinement?: Confinement;
+  /** Whether a team's run is running; without it, a Member's message is refused (nobody can tell). */
+  teamLiveness?: (teamId: string) => Promise<TeamLiveness>;
 }
 
 /** How often a running command renews its lease; a failed renewal (the lease moved) stops the command. */
@@ -113,7 +115,11 @@ async function execute(deps: ExecutorDeps, input: ExecuteToolInput): Promise<Exe
 
   if (tool === 'org_send_message' && input.profile === 'member' && input.team) {
     // Idempotent by its message id (the call's key): a retry finds the accepted message, or is refused again.
-    const sent = await sendMemberMessage(pool, { team: input.team, sessionId: input.sessionId, messageId: `${input.sessionId}/${callKey}`, rawArguments: call.function.arguments });
+    const sent = await sendMemberMessage(
+      pool,
+      { team: input.team, sessionId: input.sessionId, messageId: `${input.sessionId}/${callKey}`, rawArguments: call.function.arguments },
+      deps.teamLiveness,
+    );
     await record(sent.output.content);
     return { tool, outcome: 'settled', ok: sent.output.ok, message: sent.message };
   }

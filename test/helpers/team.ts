@@ -175,26 +175,30 @@ export async function startScriptedTeam(
         return path && existsSync(path) && readFileSync(path, 'utf8').split('\n').length > 3 ? path : undefined;
       }, TEAM_WAIT_MS, `${memberId} writing ${taskId}`);
     },
-    async stick(memberId) {
-      const holder = (
-        await orchard.pool.query(`SELECT worktree, generation FROM worktree_leases WHERE holder LIKE $1 AND state = 'held'`, [`%session/${teamId}-${memberId}@%`])
-      ).rows[0];
-      if (!holder) throw new Error(`no held lease of ${memberId}`);
-      const callKey = uniqueId('stuck');
-      await orchard.pool.query(`INSERT INTO lease_process_groups (worktree, generation, host, pgid, call_key) VALUES ($1, $2, 'elsewhere', 999999, $3)`, [
-        holder.worktree,
-        holder.generation,
-        callKey,
-      ]);
-      return {
-        unstick: async () => {
-          await orchard.pool.query(`UPDATE lease_process_groups SET ended_at = now() WHERE call_key = $1`, [callKey]);
-        },
-      };
-    },
+    stick: (memberId) => stickRuntime(orchard, `${teamId}-${memberId}`),
     certificates: async () => (await orchard.pool.query(`SELECT generation, work_revision, certificate FROM team_certificates WHERE team_id = $1`, [teamId])).rows,
     count: async (sql, params = [teamId]) => Number((await orchard.pool.query(sql, params)).rows[0].n),
     history: async () => (await orchard.temporal.workflow.getHandle(teamWorkflowId(teamId)).fetchHistory()).events ?? [],
+  };
+}
+
+/**
+ * Marks one process group of the session's current lease as not verified gone (as the reaper leaves one it could
+ * not kill, on another host): its runtime is not quiescent until `unstick()`.
+ */
+export async function stickRuntime(orchard: TestOrchard, sessionId: string): Promise<{ unstick(): Promise<void> }> {
+  const holder = (await orchard.pool.query(`SELECT worktree, generation FROM worktree_leases WHERE holder LIKE $1 AND state = 'held'`, [`%session/${sessionId}@%`])).rows[0];
+  if (!holder) throw new Error(`no held lease of ${sessionId}`);
+  const callKey = uniqueId('stuck');
+  await orchard.pool.query(`INSERT INTO lease_process_groups (worktree, generation, host, pgid, call_key) VALUES ($1, $2, 'elsewhere', 999999, $3)`, [
+    holder.worktree,
+    holder.generation,
+    callKey,
+  ]);
+  return {
+    unstick: async () => {
+      await orchard.pool.query(`UPDATE lease_process_groups SET ended_at = now() WHERE call_key = $1`, [callKey]);
+    },
   };
 }
 

@@ -7,7 +7,7 @@ import { calls, final } from '../helpers/fleet-model';
 import { completion, stubModel, type Reply } from '../helpers/model-stub';
 import { keepHistory, makeRepo, startOrchard, uniqueId } from '../helpers/orchard';
 import { waitFor } from '../helpers/wait';
-import { TEAM_WAIT_MS, untilTeam } from '../helpers/team';
+import { stickRuntime, TEAM_WAIT_MS, untilTeam } from '../helpers/team';
 
 /**
  * Cancel/reassign handoff (invariant 14) against real sessions, bash processes and Postgres. The implementer's
@@ -98,9 +98,12 @@ test('a reassign while the old execution writes: fence, yield, release, then the
 });
 
 test('a handoff past its timeout is durable timeout, its replacement blocked until the user releases it with proof', async (t) => {
-  const { orchard, teamId } = await team(t, { sloMs: 1, timeoutMs: 2 });
+  const { orchard, teamId, implementerSession } = await team(t, { sloMs: 1, timeoutMs: 2 });
+  // The old runtime cannot be proven quiescent before the timeout (a fast yield would otherwise win the race).
+  const stuck = await stickRuntime(orchard, implementerSession);
   await orchard.client.reassignTask(teamId, { taskId: 'implement', newOwner: 'reviewer', reason: 'move it' });
   const timedOut = await until(orchard, teamId, 'the timeout', (v) => v.receipts[0]?.state === 'timeout');
+  t.deepEqual(timedOut.receipts[0].trail, ['requested', 'yielding', 'timeout']);
   t.true(timedOut.receipts[0].sloMissed);
   t.deepEqual(timedOut.waiting, [{ taskId: 'implement-r1', waiting: 'waiting_for_previous_execution', receiptId: timedOut.receipts[0].receiptId }]);
   t.false(timedOut.executions.some((e) => e.taskId === 'implement-r1'), 'the replacement did not start');
@@ -109,7 +112,12 @@ test('a handoff past its timeout is durable timeout, its replacement blocked unt
   // The miss is visible to operators: the team run's search attribute.
   const described = await orchard.temporal.workflow.getHandle(`team/${teamId}`).describe();
   t.is(described.searchAttributes.OrchardHandoffSloMissed?.[0], true);
-  // Release needs proof the old runtime is quiescent; once its session has closed, the proof holds.
+  // Release needs proof the old runtime is quiescent: refused while a group of it is not verified gone, and
+  // nothing moves; once the group is gone and its session has closed, the proof holds.
+  const refused = await t.throwsAsync(orchard.client.resolveHandoff(teamId, { receiptId: timedOut.receipts[0].receiptId, action: 'release' }));
+  t.is((refused as any).code, 'old_runtime_not_quiescent');
+  t.is((await orchard.client.teamStatus(teamId)).receipts[0].state, 'timeout');
+  await stuck.unstick();
   const released = await waitFor(
     () => orchard.client.resolveHandoff(teamId, { receiptId: timedOut.receipts[0].receiptId, action: 'release' }).catch((err) => (err.code === 'old_runtime_not_quiescent' ? undefined : Promise.reject(err))),
     60_000,
@@ -125,7 +133,8 @@ test('a handoff past its timeout is durable timeout, its replacement blocked unt
 });
 
 test('keep_stopped cancels only the replacement; the rest of the team runs on', async (t) => {
-  const { orchard, teamId } = await team(t, { sloMs: 1, timeoutMs: 2 });
+  const { orchard, teamId, implementerSession } = await team(t, { sloMs: 1, timeoutMs: 2 });
+  await stickRuntime(orchard, implementerSession);
   await orchard.client.reassignTask(teamId, { taskId: 'implement', newOwner: 'reviewer', reason: 'move it' });
   const timedOut = await until(orchard, teamId, 'the timeout', (v) => v.receipts[0]?.state === 'timeout');
   const kept = await orchard.client.resolveHandoff(teamId, { receiptId: timedOut.receipts[0].receiptId, action: 'keep_stopped', reason: 'not needed after all' });
@@ -149,11 +158,7 @@ test('the real 5 s SLO and 10 s timeout: an old runtime that cannot be proven qu
   const { orchard, teamId, implementerSession } = await team(t);
   // A process group of the old execution that could not be verified gone (as the reaper leaves one it cannot
   // kill): the old runtime is not quiescent whatever happens to the session.
-  const holder = (await orchard.pool.query(`SELECT worktree, generation FROM worktree_leases WHERE holder LIKE $1 AND state = 'held'`, [`%session/${implementerSession}@%`])).rows[0];
-  await orchard.pool.query(`INSERT INTO lease_process_groups (worktree, generation, host, pgid, call_key) VALUES ($1, $2, 'elsewhere', 999999, 'stuck')`, [
-    holder.worktree,
-    holder.generation,
-  ]);
+  await stickRuntime(orchard, implementerSession);
   const started = Date.now();
   await orchard.client.reassignTask(teamId, { taskId: 'implement', newOwner: 'reviewer', reason: 'move it' });
   const missed = await until(orchard, teamId, 'the SLO miss', (v) => v.receipts[0]?.sloMissed === true);
@@ -169,19 +174,15 @@ test('the real 5 s SLO and 10 s timeout: an old runtime that cannot be proven qu
 
 test('a worker restart mid-handoff resumes the same receipt and repeats no side effect; a second reassign of the task is refused', async (t) => {
   const { orchard, teamId, implementerSession } = await team(t, { sloMs: 60_000, timeoutMs: 120_000 });
-  const holder = (await orchard.pool.query(`SELECT worktree, generation FROM worktree_leases WHERE holder LIKE $1 AND state = 'held'`, [`%session/${implementerSession}@%`])).rows[0];
   // Hold the handoff in `yielding`: one of the old execution's groups is not verified gone yet.
-  await orchard.pool.query(`INSERT INTO lease_process_groups (worktree, generation, host, pgid, call_key) VALUES ($1, $2, 'elsewhere', 999998, 'held')`, [
-    holder.worktree,
-    holder.generation,
-  ]);
+  const stuck = await stickRuntime(orchard, implementerSession);
   const receipt = await orchard.client.reassignTask(teamId, { taskId: 'implement', newOwner: 'reviewer', reason: 'move it' });
   await until(orchard, teamId, 'yielding', (v) => v.receipts[0]?.state === 'yielding');
   const again = await t.throwsAsync(orchard.client.reassignTask(teamId, { taskId: 'implement', newOwner: 'reviewer', reason: 'twice' }));
   t.is((again as any).code, 'task_not_in_progress');
   await orchard.restartWorkers();
   // The group is verified gone now; the resumed yield sees it.
-  await orchard.pool.query(`UPDATE lease_process_groups SET ended_at = now() WHERE call_key = 'held' AND worktree = $1`, [holder.worktree]);
+  await stuck.unstick();
   const done = await until(orchard, teamId, 'released and replaced', (v) => v.executions.some((e) => e.taskId === 'implement-r1' && e.state === 'completed'));
   t.is(done.receipts.length, 1);
   t.is(done.receipts[0].receiptId, receipt.receiptId);
@@ -209,12 +210,8 @@ test('a member whose execution was fenced gets no new task until its old executi
     return model(body);
   };
   const { orchard, teamId, implementerSession, oldLog } = await team(t, { sloMs: 60_000, timeoutMs: 120_000 }, play);
-  const holder = (await orchard.pool.query(`SELECT worktree, generation FROM worktree_leases WHERE holder LIKE $1 AND state = 'held'`, [`%session/${implementerSession}@%`])).rows[0];
   // Hold the release: one of the old execution's process groups is not verified gone.
-  await orchard.pool.query(`INSERT INTO lease_process_groups (worktree, generation, host, pgid, call_key) VALUES ($1, $2, 'elsewhere', 999997, 'held')`, [
-    holder.worktree,
-    holder.generation,
-  ]);
+  const stuck = await stickRuntime(orchard, implementerSession);
   await orchard.client.reassignTask(teamId, { taskId: 'implement', newOwner: 'reviewer', reason: 'move it' });
   await until(orchard, teamId, 'the old session closed', (v) => v.receipts[0]?.state === 'yielding');
   await waitFor(async () => ((await orchard.temporal.workflow.getHandle(`session/${implementerSession}`).describe()).status.name !== 'RUNNING' ? true : undefined), 60_000, 'the old session closed');
@@ -225,7 +222,7 @@ test('a member whose execution was fenced gets no new task until its old executi
   t.false(held.executions.some((e) => e.taskId === 'second'), 'the second task did not start');
   t.like((await readBoard(orchard.pool, teamId)).tasks.find((task) => task.taskId === 'second'), { status: 'pending' });
 
-  await orchard.pool.query(`UPDATE lease_process_groups SET ended_at = now() WHERE call_key = 'held' AND worktree = $1`, [holder.worktree]);
+  await stuck.unstick();
   const done = await until(orchard, teamId, 'the second task completed', (v) => v.executions.some((e) => e.taskId === 'second' && e.state === 'completed'));
   t.is(done.receipts[0].state, 'released');
   // The implementer's new run worked in the same worktree, after the old writer had stopped.

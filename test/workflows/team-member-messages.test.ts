@@ -227,6 +227,53 @@ test('a Member messages its Coordinator: each refusal is typed, writes nothing a
   t.is(await factSignals(orchard, teamWorkflow), 1);
 });
 
+test('a Member whose team no longer runs (terminated from outside while the Member works) is refused team_not_running: no Inbox row, no revision, no wake', async (t) => {
+  const asked = gate();
+  const send = gate();
+  const answered = gate();
+  let refusedWith: string | undefined;
+  const stub = await stubModel(t, async (body): Promise<Reply> => {
+    if (isCoordinatorRequest(body)) {
+      const results = resultsOf(body);
+      if (lastUserText(body).startsWith('Build') && results.length === 0) {
+        return calls(['task_create', { taskId: 'work', title: 'Implement', description: 'Write evaluator.js', owner: 'implementer' }], ['plan_approve', {}]);
+      }
+      return final('ok');
+    }
+    const results = resultsOf(body);
+    if (results.length === 0) {
+      asked.open();
+      await send.promise;
+      return calls(['org_send_message', { related_task_id: 'work', purpose: 'blocker', text: MESSAGE }]);
+    }
+    refusedWith = results[0];
+    answered.open();
+    return final('stopping');
+  });
+  const orchard = await startOrchard(t, { defaultProvider: new OpenAICompatibleProvider({ baseURL: stub.url, model: 'stub-model', timeoutMs: 60_000 }) });
+  t.teardown(() => send.open());
+  const teamId = uniqueId('team');
+  await orchard.client.startTeam({ teamId, repo: makeRepo(), goal: 'Build a poker hand evaluator', members: [{ memberId: 'implementer', role: 'Implementer' }] });
+  // The Member is working on its task (its model request is held), and the board says the task runs.
+  await asked.promise;
+  const before = await waitFor(async () => {
+    const board = await readBoard(orchard.pool, teamId);
+    return board.tasks.find((task) => task.taskId === 'work')?.status === 'in_progress' ? board : undefined;
+  }, TEAM_WAIT_MS, 'work in progress on the board');
+
+  // The team run is terminated from outside; its Member's session runs on (the board still says the task runs).
+  await orchard.temporal.workflow.getHandle(teamWorkflowId(teamId)).terminate('an operator stopped the team');
+  const memberWorkflow = sessionWorkflowId(`${teamId}-implementer`);
+  t.is((await orchard.temporal.workflow.getHandle(memberWorkflow).describe()).status.name, 'RUNNING');
+  send.open();
+  await answered.promise;
+  t.regex(refusedWith!, /^error \(team_not_running\):/);
+  t.deepEqual(await inboxRows(orchard.pool, teamId), []);
+  t.is((await readBoard(orchard.pool, teamId)).workRevision, before.workRevision);
+  const memberHistory = (await orchard.temporal.workflow.getHandle(memberWorkflow).fetchHistory()).events ?? [];
+  t.is(memberHistory.filter((e) => e.signalExternalWorkflowExecutionInitiatedEventAttributes?.signalName === 'fact').length, 0, 'no wake was sent');
+});
+
 test('a session claims team membership only as <teamId>-<memberId>: anything else is refused before it starts', async (t) => {
   const orchard = await startOrchard(t);
   const repo = makeRepo();

@@ -1,4 +1,6 @@
+import { readFileSync } from 'node:fs';
 import test, { type ExecutionContext } from 'ava';
+import { OrchardError } from '../../client/client';
 import { readBoard, startTask } from '../../activities/store/team';
 import { teamWorkflowId } from '../../workflows/messages';
 import { activityTypes, holdRunRow, startScriptedTeam, type Call, type TeamHarness } from '../helpers/team';
@@ -452,4 +454,95 @@ test.serial('SLO with short durations: the miss is recorded exactly once (also a
   t.is(history.filter((e) => e.timerStartedEventAttributes).length, 2);
   t.is(history.filter((e) => e.timerFiredEventAttributes).length, 1);
   t.is(history.filter((e) => e.timerCanceledEventAttributes).length, 1);
+});
+
+/** Where the driver leaves a handoff (a user may move it on from the last three). */
+const SETTLED: (string | undefined)[] = ['released', 'timeout', 'unknown', 'failed'];
+
+test.serial('a yield the old session refuses is durable failed at once (no timer decides it); the old execution is not stopped, so release waits for the proof', async (t) => {
+  let refuse = true;
+  const h = await startScriptedTeam(t, {
+    plan: [create('a', 'implementer'), APPROVE],
+    work: { a: 'write' },
+    handoff: { sloMs: 30_000, timeoutMs: 60_000 },
+    teamHooks: {
+      // Stands for the old session answering its cancel with a typed refusal.
+      beforeYield: async () => {
+        if (refuse) throw new OrchardError('session_closing', 'the session refused the cancel');
+      },
+    },
+  });
+  const log = await h.writing('a', 'implementer');
+  const started = Date.now();
+  const { receiptId } = await h.orchard.client.reassignTask(h.teamId, { taskId: 'a', newOwner: 'reviewer', reason: 'move it' });
+  const failed = await h.until('the handoff settled', (v) => SETTLED.includes(v.receipts[0]?.state));
+  t.true(Date.now() - started < 30_000, 'settled before the SLO, by the failure itself');
+  t.like(failed.receipts[0], { state: 'failed', sloMissed: false, resolution: undefined });
+  t.deepEqual(failed.receipts[0].trail, ['requested', 'yielding', 'failed']);
+  t.deepEqual(failed.waiting, [{ taskId: 'a-r1', waiting: 'waiting_for_previous_execution', receiptId }]);
+  t.false(failed.executions.some((e) => e.taskId === 'a-r1'), 'the replacement did not start');
+  t.deepEqual(await rows(h, `SELECT state, slo_missed, resolution FROM team_handoff_receipts WHERE team_id = $1`), [{ state: 'failed', slo_missed: false, resolution: null }]);
+  const [fact] = await rows(h, `SELECT detail FROM team_facts WHERE team_id = $1 AND kind = 'handoff_failed'`);
+  t.regex(fact.detail.why, /refused to stop \(session_closing\)/);
+  // The yield ran once: a typed refusal is not retried.
+  const history = await h.history();
+  const types = activityTypes(history);
+  t.is(history.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'yieldExecution').length, 1);
+  const yieldFailed = history.find((e) => e.activityTaskFailedEventAttributes && types.get(String(e.activityTaskFailedEventAttributes.scheduledEventId)) === 'yieldExecution');
+  t.is(yieldFailed?.activityTaskFailedEventAttributes.failure.cause?.applicationFailureInfo?.type ?? yieldFailed?.activityTaskFailedEventAttributes.failure.applicationFailureInfo?.type, 'handoff_yield_failed');
+  t.is(history.filter((e) => e.timerCanceledEventAttributes).length, 2, 'both handoff timers were cancelled, neither fired');
+
+  // Nobody stopped the old execution: it still writes, and a release is refused for want of proof.
+  const lines = readFileSync(log, 'utf8').length;
+  await waitFor(async () => (readFileSync(log, 'utf8').length > lines ? true : undefined), 10_000, 'the old writer still writing');
+  const refused = await t.throwsAsync(h.orchard.client.resolveHandoff(h.teamId, { receiptId, action: 'release' }));
+  t.is((refused as any).code, 'old_runtime_not_quiescent');
+  t.is((await h.status()).receipts[0].state, 'failed');
+  // The user stops it, then releases with proof: the replacement runs.
+  refuse = false;
+  await h.orchard.client.cancel(`${h.teamId}-implementer`, 'stopped by the user after a failed handoff');
+  const released = await waitFor(
+    () => h.orchard.client.resolveHandoff(h.teamId, { receiptId, action: 'release' }).catch((err) => (err.code === 'old_runtime_not_quiescent' ? undefined : Promise.reject(err))),
+    60_000,
+    'a release with proof',
+  );
+  t.like(released, { state: 'released', resolution: 'release' });
+  await h.until('the replacement completed', (v) => v.executions.some((e) => e.taskId === 'a-r1' && e.state === 'completed'));
+  await keepHistory(h.orchard, teamWorkflowId(h.teamId), 'team-handoff-failed');
+});
+
+test.serial('a handoff whose old runtime nobody can see at the timeout is durable unknown, not timeout; release needs the runtime seen quiescent', async (t) => {
+  const blind = new Set<string>();
+  const h = await startScriptedTeam(t, {
+    plan: [create('a', 'implementer'), APPROVE],
+    work: { a: 'write' },
+    handoff: { sloMs: 300, timeoutMs: 1_500 },
+    teamHooks: {
+      // Stands for Temporal not answering about the old session.
+      sessionLiveness: (sessionId, answer) => (blind.has(sessionId) ? { liveness: 'unknown', execution: 'UNKNOWN', runtime: 'Temporal did not answer: unavailable' } : answer),
+    },
+  });
+  await h.writing('a', 'implementer');
+  const session = `${h.teamId}-implementer`;
+  blind.add(session);
+  const { receiptId } = await h.orchard.client.reassignTask(h.teamId, { taskId: 'a', newOwner: 'reviewer', reason: 'move it' });
+  const unknown = await h.until('the handoff settled', (v) => SETTLED.includes(v.receipts[0]?.state));
+  t.like(unknown.receipts[0], { state: 'unknown', sloMissed: true });
+  t.deepEqual(unknown.receipts[0].trail, ['requested', 'yielding', 'unknown']);
+  t.deepEqual(unknown.waiting, [{ taskId: 'a-r1', waiting: 'waiting_for_previous_execution', receiptId }]);
+  t.false(unknown.executions.some((e) => e.taskId === 'a-r1'), 'the replacement did not start');
+  t.deepEqual(await rows(h, `SELECT state, slo_missed FROM team_handoff_receipts WHERE team_id = $1`), [{ state: 'unknown', slo_missed: true }]);
+  const [fact] = await rows(h, `SELECT detail FROM team_facts WHERE team_id = $1 AND kind = 'handoff_unknown'`);
+  t.regex(fact.detail.why, /is unknown/);
+  // The yield still asked the session to stop (a cancel is idempotent): the real session closed.
+  await waitFor(async () => ((await h.orchard.temporal.workflow.getHandle(`session/${session}`).describe()).status.name !== 'RUNNING' ? true : undefined), 60_000, 'the old session closed');
+  // Blind, the release is refused; once Temporal answers again, the proof holds.
+  const refused = await t.throwsAsync(h.orchard.client.resolveHandoff(h.teamId, { receiptId, action: 'release' }));
+  t.is((refused as any).code, 'old_runtime_not_quiescent');
+  t.regex(refused!.message, /unknown/);
+  blind.delete(session);
+  const released = await h.orchard.client.resolveHandoff(h.teamId, { receiptId, action: 'release' });
+  t.like(released, { state: 'released', resolution: 'release' });
+  await h.until('the replacement completed', (v) => v.executions.some((e) => e.taskId === 'a-r1' && e.state === 'completed'));
+  await keepHistory(h.orchard, teamWorkflowId(h.teamId), 'team-handoff-unknown');
 });

@@ -19,7 +19,7 @@ import {
   uuid4,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { SearchAttributeUpdatePair } from '@temporalio/common';
+import { RetryState, type SearchAttributeUpdatePair } from '@temporalio/common';
 import type { HostActivities, SharedActivities } from '../../activities';
 import type { CallRef } from '../../activities/orchestrator';
 import { MODEL_ACTIVITY_OPTIONS, STORE_LOCAL_OPTIONS, failureOf } from '../activity-options';
@@ -445,7 +445,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   }
 
   /** Moves a receipt; answers the board's candidate when the move may have closed it (a release, a resolution). */
-  async function moveTo(receiptId: string, to: ReceiptView['state'], extra: { sloMissed?: boolean; resolution?: unknown } = {}): Promise<Assessment> {
+  async function moveTo(receiptId: string, to: ReceiptView['state'], extra: { sloMissed?: boolean; resolution?: unknown; why?: string } = {}): Promise<Assessment> {
     const moved = await acts.moveReceipt({ teamId: start.teamId, receiptId, to, ...extra });
     knownRevision = Math.max(knownRevision, moved.revision);
     setReceipt(receiptId, { state: moved.receipt.state, sloMissed: moved.receipt.sloMissed });
@@ -478,11 +478,33 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
           () => undefined,
         );
       const timeout = timers.run(() => sleep(handoffTimes.timeoutMs)).then(() => 'timeout' as const);
-      const yielded = handoffActs
-        .yieldExecution({ sessionId: receipt.sessionId, reason: `handoff ${receiptId}`, lease: receipt.lease })
-        .then((r) => (r.quiescent ? ('released' as const) : ('unknown' as const)))
-        .catch(() => 'unknown' as const);
-      const outcome = await Promise.race([yielded, timeout.catch(() => 'cancelled' as const)]);
+      const yieldCall = handoffActs.yieldExecution({ sessionId: receipt.sessionId, reason: `handoff ${receiptId}`, lease: receipt.lease });
+      let outcome: 'released' | 'timeout' | 'unknown' | 'failed' | 'cancelled';
+      let why: string | undefined;
+      if (patched('team-handoff-outcomes')) {
+        // The yield answers quiescent, or fails for good (`failed`, at once); anything else waits for the timeout,
+        // where one more check tells a runtime known to be still there (`timeout`) from one whose state nobody
+        // could learn (`unknown`), and releases one that went quiet at the last moment.
+        const yielded = yieldCall.then(
+          (r) => (r.quiescent ? ('released' as const) : timeout),
+          (err) => {
+            if (err instanceof ActivityFailure && err.retryState === RetryState.NON_RETRYABLE_FAILURE) {
+              why = failureOf(err).message;
+              return 'failed' as const;
+            }
+            return timeout;
+          },
+        );
+        outcome = await Promise.race([yielded, timeout]).catch(() => 'cancelled' as const);
+        if (outcome === 'timeout') {
+          const proof = await acts.checkQuiescent({ sessionId: receipt.sessionId, lease: receipt.lease }).catch((err) => ({ quiescent: false, known: false, why: failureOf(err).message }));
+          outcome = proof.quiescent ? 'released' : proof.known ? 'timeout' : 'unknown';
+          why = proof.quiescent ? undefined : proof.why;
+        }
+      } else {
+        const yielded = yieldCall.then((r) => (r.quiescent ? ('released' as const) : ('unknown' as const))).catch(() => 'unknown' as const);
+        outcome = await Promise.race([yielded, timeout.catch(() => 'cancelled' as const)]);
+      }
       settled = true;
       timers.cancel();
       await slo;
@@ -491,11 +513,13 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
         release(receiptId);
         assess(assessed);
       } else {
-        await moveTo(receiptId, outcome === 'timeout' ? 'timeout' : 'unknown');
+        const state = outcome === 'timeout' || outcome === 'failed' ? outcome : 'unknown';
+        await moveTo(receiptId, state, why === undefined ? {} : { why });
+        const because = why === undefined ? '' : ` (${why})`;
         noteEvent(
           receipt.newTaskId
-            ? `handoff ${receiptId} is ${outcome}: replacement ${receipt.newTaskId} stays blocked until the user resolves it`
-            : `handoff ${receiptId} is ${outcome}: the cancelled execution of ${receipt.oldTaskId} is not proven stopped until the user resolves it`,
+            ? `handoff ${receiptId} is ${state}${because}: replacement ${receipt.newTaskId} stays blocked until the user resolves it`
+            : `handoff ${receiptId} is ${state}${because}: the cancelled execution of ${receipt.oldTaskId} is not proven stopped until the user resolves it`,
         );
       }
       setReceipt(receiptId, { driven: true });

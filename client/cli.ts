@@ -258,6 +258,8 @@ team
   .option('--member <id:Role>', 'a member (repeat it; default planner:Planner implementer:Implementer reviewer:Reviewer tester:Tester)', collectMember, [])
   .option('--host <id>', 'host whose disk holds the repository (default: this host)')
   .option('--scripted <scenario>', 'play the Coordinator and the members with this scripted scenario (see scenarios/FORMAT.md, coordinator)')
+  .option('--handoff-slo <ms>', 'a handoff not released within this is an SLO miss (default 5000)')
+  .option('--handoff-timeout <ms>', 'a handoff not released within this is durable timeout or unknown (default 10000)')
   .action(async (id: string, o) => {
     const idProblem = sessionIdProblem(id);
     if (idProblem) throw new OrchardError('invalid_input', idProblem.replace(/^session id/, 'team id'));
@@ -267,7 +269,13 @@ team
     const model = o.scripted ? ({ provider: 'scripted', scenario: resolve(o.scripted) } as const) : undefined;
     const members: { memberId: string; role: string }[] = o.member;
     await withClient(async (client) => {
-      await client.startTeam({ teamId: id, repo, host: o.host, goal: o.goal, members: members.length > 0 ? members : undefined, model, memberModel: model });
+      // Numbers as given (the client's check refuses what is not a whole number of milliseconds).
+      const ms = (v: string | undefined) => (v === undefined ? undefined : /^\d+$/.test(v) ? Number(v) : (v as unknown as number));
+      const handoff =
+        o.handoffSlo === undefined && o.handoffTimeout === undefined
+          ? undefined
+          : { ...(o.handoffSlo === undefined ? {} : { sloMs: ms(o.handoffSlo) }), ...(o.handoffTimeout === undefined ? {} : { timeoutMs: ms(o.handoffTimeout) }) };
+      await client.startTeam({ teamId: id, repo, host: o.host, goal: o.goal, members: members.length > 0 ? members : undefined, model, memberModel: model, handoff });
       console.log(`team ${id} is running; follow it with: orchard team status ${id}`);
     });
   });

@@ -740,6 +740,28 @@ export interface TeamFact {
 export const teamFactSignal = defineSignal<[TeamFact]>('fact');
 export const teamStatusQuery = defineQuery<TeamStatusView>('status');
 
+/** The longest handoff SLO or timeout a team accepts (a durable timer, not a reason to wait forever). */
+export const MAX_HANDOFF_MS = 3_600_000;
+
+/** Why `handoff` durations are unusable: whole milliseconds from 1 to an hour, the SLO no later than the timeout. */
+function handoffProblem(handoff: unknown): string | undefined {
+  if (handoff === undefined) return undefined;
+  if (typeof handoff !== 'object' || handoff === null || Array.isArray(handoff)) return 'handoff must be an object { sloMs?, timeoutMs? }';
+  const h = handoff as Record<string, unknown>;
+  const extra = Object.keys(h).filter((k) => k !== 'sloMs' && k !== 'timeoutMs');
+  if (extra.length > 0) return `handoff has unknown field(s) ${extra.join(', ')}: only sloMs and timeoutMs`;
+  for (const key of ['sloMs', 'timeoutMs'] as const) {
+    const v = h[key];
+    if (v !== undefined && (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > MAX_HANDOFF_MS)) {
+      return `handoff.${key} must be a whole number of milliseconds from 1 to ${MAX_HANDOFF_MS}`;
+    }
+  }
+  const sloMs = (h.sloMs as number | undefined) ?? DEFAULT_HANDOFF.sloMs;
+  const timeoutMs = (h.timeoutMs as number | undefined) ?? DEFAULT_HANDOFF.timeoutMs;
+  if (sloMs > timeoutMs) return `handoff.sloMs (${sloMs}) must not be later than handoff.timeoutMs (${timeoutMs})`;
+  return undefined;
+}
+
 /** Why a team cannot be started with this input (checked by the client before anything starts). */
 export function startTeamProblem(input: unknown): Problem | undefined {
   if (typeof input !== 'object' || input === null) return { code: 'invalid_input', message: 'a team needs an object' };
@@ -761,6 +783,8 @@ export function startTeamProblem(input: unknown): Problem | undefined {
       ids.add(m.memberId);
     }
   }
+  const handoff = handoffProblem(i.handoff);
+  if (handoff) return { code: 'invalid_input', message: handoff };
   if (i.memberModel !== undefined) {
     const problem = placementProblem({ ...i, childModel: i.memberModel });
     if (problem) return problem;

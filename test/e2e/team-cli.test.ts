@@ -7,6 +7,7 @@ import { waitFor } from '../helpers/wait';
 import { loadScenario } from '../../activities/model/scenario';
 import { closureInputOf, readBoard } from '../../activities/store/team';
 import { validateClosure } from '../../workflows/team/closure';
+import { stickRuntime } from '../helpers/team';
 
 const shared = sharedOrchard(test);
 const TEAM = join(__dirname, '../../scenarios/team.json');
@@ -239,12 +240,80 @@ test('team reassign and resolve-handoff refuse what they cannot do with typed er
     [['team', 'resolve-handoff', id, 'handoff-x', 'release'], /^orchard: receipt_not_found: /],
     [['team', 'resolve-handoff', id, 'handoff-x', 'shrug'], /^orchard: invalid_input: action must be keep_stopped or release/],
     [['team', 'reassign', uniqueId('no-team'), 't1', '--to', 'tester', '--reason', 'x'], /^orchard: team_not_found: /],
+    [['team', 'start', `${id}-bad`, '--repo', repo, '--goal', 'g', '--handoff-slo', 'soon'], /^orchard: invalid_input: handoff\.sloMs must be a whole number/],
+    [['team', 'start', `${id}-bad`, '--repo', repo, '--goal', 'g', '--handoff-slo', '5000', '--handoff-timeout', '100'], /^orchard: invalid_input: handoff\.sloMs \(5000\) must not be later than handoff\.timeoutMs \(100\)/],
+    [['team', 'start', `${id}-bad`, '--repo', repo, '--goal', 'g', '--handoff-timeout', '0'], /^orchard: invalid_input: handoff\.timeoutMs must be/],
   ];
   for (const [args, expected] of cases) {
     const result = await orchard(args);
     t.is(result.code, 2, `${args.join(' ')}: ${result.stderr}`);
     t.regex(result.stderr, expected);
   }
+  // The refused starts started nothing.
+  const none = await orchard(['team', 'status', `${id}-bad`]);
+  t.is(none.code, 2);
+  t.regex(none.stderr, /^orchard: team_not_found: /);
+});
+
+test('team resolve-handoff from the CLI: a timed-out reassign (short --handoff-* durations) is kept stopped, then released once the old runtime is quiescent', async (t) => {
+  t.timeout(300_000);
+  const id = uniqueId('team-cli-resolve');
+  const repo = makeRepo();
+  const members = ['planner:Planner', 'implementer:Implementer', 'reviewer:Reviewer', 'tester:Tester'].flatMap((m) => ['--member', m]);
+  const started = await orchard([
+    'team', 'start', id, '--repo', repo, '--goal', 'Build a poker hand evaluator with tests', ...members,
+    '--scripted', join(__dirname, '../../scenarios/team-handoff.json'), '--handoff-slo', '200', '--handoff-timeout', '1000',
+  ]);
+  t.is(started.code, 0, started.stderr);
+  await waitFor(
+    async () => {
+      const s = await shared().client.status(`${id}-tester`).catch(() => undefined);
+      const log = s?.worktree ? join(s.worktree, 'sweep.log') : undefined;
+      return log && existsSync(log) && readFileSync(log, 'utf8').split('\n').length > 3 ? true : undefined;
+    },
+    180_000,
+    'the tester sweeping',
+  );
+  // The tester's runtime cannot be proven quiescent (a process group of it not verified gone).
+  const stuck = await stickRuntime(shared(), `${id}-tester`);
+  const reassigned = await orchard(['team', 'reassign', id, 'test-evaluator', '--to', 'reviewer', '--reason', 'the sweep is too slow', '--json']);
+  t.is(reassigned.code, 0, reassigned.stderr);
+  const { receiptId } = JSON.parse(reassigned.stdout);
+  await waitFor(async () => ((await shared().client.teamStatus(id)).receipts[0]?.state === 'timeout' ? true : undefined), 60_000, 'the timeout');
+  const status = JSON.parse((await orchard(['team', 'status', id, '--json'])).stdout);
+  t.like(status.status.receipts[0], { receiptId, state: 'timeout', sloMissed: true });
+  t.deepEqual(status.status.waiting, [{ taskId: 'test-evaluator-r1', waiting: 'waiting_for_previous_execution', receiptId }]);
+
+  // No release without the proof: exit 2, nothing changed.
+  const revision = (await readBoard(shared().pool, id)).workRevision;
+  const refused = await orchard(['team', 'resolve-handoff', id, receiptId, 'release']);
+  t.is(refused.code, 2, refused.stderr);
+  t.regex(refused.stderr, /^orchard: old_runtime_not_quiescent: .*process group/);
+  t.is((await readBoard(shared().pool, id)).workRevision, revision);
+
+  // keep_stopped: only the replacement is cancelled (by the user), the handoff is settled.
+  const kept = await orchard(['team', 'resolve-handoff', id, receiptId, 'keep_stopped', '--reason', 'not needed after all', '--json']);
+  t.is(kept.code, 0, kept.stderr);
+  t.like(JSON.parse(kept.stdout), { receiptId, state: 'timeout', resolution: 'keep_stopped' });
+  const board = await readBoard(shared().pool, id);
+  t.like(board.tasks.find((task) => task.taskId === 'test-evaluator-r1'), { status: 'cancelled', cancel: { by: 'user', kind: 'keep_stopped', reason: 'not needed after all' } });
+  t.deepEqual((await shared().client.teamStatus(id)).waiting, []);
+
+  // Once the old runtime is quiescent, release: the receipt is released, the replacement stays cancelled.
+  await stuck.unstick();
+  const released = await waitFor(
+    async () => {
+      const r = await orchard(['team', 'resolve-handoff', id, receiptId, 'release', '--reason', 'checked by hand', '--json']);
+      return r.code === 0 ? r : /old_runtime_not_quiescent/.test(r.stderr) ? undefined : Promise.reject(new Error(r.stderr));
+    },
+    60_000,
+    'a release with proof',
+  );
+  t.like(JSON.parse(released.stdout), { receiptId, state: 'released', resolution: 'release' });
+  t.like((await readBoard(shared().pool, id)).tasks.find((task) => task.taskId === 'test-evaluator-r1'), { status: 'cancelled' });
+  const human = await orchard(['team', 'resolve-handoff', id, receiptId, 'keep_stopped']);
+  t.is(human.code, 2);
+  t.regex(human.stderr, /^orchard: handoff_not_blocked: /);
 });
 
 test('team reassign and cancel-task from the CLI: a running task handed over (receipt to released, delivered), then a finished one refused', async (t) => {

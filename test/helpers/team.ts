@@ -186,7 +186,7 @@ export async function startScriptedTeam(
  * Marks one process group of the session's current lease as not verified gone (as the reaper leaves one it could
  * not kill, on another host): its runtime is not quiescent until `unstick()`.
  */
-export async function stickRuntime(orchard: TestOrchard, sessionId: string): Promise<{ unstick(): Promise<void> }> {
+export async function stickRuntime(orchard: { pool: Pool }, sessionId: string): Promise<{ unstick(): Promise<void> }> {
   const holder = (await orchard.pool.query(`SELECT worktree, generation FROM worktree_leases WHERE holder LIKE $1 AND state = 'held'`, [`%session/${sessionId}@%`])).rows[0];
   if (!holder) throw new Error(`no held lease of ${sessionId}`);
   const callKey = uniqueId('stuck');

@@ -255,15 +255,12 @@ test('team reassign and resolve-handoff refuse what they cannot do with typed er
   t.regex(none.stderr, /^orchard: team_not_found: /);
 });
 
-test('team resolve-handoff from the CLI: a timed-out reassign (short --handoff-* durations) is kept stopped, then released once the old runtime is quiescent', async (t) => {
-  t.timeout(300_000);
-  const id = uniqueId('team-cli-resolve');
-  const repo = makeRepo();
+/** Starts the scripted handoff team from the CLI (four members) and returns its id once the Tester's long sweep writes. */
+async function startSweepingTeam(t: import('ava').ExecutionContext, prefix: string, extra: string[] = []): Promise<string> {
+  const id = uniqueId(prefix);
   const members = ['planner:Planner', 'implementer:Implementer', 'reviewer:Reviewer', 'tester:Tester'].flatMap((m) => ['--member', m]);
-  const started = await orchard([
-    'team', 'start', id, '--repo', repo, '--goal', 'Build a poker hand evaluator with tests', ...members,
-    '--scripted', join(__dirname, '../../scenarios/team-handoff.json'), '--handoff-slo', '200', '--handoff-timeout', '1000',
-  ]);
+  const goal = 'Build a poker hand evaluator with tests';
+  const started = await orchard(['team', 'start', id, '--repo', makeRepo(), '--goal', goal, ...members, '--scripted', join(__dirname, '../../scenarios/team-handoff.json'), ...extra]);
   t.is(started.code, 0, started.stderr);
   await waitFor(
     async () => {
@@ -274,6 +271,12 @@ test('team resolve-handoff from the CLI: a timed-out reassign (short --handoff-*
     180_000,
     'the tester sweeping',
   );
+  return id;
+}
+
+test('team resolve-handoff from the CLI: a timed-out reassign (short --handoff-* durations) is kept stopped, then released once the old runtime is quiescent', async (t) => {
+  t.timeout(300_000);
+  const id = await startSweepingTeam(t, 'team-cli-resolve', ['--handoff-slo', '200', '--handoff-timeout', '1000']);
   // The tester's runtime cannot be proven quiescent (a process group of it not verified gone).
   const stuck = await stickRuntime(shared(), `${id}-tester`);
   const reassigned = await orchard(['team', 'reassign', id, 'test-evaluator', '--to', 'reviewer', '--reason', 'the sweep is too slow', '--json']);
@@ -318,21 +321,7 @@ test('team resolve-handoff from the CLI: a timed-out reassign (short --handoff-*
 
 test('team reassign and cancel-task from the CLI: a running task handed over (receipt to released, delivered), then a finished one refused', async (t) => {
   t.timeout(300_000);
-  const id = uniqueId('team-cli-handoff');
-  const repo = makeRepo();
-  const members = ['planner:Planner', 'implementer:Implementer', 'reviewer:Reviewer', 'tester:Tester'].flatMap((m) => ['--member', m]);
-  const started = await orchard(['team', 'start', id, '--repo', repo, '--goal', 'Build a poker hand evaluator with tests', ...members, '--scripted', join(__dirname, '../../scenarios/team-handoff.json')]);
-  t.is(started.code, 0, started.stderr);
-  // The Tester's long sweep is writing.
-  await waitFor(
-    async () => {
-      const s = await shared().client.status(`${id}-tester`).catch(() => undefined);
-      const log = s?.worktree ? join(s.worktree, 'sweep.log') : undefined;
-      return log && existsSync(log) && readFileSync(log, 'utf8').split('\n').length > 3 ? true : undefined;
-    },
-    180_000,
-    'the tester sweeping',
-  );
+  const id = await startSweepingTeam(t, 'team-cli-handoff');
   const reassigned = await orchard(['team', 'reassign', id, 'test-evaluator', '--to', 'reviewer', '--reason', 'the sweep is too slow', '--json']);
   t.is(reassigned.code, 0, reassigned.stderr);
   const receipt = JSON.parse(reassigned.stdout);

@@ -219,13 +219,13 @@ export async function setBranch(repoPath: string, branch: string, sha: string): 
   // update tried once more.
   const lock = /Unable to create '([^']+\.lock)': File exists/.exec(out.stderr)?.[1];
   const stat = lock ? await fs.stat(lock).catch(() => undefined) : undefined;
+  let last = out;
   if (lock && stat && Date.now() - stat.mtimeMs > GIT_TIMEOUT_MS + STALE_LOCK_MARGIN_MS && lock.endsWith(`/refs/heads/${branch}.lock`)) {
     await fs.rm(lock, { force: true });
-    const again = await updateRef(repo, args);
-    if (again.code === 0) return;
-    throw new TeamGitRefusal('git_command_failed', `git ${args.join(' ')} failed in ${repo}: ${(again.stderr || again.stdout).trim()}`);
+    last = await updateRef(repo, args);
+    if (last.code === 0) return;
   }
-  throw new TeamGitRefusal('git_command_failed', `git ${args.join(' ')} failed in ${repo}: ${(out.stderr || out.stdout).trim()}`);
+  throw new TeamGitRefusal('git_command_failed', `git ${args.join(' ')} failed in ${repo}: ${(last.stderr || last.stdout).trim()}`);
 }
 
 /** Deletes `refs/heads/<branch>` if it still points at `sha` (a branch moved since is left alone). */

@@ -662,8 +662,9 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       // A handoff's replacement waits for its release (the store refuses to start it before): an assignment of it by
       // the Coordinator, or its re-creation, does not start it early. One the user cancelled never starts.
       const held = receipts.some((r) => r.newTaskId === next.taskId && r.state !== 'released');
-      if ((held || userCancelled.includes(next.taskId)) && patched('team-replacement-waits-for-release')) {
-        if (userCancelled.includes(next.taskId)) assigned.splice(i, 1);
+      const cancelled = userCancelled.includes(next.taskId);
+      if ((held || cancelled) && patched('team-replacement-waits-for-release')) {
+        if (cancelled) assigned.splice(i, 1);
         else i++;
         continue;
       }

@@ -21,7 +21,7 @@ import { turnKeyOf } from './store/keys';
 import { endTasks, storeTasks, type StoredTask, type TaskEnd } from './store/tasks';
 import { appendEntry } from './store/transcript';
 import { executeTool, type ExecuteToolInput } from './tools/execute';
-import type { TeamLiveness } from './tools/member-message';
+import type { SessionLiveness } from '../client/client';
 import { createOrchestratorActivities } from './orchestrator';
 import { createTeamActivities, createTeamHostActivities, type TeamActivityHooks } from './team';
 import type { OrchardClient } from '../client/client';
@@ -51,7 +51,7 @@ export interface HostActivityDeps {
   /** Whether a lease holder's workflow execution chain is still running (asked of Temporal). */
   holderLiveness: (holder: string) => Promise<HolderLiveness>;
   /** Whether a team's run is running (asked of Temporal): a Member's message to a team that is not is refused. */
-  teamLiveness?: (teamId: string) => Promise<TeamLiveness>;
+  teamLiveness?: (teamId: string) => Promise<SessionLiveness>;
   /** At most this many commands (bash tool calls) run at once on this host (ORCHARD_MAX_COMMANDS). */
   maxConcurrentCommands?: number;
   /** How recorded processes of dead workers are torn down (tests inject a signal sender that cannot kill). */

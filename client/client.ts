@@ -376,18 +376,12 @@ export class OrchardClient {
    * when there is none, `unknown` when Temporal could not be asked.
    */
   async sessionLiveness(sessionId: string): Promise<SessionLiveness> {
-    try {
-      const d = await this.handle(sessionId).describe();
-      const host = d.typedSearchAttributes.get(ORCHARD_HOST);
-      return {
-        liveness: d.status.name === 'RUNNING' ? 'alive' : 'dead',
-        execution: d.status.name,
-        runtime: `${d.workflowId} run ${d.runId}${host ? ` on host ${host}` : ''}, started ${d.startTime.toISOString()}`,
-      };
-    } catch (err) {
-      if (err instanceof WorkflowNotFoundError || isNotFound(err)) return { liveness: 'dead', execution: 'NOT_FOUND', runtime: 'no workflow' };
-      return { liveness: 'unknown', execution: 'UNKNOWN', runtime: `Temporal did not answer: ${String((err as Error)?.message ?? err)}` };
-    }
+    return livenessOf(this.handle(sessionId));
+  }
+
+  /** Whether a team's run (`team/<id>`) is alive, as for a session. */
+  async teamLiveness(teamId: string): Promise<SessionLiveness> {
+    return livenessOf(this.temporal.workflow.getHandle(teamWorkflowId(teamId)));
   }
 
   async transcriptRefs(sessionId: string): Promise<TranscriptRefs> {
@@ -469,6 +463,22 @@ export class OrchardClient {
       }
       throw err;
     }
+  }
+}
+
+/** Alive while the workflow runs, dead once closed or when there is none, unknown when Temporal could not be asked. */
+async function livenessOf(handle: WorkflowHandle): Promise<SessionLiveness> {
+  try {
+    const d = await handle.describe();
+    const host = d.typedSearchAttributes.get(ORCHARD_HOST);
+    return {
+      liveness: d.status.name === 'RUNNING' ? 'alive' : 'dead',
+      execution: d.status.name,
+      runtime: `${d.workflowId} run ${d.runId}${host ? ` on host ${host}` : ''}, started ${d.startTime.toISOString()}`,
+    };
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError || isNotFound(err)) return { liveness: 'dead', execution: 'NOT_FOUND', runtime: 'no workflow' };
+    return { liveness: 'unknown', execution: 'UNKNOWN', runtime: `Temporal did not answer: ${String((err as Error)?.message ?? err)}` };
   }
 }
 

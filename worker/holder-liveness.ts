@@ -1,8 +1,6 @@
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { HolderLiveness } from '../activities/store/leases';
-import type { TeamLiveness } from '../activities/tools/member-message';
 import { parseLeaseHolder } from '../workflows/session/ids';
-import { teamWorkflowId } from '../workflows/messages';
 
 /**
  * Temporal is the authority on whether a holder still runs: the chain is running when the workflow id's
@@ -25,17 +23,6 @@ export function holderLivenessFrom(client: Client): (holder: string) => Promise<
       // Gone from visibility (never ran here, or past retention): nothing of it can still be running.
       if (err instanceof WorkflowNotFoundError) return 'closed';
       return 'unknown';
-    }
-  };
-}
-
-/** Whether a team's run (`team/<id>`) is running, asked of Temporal; a lookup that fails is `unknown`. */
-export function teamLivenessFrom(client: Client): (teamId: string) => Promise<TeamLiveness> {
-  return async (teamId) => {
-    try {
-      return (await client.workflow.getHandle(teamWorkflowId(teamId)).describe()).status.name === 'RUNNING' ? 'running' : 'closed';
-    } catch (err) {
-      return err instanceof WorkflowNotFoundError ? 'closed' : 'unknown';
     }
   };
 }

@@ -9,7 +9,7 @@ import { describeSweep, sweepHost, type ReapOptions } from '../activities/bash/r
 import { hostTaskQueue } from '../workflows/messages';
 import { limitsFromEnv } from '../activities/limits';
 import { DEFAULT_SHUTDOWN_GRACE_SECONDS } from './config';
-import { holderLivenessFrom, teamLivenessFrom } from './holder-liveness';
+import { holderLivenessFrom } from './holder-liveness';
 import { OrchardClient } from '../client/client';
 
 export interface OrchardWorkerOptions {
@@ -90,6 +90,8 @@ export async function createOrchardWorkers(options: OrchardWorkerOptions): Promi
   else if (confinement.mode === 'sandbox') Runtime.instance().logger.info(confinementLine);
   else Runtime.instance().logger.warn(confinementLine);
   const shutdownGraceTime = options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_SECONDS * 1000;
+  // One client for the activities that ask Temporal about sessions and teams (liveness, cancels, sends).
+  const orchard = new OrchardClient(options.client, { taskQueue: options.taskQueue, defaultHost: options.hostId });
   const hostWorker = await Worker.create({
     connection: options.connection,
     namespace: options.namespace,
@@ -101,7 +103,7 @@ export async function createOrchardWorkers(options: OrchardWorkerOptions): Promi
       worktreeRoot: options.worktreeRoot,
       maxOutputBytes: options.maxOutputBytes,
       holderLiveness: holderLivenessFrom(options.client),
-      teamLiveness: teamLivenessFrom(options.client),
+      teamLiveness: (teamId) => orchard.teamLiveness(teamId),
       hooks: options.hostHooks,
       maxConcurrentCommands: options.maxConcurrentCommands,
       reap: options.reap,
@@ -126,7 +128,7 @@ export async function createOrchardWorkers(options: OrchardWorkerOptions): Promi
           env: options.env,
           namespace: options.namespace,
           teamHooks: options.teamHooks,
-          orchard: () => new OrchardClient(options.client, { taskQueue: options.taskQueue, defaultHost: options.hostId }),
+          orchard: () => orchard,
         }),
         maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
         defaultHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,

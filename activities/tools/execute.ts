@@ -14,7 +14,8 @@ import type { CommandSlots } from '../bash/command-slots';
 import { liveGroupsBlocking, reapCall, type ReapOptions } from '../bash/reaper';
 import { UNKNOWN_OUTCOME, appendEntry, findAssistantMessage, findToolResult } from '../store/transcript';
 import { isExecutableTool, isMutatingTool, refusal, runTool } from './run-tool';
-import { sendMemberMessage, type TeamLiveness } from './member-message';
+import { sendMemberMessage } from './member-message';
+import type { SessionLiveness } from '../../client/client';
 import type { MemberMessageFact, TeamMembership } from '../../workflows/messages';
 
 export interface ExecuteToolInput {
@@ -63,7 +64,7 @@ export interface ExecutorDeps {
   /** How this host confines isolated children (resolved when the worker starts). */
   confinement?: Confinement;
   /** Whether a team's run is running; without it, a Member's message is refused (nobody can tell). */
-  teamLiveness?: (teamId: string) => Promise<TeamLiveness>;
+  teamLiveness?: (teamId: string) => Promise<SessionLiveness>;
 }
 
 /** How often a running command renews its lease; a failed renewal (the lease moved) stops the command. */

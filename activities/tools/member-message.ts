@@ -5,9 +5,7 @@ import { excerpt } from '../../workflows/session/state';
 import { currentExecution, isMemberSession, postInboxMessage, TeamStoreRefusal } from '../store/team';
 import { refusal } from './run-tool';
 import type { ToolOutput } from '../store/dispatch';
-
-/** Whether a team's run is running, as Temporal answers (`unknown` when it did not). */
-export type TeamLiveness = 'running' | 'closed' | 'unknown';
+import type { SessionLiveness } from '../../client/client';
 
 /** The longest message a Member may write (the detail belongs in its worktree and its task summary). */
 export const MAX_MEMBER_MESSAGE_CHARS = 4000;
@@ -32,7 +30,7 @@ const argsSchema = z
 export async function sendMemberMessage(
   pool: Pool,
   input: { team: TeamMembership; sessionId: string; messageId: string; rawArguments: string },
-  teamLiveness?: (teamId: string) => Promise<TeamLiveness>,
+  teamLiveness?: (teamId: string) => Promise<SessionLiveness>,
 ): Promise<{ output: ToolOutput; message?: MemberMessageFact & { revision: number } }> {
   const started = performance.now();
   const refused = (code: string, why: string) => ({ output: { ...refusal(code, `${why}; nothing was sent`), durationMs: performance.now() - started } });
@@ -53,9 +51,9 @@ export async function sendMemberMessage(
   }
   // The team run must be running (a TeamRun terminated from outside leaves its Member sessions running on): nobody
   // would read the message, and its wake would go nowhere.
-  const team = teamLiveness ? await teamLiveness(teamId) : 'unknown';
-  if (team !== 'running') {
-    return refused('team_not_running', team === 'closed' ? `team ${teamId} is not running` : `team ${teamId} could not be confirmed running (Temporal did not answer)`);
+  const team = teamLiveness ? (await teamLiveness(teamId)).liveness : 'unknown';
+  if (team !== 'alive') {
+    return refused('team_not_running', team === 'dead' ? `team ${teamId} is not running` : `team ${teamId} could not be confirmed running (Temporal did not answer)`);
   }
   const args = parsed.data;
   const relatedTaskId = typeof args.related_task_id === 'string' ? args.related_task_id : undefined;

@@ -253,11 +253,16 @@ test('a retried or replayed dispatch is delivered once: its request id comes fro
   const { orchard, id, stub } = fleet;
   await orchard.client.message(id, { text: 'create queue: drain the queue' });
   const childId = (await fleet.settled(1)).children[0].childId;
-  await orchard.client.message(id, { text: `send ${childId}: then purge it` });
-  const view = await fleet.settled(2);
+  const sent = await orchard.client.message(id, { text: `send ${childId}: then purge it` });
+  // The send's turn is found by its message: the child's first result may take a turn before or after it.
+  const view = await waitFor(async () => {
+    const v = await orchard.client.orchestratorStatus(id);
+    return v.status === 'idle' && v.deliveries.some((d) => d.messageId === sent.messageId) ? v : undefined;
+  }, 60_000, 'the send delivered');
   const child = await orchard.client.waitUntilSettled(childId, { afterTurn: 2 });
-  const sendTurn = view.turns[1];
-  const delivery = view.deliveries[1];
+  const delivery = view.deliveries.find((d) => d.messageId === sent.messageId)!;
+  t.is(delivery.via, 'send');
+  const sendTurn = view.turns.find((turn) => turn.turn === delivery.turn)!;
   // The call the model made in that turn's first step, as the orchestrator's next request shows it.
   const callId = stub.requests
     .map((r) => r.body.messages as any[])

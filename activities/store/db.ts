@@ -21,6 +21,11 @@ export interface PoolOptions {
    * whole process when idle_in_transaction_session_timeout fires. No session settings are sent to it.
    */
   embedded?: boolean;
+  /**
+   * Told when a connection of the pool is lost (the client is then discarded). Default: one line on stderr per
+   * burst, since a failover loses every connection at once and each affected transaction fails and is retried anyway.
+   */
+  onConnectionError?: (err: Error) => void;
 }
 
 /** What withTransaction sets with SET LOCAL at the start of every transaction (none for PGlite). */
@@ -51,9 +56,33 @@ export function createPool(connectionString: string, options: PoolOptions = {}):
   if (!options.embedded) {
     transactionBounds.set(pool, { statementTimeoutMs, lockTimeoutMs: options.lockTimeoutMs ?? 10_000, idleInTransactionMs: 60_000 });
   }
-  // An idle client that loses its server emits 'error' on the pool; without a listener it kills the process.
+  // A client whose connection ends emits 'error'; with no listener Node throws it and the process dies. pg-pool
+  // listens only while a client is idle, so every client gets a listener of its own when the pool creates it: a
+  // checked-out client (mid-transaction) then fails its pending query, and release(err) discards it.
+  const onConnectionError = options.onConnectionError ?? quietConnectionErrorLog();
+  pool.on('connect', (client) => client.on('error', onConnectionError));
+  // The pool re-emits an idle client's error; the client's own listener has already reported it.
   pool.on('error', () => undefined);
   return pool;
+}
+
+const CONNECTION_ERROR_LOG_INTERVAL_MS = 10_000;
+
+/** Reports the first lost connection of a burst, and how many more were lost since the last report. */
+function quietConnectionErrorLog(): (err: Error) => void {
+  let lastReport = 0;
+  let unreported = 0;
+  return (err) => {
+    const now = Date.now();
+    if (now - lastReport < CONNECTION_ERROR_LOG_INTERVAL_MS) {
+      unreported += 1;
+      return;
+    }
+    const more = unreported > 0 ? ` (and ${unreported} more since the last report)` : '';
+    console.warn(`orchard: lost a PostgreSQL connection: ${err.message}${more}; it is discarded and its work retried`);
+    lastReport = now;
+    unreported = 0;
+  };
 }
 
 /**

@@ -65,7 +65,10 @@ export async function testPool(t: Teardown): Promise<Pool> {
 export interface TestOrchard {
   client: OrchardClient;
   temporal: Client;
+  /** The test's own pool, on the direct database URL. */
   pool: Pool;
+  /** The workers' pool: `pool` itself, unless `startOrchard` was given a `databaseUrl`. */
+  workerPool: Pool;
   taskQueue: string;
   connection: NativeConnection;
   /** Starts (another) worker pair for a host; the first is started by `startOrchard`. */
@@ -89,6 +92,12 @@ export async function startOrchard(
     env?: NodeJS.ProcessEnv;
     /** How the hosts confine isolated children; by default this machine's sandbox, probed once per test file. */
     confinement?: Confinement;
+    /**
+     * The workers' database, when it must differ from the test's (a proxy in front of it, or a URL with an
+     * `application_name` to find the workers' connections by): the same database, already migrated on the direct
+     * URL by `testPool`. The workers get a pool of their own on it; the test keeps `pool` on the direct URL.
+     */
+    databaseUrl?: string;
   } = {},
 ): Promise<TestOrchard> {
   const env = testStackEnv();
@@ -96,6 +105,13 @@ export async function startOrchard(
   const taskQueue = `test-${suffix}`;
   const hostId = `host-${suffix}`;
   const pool = await testPool(t);
+  let workerPool = pool;
+  if (options.databaseUrl) {
+    const own = createPool(options.databaseUrl, { max: 4, embedded: env.embedded });
+    // Registered before the workers' teardown, so it runs after they have stopped (teardowns run last first).
+    t.teardown(() => own.end());
+    workerPool = own;
+  }
   const connection = await NativeConnection.connect({ address: env.temporalAddress });
   const clientConnection = await Connection.connect({ address: env.temporalAddress });
   const temporal = new Client({ connection: clientConnection, namespace: env.namespace });
@@ -117,7 +133,7 @@ export async function startOrchard(
       taskQueue,
       hostId: id,
       worktreeRoot: join(worktreeRoot, id),
-      pool,
+      pool: workerPool,
       client: temporal,
       defaultProvider: hostOptions.defaultProvider ?? options.defaultProvider,
       workflowBundle: env.workflowBundle,
@@ -151,6 +167,7 @@ export async function startOrchard(
     client: new OrchardClient(temporal, { taskQueue, defaultHost: hostId }),
     temporal,
     pool,
+    workerPool,
     taskQueue,
     connection,
     startHost,

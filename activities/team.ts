@@ -26,6 +26,7 @@ import {
   closureInputOf,
   fenceHandoff,
   issueCertificate,
+  memberSessionOf,
   moveReceipt,
   openProcessGroups,
   type HandoffKind,
@@ -37,6 +38,7 @@ import {
 import { validateClosure } from '../workflows/team/closure';
 import type { TeamMergeResult } from '../workflows/messages';
 import { sessionBranch } from '../workflows/session/ids';
+import { memberSessionIdAs, type MemberSessionIds } from '../workflows/team/member-session';
 import { appendEntry, findAssistantMessage } from './store/transcript';
 import { buildResult, deleteBranch, memberHead, moveProtectedBranch, planMerge, resultBranchOf, setBranch, TeamGitRefusal } from './git/team-result';
 import {
@@ -115,8 +117,6 @@ function asFailure(err: unknown): unknown {
 
 /** How long a yield waits for the old runtime to be quiescent before answering that it is not (unknown). */
 const YIELD_WAIT_MS = 60_000;
-
-export const memberSessionId = (teamId: string, memberId: string): string => `${teamId}-${memberId}`;
 
 /** What a Coordinator tool call changed that the workflow acts on. */
 export interface CoordinatorToolEffects {
@@ -243,20 +243,25 @@ export function createTeamActivities(deps: TeamActivityDeps) {
   }
 
   return {
-    /** Opens the team's rows (idempotent): the run, its members and their session ids. */
+    /**
+     * Opens the team's rows (idempotent): the run, its members and their session ids. A member new to the store gets
+     * its id in the `memberSessionIds` encoding (`legacy` when absent: what a team run started before the encoding
+     * asks for); one already stored keeps its id. Answers every member's stored session id: the workflow uses those.
+     */
     async openTeam(
-      start: StartTeamInput & { members: { memberId: string; role: string }[]; activationId?: string },
-    ): Promise<{ generation: number; workRevision: number }> {
-      await createTeamRun(deps.pool, {
+      start: StartTeamInput & { members: { memberId: string; role: string }[]; activationId?: string; memberSessionIds?: MemberSessionIds },
+    ): Promise<{ generation: number; workRevision: number; members: { memberId: string; sessionId: string }[] }> {
+      const encoding = start.memberSessionIds ?? 'legacy';
+      const members = await createTeamRun(deps.pool, {
         teamId: start.teamId,
         repo: start.repo,
         goal: start.goal,
         protectedBranch: start.protectedBranch,
-        members: start.members.map((m) => ({ ...m, sessionId: memberSessionId(start.teamId, m.memberId) })),
+        members: start.members.map((m) => ({ ...m, sessionId: memberSessionIdAs(encoding, start.teamId, m.memberId) })),
       });
       if (start.activationId) await activateTeamRun(deps.pool, start.teamId, start.activationId);
       const board = await readBoard(deps.pool, start.teamId);
-      return { generation: board.generation, workRevision: board.workRevision };
+      return { generation: board.generation, workRevision: board.workRevision, members };
     },
 
     /**
@@ -341,7 +346,7 @@ export function createTeamActivities(deps: TeamActivityDeps) {
             if (!input.members.includes(memberId)) throw new TeamStoreRefusal('member_not_found', `no member ${memberId}`);
             const purpose = args.purpose ?? 'requested_reply';
             if (!(MEMBER_MESSAGE_PURPOSES as readonly unknown[]).includes(purpose)) throw new TeamStoreRefusal('message_purpose_invalid', `purpose must be one of ${MEMBER_MESSAGE_PURPOSES.join(', ')}`);
-            const sent = await deps.orchard().send(memberSessionId(teamId, memberId), {
+            const sent = await deps.orchard().send(await memberSessionOf(deps.pool, teamId, memberId), {
               task: `Message from your Coordinator about task ${text(args.relatedTaskId, 'relatedTaskId')} (${String(purpose)}): ${text(args.text, 'text')}`,
               requestId: `${teamId}/${ref.turnId}/${ref.step}/${ref.callId}`,
               from: 'coordinator',
@@ -438,11 +443,14 @@ export function createTeamActivities(deps: TeamActivityDeps) {
       const board = await readBoard(deps.pool, input.teamId);
       const task = board.tasks.find((t) => t.taskId === input.taskId);
       if (!task) throw new TeamStoreRefusal('task_not_found', `no task ${input.taskId}`);
+      // The id stored when the team opened (never recomputed: teams started before the encoding keep theirs).
+      const sessionId = await memberSessionOf(deps.pool, input.teamId, input.memberId).catch((err: unknown) => {
+        throw asFailure(err);
+      });
       // A refusal (the task moved on, or it is a replacement whose handoff is not released) is final: not retried.
       const { revision } = await startTask(deps.pool, input.teamId, input.taskId, input.executionId, input.memberId).catch((err: unknown) => {
         throw asFailure(err);
       });
-      const sessionId = memberSessionId(input.teamId, input.memberId);
       const brief = `Task ${task.taskId}: ${task.title}\n\n${task.description}`.trim();
       const requestId = `${input.teamId}/${input.executionId}`;
       const created = await deps.orchard().createSession({
@@ -567,7 +575,8 @@ export function createTeamActivities(deps: TeamActivityDeps) {
       // A branch this worker cannot read is recorded as no commit (never a failed settle): the certificate's
       // result then lists the output as `no_commit`, visibly.
       const { repo } = await teamRunInfo(deps.pool, input.teamId);
-      const commitSha = await memberHead(repo, sessionBranch(memberSessionId(input.teamId, input.memberId))).catch((err: unknown) => {
+      const sessionId = await memberSessionOf(deps.pool, input.teamId, input.memberId);
+      const commitSha = await memberHead(repo, sessionBranch(sessionId)).catch((err: unknown) => {
         if (err instanceof TeamGitRefusal) return undefined;
         throw err;
       });

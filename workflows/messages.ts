@@ -6,7 +6,8 @@
  */
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { ErrorCode } from './errors';
-import { sessionIdProblem } from './session/ids';
+import { ordinarySessionIdProblem, plainIdProblem, sessionIdProblem } from './session/ids';
+import { legacyMemberSessionId, MEMBER_ID_PATTERN, memberSessionId } from './team/member-session';
 
 export const SESSION_WORKFLOW_TYPE = 'childSession';
 export const sessionWorkflowId = (sessionId: string): string => `session/${sessionId}`;
@@ -104,7 +105,8 @@ export interface CreateSessionInput {
   /** A child created by an orchestrator may only touch its own branch (enforced by the bash guard). */
   readonly isolated?: boolean;
   /**
-   * The team and member this session works for (a team run's Member, session id `<teamId>-<memberId>`): it is
+   * The team and member this session works for (a team run's Member, session id `<teamId>__<memberId>`, or
+   * `<teamId>-<memberId>` in a team started before that: workflows/team/member-session.ts): it is
    * offered the member tools (`org_send_message` to its Coordinator). Absent for every other session.
    */
   readonly team?: TeamMembership;
@@ -308,22 +310,31 @@ function fromProblem(from: unknown): Problem | undefined {
 export function createSessionProblem(input: unknown): Problem | undefined {
   if (typeof input !== 'object' || input === null) return { code: 'invalid_input', message: 'create needs an object' };
   const i = input as Record<string, unknown>;
-  const idProblem = typeof i.sessionId === 'string' ? sessionIdProblem(i.sessionId) : 'sessionId must be a string';
+  // A team's Member takes exactly its own id (which may be reserved); every other session an ordinary one.
+  const idProblem =
+    typeof i.sessionId !== 'string' ? 'sessionId must be a string' : i.team === undefined ? ordinarySessionIdProblem(i.sessionId) : sessionIdProblem(i.sessionId);
   if (idProblem) return { code: 'invalid_input', message: idProblem };
   if (typeof i.title !== 'string' || i.title.trim() === '') return { code: 'invalid_input', message: 'title must be a non-empty string' };
   const placement = placementProblem(i);
   if (placement) return placement;
   if (i.team !== undefined) {
-    const team = i.team as Record<string, unknown> | null;
-    if (typeof team !== 'object' || team === null || typeof team.teamId !== 'string' || typeof team.memberId !== 'string') {
-      return { code: 'invalid_input', message: 'team must be { teamId, memberId }' };
-    }
-    if (i.sessionId !== `${team.teamId}-${team.memberId}`) {
-      return { code: 'invalid_input', message: `a team member's session id is <teamId>-<memberId> (${team.teamId}-${team.memberId}), not ${String(i.sessionId)}` };
-    }
+    const problem = memberSessionProblem(i.sessionId as string, i.team);
+    if (problem) return { code: 'invalid_input', message: problem };
   }
   if (i.task !== undefined) return taskProblem(i.task, 'create');
   return requestIdProblem(i.requestId);
+}
+
+/**
+ * Why `sessionId` is not the session of the Member `team` names: `<teamId>__<memberId>` (workflows/team/member-session.ts),
+ * or `<teamId>-<memberId>` for a team started before that encoding (its Members keep the ids they were stored with).
+ */
+function memberSessionProblem(sessionId: string, team: unknown): string | undefined {
+  const t = team as Record<string, unknown> | null;
+  if (typeof t !== 'object' || t === null || typeof t.teamId !== 'string' || typeof t.memberId !== 'string') return 'team must be { teamId, memberId }';
+  const encoded = memberSessionId(t.teamId, t.memberId);
+  if (sessionId === encoded || sessionId === legacyMemberSessionId(t.teamId, t.memberId)) return undefined;
+  return `a team member's session id is <teamId>__<memberId> (${encoded}; <teamId>-<memberId> for a team started before that), not ${sessionId}`;
 }
 
 /** What a session and an orchestrator are both given: the repository, the host, models and limits. */
@@ -357,7 +368,7 @@ function placementProblem(i: Record<string, unknown>): Problem | undefined {
 export function startOrchestratorProblem(input: unknown): Problem | undefined {
   if (typeof input !== 'object' || input === null) return { code: 'invalid_input', message: 'an orchestrator needs an object' };
   const i = input as Record<string, unknown>;
-  const idProblem = typeof i.orchestratorId === 'string' ? sessionIdProblem(i.orchestratorId) : 'orchestratorId must be a string';
+  const idProblem = typeof i.orchestratorId === 'string' ? plainIdProblem(i.orchestratorId) : 'orchestratorId must be a string';
   if (idProblem) return { code: 'invalid_input', message: idProblem.replace('session id', 'orchestrator id') };
   if (i.title !== undefined && (typeof i.title !== 'string' || i.title.trim() === '')) {
     return { code: 'invalid_input', message: 'title must be a non-empty string when given' };
@@ -495,7 +506,7 @@ export const TEAM_WORKFLOW_TYPE = 'teamRun';
 export const teamWorkflowId = (teamId: string): string => `team/${teamId}`;
 
 export interface TeamMemberSpec {
-  /** Unique in the team; part of the member's session id `<teamId>-<memberId>`. */
+  /** Unique in the team (MEMBER_ID_PATTERN); part of the member's session id (workflows/team/member-session.ts). */
   readonly memberId: string;
   /** What the member is for (Planner, Implementer, Reviewer, Tester…): its agent profile name. */
   readonly role: string;
@@ -766,7 +777,9 @@ function handoffProblem(handoff: unknown): string | undefined {
 export function startTeamProblem(input: unknown): Problem | undefined {
   if (typeof input !== 'object' || input === null) return { code: 'invalid_input', message: 'a team needs an object' };
   const i = input as Record<string, unknown>;
-  const idProblem = typeof i.teamId === 'string' ? sessionIdProblem(i.teamId) : 'teamId must be a string';
+  // An ordinary id: plain (its Members' `<teamId>__<memberId>` are then session ids) and without `__` (a team's
+  // Members' ids of either encoding are then never one another's: workflows/team/member-session.ts).
+  const idProblem = typeof i.teamId === 'string' ? ordinarySessionIdProblem(i.teamId) : 'teamId must be a string';
   if (idProblem) return { code: 'invalid_input', message: idProblem.replace('session id', 'team id') };
   if (typeof i.goal !== 'string' || i.goal.trim() === '') return { code: 'invalid_input', message: 'goal must be a non-empty string' };
   if (i.goal.length > MAX_TASK_CHARS) return { code: 'task_too_large', message: `goal is ${i.goal.length} characters; the limit is ${MAX_TASK_CHARS}` };
@@ -776,7 +789,7 @@ export function startTeamProblem(input: unknown): Problem | undefined {
     }
     const ids = new Set<string>();
     for (const m of i.members as Record<string, unknown>[]) {
-      if (typeof m?.memberId !== 'string' || !/^[a-z][a-z0-9-]{0,23}$/.test(m.memberId) || ids.has(m.memberId)) {
+      if (typeof m?.memberId !== 'string' || !MEMBER_ID_PATTERN.test(m.memberId) || ids.has(m.memberId)) {
         return { code: 'invalid_input', message: 'each memberId must be unique: lowercase letters, digits, "-", at most 24' };
       }
       if (typeof m.role !== 'string' || m.role.trim() === '') return { code: 'invalid_input', message: `member ${m.memberId} needs a role` };

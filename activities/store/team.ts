@@ -64,11 +64,16 @@ export class TeamStoreRefusal extends Error {
   }
 }
 
+/**
+ * Opens the run and its members (idempotent). A member's row is written once: the session id it was first stored
+ * with stays its session id (a later activation or a retry proposing another changes nothing). Answers every
+ * member's stored session id.
+ */
 export async function createTeamRun(
   pool: Pool,
   run: { teamId: string; repo: string; goal: string; protectedBranch?: string; members: readonly { memberId: string; role: string; sessionId: string }[] },
-): Promise<void> {
-  await withTransaction(pool, async (c) => {
+): Promise<{ memberId: string; sessionId: string }[]> {
+  return withTransaction(pool, async (c) => {
     await c.query(
       `INSERT INTO team_runs (team_id, repo, goal, protected_branch) VALUES ($1, $2, $3, $4) ON CONFLICT (team_id) DO NOTHING`,
       [run.teamId, run.repo, run.goal, run.protectedBranch ?? 'main'],
@@ -79,7 +84,20 @@ export async function createTeamRun(
         [run.teamId, m.memberId, m.role, m.sessionId],
       );
     }
+    const { rows } = await c.query(`SELECT member_id, session_id FROM team_members WHERE team_id = $1 AND member_id = ANY($2::text[])`, [
+      run.teamId,
+      run.members.map((m) => m.memberId),
+    ]);
+    const stored = new Map<string, string>(rows.map((r) => [r.member_id, r.session_id]));
+    return run.members.map((m) => ({ memberId: m.memberId, sessionId: stored.get(m.memberId)! }));
   });
+}
+
+/** The session id stored for `memberId` in `teamId` (refused `member_not_found` when it has none). */
+export async function memberSessionOf(pool: Pool, teamId: string, memberId: string): Promise<string> {
+  const { rows } = await pool.query(`SELECT session_id FROM team_members WHERE team_id = $1 AND member_id = $2`, [teamId, memberId]);
+  if (rows.length === 0) throw new TeamStoreRefusal('member_not_found', `no member ${memberId} in team ${teamId}`);
+  return rows[0].session_id;
 }
 
 /**
@@ -536,17 +554,32 @@ export async function issueCertificate(pool: Pool, teamId: string, actor: Actor,
     if (JSON.stringify(claimed) !== JSON.stringify(actual)) {
       throw new TeamStoreRefusal('completion_refused', "the certificate's evidence is not the board's closure");
     }
-    await c.query(`INSERT INTO team_certificates (team_id, generation, work_revision, certificate) VALUES ($1, $2, $3, $4)`, [
-      teamId,
-      certificate.generation,
-      certificate.workRevision,
-      JSON.stringify(certificate),
-    ]);
-    return { result: certificate };
+    return { result: await insertCertificate(c, teamId, certificate) };
   });
 }
 
-export const __testing = { commit };
+/**
+ * Stores a generation's certificate, or answers the one it already has. The database decides (migration 013: unique
+ * on team and generation), not only the check above it: two writers that both passed their checks leave one
+ * certificate, and each gets that one. The check under the run row's lock makes a conflict rare (a writer that
+ * bypassed the lock, a schema that lost it); this keeps it harmless.
+ */
+async function insertCertificate(c: PoolClient, teamId: string, certificate: RunCompletionCertificate): Promise<RunCompletionCertificate> {
+  const inserted = await c.query(
+    `INSERT INTO team_certificates (team_id, generation, work_revision, certificate) VALUES ($1, $2, $3, $4)
+     ON CONFLICT (team_id, generation) WHERE NOT legacy_extra DO NOTHING`,
+    [teamId, certificate.generation, certificate.workRevision, JSON.stringify(certificate)],
+  );
+  if (inserted.rowCount === 1) return certificate;
+  // READ COMMITTED: this statement sees the row the conflicting writer committed.
+  const { rows } = await c.query(`SELECT certificate FROM team_certificates WHERE team_id = $1 AND generation = $2 AND NOT legacy_extra`, [
+    teamId,
+    certificate.generation,
+  ]);
+  return rows[0].certificate as RunCompletionCertificate;
+}
+
+export const __testing = { commit, insertCertificate };
 
 // Handoff (invariant 14) ----------------------------------------------------------------------------------------
 

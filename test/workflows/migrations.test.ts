@@ -65,3 +65,34 @@ test('a migration edited after it was applied is refused, not skipped', async (t
   const edited = loadMigrations().map((m, i) => (i === 0 ? { ...m, checksum: 'changed' } : m));
   await t.throwsAsync(migrate(pool, edited), { message: /changed after it was applied/ });
 });
+
+test('013: certificates the per-revision code of 2026-12-03 left beside a generation\'s first are kept, marked, and left out of the uniqueness', async (t) => {
+  const { pool } = await freshSchema(t);
+  await migrate(pool, loadMigrations().filter((m) => m.version < 13));
+  await pool.query(`INSERT INTO team_runs (team_id, repo, goal) VALUES ('old', '/srv/repo', 'g')`);
+  for (const [generation, revision] of [
+    [1, 4],
+    [1, 9],
+    [2, 12],
+  ]) {
+    await pool.query(`INSERT INTO team_certificates (team_id, generation, work_revision, certificate) VALUES ('old', $1, $2, $3)`, [
+      generation,
+      revision,
+      JSON.stringify({ certificateId: `cert-g${generation}-r${revision}` }),
+    ]);
+  }
+  const { applied } = await migrate(pool);
+  t.true(applied.some((name) => name.startsWith('013_')));
+  const rows = (await pool.query(`SELECT generation, work_revision, legacy_extra FROM team_certificates ORDER BY generation, work_revision`)).rows;
+  t.deepEqual(
+    rows.map((r) => [r.generation, Number(r.work_revision), r.legacy_extra]),
+    [
+      [1, 4, false],
+      [1, 9, true],
+      [2, 12, false],
+    ],
+  );
+  // From now on, one per generation.
+  const err = await t.throwsAsync(pool.query(`INSERT INTO team_certificates (team_id, generation, work_revision, certificate) VALUES ('old', 2, 13, '{}')`));
+  t.is((err as { code?: string }).code, '23505');
+});

@@ -1,3 +1,5 @@
+import { MEMBER_SESSION_JOINER, memberOfSessionId } from '../team/member-session';
+
 /**
  * Session ids become a branch name (`orchard/<id>/work`), a directory name (`<worktreeRoot>/<id>`) and part of
  * workflow ids, so they are restricted to characters that are safe in all three. Pure: the workflow, the
@@ -8,8 +10,12 @@ export const SESSION_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 /** The branch prefix every session branch lives under; the guard and the backstop hook match on it. */
 export const SESSION_BRANCH_PREFIX = 'orchard/';
 
-/** Why `id` cannot be a session id, or undefined when it can. */
-export function sessionIdProblem(id: unknown): string | undefined {
+/**
+ * Why `id` is not a plain id, or undefined when it is: 1-64 characters from `A-Z a-z 0-9 . _ -`, starting with a
+ * letter or digit, and a valid last component of a git branch. Ordinary session ids, team ids and orchestrator ids
+ * are plain ids.
+ */
+export function plainIdProblem(id: unknown): string | undefined {
   if (typeof id !== 'string') return 'session id must be a string';
   if (!SESSION_ID_PATTERN.test(id)) {
     return (
@@ -22,6 +28,33 @@ export function sessionIdProblem(id: unknown): string | undefined {
   if (id.endsWith('.')) return `session id ${JSON.stringify(id)} is invalid: it must not end with "."`;
   if (id.toLowerCase().endsWith('.lock')) {
     return `session id ${JSON.stringify(id)} is invalid: it must not end with ".lock"`;
+  }
+  return undefined;
+}
+
+/**
+ * Why `id` cannot be a session id, or undefined when it can: a plain id, or a team Member's session id
+ * `<team id>__<member id>` (workflows/team/member-session.ts), whose team id is a plain id — so it may be longer
+ * than 64 characters (at most 64 + 2 + 24). A member id has no `.`, so such an id never breaks a git rule the plain
+ * team id keeps. Accepts every id a session may already have; what may be created is `ordinarySessionIdProblem`'s.
+ */
+export function sessionIdProblem(id: unknown): string | undefined {
+  if (typeof id !== 'string') return 'session id must be a string';
+  const member = memberOfSessionId(id);
+  if (member && plainIdProblem(member.teamId) === undefined) return undefined;
+  return plainIdProblem(id);
+}
+
+/**
+ * Why a session that is not a team's Member cannot be created with `id` (a `session create`, an orchestrator's
+ * child): `__` is reserved for Members' session ids, so nobody else can take a Member's id — not by accident, not
+ * before its team gets to it.
+ */
+export function ordinarySessionIdProblem(id: unknown): string | undefined {
+  const problem = plainIdProblem(id);
+  if (problem) return problem;
+  if ((id as string).includes(MEMBER_SESSION_JOINER)) {
+    return `session id ${JSON.stringify(id)} is reserved: "${MEMBER_SESSION_JOINER}" marks a team member's session (<teamId>${MEMBER_SESSION_JOINER}<memberId>); choose an id without it`;
   }
   return undefined;
 }

@@ -26,6 +26,7 @@ import { createOrchestratorActivities } from './orchestrator';
 import { createTeamActivities, createTeamHostActivities, type TeamActivityHooks } from './team';
 import type { OrchardClient } from '../client/client';
 import { limitsFromEnv } from './limits';
+import { withHeartbeats } from './heartbeat';
 
 export interface SharedActivityDeps {
   pool: Pool;
@@ -105,8 +106,10 @@ export function createSharedActivities(deps: SharedActivityDeps) {
     },
   });
   return {
-    ...orchestrator,
-    ...team,
+    // Dispatch and quiescence activities wait on Temporal, git or processes: they heartbeat while they run, so their
+    // heartbeat timeout (workflows/activity-options.ts) notices a lost worker in seconds.
+    ...withHeartbeats(orchestrator, ['createChild', 'sendToChild', 'inspectChildren']),
+    ...withHeartbeats(team, ['coordinatorTool', 'dispatchTask', 'settleExecution', 'yieldExecution', 'checkQuiescent']),
     /** Sessions from histories recorded before execution keys: the task becomes the user message of its turn. */
     async recordTask(input: RecordTaskInput): Promise<void> {
       await appendEntry(deps.pool, { ...turnKeyOf(input), step: 0, ordinal: 0 }, { role: 'user', content: input.task }, input.taskId);

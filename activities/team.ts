@@ -37,7 +37,7 @@ import {
 } from './store/team';
 import { validateClosure } from '../workflows/team/closure';
 import type { TeamMergeResult } from '../workflows/messages';
-import { sessionBranch } from '../workflows/session/ids';
+import { parseLeaseHolder, sessionBranch } from '../workflows/session/ids';
 import { memberSessionIdAs, type MemberSessionIds } from '../workflows/team/member-session';
 import { appendEntry, findAssistantMessage } from './store/transcript';
 import { buildResult, deleteBranch, memberHead, moveProtectedBranch, planMerge, resultBranchOf, setBranch, TeamGitRefusal } from './git/team-result';
@@ -86,6 +86,16 @@ export interface TeamActivityHooks {
  * (Temporal did not answer about its session).
  */
 export type Quiescence = { quiescent: true } | { quiescent: false; known: boolean; why: string };
+
+/** The old execution's lease as its handoff fenced it; `holder` (absent in receipts of older runs) names its chain. */
+export interface FencedLease {
+  readonly worktree: string;
+  readonly generation: number;
+  readonly holder?: string;
+}
+
+/** The first run id of the execution chain that held the lease, when the holder says. */
+const chainOf = (lease: FencedLease | undefined): string | undefined => (lease?.holder ? parseLeaseHolder(lease.holder)?.firstRunId : undefined);
 
 interface SettleInput {
   teamId: string;
@@ -160,13 +170,14 @@ export function createTeamActivities(deps: TeamActivityDeps) {
     await appendEntry(deps.pool, { ...turnKeyOf(ref), step: ref.step, ordinal: index + 1 }, { role: 'tool', tool_call_id: ref.callId, content });
   }
 
-  async function livenessOf(sessionId: string): Promise<SessionLiveness> {
-    const answer = await deps.orchard().sessionLiveness(sessionId);
+  /** The session's liveness; of the fenced execution chain alone when the lease names it (a later chain is not it). */
+  async function livenessOf(sessionId: string, lease?: FencedLease): Promise<SessionLiveness> {
+    const answer = await deps.orchard().sessionLiveness(sessionId, { chain: chainOf(lease) });
     return deps.hooks?.sessionLiveness?.(sessionId, answer) ?? answer;
   }
 
-  async function quiescence(input: { sessionId: string; lease?: { worktree: string; generation: number } }): Promise<Quiescence> {
-    const live = await livenessOf(input.sessionId);
+  async function quiescence(input: { sessionId: string; lease?: FencedLease }): Promise<Quiescence> {
+    const live = await livenessOf(input.sessionId, input.lease);
     if (live.liveness !== 'dead') {
       return { quiescent: false, known: live.liveness === 'alive', why: `session ${input.sessionId} is ${live.liveness} (${live.execution}${live.liveness === 'unknown' ? `: ${live.runtime}` : ''})` };
     }
@@ -504,16 +515,17 @@ export function createTeamActivities(deps: TeamActivityDeps) {
      * closes it — and then checks release: the session's workflow closed and none of its recorded process groups
      * still open. Returns whether the old runtime is quiescent, and why not.
      */
-    async yieldExecution(input: { sessionId: string; reason: string; lease?: { worktree: string; generation: number } }): Promise<Quiescence> {
+    async yieldExecution(input: { sessionId: string; reason: string; lease?: FencedLease }): Promise<Quiescence> {
       try {
         await deps.hooks?.beforeYield?.(input);
         // Asked also when Temporal could not say whether the session runs: the cancel is idempotent.
-        if ((await livenessOf(input.sessionId)).liveness !== 'dead') {
+        if ((await livenessOf(input.sessionId, input.lease)).liveness !== 'dead') {
           // The cancel update answers once the session has closed; this activity's own cancellation (a worker
-          // shutting down, the workflow giving up) must not wait for that.
+          // shutting down, the workflow giving up) must not wait for that. It reaches the fenced execution chain
+          // only: a late retry never cancels a newer session of the same member.
           const cancelled = deps
             .orchard()
-            .cancel(input.sessionId, input.reason)
+            .cancel(input.sessionId, input.reason, { chain: chainOf(input.lease) })
             .catch((err: unknown) => {
               if (!(err instanceof OrchardError && (err.code === 'session_closed' || err.code === 'session_not_found'))) throw err;
             });
@@ -536,7 +548,7 @@ export function createTeamActivities(deps: TeamActivityDeps) {
     },
 
     /** Proof that the old runtime is quiescent (for a user's `release` after a timeout). */
-    async checkQuiescent(input: { sessionId: string; lease?: { worktree: string; generation: number } }): Promise<Quiescence> {
+    async checkQuiescent(input: { sessionId: string; lease?: FencedLease }): Promise<Quiescence> {
       return quiescence(input);
     },
 

@@ -248,7 +248,10 @@ export class OrchardClient {
   async teamMessage(teamId: string, input: MessageInput): Promise<MessageResult> {
     const problem = messageProblem(input);
     if (problem) throw new OrchardError(problem.code, problem.message);
-    return this.teamCall(teamId, (h) => h.executeUpdate(teamMessageUpdate, { args: [input] }));
+    // The team deduplicates request ids itself (across continue-as-new too): a retry after a lost response is
+    // answered with the first message's id, marked a duplicate.
+    const message = { ...input, requestId: input.requestId ?? randomUUID() };
+    return this.teamCall(teamId, (h) => h.executeUpdate(teamMessageUpdate, { args: [message] }));
   }
 
   /** A call to `team/<id>`: a refused update keeps its code, a team that does not exist is `team_not_found`. */
@@ -264,19 +267,26 @@ export class OrchardClient {
     }
   }
 
-  /** Reassigns a running task (a handoff): answered with the receipt once the fence has committed. */
+  /**
+   * Reassigns a running task (a handoff): answered with the receipt once the fence has committed. The request id (one
+   * is made when absent) is the update id, and the team remembers it: a retry after a lost response answers the same
+   * receipt instead of a refusal for work that was already handed off.
+   */
   async reassignTask(teamId: string, input: ReassignInput): Promise<ReceiptView> {
-    return this.teamCall(teamId, (h) => h.executeUpdate(reassignTaskUpdate, { args: [input] }));
+    const request = { ...input, requestId: input.requestId ?? randomUUID() };
+    return this.teamCall(teamId, (h) => h.executeUpdate(reassignTaskUpdate, { args: [request], updateId: request.requestId }));
   }
 
-  /** The user removes a task from the run's scope (running work is fenced and stopped, with a receipt). */
+  /** The user removes a task from the run's scope (running work is fenced and stopped, with a receipt); idempotent by request id. */
   async cancelTask(teamId: string, input: CancelTaskInput): Promise<CancelTaskResult> {
-    return this.teamCall(teamId, (h) => h.executeUpdate(cancelTaskUpdate, { args: [input] }));
+    const request = { ...input, requestId: input.requestId ?? randomUUID() };
+    return this.teamCall(teamId, (h) => h.executeUpdate(cancelTaskUpdate, { args: [request], updateId: request.requestId }));
   }
 
-  /** Resolves a handoff that timed out: keep_stopped, or release with proof the old runtime is quiescent. */
+  /** Resolves a handoff that timed out: keep_stopped, or release with proof the old runtime is quiescent; idempotent by request id. */
   async resolveHandoff(teamId: string, input: ResolveHandoffInput): Promise<ReceiptView> {
-    return this.teamCall(teamId, (h) => h.executeUpdate(resolveHandoffUpdate, { args: [input] }));
+    const request = { ...input, requestId: input.requestId ?? randomUUID() };
+    return this.teamCall(teamId, (h) => h.executeUpdate(resolveHandoffUpdate, { args: [request], updateId: request.requestId }));
   }
 
   /**
@@ -284,8 +294,8 @@ export class OrchardClient {
    * certificate; `checkout_dirty` when the branch is checked out with uncommitted changes; `merge_conflict` when the
    * branch moved since certification and no longer merges. A repeat answers the same result and changes nothing.
    */
-  async mergeTeam(teamId: string): Promise<TeamMergeResult> {
-    return this.teamCall(teamId, (h) => h.executeUpdate(mergeTeamUpdate));
+  async mergeTeam(teamId: string, options: { requestId?: string } = {}): Promise<TeamMergeResult> {
+    return this.teamCall(teamId, (h) => h.executeUpdate(mergeTeamUpdate, { updateId: options.requestId ?? randomUUID() }));
   }
 
   /** A user message to an orchestrator (an update: answered once it is accepted, with its id). */
@@ -375,8 +385,8 @@ export class OrchardClient {
    * Whether a session's workflow is alive, as Temporal sees it now: `alive` while running, `dead` once closed or
    * when there is none, `unknown` when Temporal could not be asked.
    */
-  async sessionLiveness(sessionId: string): Promise<SessionLiveness> {
-    return livenessOf(this.handle(sessionId));
+  async sessionLiveness(sessionId: string, options: ChainOptions = {}): Promise<SessionLiveness> {
+    return livenessOf(this.handle(sessionId), options.chain);
   }
 
   /** Whether a team's run (`team/<id>`) is alive, as for a session. */
@@ -393,8 +403,17 @@ export class OrchardClient {
     return this.call(sessionId, (handle) => handle.executeUpdate(resolveHoldUpdate, { args: [input] }));
   }
 
-  async cancel(sessionId: string, reason?: string): Promise<SessionStatusView> {
-    return this.call(sessionId, (handle) => handle.executeUpdate(cancelUpdate, { args: [{ reason }] }));
+  /**
+   * Cancels the session. With `chain`, only the execution chain that started with that run is cancelled: when another
+   * chain of the same id runs now (the session was closed and created again), it is left alone and the answer is
+   * `session_closed`.
+   */
+  async cancel(sessionId: string, reason?: string, options: ChainOptions = {}): Promise<SessionStatusView> {
+    if (options.chain === undefined) return this.call(sessionId, (handle) => handle.executeUpdate(cancelUpdate, { args: [{ reason }] }));
+    const live = await livenessOf(this.handle(sessionId), options.chain);
+    if (live.liveness === 'dead') throw new OrchardError('session_closed', `session ${sessionId}'s execution chain ${options.chain} is closed (${live.execution})`);
+    const handle = this.temporal.workflow.getHandle(sessionWorkflowId(sessionId), undefined, { firstExecutionRunId: options.chain });
+    return this.mapErrors(sessionId, () => handle.executeUpdate(cancelUpdate, { args: [{ reason }] }));
   }
 
   /**
@@ -467,10 +486,15 @@ export class OrchardClient {
 }
 
 /** Alive while the workflow runs, dead once closed or when there is none, unknown when Temporal could not be asked. */
-async function livenessOf(handle: WorkflowHandle): Promise<SessionLiveness> {
+async function livenessOf(handle: WorkflowHandle, chain?: string): Promise<SessionLiveness> {
   try {
     const d = await handle.describe();
     const host = d.typedSearchAttributes.get(ORCHARD_HOST);
+    const firstRunId = d.raw.workflowExecutionInfo?.firstRunId;
+    if (chain !== undefined && firstRunId && firstRunId !== chain) {
+      // Another chain of the same workflow id runs now: the one asked about is over.
+      return { liveness: 'dead', execution: 'SUPERSEDED', runtime: `${d.workflowId}: chain ${chain} is over; chain ${firstRunId} runs now` };
+    }
     return {
       liveness: d.status.name === 'RUNNING' ? 'alive' : 'dead',
       execution: d.status.name,
@@ -498,6 +522,11 @@ async function whenScheduled<T>(query: () => Promise<T>): Promise<T> {
       await new Promise((r) => setTimeout(r, 100));
     }
   }
+}
+
+/** A session's execution chain: the run id it started with (a lease holder names it). */
+export interface ChainOptions {
+  readonly chain?: string;
 }
 
 export interface SessionLiveness {

@@ -474,6 +474,8 @@ export interface OrchestratorStatusView {
   readonly children: readonly OrchestratorChildView[];
   readonly turnsCompleted: number;
   readonly queued: number;
+  /** Signalled messages that could not be accepted (a store that refused them for good); a signal has no answer. */
+  readonly refusedSignals?: number;
   readonly lastTurn?: TurnRef;
   /** The most recent turns (taskId is the message id the turn answered), oldest first. */
   readonly turns: readonly TurnRef[];
@@ -622,6 +624,8 @@ export interface TeamStatusView {
   /** Refused Coordinator tool calls (name and code), newest last: the allowlist at work. */
   readonly refusals: readonly { readonly tool: string; readonly code: string }[];
   readonly queuedMessages: number;
+  /** Signalled messages that could not be accepted (refused, or a store that refused them for good). */
+  readonly refusedSignals?: number;
   /** Handoff receipts of this run, newest last. */
   readonly receipts: readonly ReceiptView[];
   /** Replacement tasks that wait for their previous execution to be released (not a task status). */
@@ -662,20 +666,26 @@ export interface ReceiptView {
   readonly resolution?: 'keep_stopped' | 'release';
 }
 
-export interface ReassignInput {
+/** Idempotency of a user's team action: the update id, remembered by the team across continue-as-new. */
+interface TeamRequest {
+  /** A retry with the same id answers the first result (the client makes one when absent). */
+  readonly requestId?: string;
+}
+
+export interface ReassignInput extends TeamRequest {
   readonly taskId: string;
   readonly newOwner: string;
   readonly reason: string;
 }
 
-export interface ResolveHandoffInput {
+export interface ResolveHandoffInput extends TeamRequest {
   readonly receiptId: string;
   /** keep_stopped: cancel only the replacement; release: start it, given proof the old runtime is quiescent. */
   readonly action: 'keep_stopped' | 'release';
   readonly reason?: string;
 }
 
-export interface CancelTaskInput {
+export interface CancelTaskInput extends TeamRequest {
   readonly taskId: string;
   readonly reason: string;
 }

@@ -16,7 +16,7 @@ import {
 import type { SearchAttributeUpdatePair } from '@temporalio/common';
 import type { SharedActivities } from '../../activities';
 import type { CallRef, ReadCallResult, SessionCallView } from '../../activities/orchestrator';
-import { MODEL_ACTIVITY_OPTIONS, STORE_LOCAL_OPTIONS, failureOf } from '../activity-options';
+import { DISPATCH_OPTIONS, MODEL_ACTIVITY_OPTIONS, STORE_LOCAL_OPTIONS, STORE_OPTIONS, failureOf } from '../activity-options';
 import { orchardFailure } from '../errors';
 import {
   childTurnEndedSignal,
@@ -50,6 +50,11 @@ interface QueuedMessage {
   readonly messageId: string;
   readonly kind: 'user' | 'manifest';
   readonly excerpt: string;
+  /**
+   * False while its text is being stored: it holds its place in the queue (arrival order) but no turn takes it yet.
+   * Absent (runs before this field, and every carried message) means stored.
+   */
+  readonly stored?: boolean;
 }
 
 export interface CarriedOrchestratorState {
@@ -102,24 +107,38 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
   // commands (a nondeterminism error). An activity's completion is a history event, delivered in the same workflow
   // task both times. Histories recorded before this patch keep local activities.
   const storeActs = patched('orchestrator-store-activities')
-    ? proxyActivities<SharedActivities>({ startToCloseTimeout: STORE_LOCAL_OPTIONS.startToCloseTimeout, retry: STORE_LOCAL_OPTIONS.retry, summary: 'orchestrator store' })
+    ? proxyActivities<SharedActivities>({ ...STORE_OPTIONS, summary: 'orchestrator store' })
     : proxyLocalActivities<SharedActivities>({ ...STORE_LOCAL_OPTIONS, summary: 'orchestrator store' });
-  // Model calls and child dispatches alike.
-  const acts = proxyActivities<SharedActivities>({ ...MODEL_ACTIVITY_OPTIONS, summary: 'orchestrator' });
+  const model = proxyActivities<SharedActivities>({ ...MODEL_ACTIVITY_OPTIONS, summary: 'orchestrator' });
+  // Tool calls read from and recorded to the transcript.
+  const calls = proxyActivities<SharedActivities>({ ...STORE_OPTIONS, summary: 'orchestrator' });
+  // Children created, sent to and inspected through Temporal.
+  const dispatch = proxyActivities<SharedActivities>({ ...DISPATCH_OPTIONS, summary: 'orchestrator' });
+  // Request ids whose message is being stored now: a concurrent duplicate waits for the first's outcome.
+  const storing: string[] = [];
+  let refusedSignals = 0;
 
   setHandler(messageUpdate, (message) => accept(message), {
     description: 'A user message: accepted with its id (a repeated requestId is accepted once), answered by a turn.',
     validator: (message) => {
-      const problem = messageProblem(message);
+      const problem = messageProblem(message) ?? (isKnownRequest(message.requestId) ? undefined : queueRefusal(message.text.length));
       if (problem) throw orchardFailure(problem.code, problem.message);
     },
   });
   setHandler(
     messageSignal,
     async (message) => {
-      const problem = messageProblem(message);
-      if (problem) return log.warn('message signal refused', { code: problem.code, reason: problem.message });
-      await accept(message);
+      const problem = messageProblem(message) ?? (isKnownRequest(message.requestId) ? undefined : queueRefusal(message.text.length));
+      if (problem) {
+        refusedSignals += 1;
+        return log.warn('message signal refused', { code: problem.code, reason: problem.message });
+      }
+      // A signal cannot be answered: a refusal (a store that failed for good) is counted in the status, never a
+      // failure of the orchestrator.
+      await accept(message).catch((err: unknown) => {
+        refusedSignals += 1;
+        log.warn('message signal not accepted', { requestId: message.requestId, error: String(err) });
+      });
     },
     { description: 'Fire-and-forget `message`.' },
   );
@@ -137,26 +156,84 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
   setHandler(orchestratorStatusQuery, () => view(), { description: 'The ledger of children, the turns and the queue.' });
   setHandler(rosterQuery, () => renderRoster(ledger.children), { description: 'The exact roster text the model gets now.' });
 
+  /** A request id already accepted or being accepted: its retry is answered, whatever the queue's state. */
+  function isKnownRequest(requestId: string | undefined): boolean {
+    return requestId !== undefined && (storing.includes(requestId) || seenRequests.some(([r]) => r === requestId));
+  }
+
+  /**
+   * Why a message of `length` characters cannot be queued now: the queue is at its cap, or this run's history is at
+   * its budget (the text reaches history twice: the message, and the store activity's input). Both pass with time.
+   */
+  function queueRefusal(length: number): { code: 'queue_full'; message: string } | undefined {
+    if (queue.length >= limits.maxQueuedTasks) {
+      return { code: 'queue_full', message: `orchestrator ${start.orchestratorId} has ${queue.length} messages queued (limit ${limits.maxQueuedTasks}): retry after some have run` };
+    }
+    if (workflowInfo().historySize + 2 * length > limits.historyBudgetBytes) {
+      return { code: 'queue_full', message: `this run of orchestrator ${start.orchestratorId} is at its history budget; it continues-as-new at its next turn boundary: retry shortly` };
+    }
+    return undefined;
+  }
+
   async function accept(message: MessageInput): Promise<MessageResult> {
+    if (!patched('orchestrator-accept-reserved')) return acceptStoringFirst(message);
+    const requestId = message.requestId;
+    if (requestId !== undefined && storing.includes(requestId)) await condition(() => !storing.includes(requestId));
+    const seen = requestId === undefined ? undefined : seenRequests.find(([r]) => r === requestId);
+    if (seen) return { messageId: seen[1], duplicate: true };
+    // Reserve: an id and a place in the queue now, in arrival order; no turn takes it until its text is stored.
+    const seq = nextMessageSeq++;
+    const messageId = `m${seq}`;
+    if (requestId !== undefined) storing.push(requestId);
+    enqueueUser({ messageId, kind: 'user', excerpt: excerpt(message.text), stored: false });
+    publish();
+    try {
+      await storeActs.storeTasks([{ executionId, sessionId: start.orchestratorId, taskId: messageId, task: message.text, requestId }]);
+    } catch (err) {
+      // Release: nothing was accepted, so a retry with the same request id is a first attempt, not a duplicate.
+      queue = queue.filter((q) => q.messageId !== messageId);
+      if (requestId !== undefined) storing.splice(storing.indexOf(requestId), 1);
+      publish();
+      throw orchardFailure('store_unavailable', `the message could not be stored, so it was not accepted: ${err instanceof ActivityFailure ? failureOf(err).message : String(err)}`);
+    }
+    // Commit: the message counts (a confirmation token in it too) and its request id answers every retry.
+    queue = queue.map((q) => (q.messageId === messageId ? { messageId, kind: q.kind, excerpt: q.excerpt } : q));
+    ledger.userSaid(message.text, seq, messageId);
+    if (requestId !== undefined) {
+      seenRequests.push([requestId, messageId]);
+      if (seenRequests.length > DEDUPE_WINDOW) seenRequests.shift();
+      storing.splice(storing.indexOf(requestId), 1);
+    }
+    publish();
+    return { messageId, duplicate: false };
+  }
+
+  /** Histories recorded before reserve → store → commit: the dedupe entry went in before the store write. */
+  async function acceptStoringFirst(message: MessageInput): Promise<MessageResult> {
     const seen = message.requestId === undefined ? undefined : seenRequests.find(([r]) => r === message.requestId);
     if (seen) return { messageId: seen[1], duplicate: true };
     const seq = nextMessageSeq++;
     const messageId = `m${seq}`;
-    // A confirmation token counts only when a user's own message carries it.
     ledger.userSaid(message.text, seq, messageId);
     if (message.requestId !== undefined) {
       seenRequests.push([message.requestId, messageId]);
       if (seenRequests.length > DEDUPE_WINDOW) seenRequests.shift();
     }
-    const entry = { messageId, kind: 'user' as const, excerpt: excerpt(message.text) };
     await storeActs.storeTasks([{ executionId, sessionId: start.orchestratorId, taskId: messageId, task: message.text, requestId: message.requestId }]);
-    // A user message goes before any manifest still waiting.
-    const firstManifest = queue.findIndex((q) => q.kind === 'manifest');
-    if (firstManifest < 0) queue.push(entry);
-    else queue.splice(firstManifest, 0, entry);
+    enqueueUser({ messageId, kind: 'user' as const, excerpt: excerpt(message.text) });
     publish();
     return { messageId, duplicate: false };
   }
+
+  /** A user message goes before any manifest still waiting. */
+  function enqueueUser(entry: QueuedMessage): void {
+    const firstManifest = queue.findIndex((q) => q.kind === 'manifest');
+    if (firstManifest < 0) queue.push(entry);
+    else queue.splice(firstManifest, 0, entry);
+  }
+
+  /** The next message may start a turn: it is stored (one still being stored holds its place, and the ones behind it). */
+  const nextReady = () => queue.length > 0 && queue[0].stored !== false;
 
   function view(): OrchestratorStatusView {
     return {
@@ -165,6 +242,7 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
       children: ledger.children,
       turnsCompleted,
       queued: queue.length,
+      ...(refusedSignals > 0 ? { refusedSignals } : {}),
       lastTurn: turns[turns.length - 1],
       turns,
       deliveries,
@@ -193,10 +271,10 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
 
   /** One tool call of the orchestrator's model, executed against the ledger; its result is what the model reads. */
   async function executeCall(ref: CallRef): Promise<string> {
-    const read: ReadCallResult = await acts.readOrchestratorCall(ref);
+    const read: ReadCallResult = await calls.readOrchestratorCall(ref);
     if (!read.ok) return `error (${read.code}): ${read.message}`;
     if (read.tool === 'list_orchestrator_agents') {
-      const { inspected, cache } = await acts.inspectChildren({ orchestratorId: start.orchestratorId, childIds: ledger.children.map((c) => c.childId) });
+      const { inspected, cache } = await dispatch.inspectChildren({ orchestratorId: start.orchestratorId, childIds: ledger.children.map((c) => c.childId) });
       return JSON.stringify(agentRows(ledger.children, inspected, cache));
     }
     if (read.tool === 'update_orchestrator_agent_description' && 'args' in read) return updateDescription(read.args);
@@ -285,7 +363,7 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
           completion,
         });
         if (completion.policy === 'group') ledger.joinGroup(completion.groupId, childId, ref.turn);
-        const created = await acts.createChild({
+        const creating = dispatch.createChild({
           ref,
           childId,
           requestId,
@@ -296,6 +374,14 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
           parent: info.workflowId,
           model: start.childModel,
         });
+        // A create that failed for good (not a typed refusal the activity answers) leaves no phantom `running` row.
+        const created = patched('orchestrator-no-phantom-child')
+          ? await creating.catch((err: unknown) => {
+              ledger.remove(childId);
+              publish();
+              throw err;
+            })
+          : await creating;
         if (!created.ok) {
           ledger.remove(childId);
           return `error (${created.code}): ${created.message}; no child was created`;
@@ -324,7 +410,7 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
     const child = ledger.get(childId);
     if (!child) return `error (session_not_found): no child ${childId} in your roster; nothing was created. ${renderRoster(ledger.children)}`;
     if (child.status === 'cancelled') return `error (session_closed): child ${childId} is closed; nothing was sent`;
-    const sent = await acts.sendToChild({ ref, childId, requestId, from: info.workflowId });
+    const sent = await dispatch.sendToChild({ ref, childId, requestId, from: info.workflowId });
     if (!sent.ok) {
       if (sent.code === 'session_closed' || sent.code === 'session_not_found') ledger.closed(childId, 'cancelled');
       return `error (${sent.code}): ${sent.message}; nothing was sent`;
@@ -342,7 +428,7 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
     try {
       for (let step = 1; step <= limits.maxStepsPerTurn; step++) {
         steps = step;
-        const answer = await acts.modelStep({
+        const answer = await model.modelStep({
           ...keys,
           step,
           taskId: step === 1 ? message.messageId : undefined,
@@ -358,7 +444,7 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
         for (const [index, call] of answer.toolCalls.entries()) {
           const ref: CallRef = { ...keys, step, callId: call.id };
           const content = await executeCall(ref);
-          await acts.recordToolResult({ ...ref, index, content });
+          await calls.recordToolResult({ ...ref, index, content });
           toolCalls += 1;
         }
       }
@@ -390,14 +476,18 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
     if (changed.length > 0) await storeActs.projectRoutingCache({ orchestratorId: start.orchestratorId, children: changed });
   }
 
-  const handOver = () => turnsThisRun >= limits.turnsPerRun || workflowInfo().continueAsNewSuggested;
+  // A run that has done nothing yet never hands over for its size (a budget below a fresh run's history would loop).
+  const handOver = () =>
+    turnsThisRun >= limits.turnsPerRun ||
+    workflowInfo().continueAsNewSuggested ||
+    (turnsThisRun > 0 && workflowInfo().historySize >= (limits.historyBudgetBytes * 3) / 4);
 
   publish();
   for (;;) {
     await project();
-    await condition(() => queue.length > 0 || pendingResults.length > 0 || ledger.unprojected.length > 0 || handOver());
+    await condition(() => nextReady() || (queue.length === 0 && pendingResults.length > 0) || ledger.unprojected.length > 0 || handOver());
     if (queue.length === 0 && pendingResults.length > 0) queue.push(await manifest());
-    if (queue.length === 0 && !handOver()) continue;
+    if (!nextReady() && !handOver()) continue;
     if (queue.length === 0 || handOver()) {
       await project();
       await condition(allHandlersFinished);

@@ -1,5 +1,4 @@
 import {
-  ActivityCancellationType,
   ActivityFailure,
   CancellationScope,
   allHandlersFinished,
@@ -19,7 +18,7 @@ import {
 } from '@temporalio/workflow';
 import type { SearchAttributeUpdatePair } from '@temporalio/common';
 import type { HostActivities, SharedActivities } from '../../activities';
-import { MODEL_ACTIVITY_OPTIONS, STORE_LOCAL_OPTIONS, failureOf } from '../activity-options';
+import { MODEL_ACTIVITY_OPTIONS, STORE_LOCAL_OPTIONS, STORE_OPTIONS, failureOf, hostActivityOptions } from '../activity-options';
 import { isErrorCode, orchardFailure } from '../errors';
 import {
   cancelUpdate,
@@ -27,7 +26,6 @@ import {
   childTurnEndedSignal,
   createRequestProblem,
   createUpdate,
-  hostTaskQueue,
   sendProblem,
   sendSignal,
   sendUpdate,
@@ -72,14 +70,14 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
   // delivered in the same workflow task both times. Histories recorded before this patch keep local activities.
   const storeAsActivities = patched('session-store-activities');
   const storeActs = storeAsActivities
-    ? proxyActivities<SharedActivities>({ startToCloseTimeout: STORE_LOCAL_OPTIONS.startToCloseTimeout, retry: STORE_LOCAL_OPTIONS.retry, summary: 'session store' })
+    ? proxyActivities<SharedActivities>({ ...STORE_OPTIONS, summary: 'session store' })
     : proxyLocalActivities<SharedActivities>({ ...STORE_LOCAL_OPTIONS, summary: 'session store' });
   // A task's text then reaches history twice, in the message that brought it and in the store activity's input (a
   // local activity's input is not recorded): the history budget counts both.
   const textCopies = storeAsActivities ? 2 : 1;
   const shared = proxyActivities<SharedActivities>({ ...MODEL_ACTIVITY_OPTIONS, summary: 'model call' });
-  // A user's hold resolution: one Postgres row, answered within seconds or refused.
-  const holdActs = proxyActivities<SharedActivities>({ startToCloseTimeout: '30 seconds', retry: { maximumAttempts: 3 }, summary: 'resolve hold' });
+  // A user's hold resolution: one Postgres row.
+  const holdActs = proxyActivities<SharedActivities>({ ...STORE_OPTIONS, summary: 'resolve hold' });
   // Built once the limits are resolved (they bound the host activities' timeouts).
   let hostActs: { worktree: HostActivities; tool: HostActivities } | undefined;
 
@@ -240,19 +238,14 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
   }
 
   function activitiesFor(limits: SessionLimits) {
-    const hostOptions = {
-      taskQueue: hostTaskQueue(create.host),
-      // Bounded so a vanished host is learned about instead of waited on forever.
-      scheduleToStartTimeout: `${limits.hostWaitSeconds} seconds`,
-      cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-    } as const;
+    // Bounded so a vanished host is learned about instead of waited on forever; everything else is retried.
+    const hostOptions = hostActivityOptions(create.host, limits.hostWaitSeconds);
     return {
       worktree: proxyActivities<HostActivities>({
         ...hostOptions,
         startToCloseTimeout: '2 minutes',
         // Preparation heartbeats every second: a dead worker is noticed in seconds and a cancel reaches it.
         heartbeatTimeout: '15 seconds',
-        retry: { initialInterval: '1 second', maximumAttempts: 5 },
         summary: `worktree on ${create.host}`,
       }),
       tool: proxyActivities<HostActivities>({
@@ -261,7 +254,6 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
         // The runner heartbeats every second; a dead worker is noticed in seconds, not at the timeout.
         heartbeatTimeout: '15 seconds',
         // A retry never reruns a mutating tool: it returns the recorded result or reports `unknown` (invariant 11a).
-        retry: { initialInterval: '1 second', maximumAttempts: 3 },
         summary: `tool call on ${create.host}`,
       }),
     };

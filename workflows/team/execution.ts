@@ -8,7 +8,7 @@ import {
   upsertSearchAttributes,
 } from '@temporalio/workflow';
 import type { SharedActivities } from '../../activities';
-import { MODEL_ACTIVITY_OPTIONS, failureOf } from '../activity-options';
+import { DISPATCH_OPTIONS, failureOf } from '../activity-options';
 import {
   executionTurnEndedSignal,
   taskExecutionQuery,
@@ -31,7 +31,8 @@ import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_PARENT, ORCHARD_STATUS } from '../s
  * the task; any late end of the old execution is not evidence).
  */
 export async function teamTaskExecution(input: TaskExecutionInput): Promise<TaskExecutionSettled> {
-  const acts = proxyActivities<SharedActivities>({ ...MODEL_ACTIVITY_OPTIONS, summary: `task ${input.taskId}` });
+  // Dispatch and settlement wait on Temporal and git: they heartbeat, and infrastructure faults are retried.
+  const acts = proxyActivities<SharedActivities>({ ...DISPATCH_OPTIONS, summary: `task ${input.taskId}` });
   const team = getExternalWorkflowHandle(teamWorkflowId(input.teamId));
   const notices: ChildTurnEnded[] = [];
   let state: TaskExecutionSettled['state'] | 'dispatching' | 'working' = 'dispatching';

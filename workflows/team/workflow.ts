@@ -4,6 +4,7 @@ import {
   ApplicationFailure,
   CancellationScope,
   condition,
+  isCancellation,
   continueAsNew,
   getExternalWorkflowHandle,
   ParentClosePolicy,
@@ -22,7 +23,7 @@ import {
 import { RetryState, type SearchAttributeUpdatePair } from '@temporalio/common';
 import type { HostActivities, SharedActivities } from '../../activities';
 import type { CallRef } from '../../activities/orchestrator';
-import { MODEL_ACTIVITY_OPTIONS, STORE_LOCAL_OPTIONS, failureOf } from '../activity-options';
+import { DISPATCH_OPTIONS, MODEL_ACTIVITY_OPTIONS, QUIESCENCE_OPTIONS, STORE_OPTIONS, failureOf, hostActivityOptions } from '../activity-options';
 import { isErrorCode, orchardFailure } from '../errors';
 import {
   childTurnEndedSignal,
@@ -63,7 +64,8 @@ import { announceReady, NO_CANDIDATE, takeAssessment, type Assessment, type Cand
 
 /** Why the Coordinator is woken: what happened since its last turn, as short lines (the board has the rest). */
 interface Wake {
-  readonly userMessages: readonly { readonly messageId: string }[];
+  /** `stored: false` while the message's text is being stored: it holds its place, and no turn takes it yet. */
+  readonly userMessages: readonly { readonly messageId: string; readonly stored?: boolean }[];
   readonly events: readonly string[];
 }
 
@@ -94,12 +96,19 @@ export interface CarriedTeamState {
   readonly receipts: readonly HandoffState[];
   /** Tasks the user cancelled while they waited (never started, even when a handoff releases them later). */
   readonly userCancelled?: readonly string[];
+  /** The answers of the user's recent reassign/cancel/resolve requests, by request id (a retry answers the first). */
+  readonly answered?: readonly (readonly [string, AnsweredRequest])[];
+  readonly refusedSignals?: number;
 }
+
+/** What a user's team request was answered: a retry with its request id gets the same. */
+type AnsweredRequest = { readonly receipt: ReceiptView } | { readonly cancelled: CancelTaskResult };
 
 /** A handoff as the workflow drives it: the receipt's view plus what the driver needs. */
 interface HandoffState extends ReceiptView {
   readonly sessionId: string;
-  readonly lease?: { readonly worktree: string; readonly generation: number };
+  /** The old execution's lease as fenced; `holder` names its execution chain (the yield reaches that chain only). */
+  readonly lease?: { readonly worktree: string; readonly generation: number; readonly holder?: string };
   /** The driver has finished with it (released, or settled at timeout/unknown/failed and waiting for a user). */
   readonly driven: boolean;
 }
@@ -137,7 +146,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   let planApproved = carried?.planApproved ?? false;
   const assigned = [...(carried?.assigned ?? [])];
   const executions: TaskExecutionView[] = [...(carried?.executions ?? [])];
-  let wake: { userMessages: { messageId: string }[]; events: string[] } = {
+  let wake: { userMessages: { messageId: string; stored?: boolean }[]; events: string[] } = {
     userMessages: [...(carried?.wake.userMessages ?? [])],
     events: [...(carried?.wake.events ?? [])],
   };
@@ -161,7 +170,13 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   const running = () => executions.filter((e) => e.state === 'running').length;
   const receipts: HandoffState[] = (carried?.receipts ?? []).map((r) => ({ ...r, kind: r.kind ?? 'reassign' }));
   const userCancelled: string[] = [...(carried?.userCancelled ?? [])];
+  const answered: [string, AnsweredRequest][] = (carried?.answered ?? []).map(([r, a]) => [r, a]);
+  // Request ids of messages being stored now: a concurrent duplicate waits for the first's outcome.
+  const storing: string[] = [];
+  let refusedSignals = carried?.refusedSignals ?? 0;
   let driving = 0;
+  // Every handoff driver this run started: awaited before the run continues-as-new, never left floating.
+  const drivers = new Map<string, Promise<void>>();
   const handoffTimes = { ...DEFAULT_HANDOFF, ...(start.handoff ?? {}) };
   // Emitted through the worker's telemetry (Prometheus when the runtime exports metrics); replay-safe.
   const sloMisses = metricMeter.createCounter('orchard_handoff_slo_missed', 'handoffs', 'Handoffs whose old execution was not released within the SLO');
@@ -169,27 +184,36 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   // Regular activities, not local ones: update handlers (a handoff's driver) run beside the main loop, and a local
   // activity's result can reach the workflow in a different activation on replay than it did live, which would
   // reorder the two coroutines' commands. An activity's completion is an event, ordered the same both times.
-  const store = proxyActivities<SharedActivities>({ startToCloseTimeout: STORE_LOCAL_OPTIONS.startToCloseTimeout, retry: STORE_LOCAL_OPTIONS.retry, summary: 'team store' });
-  const acts = proxyActivities<SharedActivities>({ ...MODEL_ACTIVITY_OPTIONS, summary: 'team' });
+  const store = proxyActivities<SharedActivities>({ ...STORE_OPTIONS, summary: 'team store' });
+  const model = proxyActivities<SharedActivities>({ ...MODEL_ACTIVITY_OPTIONS, summary: 'team' });
+  // A Coordinator tool may certify (git on the result branch): it heartbeats while it runs.
+  const work = proxyActivities<SharedActivities>({ ...DISPATCH_OPTIONS, summary: 'team' });
   // A yield heartbeats while it waits for the old runtime: a worker lost mid-handoff is noticed in seconds and
   // the same receipt's yield is retried elsewhere (cancel and the checks are idempotent).
-  const handoffActs = proxyActivities<SharedActivities>({ ...MODEL_ACTIVITY_OPTIONS, heartbeatTimeout: '5 seconds', summary: 'handoff' });
+  const handoffActs = proxyActivities<SharedActivities>({ ...QUIESCENCE_OPTIONS, summary: 'handoff' });
   const memberIds = members.map((m) => m.memberId);
   const sessionOf = (memberId: string) => `${start.teamId}-${memberId}`;
 
   setHandler(teamMessageUpdate, (message) => accept(message), {
     description: 'A user message to the Coordinator: accepted with its id (a repeated requestId once), answered by a Coordinator turn.',
     validator: (message) => {
-      const problem = messageProblem(message);
+      const problem = messageProblem(message) ?? (isKnownMessage(message.requestId) ? undefined : queueRefusal(message.text.length));
       if (problem) throw orchardFailure(problem.code, problem.message);
     },
   });
   setHandler(
     teamMessageSignal,
     async (message) => {
-      const problem = messageProblem(message);
-      if (problem) return log.warn('message signal refused', { code: problem.code });
-      await accept(message);
+      const problem = messageProblem(message) ?? (isKnownMessage(message.requestId) ? undefined : queueRefusal(message.text.length));
+      if (problem) {
+        refusedSignals += 1;
+        return log.warn('message signal refused', { code: problem.code });
+      }
+      // A signal cannot be answered: a message the store refused for good is counted, never a failed team run.
+      await accept(message).catch((err: unknown) => {
+        refusedSignals += 1;
+        log.warn('message signal not accepted', { requestId: message.requestId, error: String(err) });
+      });
     },
     { description: 'Fire-and-forget `message`.' },
   );
@@ -232,25 +256,46 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     },
     { description: "A fact was committed outside the workflow (its revision, and a Member's message); wakes the Coordinator if it is new." },
   );
-  setHandler(reassignTaskUpdate, (input) => reassign(input), {
+  setHandler(
+    reassignTaskUpdate,
+    (input) => answering(input.requestId, (a) => ('receipt' in a ? a.receipt : undefined), async () => {
+      const receipt = await reassign(input);
+      return { answer: receipt, remembered: { receipt } };
+    }),
+    {
     description: 'Cancel a running task and give it to another member: fence, receipt, yield, release, then the replacement starts.',
     validator: (input) => {
+      if (answerOf(input?.requestId)) return;
       const problem = reassignProblem(input);
       if (problem) throw orchardFailure(problem.code, problem.message);
     },
   });
-  setHandler(cancelTaskUpdate, (input) => cancelTask(input), {
+  setHandler(
+    cancelTaskUpdate,
+    (input) => answering(input.requestId, (a) => ('cancelled' in a ? a.cancelled : undefined), async () => {
+      const cancelled = await cancelTask(input);
+      return { answer: cancelled, remembered: { cancelled } };
+    }),
+    {
     description: "The user removes a task from the run's scope: a waiting task is cancelled; running work is fenced and yielded (a handoff without replacement).",
     validator: (input) => {
+      if (answerOf(input?.requestId)) return;
       const i = (input ?? {}) as unknown as Record<string, unknown>;
       if (typeof i.taskId !== 'string' || i.taskId === '' || typeof i.reason !== 'string' || i.reason.trim() === '') {
         throw orchardFailure('invalid_input', 'cancel needs { taskId, reason }');
       }
     },
   });
-  setHandler(resolveHandoffUpdate, (input) => resolveHandoff(input), {
+  setHandler(
+    resolveHandoffUpdate,
+    (input) => answering(input.requestId, (a) => ('receipt' in a ? a.receipt : undefined), async () => {
+      const receipt = await resolveHandoff(input);
+      return { answer: receipt, remembered: { receipt } };
+    }),
+    {
     description: 'A user resolves a handoff that timed out: keep_stopped (cancel only the replacement) or release (with proof of quiescence).',
     validator: (input) => {
+      if (answerOf(input?.requestId)) return;
       const receipt = receipts.find((r) => r.receiptId === input?.receiptId);
       if (!receipt) throw orchardFailure('receipt_not_found', `no handoff receipt ${String(input?.receiptId)}`);
       if (input.action !== 'keep_stopped' && input.action !== 'release') throw orchardFailure('invalid_input', 'action must be keep_stopped or release');
@@ -267,13 +312,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       // A user action on the team's repository: on its host's queue (the disk that holds it), never the Coordinator's.
       // A host that is gone answers host_unavailable after a minute instead of leaving the user waiting; git on a
       // large checkout may take minutes (no heartbeat); a retry finishes the stored plan, so a few are safe.
-      const host = proxyActivities<HostActivities>({
-        taskQueue: hostTaskQueue(start.host),
-        scheduleToStartTimeout: '60 seconds',
-        startToCloseTimeout: '10 minutes',
-        retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumAttempts: 3 },
-        summary: 'team merge',
-      });
+      const host = proxyActivities<HostActivities>({ ...hostActivityOptions(start.host, 60), startToCloseTimeout: '10 minutes', summary: 'team merge' });
       try {
         const merged = await host.mergeTeamResult({ teamId: start.teamId, certificateId: certificate!.certificateId });
         if (merged.revision !== undefined) knownRevision = Math.max(knownRevision, merged.revision);
@@ -300,6 +339,28 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     },
   );
   setHandler(teamStatusQuery, () => view(), { description: 'Revisions, members, executions, Coordinator turns, replies and refusals.' });
+
+  /** The first answer to a user request id, if it was answered (a retry after a lost response gets it again). */
+  function answerOf(requestId: unknown): AnsweredRequest | undefined {
+    return typeof requestId === 'string' ? answered.find(([r]) => r === requestId)?.[1] : undefined;
+  }
+
+  /** Runs a user request once per request id (across continue-as-new too): a retry answers what the first did. */
+  async function answering<T>(
+    requestId: string | undefined,
+    pick: (a: AnsweredRequest) => T | undefined,
+    run: () => Promise<{ answer: T; remembered: AnsweredRequest }>,
+  ): Promise<T> {
+    const first = answerOf(requestId);
+    const again = first && pick(first);
+    if (again !== undefined) return again;
+    const { answer, remembered } = await run();
+    if (typeof requestId === 'string') {
+      answered.push([requestId, remembered]);
+      keep(answered, KEPT * 2);
+    }
+    return answer;
+  }
 
   function reassignProblem(input: unknown): { code: 'invalid_input' | 'task_not_in_progress' | 'member_not_found' | 'same_owner'; message: string } | undefined {
     const i = (input ?? {}) as Record<string, unknown>;
@@ -333,7 +394,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       const receipt = await fence(execution, 'cancel', input.reason, (r) => `the user cancelled task ${input.taskId} (${input.reason}) while ${r.oldOwner} worked on it: its execution is stopped, nothing replaces it`);
       return { taskId: input.taskId, status: 'cancelled', workRevision: knownRevision, receipt };
     }
-    const cancelled = await asUpdateFailure(acts.cancelPendingTask({ teamId: start.teamId, eventId: `cancel-${uuid4()}`, taskId: input.taskId, reason: input.reason, kind: 'cancel' }));
+    const cancelled = await asUpdateFailure(store.cancelPendingTask({ teamId: start.teamId, eventId: `cancel-${uuid4()}`, taskId: input.taskId, reason: input.reason, kind: 'cancel' }));
     knownRevision = Math.max(knownRevision, cancelled.revision);
     const queued = assigned.findIndex((a) => a.taskId === input.taskId);
     if (queued >= 0) assigned.splice(queued, 1);
@@ -356,7 +417,9 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     event: (receipt: HandoffState) => string,
     replacement?: { taskId: string; owner: string },
   ): Promise<ReceiptView> {
-    const fenced = await asUpdateFailure(acts.fenceHandoff({
+    // The handoff's clocks start when the user's request is accepted, not once the fence and its writes are done.
+    const clocks = patched('team-handoff-clocks-at-accept') ? startClocks() : undefined;
+    const fencing = asUpdateFailure(store.fenceHandoff({
       teamId: start.teamId,
       eventId: `${kind}-${uuid4()}`,
       oldTaskId: execution.taskId,
@@ -366,6 +429,11 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       executionId: execution.executionId,
       replacement,
     }));
+    // A refused fence starts no handoff: its clocks stop.
+    const fenced = await fencing.catch((err: unknown) => {
+      clocks?.scope.cancel();
+      throw err;
+    });
     knownRevision = Math.max(knownRevision, fenced.revision);
     const at = executions.findIndex((e) => e.executionId === execution.executionId);
     executions[at] = { ...executions[at], state: kind === 'cancel' ? 'cancelled' : 'handed_off' };
@@ -387,13 +455,13 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       sloMissed: r.sloMissed,
       trail: [r.state],
       sessionId: r.sessionId,
-      lease: r.lease ? { worktree: r.lease.worktree, generation: r.lease.generation } : undefined,
+      lease: r.lease ? { worktree: r.lease.worktree, generation: r.lease.generation, holder: r.lease.holder } : undefined,
       driven: false,
     };
     receipts.push(receipt);
     noteEvent(event(receipt));
     publish();
-    void drive(receipt.receiptId);
+    startDriver(receipt.receiptId, clocks);
     return publicReceipt(receipt.receiptId);
   }
 
@@ -446,10 +514,118 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
 
   /** Moves a receipt; answers the board's candidate when the move may have closed it (a release, a resolution). */
   async function moveTo(receiptId: string, to: ReceiptView['state'], extra: { sloMissed?: boolean; resolution?: unknown; why?: string } = {}): Promise<Assessment> {
-    const moved = await acts.moveReceipt({ teamId: start.teamId, receiptId, to, ...extra });
+    const moved = await store.moveReceipt({ teamId: start.teamId, receiptId, to, ...extra });
     knownRevision = Math.max(knownRevision, moved.revision);
     setReceipt(receiptId, { state: moved.receipt.state, sloMissed: moved.receipt.sloMissed });
     return moved;
+  }
+
+  /** A handoff's two durable timers; each answers true when it fired, false when the handoff settled first. */
+  interface Clocks {
+    readonly scope: CancellationScope;
+    readonly slo: Promise<boolean>;
+    readonly timeout: Promise<boolean>;
+  }
+
+  function startClocks(): Clocks {
+    const scope = new CancellationScope();
+    const timer = (ms: number) => scope.run(() => sleep(ms)).then(() => true, () => false);
+    return { scope, slo: timer(handoffTimes.sloMs), timeout: timer(handoffTimes.timeoutMs) };
+  }
+
+  /** Starts a receipt's driver; the run awaits it before continuing-as-new (no driver is ever left floating). */
+  function startDriver(receiptId: string, clocks: Clocks | undefined): void {
+    const driver = (clocks ? driveDurably(receiptId, clocks) : drive(receiptId))
+      .catch((err: unknown) => log.error('handoff driver failed', { receiptId, error: String(err) }))
+      .finally(() => drivers.delete(receiptId));
+    drivers.set(receiptId, driver);
+  }
+
+  /**
+   * Drives one handoff from the user's request (its clocks already run): asks the old execution's chain to yield,
+   * then releases the replacement once the old runtime is quiescent. At the SLO a miss is recorded; at the timeout
+   * one more check tells `timeout` (known to be still there) from `unknown` (nobody could tell) and releases a
+   * runtime that went quiet at the last moment. The yield runs in a scope of its own that ends when the driver
+   * settles, so it never outlives its handoff. Nothing here can wedge the run: a write that fails for good settles
+   * the receipt `unknown` (durably when the store takes it), which a user can resolve.
+   */
+  async function driveDurably(receiptId: string, clocks: Clocks): Promise<void> {
+    driving += 1;
+    const receipt = receipts.find((r) => r.receiptId === receiptId)!;
+    const yieldScope = new CancellationScope();
+    let yielding: Promise<unknown> = Promise.resolve();
+    try {
+      await moveTo(receiptId, 'yielding');
+      let settled = false;
+      const slo = clocks.slo.then(async (fired) => {
+        if (!fired || settled) return;
+        await moveTo(receiptId, 'yielding', { sloMissed: true });
+        sloMisses.add(1, { team: start.teamId });
+        publish();
+      });
+      let why: string | undefined;
+      const timedOut = clocks.timeout.then(() => 'timeout' as const);
+      const yieldCall = yieldScope.run(() => handoffActs.yieldExecution({ sessionId: receipt.sessionId, reason: `handoff ${receiptId}`, lease: receipt.lease }));
+      yielding = yieldCall.catch(() => undefined);
+      // The yield answers quiescent, or fails for good (`failed`, at once); anything else waits for the timeout.
+      const yielded = yieldCall.then(
+        (r) => (r.quiescent ? ('released' as const) : timedOut),
+        (err: unknown) => {
+          if (err instanceof ActivityFailure && err.retryState === RetryState.NON_RETRYABLE_FAILURE) {
+            why = failureOf(err).message;
+            return 'failed' as const;
+          }
+          return timedOut;
+        },
+      );
+      let outcome: 'released' | 'timeout' | 'unknown' | 'failed' = await Promise.race([yielded, timedOut]);
+      if (outcome === 'timeout') {
+        const proof = await handoffActs
+          .checkQuiescent({ sessionId: receipt.sessionId, lease: receipt.lease })
+          .catch((err: unknown) => ({ quiescent: false as const, known: false, why: err instanceof ActivityFailure ? failureOf(err).message : String(err) }));
+        outcome = proof.quiescent ? 'released' : proof.known ? 'timeout' : 'unknown';
+        why = proof.quiescent ? undefined : proof.why;
+      }
+      settled = true;
+      clocks.scope.cancel();
+      yieldScope.cancel();
+      await slo;
+      if (outcome === 'released') {
+        const assessed = await moveTo(receiptId, 'released');
+        release(receiptId);
+        assess(assessed);
+      } else {
+        await moveTo(receiptId, outcome, why === undefined ? {} : { why });
+        blocked(receipt, outcome, why);
+      }
+    } catch (err) {
+      if (isCancellation(err)) throw err;
+      clocks.scope.cancel();
+      yieldScope.cancel();
+      const why = err instanceof ActivityFailure ? failureOf(err).message : String(err);
+      if (receipts.find((r) => r.receiptId === receiptId)?.state !== 'released') {
+        await moveTo(receiptId, 'unknown', { why }).catch((again: unknown) => {
+          log.warn('receipt not moved to unknown in the store', { receiptId, error: String(again) });
+          setReceipt(receiptId, { state: 'unknown' });
+        });
+        blocked(receipt, 'unknown', why);
+      }
+    } finally {
+      // The yield has really stopped (its cancellation is waited for) before the driver counts as done.
+      await yielding;
+      setReceipt(receiptId, { driven: true });
+      driving -= 1;
+    }
+  }
+
+  /** The Coordinator hears that a handoff settled without a release: it waits for the user. */
+  function blocked(receipt: HandoffState, state: string, why: string | undefined): void {
+    const because = why === undefined ? '' : ` (${why})`;
+    noteEvent(
+      receipt.newTaskId
+        ? `handoff ${receipt.receiptId} is ${state}${because}: replacement ${receipt.newTaskId} stays blocked until the user resolves it`
+        : `handoff ${receipt.receiptId} is ${state}${because}: the cancelled execution of ${receipt.oldTaskId} is not proven stopped until the user resolves it`,
+    );
   }
 
   /**
@@ -497,7 +673,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
         );
         outcome = await Promise.race([yielded, timeout]).catch(() => 'cancelled' as const);
         if (outcome === 'timeout') {
-          const proof = await acts.checkQuiescent({ sessionId: receipt.sessionId, lease: receipt.lease }).catch((err) => ({ quiescent: false, known: false, why: failureOf(err).message }));
+          const proof = await handoffActs.checkQuiescent({ sessionId: receipt.sessionId, lease: receipt.lease }).catch((err) => ({ quiescent: false, known: false, why: failureOf(err).message }));
           outcome = proof.quiescent ? 'released' : proof.known ? 'timeout' : 'unknown';
           why = proof.quiescent ? undefined : proof.why;
         }
@@ -541,7 +717,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     const receipt = receipts.find((r) => r.receiptId === input.receiptId)!;
     if (input.action === 'keep_stopped') {
       if (receipt.newTaskId) {
-        const cancelled = await asUpdateFailure(acts.cancelPendingTask({
+        const cancelled = await asUpdateFailure(store.cancelPendingTask({
           teamId: start.teamId,
           eventId: `keep-stopped-${uuid4()}`,
           taskId: receipt.newTaskId,
@@ -559,7 +735,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       assess(assessed);
       return publicReceipt(receipt.receiptId);
     }
-    const proof = await acts.checkQuiescent({ sessionId: receipt.sessionId, lease: receipt.lease });
+    const proof = await handoffActs.checkQuiescent({ sessionId: receipt.sessionId, lease: receipt.lease });
     if (!proof.quiescent) throw orchardFailure('old_runtime_not_quiescent', `cannot release ${receipt.receiptId}: ${proof.why}`);
     const assessed = await moveTo(receipt.receiptId, 'released', { resolution: { action: 'release', reason: input.reason ?? null } });
     setReceipt(receipt.receiptId, { resolution: 'release' });
@@ -579,7 +755,56 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     }
   }
 
+  /** A request id already accepted or being accepted: its retry is answered, whatever the queue's state. */
+  function isKnownMessage(requestId: string | undefined): boolean {
+    return requestId !== undefined && (storing.includes(requestId) || seenRequests.some(([r]) => r === requestId));
+  }
+
+  /** Why a message of `length` characters cannot be queued now (queue cap, or this run's history budget). */
+  function queueRefusal(length: number): { code: 'queue_full'; message: string } | undefined {
+    if (wake.userMessages.length >= limits.maxQueuedTasks) {
+      return { code: 'queue_full', message: `team ${start.teamId} has ${wake.userMessages.length} messages waiting (limit ${limits.maxQueuedTasks}): retry after the Coordinator has read some` };
+    }
+    if (workflowInfo().historySize + 2 * length > limits.historyBudgetBytes) {
+      return { code: 'queue_full', message: `this run of team ${start.teamId} is at its history budget; it continues-as-new shortly: retry then` };
+    }
+    return undefined;
+  }
+
+  /**
+   * Reserve (an id and a place, in arrival order) → store the text → commit (the request id answers retries), or
+   * release on a failed store, so a retry is a first attempt and never a duplicate of nothing.
+   */
   async function accept(message: MessageInput): Promise<MessageResult> {
+    if (!patched('team-accept-reserved')) return acceptStoringFirst(message);
+    const requestId = message.requestId;
+    if (requestId !== undefined && storing.includes(requestId)) await condition(() => !storing.includes(requestId));
+    const seen = requestId === undefined ? undefined : seenRequests.find(([r]) => r === requestId);
+    if (seen) return { messageId: seen[1], duplicate: true };
+    const messageId = `u${nextMessageSeq++}`;
+    if (requestId !== undefined) storing.push(requestId);
+    wake.userMessages.push({ messageId, stored: false });
+    publish();
+    try {
+      await store.storeTasks([{ executionId, sessionId: start.teamId, taskId: messageId, task: message.text, requestId }]);
+    } catch (err) {
+      wake.userMessages = wake.userMessages.filter((m) => m.messageId !== messageId);
+      if (requestId !== undefined) storing.splice(storing.indexOf(requestId), 1);
+      publish();
+      throw orchardFailure('store_unavailable', `the message could not be stored, so it was not accepted: ${err instanceof ActivityFailure ? failureOf(err).message : String(err)}`);
+    }
+    wake.userMessages = wake.userMessages.map((m) => (m.messageId === messageId ? { messageId } : m));
+    if (requestId !== undefined) {
+      seenRequests.push([requestId, messageId]);
+      keep(seenRequests, 500);
+      storing.splice(storing.indexOf(requestId), 1);
+    }
+    publish();
+    return { messageId, duplicate: false };
+  }
+
+  /** Histories recorded before reserve → store → commit: the dedupe entry went in before the store write. */
+  async function acceptStoringFirst(message: MessageInput): Promise<MessageResult> {
     const seen = message.requestId === undefined ? undefined : seenRequests.find(([r]) => r === message.requestId);
     if (seen) return { messageId: seen[1], duplicate: true };
     const messageId = `u${nextMessageSeq++}`;
@@ -592,6 +817,9 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     publish();
     return { messageId, duplicate: false };
   }
+
+  /** A user message may open a Coordinator turn: the first one waiting is stored. */
+  const userReady = () => wake.userMessages.length > 0 && wake.userMessages[0].stored !== false;
 
   function noteEvent(line: string): void {
     wake.events.push(line);
@@ -614,6 +842,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       replies,
       refusals,
       queuedMessages: wake.userMessages.length,
+      ...(refusedSignals > 0 ? { refusedSignals } : {}),
       receipts: receipts.map(({ sessionId: _s, lease: _l, driven: _d, ...r }) => r),
       waiting: receipts.flatMap((r) =>
         r.newTaskId && r.state !== 'released' && r.resolution === undefined
@@ -741,7 +970,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
 
   /** The opening message of a Coordinator turn: the user's words, or the events that woke it. */
   async function openingMessage(): Promise<string> {
-    const user = wake.userMessages.shift();
+    const user = userReady() ? wake.userMessages.shift() : undefined;
     if (user) return user.messageId;
     const messageId = `e${nextMessageSeq++}`;
     const text = [`Work facts changed (revision ${knownRevision}):`, ...wake.events.map((e) => `- ${e}`)].join('\n');
@@ -767,7 +996,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     try {
       for (let step = 1; step <= limits.maxStepsPerTurn; step++) {
         modelCalls += 1;
-        const answer = await acts.modelStep({
+        const answer = await model.modelStep({
           ...keys,
           step,
           taskId: step === 1 ? taskId : undefined,
@@ -824,13 +1053,13 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     const refuse = async (code: string, message: string) => {
       refusals.push({ tool: name, code });
       keep(refusals, KEPT);
-      await acts.recordCoordinatorResult({ ...ref, index, content: `error (${code}): ${message}; nothing was done` });
+      await store.recordCoordinatorResult({ ...ref, index, content: `error (${code}): ${message}; nothing was done` });
     };
     if (!isCoordinatorTool(name)) return refuse('tool_not_allowed', `${name} is not one of your tools: you only orchestrate, members do the work`);
     if (name === 'task_list' && readRevision === knownRevision) {
       return refuse('coordinator_no_new_work_facts', `the board is unchanged since you read it at revision ${readRevision}; end your turn and you will be woken when something happens`);
     }
-    const effects = await acts.coordinatorTool({ teamId: start.teamId, ref, index, tool: name, members: memberIds, turnsRunning: running() });
+    const effects = await work.coordinatorTool({ teamId: start.teamId, ref, index, tool: name, members: memberIds, turnsRunning: running() });
     if (effects.certificate) {
       certificate = effects.certificate;
       candidate = 'certified';
@@ -859,25 +1088,29 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   }
 
   // The chain's first run is this activation: a team started again after its run closed is a new generation.
-  const opened = await acts.openTeam({ ...start, members, activationId: info.firstExecutionRunId });
+  const opened = await store.openTeam({ ...start, members, activationId: info.firstExecutionRunId });
   generation = opened.generation;
   knownRevision = Math.max(knownRevision, opened.workRevision);
   if (!carried) {
     // The goal is the first user message.
     await accept({ text: start.goal, requestId: `goal/${start.teamId}` });
   }
+  // A receipt whose driver had not settled when the last run ended is driven again (its clocks start anew).
+  for (const r of receipts) {
+    if (!r.driven && (r.state === 'requested' || r.state === 'yielding') && patched('team-redrive-receipts')) startDriver(r.receiptId, startClocks());
+  }
   publish();
 
+  // A run that has done nothing yet never hands over for its size (a budget below a fresh run's history would loop).
+  const handOver = () =>
+    turnsThisRun >= limits.turnsPerRun ||
+    workflowInfo().continueAsNewSuggested ||
+    (turnsThisRun > 0 && workflowInfo().historySize >= (limits.historyBudgetBytes * 3) / 4);
   for (;;) {
-    await condition(
-      () =>
-        wake.userMessages.length > 0 ||
-        dirty ||
-        pendingEnds.length > 0 ||
-        pendingSettled.length > 0 ||
-        turnsThisRun >= limits.turnsPerRun ||
-        workflowInfo().continueAsNewSuggested,
-    );
+    await condition(() => userReady() || dirty || pendingEnds.length > 0 || pendingSettled.length > 0 || handOver());
+    const pending = userReady() || dirty || pendingEnds.length > 0 || pendingSettled.length > 0;
+    // A busy team still hands over when due: everything pending (wakes, ends, settlements) is carried to the next run.
+    if (pending && handOver() && patched('team-continue-under-load')) break;
     if (pendingEnds.length > 0) {
       await forwardEnds();
       continue;
@@ -887,39 +1120,43 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       await dispatchReady();
       continue;
     }
-    if (wake.userMessages.length > 0 || dirty) {
+    if (userReady() || dirty) {
       await dispatchReady();
       await coordinatorTurn();
       continue;
     }
-    await condition(() => driving === 0 && allHandlersFinished());
-    await continueAsNew<typeof teamRun>({
-      start,
-      carried: {
-        executionId,
-        generation,
-        knownRevision,
-        readRevision,
-        planApproved,
-        assigned,
-        executions,
-        wake,
-        dirty,
-        nextMessageSeq,
-        seenRequests,
-        turns,
-        turnsCompleted,
-        replies,
-        refusals,
-        pendingEnds,
-        pendingSettled,
-        candidate,
-        assessed,
-        certificate,
-        summary,
-        receipts,
-        userCancelled,
-      },
-    });
+    break;
   }
+  await condition(() => driving === 0 && allHandlersFinished());
+  await Promise.all(drivers.values());
+  return continueAsNew<typeof teamRun>({
+    start,
+    carried: {
+      executionId,
+      generation,
+      knownRevision,
+      readRevision,
+      planApproved,
+      assigned,
+      executions,
+      wake,
+      dirty,
+      nextMessageSeq,
+      seenRequests,
+      turns,
+      turnsCompleted,
+      replies,
+      refusals,
+      pendingEnds,
+      pendingSettled,
+      candidate,
+      assessed,
+      certificate,
+      summary,
+      receipts,
+      userCancelled,
+      answered,
+      refusedSignals,
+    },
+  });
 }

@@ -74,11 +74,12 @@ export interface Fleet {
 export async function startFleet(
   t: import('ava').ExecutionContext,
   model: (body: any) => Reply | Promise<Reply>,
-  options: { limits?: Record<string, number> } = {},
+  options: { limits?: Record<string, number>; databaseUrl?: string } = {},
 ): Promise<Fleet> {
   const stub = await stubModel(t, model);
   const provider = new OpenAICompatibleProvider({ baseURL: stub.url, model: 'stub-model', timeoutMs: 30_000 });
-  const orchard = await startOrchard(t, { defaultProvider: provider });
+  // `databaseUrl`: the workers reach PostgreSQL there (a fault test's proxy); the test reads it directly.
+  const orchard = await startOrchard(t, { defaultProvider: provider, databaseUrl: options.databaseUrl });
   const id = uniqueId('orch');
   const repo = makeRepo();
   await orchard.client.startOrchestrator({ orchestratorId: id, repo, title: 'fleet', limits: options.limits });

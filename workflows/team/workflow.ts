@@ -60,6 +60,7 @@ import { ORCHARD_HANDOFF_SLO_MISSED, ORCHARD_HOST, ORCHARD_KIND, ORCHARD_STATUS 
 import { excerpt } from '../session/state';
 import { isCoordinatorTool } from './authority';
 import { teamTaskExecution } from './execution';
+import { legacyMemberSessionId } from './member-session';
 import { announceReady, NO_CANDIDATE, takeAssessment, type Assessment, type CandidateState } from './candidate';
 
 /** Why the Coordinator is woken: what happened since its last turn, as short lines (the board has the rest). */
@@ -99,6 +100,8 @@ export interface CarriedTeamState {
   /** The answers of the user's recent reassign/cancel/resolve requests, by request id (a retry answers the first). */
   readonly answered?: readonly (readonly [string, AnsweredRequest])[];
   readonly refusedSignals?: number;
+  /** [memberId, sessionId] as the team's rows store them (absent in runs before collision-free ids: legacy ids). */
+  readonly memberSessions?: readonly (readonly [string, string])[];
 }
 
 /** What a user's team request was answered: a retry with its request id gets the same. */
@@ -192,7 +195,11 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   // the same receipt's yield is retried elsewhere (cancel and the checks are idempotent).
   const handoffActs = proxyActivities<SharedActivities>({ ...QUIESCENCE_OPTIONS, summary: 'handoff' });
   const memberIds = members.map((m) => m.memberId);
-  const sessionOf = (memberId: string) => `${start.teamId}-${memberId}`;
+  // Members' session ids are the ones stored when the team first opened: `<team>__<member>` for teams started since
+  // collision-free ids, `<team>-<member>` for older ones (openTeam answers the stored ids; the first write wins).
+  const memberSessionIds = patched('team-member-session-ids-v2') ? ('v2' as const) : undefined;
+  let memberSessions: (readonly [string, string])[] = [...(carried?.memberSessions ?? [])];
+  const sessionOf = (memberId: string) => memberSessions.find(([m]) => m === memberId)?.[1] ?? legacyMemberSessionId(start.teamId, memberId);
 
   setHandler(teamMessageUpdate, (message) => accept(message), {
     description: 'A user message to the Coordinator: accepted with its id (a repeated requestId once), answered by a Coordinator turn.',
@@ -1088,7 +1095,8 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   }
 
   // The chain's first run is this activation: a team started again after its run closed is a new generation.
-  const opened = await store.openTeam({ ...start, members, activationId: info.firstExecutionRunId });
+  const opened = await store.openTeam({ ...start, members, activationId: info.firstExecutionRunId, ...(memberSessionIds ? { memberSessionIds } : {}) });
+  if (opened.members) memberSessions = opened.members.map((m) => [m.memberId, m.sessionId] as const);
   generation = opened.generation;
   knownRevision = Math.max(knownRevision, opened.workRevision);
   if (!carried) {
@@ -1157,6 +1165,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       userCancelled,
       answered,
       refusedSignals,
+      memberSessions,
     },
   });
 }

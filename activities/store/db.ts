@@ -113,3 +113,35 @@ export async function withTransaction<T>(pool: Pool, fn: (client: PoolClient) =>
 function quoteIdent(name: string): string {
   return `"${name.replace(/"/g, '""')}"`;
 }
+
+/**
+ * Whether `err` says the database could not be reached or the connection broke (refused, reset, terminated, the
+ * server shutting down): a fault that passes, as opposed to a statement the database refused.
+ */
+export function isConnectionFault(err: unknown): boolean {
+  const e = err as { code?: unknown; message?: unknown } | undefined;
+  const code = typeof e?.code === 'string' ? e.code : '';
+  if (['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN'].includes(code)) return true;
+  // SQLSTATE class 08 (connection exception), 57P01-57P03 (admin shutdown, crash shutdown, cannot connect now).
+  if (/^08/.test(code) || ['57P01', '57P02', '57P03'].includes(code)) return true;
+  return typeof e?.message === 'string' && /Connection terminated|connection timeout|Client has encountered a connection error/i.test(e.message);
+}
+
+/**
+ * Runs a write until the database takes it, while the only reason it fails is a connection fault (backing off to
+ * `maxDelayMs`; `onWait` runs between attempts, e.g. to heartbeat). For a fact that must not be lost with the
+ * attempt that learned it — nobody else would write it later. Any other error is thrown at once.
+ */
+export async function untilStored<T>(write: () => Promise<T>, options: { onWait?: () => void; maxDelayMs?: number } = {}): Promise<T> {
+  let delay = 200;
+  for (;;) {
+    try {
+      return await write();
+    } catch (err) {
+      if (!isConnectionFault(err)) throw err;
+      options.onWait?.();
+      await new Promise((resolve) => setTimeout(resolve, delay));
+      delay = Math.min(delay * 2, options.maxDelayMs ?? 5_000);
+    }
+  }
+}

@@ -10,6 +10,7 @@ import { TOOL_PROFILES, type ToolProfile } from '../../workflows/tools';
 import { claimDispatch, markUnknown, settleDispatch, storeOutput, type DispatchKey, type ToolOutput } from '../store/dispatch';
 import { turnKeyOf } from '../store/keys';
 import { endProcessGroup, leaseIsCurrent, recordProcessGroup, renewLease, type Lease } from '../store/leases';
+import { untilStored } from '../store/db';
 import type { CommandSlots } from '../bash/command-slots';
 import { liveGroupsBlocking, reapCall, type ReapOptions } from '../bash/reaper';
 import { UNKNOWN_OUTCOME, appendEntry, findAssistantMessage, findToolResult } from '../store/transcript';
@@ -224,7 +225,9 @@ async function run(deps: ExecutorDeps, input: ExecuteToolInput, tool: string, ar
       if (blocked) throw orchardFailure('worktree_processes_alive', blocked);
     },
     onSpawn: (info) => recordProcessGroup(pool, input.lease, deps.hostId, info, callKey),
-    onGroupGone: (pgid) => endProcessGroup(pool, input.lease, pgid, callKey),
+    // The group is verified gone: that fact is written even across a database outage (no later attempt would learn
+    // it, and a handoff's release waits for it).
+    onGroupGone: (pgid) => untilStored(() => endProcessGroup(pool, input.lease, pgid, callKey), { onWait: () => context.heartbeat() }),
   });
   const stoppedBy = !result.cancelled
     ? leaseLost

@@ -5,6 +5,7 @@ import type { Pool, PoolClient } from 'pg';
 import { OpenAICompatibleProvider } from '../../activities/model/openai';
 import type { TeamActivityHooks } from '../../activities/team';
 import { teamWorkflowId, type StartTeamInput, type TeamStatusView } from '../../workflows/messages';
+import { memberSessionId } from '../../workflows/team/member-session';
 import { calls, final, gate, lastUserText } from './fleet-model';
 import { completion, stubModel, type ModelStub, type Reply } from './model-stub';
 import { makeRepo, startOrchard, testPool, uniqueId, type TestOrchard } from './orchard';
@@ -64,6 +65,8 @@ export async function startScriptedTeam(
     work?: Record<string, Work>;
     handoff?: StartTeamInput['handoff'];
     teamHooks?: TeamActivityHooks;
+    /** Where the workers reach PostgreSQL (a fault test's proxy); the test reads it directly. */
+    databaseUrl?: string;
   },
 ): Promise<TeamHarness> {
   const work = options.work ?? {};
@@ -114,6 +117,7 @@ export async function startScriptedTeam(
   const orchard = await startOrchard(t, {
     defaultProvider: new OpenAICompatibleProvider({ baseURL: stub.url, model: 'stub', timeoutMs: 30_000 }),
     teamHooks: options.teamHooks,
+    databaseUrl: options.databaseUrl,
   });
   const teamId = uniqueId('team');
   const repo = makeRepo();
@@ -170,12 +174,12 @@ export async function startScriptedTeam(
     gate: gateOf,
     async writing(taskId, memberId) {
       return waitFor(async () => {
-        const s = await orchard.client.status(`${teamId}-${memberId}`).catch(() => undefined);
+        const s = await orchard.client.status(memberSessionId(teamId, memberId)).catch(() => undefined);
         const path = s?.worktree ? join(s.worktree, `${taskId}.log`) : undefined;
         return path && existsSync(path) && readFileSync(path, 'utf8').split('\n').length > 3 ? path : undefined;
       }, TEAM_WAIT_MS, `${memberId} writing ${taskId}`);
     },
-    stick: (memberId) => stickRuntime(orchard, `${teamId}-${memberId}`),
+    stick: (memberId) => stickRuntime(orchard, memberSessionId(teamId, memberId)),
     certificates: async () => (await orchard.pool.query(`SELECT generation, work_revision, certificate FROM team_certificates WHERE team_id = $1`, [teamId])).rows,
     count: async (sql, params = [teamId]) => Number((await orchard.pool.query(sql, params)).rows[0].n),
     history: async () => (await orchard.temporal.workflow.getHandle(teamWorkflowId(teamId)).fetchHistory()).events ?? [],

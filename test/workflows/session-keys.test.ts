@@ -145,3 +145,27 @@ test('a run of the pre-v2 code that continued-as-new is taken over: its queued t
   const again = await orchard.client.send(sessionId, { task: 'retried', requestId: 'req-2' });
   t.like(again, { taskId: 't2', duplicate: true });
 });
+
+test('a cancel bound to an execution chain never reaches a later chain of the same session id', async (t) => {
+  const orchard = shared();
+  const repo = makeRepo();
+  const sessionId = uniqueId('chain');
+  const idle = writeScenario({ name: 'idle', turns: [{ steps: [{ content: 'done' }] }] });
+  await orchard.client.createSession({ sessionId, title: 'first life', repo, model: { provider: 'scripted', scenario: idle }, task: 'first task' });
+  await orchard.client.waitUntilSettled(sessionId, { afterTurn: 1 });
+  const firstChain = (await orchard.temporal.workflow.getHandle(sessionWorkflowId(sessionId)).describe()).raw.workflowExecutionInfo!.firstRunId!;
+  // The chain a handoff fenced, bound by its run id, is alive and is cancelled like any session.
+  t.is((await orchard.client.sessionLiveness(sessionId, { chain: firstChain })).liveness, 'alive');
+  await orchard.client.cancel(sessionId, 'handed off', { chain: firstChain });
+  t.is((await orchard.client.status(sessionId)).status, 'cancelled');
+
+  // The member gets a new session under the same id (a later task's): a late retry of the first cancel must not touch it.
+  await orchard.client.createSession({ sessionId, title: 'second life', repo, model: { provider: 'scripted', scenario: idle }, task: 'second task' });
+  await orchard.client.waitUntilSettled(sessionId, { afterTurn: 1 });
+  t.like(await orchard.client.sessionLiveness(sessionId, { chain: firstChain }), { liveness: 'dead', execution: 'SUPERSEDED' });
+  const late = await t.throwsAsync(orchard.client.cancel(sessionId, 'a late retry of the first handoff', { chain: firstChain }));
+  t.is((late as { code?: string }).code, 'session_closed');
+  const now = await orchard.client.status(sessionId);
+  t.is(now.status, 'idle', 'the newer session is untouched');
+  t.is((await orchard.temporal.workflow.getHandle(sessionWorkflowId(sessionId)).describe()).status.name, 'RUNNING');
+});

@@ -7,6 +7,7 @@ import { waitFor } from '../helpers/wait';
 import { loadScenario } from '../../activities/model/scenario';
 import { closureInputOf, readBoard } from '../../activities/store/team';
 import { validateClosure } from '../../workflows/team/closure';
+import { memberSessionId } from '../../workflows/team/member-session';
 import { stickRuntime } from '../helpers/team';
 
 const shared = sharedOrchard(test);
@@ -44,7 +45,7 @@ test('team start --scripted, status --json and send: the board, the certificate 
   t.is(report.status.certificate.certificateId, report.certificate.certificateId);
   // Every execution completed; the Tester's branch holds the tested program.
   t.deepEqual(report.status.executions.map((e: any) => [e.taskId, e.memberId, e.state]), [['implement-evaluator', 'implementer', 'completed'], ['test-evaluator', 'tester', 'completed']]);
-  t.deepEqual(git(repo, 'ls-tree', '--name-only', `orchard/${id}-tester/work`).split('\n').sort(), ['README.md', 'evaluator.js', 'evaluator.test.js']);
+  t.deepEqual(git(repo, 'ls-tree', '--name-only', `orchard/${memberSessionId(id, 'tester')}/work`).split('\n').sort(), ['README.md', 'evaluator.js', 'evaluator.test.js']);
 
   // The human view: a row per task, the certificate, and the turn that cited it.
   const human = await orchard(['team', 'status', id]);
@@ -147,8 +148,8 @@ test('orchard demo team --json: a task reassigned while its execution writes; re
   // The timestamps on disk, read here: the old writer was stopped early (the script writes 600 lines) and its last
   // line precedes the new writer's first. The JSON reports the same timestamps.
   const { oldWriter, newWriter } = result.handoff;
-  t.is(oldWriter.sessionId, `${teamId}-tester`);
-  t.is(newWriter.sessionId, `${teamId}-reviewer`);
+  t.is(oldWriter.sessionId, memberSessionId(teamId, 'tester'));
+  t.is(newWriter.sessionId, memberSessionId(teamId, 'reviewer'));
   const oldStamps = stampsOn(oldWriter.path);
   const newStamps = stampsOn(newWriter.path);
   t.true(oldStamps.length >= 5 && oldStamps.length < 600, `${oldStamps.length} old lines`);
@@ -165,8 +166,8 @@ test('orchard demo team --json: a task reassigned while its execution writes; re
   t.is(task('test-evaluator').cancel?.userEventId, event!.id);
   // The Reviewer's branch holds the tested program; the Tester's branch has no commit (it was stopped).
   const worktree = dirname(newWriter.path);
-  t.deepEqual(git(worktree, 'ls-tree', '--name-only', `orchard/${teamId}-reviewer/work`).split('\n').sort(), ['README.md', 'evaluator.js', 'evaluator.test.js']);
-  t.is(git(worktree, 'rev-list', '--count', `main..orchard/${teamId}-tester/work`), '0');
+  t.deepEqual(git(worktree, 'ls-tree', '--name-only', `orchard/${memberSessionId(teamId, 'reviewer')}/work`).split('\n').sort(), ['README.md', 'evaluator.js', 'evaluator.test.js']);
+  t.is(git(worktree, 'rev-list', '--count', `main..orchard/${memberSessionId(teamId, 'tester')}/work`), '0');
   t.regex(demoRun.stderr(), /\[demo\] the user reassigns test-evaluator from tester to reviewer while it writes/);
 });
 
@@ -226,7 +227,7 @@ test('orchard demo team exits 1 and says why when the tested program does not pa
   const demoRun = demo(t, ['--scenario', broken]);
   const { code } = await demoRun.exit(290_000);
   t.is(code, 1, demoRun.stderr());
-  t.regex(demoRun.stdout(), /team: FAILED:\n\s+- node --test on orchard\/team-\w+-tester\/work did not pass \(exit 1\)/);
+  t.regex(demoRun.stdout(), /team: FAILED:\n\s+- node --test on orchard\/team-[a-z0-9]+__tester\/work did not pass \(exit 1\)/);
   t.regex(demoRun.stdout(), /certificate cert-team-\w+-g1-r\d+: delivered/);
 });
 
@@ -264,7 +265,7 @@ async function startSweepingTeam(t: import('ava').ExecutionContext, prefix: stri
   t.is(started.code, 0, started.stderr);
   await waitFor(
     async () => {
-      const s = await shared().client.status(`${id}-tester`).catch(() => undefined);
+      const s = await shared().client.status(memberSessionId(id, 'tester')).catch(() => undefined);
       const log = s?.worktree ? join(s.worktree, 'sweep.log') : undefined;
       return log && existsSync(log) && readFileSync(log, 'utf8').split('\n').length > 3 ? true : undefined;
     },
@@ -278,7 +279,7 @@ test('team resolve-handoff from the CLI: a timed-out reassign (short --handoff-*
   t.timeout(300_000);
   const id = await startSweepingTeam(t, 'team-cli-resolve', ['--handoff-slo', '200', '--handoff-timeout', '1000']);
   // The tester's runtime cannot be proven quiescent (a process group of it not verified gone).
-  const stuck = await stickRuntime(shared(), `${id}-tester`);
+  const stuck = await stickRuntime(shared(), memberSessionId(id, 'tester'));
   const reassigned = await orchard(['team', 'reassign', id, 'test-evaluator', '--to', 'reviewer', '--reason', 'the sweep is too slow', '--json']);
   t.is(reassigned.code, 0, reassigned.stderr);
   const { receiptId } = JSON.parse(reassigned.stdout);

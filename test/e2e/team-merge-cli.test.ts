@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import test from 'ava';
 import { runOrchard, workerEnv } from '../helpers/cli-process';
+import { memberSessionId } from '../../workflows/team/member-session';
 import { git, makeRepo, sharedOrchard, uniqueId } from '../helpers/orchard';
 import { waitFor } from '../helpers/wait';
 
@@ -36,7 +37,7 @@ test('orchard team merge: refused not_delivered before delivery; after it main g
   const result = JSON.parse(merged.stdout);
   t.like(result, { teamId: id, certificateId: certificate.certificateId, protectedBranch: 'main', resultBranch: `orchard/team/${id}/result`, resultHead: certificate.result.head, before: mainAtStart, after: certificate.result.head, mode: 'fast_forward' });
   t.is(git(repo, 'rev-parse', 'main'), certificate.result.head);
-  t.true(git(repo, 'merge-base', '--is-ancestor', git(repo, 'rev-parse', `orchard/${id}-implementer/work`), 'main') === '');
+  t.true(git(repo, 'merge-base', '--is-ancestor', git(repo, 'rev-parse', `orchard/${memberSessionId(id, 'implementer')}/work`), 'main') === '');
   t.deepEqual(git(repo, 'ls-tree', '--name-only', 'main').split('\n').sort(), ['README.md', 'evaluator.js', 'evaluator.test.js']);
   t.true(existsSync(join(repo, 'evaluator.test.js')), 'the main checkout follows');
   t.is(git(repo, 'status', '--porcelain'), '');

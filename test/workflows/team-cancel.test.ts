@@ -4,6 +4,7 @@ import test, { type ExecutionContext } from 'ava';
 import { OpenAICompatibleProvider } from '../../activities/model/openai';
 import { closureInputOf, readBoard } from '../../activities/store/team';
 import { validateClosure } from '../../workflows/team/closure';
+import { memberSessionId } from '../../workflows/team/member-session';
 import { calls, final, lastUserText } from '../helpers/fleet-model';
 import { completion, stubModel, type Reply } from '../helpers/model-stub';
 import { keepHistory, makeRepo, startOrchard, uniqueId, type TestOrchard } from '../helpers/orchard';
@@ -106,7 +107,7 @@ test('running work cancelled by the user: fenced first, its execution stopped, a
   const { orchard, teamId } = await team(t);
   await orchard.client.cancelTask(teamId, { taskId: 'check', reason: 'not needed' });
   await orchard.client.teamMessage(teamId, { text: 'approve the plan' });
-  const session = `${teamId}-implementer`;
+  const session = memberSessionId(teamId, 'implementer');
   const oldLog = await waitFor(async () => {
     const s = await orchard.client.status(session).catch(() => undefined);
     const path = s?.worktree ? join(s.worktree, 'old.log') : undefined;

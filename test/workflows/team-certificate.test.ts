@@ -2,6 +2,7 @@ import test, { type ExecutionContext } from 'ava';
 import fc from 'fast-check';
 import type { Pool } from 'pg';
 import { createTeamActivities } from '../../activities/team';
+import { memberSessionId } from '../../workflows/team/member-session';
 import {
   __testing,
   activateTeamRun,
@@ -354,7 +355,7 @@ const damage: fc.Arbitrary<Damage> = fc.record({
 
 /** Builds the board with the store's own writes, each by the actor that makes it in the system. */
 async function build(pool: Pool, repo: string, teamId: string, specs: TaskSpec[], hurt: Damage): Promise<void> {
-  await createTeamRun(pool, { teamId, repo, goal: 'property', members: MEMBERS.map((memberId) => ({ memberId, role: memberId, sessionId: `${teamId}-${memberId}` })) });
+  await createTeamRun(pool, { teamId, repo, goal: 'property', members: MEMBERS.map((memberId) => ({ memberId, role: memberId, sessionId: memberSessionId(teamId, memberId) })) });
   await activateTeamRun(pool, teamId, 'first');
   const coordinator: Actor = { kind: 'coordinator', turnId: 'plan' };
   let executions = 0;
@@ -385,7 +386,7 @@ async function build(pool: Pool, repo: string, teamId: string, specs: TaskSpec[]
           oldTaskId: taskId,
           kind: reassign ? 'reassign' : 'cancel',
           reason: 'handoff',
-          sessionId: `${teamId}-${owner}`,
+          sessionId: memberSessionId(teamId, owner),
           executionId: member.executionId,
           namespace: 'default',
           replacement: reassign ? { taskId: `${taskId}-r`, owner: newOwner } : undefined,

@@ -4,6 +4,7 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import test from 'ava';
 import { createHostActivities } from '../../activities';
 import { createTask, createTeamRun, fenceHandoff, startTask } from '../../activities/store/team';
+import { memberSessionId } from '../../workflows/team/member-session';
 import { makeRepo, testPool, uniqueId } from '../helpers/orchard';
 import { recordToolCall } from '../helpers/tool-call';
 
@@ -17,7 +18,7 @@ test('after the fence commits, the old execution’s mutating tool calls are ref
   const repo = makeRepo();
   const host = createHostActivities({ pool, hostId: 'fence-test', worktreeRoot: join(repo, '..', `${repo.split('/').pop()}-wt`), holderLiveness: async () => 'running' });
   const teamId = uniqueId('team');
-  const sessionId = `${teamId}-implementer`;
+  const sessionId = memberSessionId(teamId, 'implementer');
   const env = new MockActivityEnvironment();
   // The member's session holds its worktree lease, as a session workflow run in namespace `default` does.
   const prepared: Awaited<ReturnType<typeof host.prepareWorktree>> = await env.run(host.prepareWorktree, { sessionId, repo, holder: `default/session/${sessionId}@run-1` });
@@ -27,7 +28,7 @@ test('after the fence commits, the old execution’s mutating tool calls are ref
     goal: 'write',
     members: [
       { memberId: 'implementer', role: 'Implementer', sessionId },
-      { memberId: 'reviewer', role: 'Reviewer', sessionId: `${teamId}-reviewer` },
+      { memberId: 'reviewer', role: 'Reviewer', sessionId: memberSessionId(teamId, 'reviewer') },
     ],
   });
   await createTask(pool, teamId, { kind: 'coordinator', turnId: 'turn-1' }, { taskId: 'write', title: 'Write', owner: 'implementer' });

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import test from 'ava';
 import { OpenAICompatibleProvider } from '../../activities/model/openai';
 import { readBoard } from '../../activities/store/team';
+import { memberSessionId } from '../../workflows/team/member-session';
 import { calls, final } from '../helpers/fleet-model';
 import { completion, stubModel, type Reply } from '../helpers/model-stub';
 import { keepHistory, makeRepo, startOrchard, uniqueId } from '../helpers/orchard';
@@ -48,7 +49,7 @@ async function team(t: import('ava').ExecutionContext, handoff?: { sloMs: number
     handoff,
   });
   // The implementer is writing.
-  const implementerSession = `${teamId}-implementer`;
+  const implementerSession = memberSessionId(teamId, 'implementer');
   const oldLog = await waitFor(async () => {
     const s = await orchard.client.status(implementerSession).catch(() => undefined);
     const path = s?.worktree ? join(s.worktree, 'old.log') : undefined;
@@ -82,7 +83,7 @@ test('a reassign while the old execution writes: fence, yield, release, then the
   t.deepEqual(done.waiting, []);
   t.is((await orchard.temporal.workflow.getHandle(`session/${implementerSession}`).describe()).status.name !== 'RUNNING', true);
   // The writers never overlapped: the old writer's last line is older than the new writer's first.
-  const newSession = await orchard.client.status(`${teamId}-reviewer`);
+  const newSession = await orchard.client.status(memberSessionId(teamId, 'reviewer'));
   const oldStamps = stamps(oldLog);
   const newStamps = stamps(join(newSession.worktree!, 'new.log'));
   t.true(oldStamps.length < 400, 'the old writer was stopped');

@@ -5,6 +5,7 @@ import { createTask, createTeamRun, postInboxMessage, readBoard, readInbox, star
 import { OrchardError } from '../../client/client';
 import { sessionWorkflowId, teamWorkflowId, type TeamStatusView } from '../../workflows/messages';
 import { MEMBER_MESSAGE_PURPOSES, type Actor } from '../../workflows/team/authority';
+import { memberSessionId } from '../../workflows/team/member-session';
 import { calls, final, gate, lastUserText } from '../helpers/fleet-model';
 import { stubModel, type Reply } from '../helpers/model-stub';
 import { makeRepo, startOrchard, testPool, uniqueId, type TestOrchard } from '../helpers/orchard';
@@ -136,7 +137,7 @@ test('a Member messages its Coordinator: each refusal is typed, writes nothing a
     ],
   );
   const teamWorkflow = teamWorkflowId(teamId);
-  const memberWorkflow = sessionWorkflowId(`${teamId}-implementer`);
+  const memberWorkflow = sessionWorkflowId(memberSessionId(teamId, 'implementer'));
   const revisionBefore = board.workRevision;
   const turnsBefore = settled.turns.length;
   const requestsBefore = coordinatorRequests().length;
@@ -263,7 +264,7 @@ test('a Member whose team no longer runs (terminated from outside while the Memb
 
   // The team run is terminated from outside; its Member's session runs on (the board still says the task runs).
   await orchard.temporal.workflow.getHandle(teamWorkflowId(teamId)).terminate('an operator stopped the team');
-  const memberWorkflow = sessionWorkflowId(`${teamId}-implementer`);
+  const memberWorkflow = sessionWorkflowId(memberSessionId(teamId, 'implementer'));
   t.is((await orchard.temporal.workflow.getHandle(memberWorkflow).describe()).status.name, 'RUNNING');
   send.open();
   await answered.promise;
@@ -274,7 +275,7 @@ test('a Member whose team no longer runs (terminated from outside while the Memb
   t.is(memberHistory.filter((e) => e.signalExternalWorkflowExecutionInitiatedEventAttributes?.signalName === 'fact').length, 0, 'no wake was sent');
 });
 
-test('a session claims team membership only as <teamId>-<memberId>: anything else is refused before it starts', async (t) => {
+test('a session claims team membership only as <teamId>__<memberId> (or a pre-encoding team\'s <teamId>-<memberId>): anything else is refused before it starts', async (t) => {
   const orchard = await startOrchard(t);
   const repo = makeRepo();
   const sessionId = uniqueId('impostor');
@@ -292,7 +293,7 @@ test('the Inbox rule at the store: the message is attributed to the execution th
     teamId,
     repo: '/srv/repo',
     goal: 'g',
-    members: [{ memberId: 'implementer', role: 'Implementer', sessionId: `${teamId}-implementer` }],
+    members: [{ memberId: 'implementer', role: 'Implementer', sessionId: memberSessionId(teamId, 'implementer') }],
   });
   const coordinator: Actor = { kind: 'coordinator', turnId: 'turn-1' };
   await createTask(pool, teamId, coordinator, { taskId: 'work', title: 'work', owner: 'implementer' });

@@ -5,6 +5,7 @@ import { OpenAICompatibleProvider } from '../../activities/model/openai';
 import type { RunCompletionCertificate } from '../../activities/store/team';
 import { OrchardError } from '../../client/client';
 import { teamWorkflowId, type TeamStatusView } from '../../workflows/messages';
+import { memberSessionId } from '../../workflows/team/member-session';
 import { calls, final, gate } from '../helpers/fleet-model';
 import { completion, stubModel, type Reply } from '../helpers/model-stub';
 import { git, makeRepo, startOrchard, uniqueId, type TestOrchard } from '../helpers/orchard';
@@ -139,10 +140,10 @@ test('members cannot move main; the delivered result is a branch bound to the ce
   t.is(git(repo, 'log', '--all', '--format=%s').split('\n').filter((s) => s === 'hijack' || s === 'coordinator').length, 0);
 
   // The member's attempts really ran (its branch moved past main, so each would have changed main) and each failed.
-  const implementerBranch = `orchard/${teamId}-implementer/work`;
+  const implementerBranch = `orchard/${memberSessionId(teamId, 'implementer')}/work`;
   const implementerHead = git(repo, 'rev-parse', implementerBranch);
   t.not(implementerHead, mainAtStart);
-  const worktree = (await orchard.client.status(`${teamId}-implementer`)).worktree!;
+  const worktree = (await orchard.client.status(memberSessionId(teamId, 'implementer'))).worktree!;
   const attempts = readFileSync(join(worktree, 'attempts.log'), 'utf8').trim().split('\n');
   t.deepEqual(attempts.map((line) => line.replace(/ \d+$/, '')), ['branch -f', 'update-ref', 'push', 'checkout+commit']);
   t.log(attempts.join('; '));
@@ -154,7 +155,7 @@ test('members cannot move main; the delivered result is a branch bound to the ce
   t.deepEqual(outputs, [
     { task_id: 'implement', commit_sha: implementerHead },
     { task_id: 'review', commit_sha: mainAtStart },
-    { task_id: 'test', commit_sha: git(repo, 'rev-parse', `orchard/${teamId}-tester/work`) },
+    { task_id: 'test', commit_sha: git(repo, 'rev-parse', `orchard/${memberSessionId(teamId, 'tester')}/work`) },
   ]);
 
   // The result: a branch at the commit the certificate names, with the members' committed files.

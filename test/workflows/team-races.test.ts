@@ -3,6 +3,7 @@ import test, { type ExecutionContext } from 'ava';
 import { OrchardError } from '../../client/client';
 import { readBoard, startTask } from '../../activities/store/team';
 import { teamWorkflowId } from '../../workflows/messages';
+import { memberSessionId } from '../../workflows/team/member-session';
 import { activityTypes, holdRunRow, startScriptedTeam, type Call, type TeamHarness } from '../helpers/team';
 import { keepHistory } from '../helpers/orchard';
 import { waitFor } from '../helpers/wait';
@@ -500,7 +501,7 @@ test.serial('a yield the old session refuses is durable failed at once (no timer
   t.is((await h.status()).receipts[0].state, 'failed');
   // The user stops it, then releases with proof: the replacement runs.
   refuse = false;
-  await h.orchard.client.cancel(`${h.teamId}-implementer`, 'stopped by the user after a failed handoff');
+  await h.orchard.client.cancel(memberSessionId(h.teamId, 'implementer'), 'stopped by the user after a failed handoff');
   const released = await waitFor(
     () => h.orchard.client.resolveHandoff(h.teamId, { receiptId, action: 'release' }).catch((err) => (err.code === 'old_runtime_not_quiescent' ? undefined : Promise.reject(err))),
     60_000,
@@ -523,7 +524,7 @@ test.serial('a handoff whose old runtime nobody can see at the timeout is durabl
     },
   });
   await h.writing('a', 'implementer');
-  const session = `${h.teamId}-implementer`;
+  const session = memberSessionId(h.teamId, 'implementer');
   blind.add(session);
   const { receiptId } = await h.orchard.client.reassignTask(h.teamId, { taskId: 'a', newOwner: 'reviewer', reason: 'move it' });
   const unknown = await h.until('the handoff settled', (v) => SETTLED.includes(v.receipts[0]?.state));

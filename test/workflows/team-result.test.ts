@@ -9,6 +9,7 @@ import { savePlannedMerge } from '../../activities/store/team-result';
 import { createTeamActivities, createTeamHostActivities } from '../../activities/team';
 import { createTask, createTeamRun, readBoard, startTask, type RunCompletionCertificate } from '../../activities/store/team';
 import { appendEntry } from '../../activities/store/transcript';
+import { memberSessionId } from '../../workflows/team/member-session';
 import { git, makeRepo, testPool, uniqueId } from '../helpers/orchard';
 
 /**
@@ -19,12 +20,12 @@ import { git, makeRepo, testPool, uniqueId } from '../helpers/orchard';
 async function teamWithEvidence(pool: Pool) {
   const teamId = uniqueId('team-result');
   const repo = makeRepo();
-  await createTeamRun(pool, { teamId, repo, goal: 'build it', members: [{ memberId: 'implementer', role: 'Implementer', sessionId: `${teamId}-implementer` }] });
+  await createTeamRun(pool, { teamId, repo, goal: 'build it', members: [{ memberId: 'implementer', role: 'Implementer', sessionId: memberSessionId(teamId, 'implementer') }] });
   await createTask(pool, teamId, { kind: 'coordinator', turnId: 'turn-0' }, { taskId: 'implement', title: 'Implement', owner: 'implementer' });
   await startTask(pool, teamId, 'implement', 'exec-1');
   // The member's branch, with its work committed (as its session would have it).
   const worktree = mkdtempSync(join(tmpdir(), 'orchard-member-'));
-  git(repo, 'worktree', 'add', '-q', '-b', `orchard/${teamId}-implementer/work`, worktree, 'main');
+  git(repo, 'worktree', 'add', '-q', '-b', `orchard/${memberSessionId(teamId, 'implementer')}/work`, worktree, 'main');
   writeFileSync(join(worktree, 'impl.js'), 'module.exports = 1;\n');
   git(worktree, 'add', 'impl.js');
   git(worktree, 'commit', '-q', '-m', 'impl.js');

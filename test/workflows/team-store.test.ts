@@ -17,6 +17,7 @@ import {
   __testing,
 } from '../../activities/store/team';
 import { MEMBER_MESSAGE_PURPOSES, type Actor } from '../../workflows/team/authority';
+import { memberSessionId } from '../../workflows/team/member-session';
 import { testPool, uniqueId } from '../helpers/orchard';
 
 /**
@@ -35,8 +36,8 @@ async function team(pool: Pool): Promise<string> {
     repo: '/srv/repo',
     goal: 'build it',
     members: [
-      { memberId: 'implementer', role: 'Implementer', sessionId: `${teamId}-implementer` },
-      { memberId: 'reviewer', role: 'Reviewer', sessionId: `${teamId}-reviewer` },
+      { memberId: 'implementer', role: 'Implementer', sessionId: memberSessionId(teamId, 'implementer') },
+      { memberId: 'reviewer', role: 'Reviewer', sessionId: memberSessionId(teamId, 'reviewer') },
     ],
   });
   return teamId;

@@ -8,6 +8,7 @@ import { completion, stubModel, type Reply } from '../helpers/model-stub';
 import { git, keepHistory, makeRepo, startOrchard, uniqueId } from '../helpers/orchard';
 import { activityTypes, untilTeam } from '../helpers/team';
 import { CLOSURE_VALIDATOR_VERSION } from '../../workflows/team/closure';
+import { memberSessionId } from '../../workflows/team/member-session';
 import { TOOL_PROFILES } from '../../workflows/tools';
 
 /**
@@ -68,8 +69,8 @@ test('a team plans, dispatches to its members, and records their evidence; the C
   t.deepEqual(
     done.executions.map((e) => [e.taskId, e.memberId, e.sessionId]).sort(),
     [
-      ['implement', 'implementer', `${teamId}-implementer`],
-      ['test', 'tester', `${teamId}-tester`],
+      ['implement', 'implementer', memberSessionId(teamId, 'implementer')],
+      ['test', 'tester', memberSessionId(teamId, 'tester')],
     ],
   );
   const board = await readBoard(orchard.pool, teamId);

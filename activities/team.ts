@@ -78,6 +78,8 @@ export interface TeamActivityHooks {
   sessionLiveness?: (sessionId: string, answer: SessionLiveness) => SessionLiveness;
   /** Awaited as a yield begins; what it throws, the yield throws (stands for an old session that refuses to stop). */
   beforeYield?: (input: { sessionId: string; reason: string }) => Promise<void>;
+  /** Awaited before a receipt moves; what it throws, the move throws (stands for a store write that fails for good). */
+  beforeMoveReceipt?: (input: { teamId: string; receiptId: string; to: ReceiptState }) => Promise<void>;
 }
 
 /**
@@ -505,6 +507,7 @@ export function createTeamActivities(deps: TeamActivityDeps) {
 
     /** A receipt's next state. A release or a user's resolution may close the board: it answers the candidate too. */
     async moveReceipt(input: { teamId: string; receiptId: string; to: ReceiptState; sloMissed?: boolean; resolution?: unknown; why?: string }) {
+      await deps.hooks?.beforeMoveReceipt?.(input);
       const { result, revision } = await moveReceipt(deps.pool, input.teamId, input.receiptId, input.to, input);
       const settles = input.to === 'released' || input.resolution !== undefined;
       return { receipt: result, revision, ...(settles ? await candidateOf(input.teamId) : {}) };

@@ -1,3 +1,4 @@
+import { memberSessionId } from '../workflows/team/member-session';
 import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { OpenAICompatibleProvider } from '../activities/model/openai';
@@ -81,7 +82,7 @@ export async function benchHandoff(after?: (orchard: Awaited<ReturnType<typeof s
       // The writer is writing this task: its execution runs and its log grows.
       await until((v) => (v.executions.some((e) => e.taskId === taskId && e.state === 'running') ? true : undefined), `${taskId} running`);
       const lines = async () => {
-        const s = await client.status(`${teamId}-writer`).catch(() => undefined);
+        const s = await client.status(memberSessionId(teamId, 'writer')).catch(() => undefined);
         const path = s?.worktree ? join(s.worktree, 'writer.log') : undefined;
         return path && existsSync(path) ? readFileSync(path, 'utf8').split('\n').length : 0;
       };

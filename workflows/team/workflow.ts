@@ -562,6 +562,9 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     const yieldScope = new CancellationScope();
     let yielding: Promise<unknown> = Promise.resolve();
     try {
+      // The old execution is asked to stop at once (the fence has committed); the receipt's move is bookkeeping beside it.
+      const yieldCall = yieldScope.run(() => handoffActs.yieldExecution({ sessionId: receipt.sessionId, reason: `handoff ${receiptId}`, lease: receipt.lease }));
+      yielding = yieldCall.catch(() => undefined);
       await moveTo(receiptId, 'yielding');
       let settled = false;
       const slo = clocks.slo.then(async (fired) => {
@@ -572,8 +575,6 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       });
       let why: string | undefined;
       const timedOut = clocks.timeout.then(() => 'timeout' as const);
-      const yieldCall = yieldScope.run(() => handoffActs.yieldExecution({ sessionId: receipt.sessionId, reason: `handoff ${receiptId}`, lease: receipt.lease }));
-      yielding = yieldCall.catch(() => undefined);
       // The yield answers quiescent, or fails for good (`failed`, at once); anything else waits for the timeout.
       const yielded = yieldCall.then(
         (r) => (r.quiescent ? ('released' as const) : timedOut),

@@ -1,0 +1,69 @@
+import test from 'ava';
+import { orchardFailure } from '../../workflows/errors';
+import { teamWorkflowId } from '../../workflows/messages';
+import { activityTypes, startScriptedTeam, type Call } from '../helpers/team';
+
+/**
+ * A handoff's driver cannot wedge its team (issue 18, deliverable 3): a write that fails for good settles the receipt
+ * `unknown` — queries keep answering and a user can resolve it — and its clocks start when the user's request is
+ * accepted, not once the fence and its writes are done.
+ */
+const create = (taskId: string, owner: string): Call => ['task_create', { taskId, title: `Do ${taskId}`, description: `work on ${taskId}`, owner }];
+const APPROVE: Call = ['plan_approve', {}];
+
+test('a receipt write that fails for good settles the handoff unknown; the team answers and the user releases it', async (t) => {
+  let failures = 0;
+  const h = await startScriptedTeam(t, {
+    plan: [create('a', 'implementer'), APPROVE],
+    work: { a: 'write' },
+    handoff: { sloMs: 20_000, timeoutMs: 40_000 },
+    teamHooks: {
+      beforeMoveReceipt: async (input) => {
+        if (input.to === 'yielding' && failures++ === 0) throw orchardFailure('store_unavailable', 'the receipt row could not be written (test)');
+      },
+    },
+  });
+  await h.writing('a', 'implementer');
+  const receipt = await h.orchard.client.reassignTask(h.teamId, { taskId: 'a', newOwner: 'reviewer', reason: 'move it', requestId: 'r-1' });
+  const settled = await h.until('the receipt settled unknown', (v) => v.receipts[0]?.state === 'unknown');
+  t.deepEqual(settled.receipts[0].trail, ['requested', 'unknown']);
+  t.is(failures, 1);
+  // The run is healthy: it answers queries and runs its workflow tasks (no failed workflow task in its history).
+  const history = await h.history();
+  t.false(history.some((e) => e.workflowTaskFailedEventAttributes), 'no workflow task failed');
+  t.is((await h.orchard.temporal.workflow.getHandle(teamWorkflowId(h.teamId)).describe()).status.name, 'RUNNING');
+  // The old execution had already been asked to stop: its session closes. The user's release, with that proof, frees the
+  // replacement; a retry of the same request is answered the same, not refused.
+  // (A refused release is an answer too: each attempt gets a request id of its own.)
+  const resolve = (requestId: string) =>
+    h.orchard.client.resolveHandoff(h.teamId, { receiptId: receipt.receiptId, action: 'release', reason: 'checked', requestId });
+  let released: { answer: Awaited<ReturnType<typeof resolve>>; requestId: string } | undefined;
+  for (let i = 0; i < 600 && !released; i++) {
+    const requestId = `release-${i}`;
+    released = await resolve(requestId).then((answer) => ({ answer, requestId }), () => undefined);
+    if (!released) await new Promise((r) => setTimeout(r, 100));
+  }
+  t.like(released?.answer, { state: 'released', resolution: 'release' });
+  t.like(await resolve(released!.requestId), { receiptId: receipt.receiptId, state: 'released', resolution: 'release' });
+  await h.until('the replacement completed', (v) => v.executions.some((e) => e.taskId === receipt.newTaskId && e.state === 'completed'));
+  t.is((await h.status()).receipts.length, 1);
+});
+
+test('the handoff clocks start when the request is accepted, before the fence is written', async (t) => {
+  const h = await startScriptedTeam(t, {
+    plan: [create('a', 'implementer'), APPROVE],
+    work: { a: 'write' },
+    handoff: { sloMs: 30_000, timeoutMs: 60_000 },
+  });
+  await h.writing('a', 'implementer');
+  await h.orchard.client.reassignTask(h.teamId, { taskId: 'a', newOwner: 'reviewer', reason: 'move it' });
+  await h.until('released', (v) => v.receipts[0]?.state === 'released');
+  const history = await h.history();
+  const types = activityTypes(history);
+  const fenceAt = history.findIndex((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'fenceHandoff');
+  const timersAt = history.flatMap((e, i) => (e.timerStartedEventAttributes ? [i] : []));
+  t.true(fenceAt > 0, 'the fence was scheduled');
+  t.is(timersAt.length, 2, 'the SLO and timeout timers');
+  t.true(timersAt.every((i) => i < fenceAt), `timers at ${timersAt}, fence at ${fenceAt}`);
+  t.true(types.size > 0);
+});

@@ -64,6 +64,12 @@ export interface HostActivityDeps {
    * isolated children are refused (fail closed).
    */
   confinement?: Confinement;
+  /** The client team activities on this host reach Temporal with (a Coordinator tool may message a Member). */
+  orchard?: () => OrchardClient;
+  /** The worker's Temporal namespace (lease holders name it). */
+  namespace?: string;
+  /** Test hooks of team activities (never set in production). */
+  teamHooks?: TeamActivityHooks;
 }
 
 export interface HostActivityHooks {
@@ -199,6 +205,9 @@ export function createHostActivities(deps: HostActivityDeps) {
     },
     /** `orchard team merge`: the team repository is on this host's disk. */
     ...createTeamHostActivities({ pool: deps.pool }),
+    // Settling an execution (reading the Member's head) and a Coordinator tool that may certify (building the result
+    // branch) read and write the team's repository: they run on its host's queue, heartbeating.
+    ...withHeartbeats(pickTeamGitActivities(deps), ['settleExecution', 'coordinatorTool']),
   };
 
   async function prepare(input: PrepareWorktreeInput, signal: AbortSignal) {
@@ -253,6 +262,20 @@ export function createHostActivities(deps: HostActivityDeps) {
       throw orchardFailure(isErrorCode(code) ? code : 'worktree_create_failed', message);
     }
   }
+}
+
+/** The team activities that touch the repository, as a host serves them (the same code as on the shared queue). */
+function pickTeamGitActivities(deps: HostActivityDeps) {
+  const team = createTeamActivities({
+    pool: deps.pool,
+    namespace: deps.namespace,
+    hooks: deps.teamHooks,
+    orchard: () => {
+      if (!deps.orchard) throw new Error('this host has no client for team runs');
+      return deps.orchard();
+    },
+  });
+  return { settleExecution: team.settleExecution, coordinatorTool: team.coordinatorTool };
 }
 
 export type SharedActivities = ReturnType<typeof createSharedActivities>;

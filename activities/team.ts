@@ -587,11 +587,15 @@ export function createTeamActivities(deps: TeamActivityDeps) {
     if (input.outcome === 'finished') {
       // Evidence binds code: the head of the Member's branch now that its turn has ended. Only committed work
       // counts; uncommitted changes stay in its worktree (a Member that committed nothing has its base as head).
-      // A branch this worker cannot read is recorded as no commit (never a failed settle): the certificate's
-      // result then lists the output as `no_commit`, visibly.
+      // This runs on the team host's queue (the disk that holds the repository). A repository this worker cannot
+      // see is an infrastructure fault — retried, visible as the activity's failing attempts — never "no commit",
+      // which would certify a result without the Member's work.
       const { repo } = await teamRunInfo(deps.pool, input.teamId);
       const sessionId = await memberSessionOf(deps.pool, input.teamId, input.memberId);
       const commitSha = await memberHead(repo, sessionBranch(sessionId)).catch((err: unknown) => {
+        if (err instanceof TeamGitRefusal && err.code === 'repository_not_found') {
+          throw new Error(`cannot read the member's head on this worker (retried): ${err.message}`);
+        }
         if (err instanceof TeamGitRefusal) return undefined;
         throw err;
       });

@@ -2,15 +2,17 @@ import {
   ActivityFailure,
   condition,
   getExternalWorkflowHandle,
+  patched,
   proxyActivities,
   setCurrentDetails,
   setHandler,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
-import type { SharedActivities } from '../../activities';
+import type { HostActivities, SharedActivities } from '../../activities';
 import { DISPATCH_OPTIONS, failureOf } from '../activity-options';
 import {
   executionTurnEndedSignal,
+  hostTaskQueue,
   taskExecutionQuery,
   taskExecutionSettledSignal,
   teamWorkflowId,
@@ -33,6 +35,11 @@ import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_PARENT, ORCHARD_STATUS } from '../s
 export async function teamTaskExecution(input: TaskExecutionInput): Promise<TaskExecutionSettled> {
   // Dispatch and settlement wait on Temporal and git: they heartbeat, and infrastructure faults are retried.
   const acts = proxyActivities<SharedActivities>({ ...DISPATCH_OPTIONS, summary: `task ${input.taskId}` });
+  // Settling reads the Member's head in the team's repository: on its host's queue, waiting for that host (visible
+  // as a scheduled activity) rather than reading the wrong disk. Runs before this change settled on the shared queue.
+  const settleOn = patched('team-git-on-host')
+    ? proxyActivities<HostActivities>({ ...DISPATCH_OPTIONS, taskQueue: hostTaskQueue(input.host), summary: `settle ${input.taskId} on ${input.host}` })
+    : acts;
   const team = getExternalWorkflowHandle(teamWorkflowId(input.teamId));
   const notices: ChildTurnEnded[] = [];
   let state: TaskExecutionSettled['state'] | 'dispatching' | 'working' = 'dispatching';
@@ -89,7 +96,7 @@ export async function teamTaskExecution(input: TaskExecutionInput): Promise<Task
   // This task's turn ended, or the session closed without ending it (cancelled or failed: not evidence).
   let end: ChildTurnEnded | undefined;
   await condition(() => (end = notices.find((n) => n.closed || (sessionTaskId !== undefined && n.taskId === sessionTaskId))) !== undefined);
-  const settled = await acts.settleExecution({
+  const settled = await settleOn.settleExecution({
     teamId: input.teamId,
     taskId: input.taskId,
     executionId: input.executionId,

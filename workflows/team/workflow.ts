@@ -191,6 +191,11 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   const model = proxyActivities<SharedActivities>({ ...MODEL_ACTIVITY_OPTIONS, summary: 'team' });
   // A Coordinator tool may certify (git on the result branch): it heartbeats while it runs.
   const work = proxyActivities<SharedActivities>({ ...DISPATCH_OPTIONS, summary: 'team' });
+  // …and certification builds the result branch in the team's repository: Coordinator tools run on its host's queue,
+  // waiting for that host rather than reading another disk. Runs before this change ran them on the shared queue.
+  const toolsOn = patched('team-git-on-host')
+    ? proxyActivities<HostActivities>({ ...DISPATCH_OPTIONS, taskQueue: hostTaskQueue(start.host), summary: `team on ${start.host}` })
+    : work;
   // A yield heartbeats while it waits for the old runtime: a worker lost mid-handoff is noticed in seconds and
   // the same receipt's yield is retried elsewhere (cancel and the checks are idempotent).
   const handoffActs = proxyActivities<SharedActivities>({ ...QUIESCENCE_OPTIONS, summary: 'handoff' });
@@ -1067,7 +1072,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     if (name === 'task_list' && readRevision === knownRevision) {
       return refuse('coordinator_no_new_work_facts', `the board is unchanged since you read it at revision ${readRevision}; end your turn and you will be woken when something happens`);
     }
-    const effects = await work.coordinatorTool({ teamId: start.teamId, ref, index, tool: name, members: memberIds, turnsRunning: running() });
+    const effects = await toolsOn.coordinatorTool({ teamId: start.teamId, ref, index, tool: name, members: memberIds, turnsRunning: running() });
     if (effects.certificate) {
       certificate = effects.certificate;
       candidate = 'certified';

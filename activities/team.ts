@@ -301,7 +301,7 @@ export function createTeamActivities(deps: TeamActivityDeps) {
           case 'task_list': {
             const read = await readBoard(deps.pool, teamId);
             // Members' messages committed up to this revision are read now (and shown in full) — no longer unread.
-            const inbox = await readInbox(deps.pool, teamId, read.workRevision);
+            const inbox = await readInbox(deps.pool, teamId, read.workRevision, `${ref.executionId}/${ref.turnId}/${ref.step}/${ref.callId}`);
             const board = { ...read, inboxUnread: Math.max(0, read.inboxUnread - inbox.length) };
             const candidate = validateClosure(closureInputOf(board, input.turnsRunning ?? 0));
             content = JSON.stringify({

@@ -406,16 +406,17 @@ export async function isMemberSession(pool: Pool, teamId: string, memberId: stri
 
 /**
  * The Coordinator reads its Inbox as of a board revision: every unread message whose fact is at or below it is
- * marked read at that revision and returned (no fact: reading changes no work). A message committed after the
- * revision stays unread, for the next read.
+ * marked read at that revision, by this read (`readBy`, its tool call), and returned (no fact: reading changes no
+ * work). A message committed after the revision stays unread, for the next read. A retry of the same read gets what
+ * it took the first time again (the first attempt's result may have been lost).
  */
-export async function readInbox(pool: Pool, teamId: string, upToRevision: number) {
+export async function readInbox(pool: Pool, teamId: string, upToRevision: number, readBy: string) {
   const { rows } = await pool.query(
-    `UPDATE team_inbox i SET read_revision = $2 FROM team_facts f
-     WHERE i.team_id = $1 AND i.read_revision IS NULL
+    `UPDATE team_inbox i SET read_revision = COALESCE(i.read_revision, $2), read_by = $3 FROM team_facts f
+     WHERE i.team_id = $1 AND (i.read_revision IS NULL OR i.read_by = $3)
        AND f.team_id = i.team_id AND f.kind = 'inbox_message' AND f.detail->>'messageId' = i.message_id AND f.revision <= $2
      RETURNING i.message_id, i.from_member, i.related_task_id, i.purpose, i.text, i.created_at, f.actor`,
-    [teamId, upToRevision],
+    [teamId, upToRevision, readBy],
   );
   return rows
     .sort((a, b) => Number(a.created_at) - Number(b.created_at))

@@ -429,7 +429,7 @@ async function build(pool: Pool, repo: string, teamId: string, specs: TaskSpec[]
       ]);
     }
   }
-  if (hurt.inboxRead) await readInbox(pool, teamId, Number.MAX_SAFE_INTEGER);
+  if (hurt.inboxRead) await readInbox(pool, teamId, Number.MAX_SAFE_INTEGER, 'test-read');
 }
 
 /**

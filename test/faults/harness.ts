@@ -35,3 +35,46 @@ export function startHostWorker(
 export async function until(check: () => boolean | Promise<boolean>, timeoutMs: number): Promise<void> {
   await waitFor(check, timeoutMs);
 }
+
+/**
+ * Starts test/faults/shared-worker.ts (a shared-queue worker: workflows, model calls, store, dispatch) in a process of
+ * its own, optionally under bubblewrap with `hide` covered by empty tmpfs mounts, so that process cannot see what a
+ * host's disk holds there. Resolves once it polls; its `probe` line (ORCHARD_TEST_PROBE_PATH in `env`) is in
+ * `output()`. The whole process group (bwrap and the worker) is killed at teardown.
+ */
+export function startSharedWorker(
+  t: ExecutionContext,
+  options: { taskQueue: string; hostId: string; worktreeRoot: string; modelUrl: string; hide?: string[]; env?: Record<string, string> },
+): Promise<ChildProcess & { output: () => string }> {
+  const script = join(__dirname, 'shared-worker.ts');
+  const node = [process.execPath, '--import', 'tsx', script, options.taskQueue, options.hostId, options.worktreeRoot, options.modelUrl];
+  const hide = options.hide ?? [];
+  const [command, ...args] =
+    hide.length === 0 ? node : ['bwrap', '--dev-bind', '/', '/', ...hide.flatMap((dir) => ['--tmpfs', dir]), '--die-with-parent', '--', ...node];
+  // A process group of its own: teardown kills bwrap and the worker under it together.
+  const child = spawn(command, args, {
+    cwd: join(__dirname, '../..'),
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ...options.env },
+    detached: true,
+  });
+  t.teardown(() => {
+    try {
+      process.kill(-child.pid!, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  });
+  let output = '';
+  const collect = (chunk: Buffer) => {
+    output += chunk.toString();
+  };
+  child.stderr!.on('data', collect);
+  return new Promise((resolve, reject) => {
+    child.stdout!.on('data', (chunk: Buffer) => {
+      collect(chunk);
+      if (/^ready$/m.test(output)) resolve(Object.assign(child, { output: () => output }));
+    });
+    child.on('exit', (code, signal) => reject(new Error(`shared worker exited early with ${code ?? signal}: ${output}`)));
+  });
+}

@@ -115,7 +115,7 @@ export function createSharedActivities(deps: SharedActivityDeps) {
     // Dispatch and quiescence activities wait on Temporal, git or processes: they heartbeat while they run, so their
     // heartbeat timeout (workflows/activity-options.ts) notices a lost worker in seconds.
     ...withHeartbeats(orchestrator, ['createChild', 'sendToChild', 'inspectChildren']),
-    ...withHeartbeats(team, ['coordinatorTool', 'dispatchTask', 'settleExecution', 'yieldExecution', 'checkQuiescent']),
+    ...withHeartbeats(team, ['coordinatorTool', 'dispatchTask', 'settleExecution', 'yieldExecution', 'checkQuiescent', 'awaitTeamClosed']),
     /** Sessions from histories recorded before execution keys: the task becomes the user message of its turn. */
     async recordTask(input: RecordTaskInput): Promise<void> {
       await appendEntry(deps.pool, { ...turnKeyOf(input), step: 0, ordinal: 0 }, { role: 'user', content: input.task }, input.taskId);

@@ -570,6 +570,23 @@ export function createTeamActivities(deps: TeamActivityDeps) {
       }
     },
 
+    /**
+     * Returns once the team's run chain has closed (cancelled, terminated, failed or completed), with how: its task
+     * executions wait on this, so none waits for ever on a team that is gone. A long poll on Temporal; cancelled
+     * (the execution settled first) it returns at once.
+     */
+    async awaitTeamClosed(input: { teamId: string }): Promise<{ closed: string }> {
+      const context = Context.current();
+      const abort = new AbortController();
+      const stop = () => abort.abort();
+      context.cancelled.catch(stop);
+      try {
+        return { closed: await deps.orchard().teamClosed(input.teamId, abort.signal) };
+      } finally {
+        stop();
+      }
+    },
+
     /** The owner's execution ended: its evidence (or its failure), attributed to the Member's execution. */
     async settleExecution(input: SettleInput): Promise<SettledAnswer> {
       const settled = await settle(input);

@@ -3,6 +3,7 @@ import { hostname } from 'node:os';
 import {
   Client,
   Connection,
+  WorkflowFailedError,
   WorkflowNotFoundError,
   WorkflowExecutionAlreadyStartedError,
   WorkflowUpdateFailedError,
@@ -387,6 +388,24 @@ export class OrchardClient {
    */
   async sessionLiveness(sessionId: string, options: ChainOptions = {}): Promise<SessionLiveness> {
     return livenessOf(this.handle(sessionId), options.chain);
+  }
+
+  /**
+   * Resolves once the team's run chain (`team/<id>`, across continue-as-new) has closed, however it closed
+   * (completed, failed, cancelled, terminated), with how; a long poll on Temporal, ended early by `signal`.
+   */
+  async teamClosed(teamId: string, signal: AbortSignal): Promise<string> {
+    const handle = this.temporal.workflow.getHandle(teamWorkflowId(teamId));
+    try {
+      await this.temporal.withAbortSignal(signal, () => handle.result());
+      return 'COMPLETED';
+    } catch (err) {
+      if (signal.aborted) throw err;
+      if (err instanceof WorkflowNotFoundError || isNotFound(err)) return 'NOT_FOUND';
+      // A failed, cancelled or terminated run rejects its result: it has closed too.
+      if (err instanceof WorkflowFailedError) return (await handle.describe().catch(() => undefined))?.status.name ?? 'CLOSED';
+      throw err;
+    }
   }
 
   /** Whether a team's run (`team/<id>`) is alive, as for a session. */

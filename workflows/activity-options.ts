@@ -48,6 +48,18 @@ export const DISPATCH_OPTIONS: ActivityOptions = {
 };
 
 /**
+ * A watch that waits, for as long as the thing it watches lives, on something outside (another workflow's close): it
+ * heartbeats, so a lost worker is noticed in seconds and the watch starts again elsewhere; an attempt that reaches
+ * its start-to-close bound simply starts again.
+ */
+export const WATCH_OPTIONS: ActivityOptions = {
+  startToCloseTimeout: '1 hour',
+  heartbeatTimeout: '30 seconds',
+  retry: { ...RETRY_INFRASTRUCTURE, initialInterval: '1 second' },
+  cancellationType: ActivityCancellationType.TRY_CANCEL,
+};
+
+/**
  * A handoff's yield and quiescence proofs: they heartbeat every second while they wait for the old runtime, so a
  * lost worker is noticed within the handoff's SLO and the same check runs again elsewhere; the workflow learns when a
  * cancelled yield has really stopped.

@@ -575,8 +575,12 @@ export interface TaskExecutionSettled {
   readonly executionId: string;
   readonly taskId: string;
   readonly memberId: string;
-  /** `not_started`: the dispatch was refused (`message` says why); `handed_off`: a fence had frozen the task. */
-  readonly state: 'completed' | 'failed' | 'handed_off' | 'not_started';
+  /**
+   * `not_started`: the dispatch was refused (`message` says why); `handed_off`: a fence had frozen the task;
+   * `team_closed`: the team run closed (cancelled, terminated, failed) while the execution waited — it ends, recording
+   * nothing, and signals no one.
+   */
+  readonly state: 'completed' | 'failed' | 'handed_off' | 'not_started' | 'team_closed';
   readonly revision: number;
   readonly candidate?: string;
   /** The work revision `candidate` was assessed at (absent in histories from before it was sent). */

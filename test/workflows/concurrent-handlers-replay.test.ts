@@ -119,21 +119,23 @@ holdingTest('a message burst stored one write at a time, while a child reports, 
   await until(async () => (await held.waiting()) === 3, 20_000, 'the three store writes wait');
   await until(async () => (await historyOf(orchard, workflowId)).filter((l) => l.includes('update message')).length === 4, 30_000, 'messages accepted');
 
-  // The child reports while the messages' writes wait: its result is stored and answered in a turn of its own.
+  // The child reports while the messages' writes wait: its result waits behind them (the user's messages arrived
+  // first, and a user message always goes before a manifest), and no turn starts on a message not yet stored.
   child.open();
-  await until(() => fleet.orchestratorRequests().some((b) => lastUserText(b).startsWith('Child results')), 30_000, 'the manifest turn');
-  await until(async () => (await orchard.client.orchestratorStatus(id)).turnsCompleted === 2 || undefined, 30_000, 'the manifest turn ended');
+  await until(async () => (await orchard.client.orchestratorStatus(id)).children[0]?.turnEnds === 1 || undefined, 30_000, 'the child reported');
+  t.is((await orchard.client.orchestratorStatus(id)).turnsCompleted, 1);
 
-  await held.release('m2');
-  await beat();
   await held.release('m3');
+  await beat();
+  t.is((await orchard.client.orchestratorStatus(id)).turnsCompleted, 1, 'm3 is stored but m2, before it, is not: nothing runs');
+  await held.release('m2');
   await held.release('m4');
   const accepted = await Promise.all(messages);
   t.deepEqual(accepted.map((a) => a.messageId).sort(), ['m2', 'm3', 'm4']);
   const settled = await fleet.settled(5);
-  const answered = settled.turns.map((turn) => turn.taskId);
-  // The child's result first (stored at once), then the messages as their writes finished (the last two together).
-  t.deepEqual([...answered.slice(0, 3), ...answered.slice(3).sort()], ['m1', 'm5', 'm2', 'm3', 'm4']);
+  // Arrival order, whatever order the writes finished in; the child's result (the manifest) after the user's words.
+  t.deepEqual(settled.turns.map((turn) => turn.taskId), ['m1', 'm2', 'm3', 'm4', 'm5']);
+  t.true(fleet.orchestratorRequests().some((b) => lastUserText(b).startsWith('Child results')));
 
   await assertEveryHistoryReplays(t, orchard, [workflowId, sessionWorkflowId(childId)]);
   await fleet.keepHistory('orchestrator-messages-stored-one-at-a-time');

@@ -67,3 +67,16 @@ test('the handoff clocks start when the request is accepted, before the fence is
   t.true(timersAt.every((i) => i < fenceAt), `timers at ${timersAt}, fence at ${fenceAt}`);
   t.true(types.size > 0);
 });
+
+test('a team terminated from outside while a Member works: its task execution ends (team_closed), it does not wait for ever', async (t) => {
+  const h = await startScriptedTeam(t, { plan: [create('a', 'implementer'), APPROVE], work: { a: 'gate' } });
+  await h.gate('a').arrived;
+  const running = await h.until('the execution running', (v) => v.executions.some((e) => e.taskId === 'a' && e.state === 'running'));
+  const execution = running.executions.find((e) => e.taskId === 'a')!;
+  await h.orchard.temporal.workflow.getHandle(teamWorkflowId(h.teamId)).terminate('gone (test)');
+  const handle = h.orchard.temporal.workflow.getHandle(execution.workflowId!);
+  const result = await handle.result();
+  t.like(result, { taskId: 'a', state: 'team_closed' });
+  t.is((await handle.describe()).status.name, 'COMPLETED');
+  h.gate('a').open();
+});

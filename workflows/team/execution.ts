@@ -1,5 +1,6 @@
 import {
   ActivityFailure,
+  CancellationScope,
   condition,
   getExternalWorkflowHandle,
   patched,
@@ -9,7 +10,7 @@ import {
   upsertSearchAttributes,
 } from '@temporalio/workflow';
 import type { HostActivities, SharedActivities } from '../../activities';
-import { DISPATCH_OPTIONS, failureOf } from '../activity-options';
+import { DISPATCH_OPTIONS, WATCH_OPTIONS, failureOf } from '../activity-options';
 import {
   executionTurnEndedSignal,
   hostTaskQueue,
@@ -93,9 +94,25 @@ export async function teamTaskExecution(input: TaskExecutionInput): Promise<Task
   state = 'working';
   show('working');
 
-  // This task's turn ended, or the session closed without ending it (cancelled or failed: not evidence).
+  // This task's turn ended, or the session closed without ending it (cancelled or failed: not evidence). A team that
+  // closes meanwhile (cancelled or terminated from outside) forwards nothing any more: a watch on it ends the wait.
   let end: ChildTurnEnded | undefined;
-  await condition(() => (end = notices.find((n) => n.closed || (sessionTaskId !== undefined && n.taskId === sessionTaskId))) !== undefined);
+  let teamGone: string | undefined;
+  const watch = patched('execution-ends-with-team') ? new CancellationScope() : undefined;
+  const watching = watch
+    ? watch.run(() => proxyActivities<SharedActivities>({ ...WATCH_OPTIONS, summary: `watch ${teamWorkflowId(input.teamId)}` }).awaitTeamClosed({ teamId: input.teamId })).then(
+        ({ closed }) => void (teamGone = closed),
+        () => undefined,
+      )
+    : Promise.resolve();
+  await condition(() => teamGone !== undefined || (end = notices.find((n) => n.closed || (sessionTaskId !== undefined && n.taskId === sessionTaskId))) !== undefined);
+  watch?.cancel();
+  await watching;
+  if (end === undefined) {
+    state = 'team_closed';
+    show(`team_closed (${teamGone})`);
+    return { ...base, state: 'team_closed', revision: 0, sessionTaskId, message: `team ${input.teamId} closed (${teamGone}) while this execution waited` };
+  }
   const settled = await settleOn.settleExecution({
     teamId: input.teamId,
     taskId: input.taskId,

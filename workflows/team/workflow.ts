@@ -957,7 +957,8 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       const settled = pendingSettled.shift()!;
       const at = executions.findIndex((e) => e.executionId === settled.executionId);
       // A fenced execution's end is the handoff driver's business, not evidence.
-      if (at < 0 || executions[at].state !== 'running') continue;
+      // A team_closed end is never signalled (its team is gone); one that arrives anyway is no evidence.
+      if (at < 0 || executions[at].state !== 'running' || settled.state === 'team_closed') continue;
       const execution = executions[at];
       knownRevision = Math.max(knownRevision, settled.revision);
       if (settled.state === 'not_started') {

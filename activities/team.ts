@@ -528,7 +528,7 @@ export function createTeamActivities(deps: TeamActivityDeps) {
           // only: a late retry never cancels a newer session of the same member.
           const cancelled = deps
             .orchard()
-            .cancel(input.sessionId, input.reason, { chain: chainOf(input.lease) })
+            .cancel(input.sessionId, input.reason, { chain: chainOf(input.lease), signal: Context.current().cancellationSignal })
             .catch((err: unknown) => {
               if (!(err instanceof OrchardError && (err.code === 'session_closed' || err.code === 'session_not_found'))) throw err;
             });

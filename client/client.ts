@@ -428,11 +428,12 @@ export class OrchardClient {
    * `session_closed`.
    */
   async cancel(sessionId: string, reason?: string, options: ChainOptions = {}): Promise<SessionStatusView> {
-    if (options.chain === undefined) return this.call(sessionId, (handle) => handle.executeUpdate(cancelUpdate, { args: [{ reason }] }));
+    const bounded = <T>(fn: () => Promise<T>) => (options.signal ? this.temporal.withAbortSignal(options.signal, fn) : fn());
+    if (options.chain === undefined) return this.call(sessionId, (handle) => bounded(() => handle.executeUpdate(cancelUpdate, { args: [{ reason }] })));
     const live = await livenessOf(this.handle(sessionId), options.chain);
     if (live.liveness === 'dead') throw new OrchardError('session_closed', `session ${sessionId}'s execution chain ${options.chain} is closed (${live.execution})`);
     const handle = this.temporal.workflow.getHandle(sessionWorkflowId(sessionId), undefined, { firstExecutionRunId: options.chain });
-    return this.mapErrors(sessionId, () => handle.executeUpdate(cancelUpdate, { args: [{ reason }] }));
+    return this.mapErrors(sessionId, () => bounded(() => handle.executeUpdate(cancelUpdate, { args: [{ reason }] })));
   }
 
   /**
@@ -546,6 +547,8 @@ async function whenScheduled<T>(query: () => Promise<T>): Promise<T> {
 /** A session's execution chain: the run id it started with (a lease holder names it). */
 export interface ChainOptions {
   readonly chain?: string;
+  /** Abandons the call (an activity that was cancelled): no request of it outlives its caller. */
+  readonly signal?: AbortSignal;
 }
 
 export interface SessionLiveness {

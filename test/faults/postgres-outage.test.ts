@@ -6,7 +6,7 @@ import { orchestratorWorkflowId, teamWorkflowId } from '../../workflows/messages
 import { memberSessionId } from '../../workflows/team/member-session';
 import { calls, final, fleetModel, startFleet } from '../helpers/fleet-model';
 import { completion, stubModel, type Reply } from '../helpers/model-stub';
-import { makeRepo, startOrchard, testStackEnv, uniqueId, writeScenario } from '../helpers/orchard';
+import { keepHistory, makeRepo, startOrchard, testStackEnv, uniqueId, writeScenario } from '../helpers/orchard';
 import { untilTeam } from '../helpers/team';
 import { sharedToxiproxy } from '../helpers/toxiproxy';
 import { waitFor } from '../helpers/wait';
@@ -67,6 +67,7 @@ faultTest('an outage while messages arrive (update, signal, a retried update) fa
   // The retry stored nothing of its own.
   const rows = await orchard.pool.query(`SELECT task_id FROM session_tasks WHERE session_id = $1 ORDER BY task_id`, [id]);
   t.deepEqual(rows.rows.map((r) => r.task_id), ['m1', 'm2', 'm3']);
+  await fleet.keepHistory('orchestrator-messages-during-outage');
 });
 
 faultTest('an outage while a command runs: the turn finishes after it and the command ran once', async (t) => {
@@ -207,4 +208,5 @@ faultTest('an outage between fence and release: the team keeps answering, the re
   const oldStamps = stamps(oldLog);
   const newStamps = stamps(join(newSession.worktree!, 'new.log'));
   t.true(newStamps[0] > oldStamps[oldStamps.length - 1], 'the replacement wrote only after the old writer stopped');
+  await keepHistory(orchard, teamWorkflowId(teamId), 'team-handoff-during-outage');
 });

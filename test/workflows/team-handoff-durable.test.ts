@@ -1,6 +1,7 @@
 import test from 'ava';
 import { orchardFailure } from '../../workflows/errors';
 import { teamWorkflowId } from '../../workflows/messages';
+import { keepHistory } from '../helpers/orchard';
 import { activityTypes, startScriptedTeam, type Call } from '../helpers/team';
 
 /**
@@ -47,6 +48,7 @@ test('a receipt write that fails for good settles the handoff unknown; the team 
   t.like(await resolve(released!.requestId), { receiptId: receipt.receiptId, state: 'released', resolution: 'release' });
   await h.until('the replacement completed', (v) => v.executions.some((e) => e.taskId === receipt.newTaskId && e.state === 'completed'));
   t.is((await h.status()).receipts.length, 1);
+  await keepHistory(h.orchard, teamWorkflowId(h.teamId), 'team-handoff-write-failed');
 });
 
 test('the handoff clocks start when the request is accepted, before the fence is written', async (t) => {
@@ -79,4 +81,5 @@ test('a team terminated from outside while a Member works: its task execution en
   t.like(result, { taskId: 'a', state: 'team_closed' });
   t.is((await handle.describe()).status.name, 'COMPLETED');
   h.gate('a').open();
+  await keepHistory(h.orchard, execution.workflowId!, 'team-execution-team-closed');
 });

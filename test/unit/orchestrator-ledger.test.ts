@@ -2,7 +2,14 @@ import test from 'ava';
 import fc from 'fast-check';
 import type { ChildTurnEnded } from '../../workflows/messages';
 import { agentRows, UNTRUSTED } from '../../workflows/orchestrator/agents';
-import { parseDescriptionCall, sameChange } from '../../workflows/orchestrator/descriptions';
+import {
+  MAX_ROUTING_ALIAS_CHARS,
+  MAX_ROUTING_ALIASES,
+  MAX_ROUTING_DESCRIPTION_CHARS,
+  ROUTING_CAPS_BEFORE_ISSUE_18,
+  parseDescriptionCall,
+  sameChange,
+} from '../../workflows/orchestrator/descriptions';
 import { Ledger, type LedgerChild } from '../../workflows/orchestrator/ledger';
 
 function child(childId: string, extra: Partial<LedgerChild> = {}): Omit<LedgerChild, 'turnEnds' | 'lastActivity'> {
@@ -106,6 +113,33 @@ test('description calls: typed refusals; a confirmation must name the proposed c
   t.true(sameChange({ routingDescription: 'x', routingAliases: ['a'] }, { routingAliases: ['a'] }));
   t.false(sameChange({ routingDescription: 'x' }, { routingDescription: 'y' }));
   t.false(sameChange({ routingAliases: ['a'] }, { routingAliases: ['a', 'b'] }));
+});
+
+test('description calls: routing metadata over its caps is refused invalid_input, never cut short', (t) => {
+  const call = (extra: Record<string, unknown>) => parseDescriptionCall({ sessionID: 'a', confirmed: false, ...extra });
+  const atCap = {
+    routingDescription: 'd'.repeat(MAX_ROUTING_DESCRIPTION_CHARS),
+    routingAliases: Array.from({ length: MAX_ROUTING_ALIASES }, (_, i) => `${i}`.padEnd(MAX_ROUTING_ALIAS_CHARS, 'x')),
+  };
+  t.like(call(atCap), { ok: true, change: atCap });
+  const over: [Record<string, unknown>, RegExp][] = [
+    [{ routingDescription: 'd'.repeat(MAX_ROUTING_DESCRIPTION_CHARS + 1) }, /^routingDescription is \d+ characters; the limit is \d+/],
+    [{ routingAliases: Array.from({ length: MAX_ROUTING_ALIASES + 1 }, (_, i) => `a${i}`) }, /^routingAliases has \d+ aliases; the limit is \d+/],
+    [{ routingAliases: ['x'.repeat(MAX_ROUTING_ALIAS_CHARS + 1)] }, /^routingAliases\[0\] is \d+ characters; the limit is \d+/],
+  ];
+  for (const [extra, why] of over) {
+    const parsed = call(extra);
+    t.like(parsed, { ok: false, code: 'invalid_input' }, JSON.stringify(extra).slice(0, 80));
+    if (!parsed.ok) {
+      t.regex(parsed.message, why);
+      t.regex(parsed.message, /; nothing was changed$/);
+    }
+  }
+  // A confirmation is parsed with the same caps, so it can never name more than a proposal could.
+  t.like(parseDescriptionCall({ sessionID: 'a', confirmed: true, confirmationToken: 'c', routingDescription: 'd'.repeat(MAX_ROUTING_DESCRIPTION_CHARS + 1) }), { ok: false });
+  // Workflow tasks recorded before the caps are parsed with the caps they had.
+  t.like(parseDescriptionCall({ sessionID: 'a', confirmed: false, routingDescription: 'd'.repeat(2_000) }, ROUTING_CAPS_BEFORE_ISSUE_18), { ok: true });
+  t.like(parseDescriptionCall({ sessionID: 'a', confirmed: false, routingDescription: 'd'.repeat(2_001) }, ROUTING_CAPS_BEFORE_ISSUE_18), { ok: false });
 });
 
 test('agents: only the ledger makes a child actionable; a cache row without authority is untrusted', (t) => {

@@ -1,7 +1,8 @@
 import test from 'ava';
 import { startOrchestratorProblem } from '../../workflows/messages';
 import fc from 'fast-check';
-import { dispatchRequestId, parseSessionCall } from '../../workflows/orchestrator/session-call';
+import { MAX_ROUTING_ALIAS_CHARS, MAX_ROUTING_ALIASES, MAX_ROUTING_DESCRIPTION_CHARS } from '../../workflows/orchestrator/descriptions';
+import { MAX_AGENT_CHARS, MAX_TITLE_CHARS, MAX_TOPIC_CHARS, dispatchRequestId, parseSessionCall } from '../../workflows/orchestrator/session-call';
 import { ORCHESTRATOR_TOOLS } from '../../workflows/orchestrator/tools';
 
 const cases: [string, unknown, unknown][] = [
@@ -73,6 +74,58 @@ for (const [name, input] of refused) {
     if (!parsed.ok) t.is(parsed.code, 'session_call_invalid');
   });
 }
+
+const atCap = {
+  title: 't'.repeat(MAX_TITLE_CHARS),
+  topic: 'p'.repeat(MAX_TOPIC_CHARS),
+  agent: 'a'.repeat(MAX_AGENT_CHARS),
+  routingDescription: 'd'.repeat(MAX_ROUTING_DESCRIPTION_CHARS),
+  routingAliases: Array.from({ length: MAX_ROUTING_ALIASES }, (_, i) => `${i}`.padEnd(MAX_ROUTING_ALIAS_CHARS, 'x')),
+};
+
+test('a create with every model-written field at its cap is taken as it is', (t) => {
+  const parsed = parseSessionCall(create(atCap));
+  t.true(parsed.ok, JSON.stringify(parsed));
+  if (parsed.ok) t.like(parsed.call, { operation: 'create', ...atCap });
+});
+
+const overCap: [string, Record<string, unknown>, RegExp][] = [
+  ['a title', { title: 't'.repeat(MAX_TITLE_CHARS + 1) }, new RegExp(`^title is ${MAX_TITLE_CHARS + 1} characters; the limit is ${MAX_TITLE_CHARS}`)],
+  ['a topic', { topic: 'p'.repeat(MAX_TOPIC_CHARS + 1) }, /^topic is \d+ characters; the limit is/],
+  ['an agent', { agent: 'a'.repeat(MAX_AGENT_CHARS + 1) }, /^agent is \d+ characters; the limit is/],
+  ['a routingDescription', { routingDescription: 'd'.repeat(MAX_ROUTING_DESCRIPTION_CHARS + 1) }, /^routingDescription is \d+ characters; the limit is/],
+  ['too many routingAliases', { routingAliases: Array.from({ length: MAX_ROUTING_ALIASES + 1 }, (_, i) => `a${i}`) }, /^routingAliases has \d+ aliases; the limit is/],
+  ['a routingAlias', { routingAliases: ['ok', 'x'.repeat(MAX_ROUTING_ALIAS_CHARS + 1)] }, /^routingAliases\[1\] is \d+ characters; the limit is/],
+];
+for (const [name, extra, why] of overCap) {
+  test(`a create with ${name} over its cap is refused invalid_input (nothing cut short, nothing created)`, (t) => {
+    const parsed = parseSessionCall(create({ ...atCap, ...extra }));
+    t.false(parsed.ok);
+    if (parsed.ok) return;
+    t.is(parsed.code, 'invalid_input');
+    t.regex(parsed.message, why);
+    t.regex(parsed.message, /; nothing was created$/);
+  });
+}
+
+test('property: a create is taken with its fields exactly as written, or refused; never cut short', (t) => {
+  const len = (max: number) => fc.integer({ min: 1, max: max + 3 });
+  const aliasLengths = fc.array(len(MAX_ROUTING_ALIAS_CHARS), { maxLength: MAX_ROUTING_ALIASES + 2 });
+  fc.assert(
+    fc.property(len(MAX_TITLE_CHARS), len(MAX_ROUTING_DESCRIPTION_CHARS), aliasLengths, (title, description, aliases) => {
+      const args = { title: 'T'.repeat(title), routingDescription: 'D'.repeat(description), routingAliases: aliases.map((n) => 'A'.repeat(n)) };
+      const parsed = parseSessionCall(create(args));
+      const within =
+        title <= MAX_TITLE_CHARS &&
+        description <= MAX_ROUTING_DESCRIPTION_CHARS &&
+        aliases.length <= MAX_ROUTING_ALIASES &&
+        aliases.every((n) => n <= MAX_ROUTING_ALIAS_CHARS);
+      if (!parsed.ok) return !within && parsed.code === 'invalid_input';
+      return within && JSON.stringify(parsed.call) === JSON.stringify({ ...parsed.call, ...args });
+    }),
+  );
+  t.pass();
+});
 
 test('property: nothing parses as a create unless it says operation create and names no session', (t) => {
   const field = fc.constantFrom('sessionID', 'sessionId', 'title', 'task', 'agent', 'topic', 'routingDescription', 'operation');

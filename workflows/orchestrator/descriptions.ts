@@ -8,28 +8,73 @@ import type { RoutingChange } from '../messages';
 
 export type DescriptionCall =
   | { readonly ok: true; readonly sessionID: string; readonly change: RoutingChange; readonly confirmed: boolean; readonly token?: string }
-  | { readonly ok: false; readonly code: 'description_call_invalid'; readonly message: string };
+  | { readonly ok: false; readonly code: 'description_call_invalid' | 'invalid_input'; readonly message: string };
 
-const MAX_DESCRIPTION_CHARS = 2_000;
-const MAX_ALIASES = 20;
+/**
+ * Caps on the routing metadata a model writes (a create's and this tool's alike). The orchestrator's ledger carries
+ * it across continue-as-new for as long as the child is open, in one payload of at most 2 MB for the whole fleet,
+ * so a value over a cap is refused with the cap in the message, never cut short.
+ */
+export interface RoutingCaps {
+  readonly descriptionChars: number;
+  readonly aliases: number;
+  readonly aliasChars: number;
+}
+export const MAX_ROUTING_DESCRIPTION_CHARS = 500;
+export const MAX_ROUTING_ALIASES = 8;
+export const MAX_ROUTING_ALIAS_CHARS = 64;
+export const ROUTING_CAPS: RoutingCaps = {
+  descriptionChars: MAX_ROUTING_DESCRIPTION_CHARS,
+  aliases: MAX_ROUTING_ALIASES,
+  aliasChars: MAX_ROUTING_ALIAS_CHARS,
+};
+/** The caps before issue 18: what a workflow task recorded before them must be parsed with (behind `patched()`). */
+export const ROUTING_CAPS_BEFORE_ISSUE_18: RoutingCaps = {
+  descriptionChars: 2_000,
+  aliases: 20,
+  aliasChars: Number.POSITIVE_INFINITY,
+};
 
-function invalid(message: string): DescriptionCall {
-  return { ok: false, code: 'description_call_invalid', message: `${message}; nothing was changed` };
+/** Why routing metadata (already known to be a string and an array of strings) is over a cap, if it is. */
+export function routingCapProblem(
+  description: string | undefined,
+  aliases: readonly string[] | undefined,
+  caps = ROUTING_CAPS,
+): string | undefined {
+  if (description !== undefined && description.length > caps.descriptionChars) {
+    return (
+      `routingDescription is ${description.length} characters; the limit is ${caps.descriptionChars}: ` +
+      'say in a sentence or two which requests belong to this child'
+    );
+  }
+  if (aliases !== undefined && aliases.length > caps.aliases) {
+    return `routingAliases has ${aliases.length} aliases; the limit is ${caps.aliases}: keep the names requests really use`;
+  }
+  const long = aliases?.findIndex((a) => a.length > caps.aliasChars) ?? -1;
+  if (long >= 0) {
+    return (
+      `routingAliases[${long}] is ${aliases![long].length} characters; the limit is ${caps.aliasChars}: ` +
+      'an alias is a short name of the topic, like "PR 1741"'
+    );
+  }
+  return undefined;
 }
 
-export function parseDescriptionCall(args: Record<string, unknown>): DescriptionCall {
+function invalid(message: string, code: 'description_call_invalid' | 'invalid_input' = 'description_call_invalid'): DescriptionCall {
+  return { ok: false, code, message: `${message}; nothing was changed` };
+}
+
+/** `caps`: ROUTING_CAPS, or ROUTING_CAPS_BEFORE_ISSUE_18 when replaying a workflow task recorded before them. */
+export function parseDescriptionCall(args: Record<string, unknown>, caps = ROUTING_CAPS): DescriptionCall {
   const { sessionID, routingDescription, routingAliases, confirmed, confirmationToken } = args;
   if (typeof sessionID !== 'string' || sessionID.trim() === '') return invalid('sessionID must name a child');
   if (typeof confirmed !== 'boolean') return invalid('confirmed must be true or false');
-  if (routingDescription !== undefined && (typeof routingDescription !== 'string' || routingDescription.length > MAX_DESCRIPTION_CHARS)) {
-    return invalid(`routingDescription must be a string of at most ${MAX_DESCRIPTION_CHARS} characters`);
+  if (routingDescription !== undefined && typeof routingDescription !== 'string') return invalid('routingDescription must be a string');
+  if (routingAliases !== undefined && (!Array.isArray(routingAliases) || routingAliases.some((a) => typeof a !== 'string' || a.trim() === ''))) {
+    return invalid('routingAliases must be an array of non-empty strings');
   }
-  if (
-    routingAliases !== undefined &&
-    (!Array.isArray(routingAliases) || routingAliases.length > MAX_ALIASES || routingAliases.some((a) => typeof a !== 'string' || a.trim() === ''))
-  ) {
-    return invalid(`routingAliases must be an array of at most ${MAX_ALIASES} non-empty strings`);
-  }
+  const tooLong = routingCapProblem(routingDescription, (routingAliases as string[] | undefined)?.map((a) => a.trim()), caps);
+  if (tooLong) return invalid(tooLong, 'invalid_input');
   if (confirmationToken !== undefined && typeof confirmationToken !== 'string') return invalid('confirmationToken must be a string');
   if (!confirmed && routingDescription === undefined && routingAliases === undefined) {
     return invalid('propose a routingDescription, routingAliases, or both');

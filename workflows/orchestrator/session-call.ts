@@ -5,6 +5,7 @@
  * otherwise. No path turns anything into a create: a create must say `operation: "create"` and carry no session id.
  */
 import { MAX_TASK_CHARS, type Completion } from '../messages';
+import { routingCapProblem } from './descriptions';
 
 export type { Completion };
 
@@ -27,7 +28,15 @@ export type SessionCall =
 export type ParsedSessionCall =
   /** `repaired` says how a malformed call was read (for the tool result), when it was. */
   | { readonly ok: true; readonly call: SessionCall; readonly repaired?: string }
-  | { readonly ok: false; readonly code: 'session_call_invalid'; readonly message: string };
+  | { readonly ok: false; readonly code: 'session_call_invalid' | 'invalid_input'; readonly message: string };
+
+/**
+ * Caps on what a create's model writes and the orchestrator's ledger carries across continue-as-new for as long as the
+ * child is open (the routing metadata's are in descriptions.ts): over a cap is refused, never cut short.
+ */
+export const MAX_TITLE_CHARS = 120;
+export const MAX_TOPIC_CHARS = 120;
+export const MAX_AGENT_CHARS = 64;
 
 const FIELDS = [
   'sessionID',
@@ -121,6 +130,12 @@ export function parseSessionCall(raw: unknown): ParsedSessionCall {
       for (const field of ['agent', 'topic', 'routingDescription'] as const) {
         if (args[field] !== undefined && typeof args[field] !== 'string') return refuse(`${field} must be a string`);
       }
+      const tooLong =
+        capProblem('title', title, MAX_TITLE_CHARS, 'one line naming what the child owns; the detail belongs in task') ??
+        capProblem('topic', args.topic as string | undefined, MAX_TOPIC_CHARS, 'a short handle like "PR 1741"') ??
+        capProblem('agent', args.agent as string | undefined, MAX_AGENT_CHARS, 'an agent profile name like "coder"') ??
+        routingCapProblem(args.routingDescription as string | undefined, aliases as string[] | undefined);
+      if (tooLong) return { ok: false, code: 'invalid_input', message: `${tooLong}; nothing was created` };
       const completion = completionOf(args);
       if (typeof completion === 'string') return refuse(completion);
       return ok(
@@ -166,6 +181,10 @@ function completionOf(args: Record<string, unknown>): Completion | string {
   if (eachAlias) return 'notifyOnComplete and triggerTurnOnComplete mean completionPolicy "each"; they cannot be combined with a group';
   if (groupId === undefined) return 'completionPolicy "group" needs a completionGroupId naming the group';
   return { policy: 'group', groupId: (groupId as string).trim() };
+}
+
+function capProblem(field: string, value: string | undefined, max: number, what: string): string | undefined {
+  return value !== undefined && value.length > max ? `${field} is ${value.length} characters; the limit is ${max}: ${what}` : undefined;
 }
 
 function ok(call: SessionCall, repaired?: string): ParsedSessionCall {

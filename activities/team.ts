@@ -8,6 +8,7 @@ import { excerpt } from '../workflows/session/state';
 import type { CallRef } from './orchestrator';
 import { turnKeyOf } from './store/keys';
 import { leaseHeldAt } from './store/leases';
+import { leaseHostUnreachable } from './store/hosts';
 import {
   activateTeamRun,
   assignTask,
@@ -179,12 +180,20 @@ export function createTeamActivities(deps: TeamActivityDeps) {
   }
 
   async function quiescence(input: { sessionId: string; lease?: FencedLease }): Promise<Quiescence> {
+    // A runtime still there is `known` — unless the host that holds it cannot be reached: then nobody can tell.
+    const unreachable = async () => (input.lease ? leaseHostUnreachable(deps.pool, input.lease.worktree) : undefined);
     const live = await livenessOf(input.sessionId, input.lease);
     if (live.liveness !== 'dead') {
-      return { quiescent: false, known: live.liveness === 'alive', why: `session ${input.sessionId} is ${live.liveness} (${live.execution}${live.liveness === 'unknown' ? `: ${live.runtime}` : ''})` };
+      const why = `session ${input.sessionId} is ${live.liveness} (${live.execution}${live.liveness === 'unknown' ? `: ${live.runtime}` : ''})`;
+      const gone = live.liveness === 'alive' ? await unreachable() : undefined;
+      return { quiescent: false, known: live.liveness === 'alive' && gone === undefined, why: gone ? `${why}; ${gone}` : why };
     }
     const open = input.lease ? await openProcessGroups(deps.pool, input.lease) : 0;
-    if (open > 0) return { quiescent: false, known: true, why: `${open} process group(s) of the old execution are not verified gone` };
+    if (open > 0) {
+      const gone = await unreachable();
+      const why = `${open} process group(s) of the old execution are not verified gone`;
+      return { quiescent: false, known: gone === undefined, why: gone ? `${why}; ${gone}` : why };
+    }
     // Release-if-current: the old execution's lease must not still be current (the fence moves it to the next
     // generation; a lease still held at the fenced one means the old execution may still write).
     if (input.lease && (await leaseHeldAt(deps.pool, input.lease))) {

@@ -2,13 +2,13 @@ import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import { hostname } from 'node:os';
 import type { Pool } from 'pg';
-import { claimHost, heartbeatHost, releaseHost, UNKNOWN, type HostHolder, type HostInstance } from '../activities/store/hosts';
+import { claimHost, heartbeatHost, HOST_STALE_AFTER_SECONDS, releaseHost, UNKNOWN, type HostHolder, type HostInstance } from '../activities/store/hosts';
 import { isProcessAlive } from './pid';
 
 /** How often a running worker refreshes its registration. */
 export const HOST_HEARTBEAT_SECONDS = 10;
 /** After this long without a heartbeat a holder is presumed dead, wherever it ran (a few missed heartbeats). */
-export const HOST_STALE_AFTER_SECONDS = 45;
+export { HOST_STALE_AFTER_SECONDS };
 
 /** Another live worker holds this host id: starting a second one would split the host's queue across two disks. */
 export class HostIdInUseError extends Error {

@@ -120,3 +120,24 @@ export async function releaseHost(pool: Pool, hostId: string, instanceId: string
   );
   return rowCount === 1;
 }
+
+/** A registered host whose heartbeat is older than this is presumed gone (the worker takes an id over after it too). */
+export const HOST_STALE_AFTER_SECONDS = 45;
+
+/**
+ * Why the host that holds a worktree lease cannot be reached, or undefined when it can or nobody knows: its worker
+ * released its id, or its heartbeat is older than HOST_STALE_AFTER_SECONDS. A host with no registration (workers
+ * that do not register, as in tests) is not called unreachable.
+ */
+export async function leaseHostUnreachable(pool: Pool, worktree: string): Promise<string | undefined> {
+  const { rows } = await pool.query(
+    `SELECT h.host_id, h.state, EXTRACT(EPOCH FROM now() - h.heartbeat_at)::int AS age
+     FROM worktree_leases l JOIN worker_hosts h ON h.host_id = l.host WHERE l.worktree = $1`,
+    [worktree],
+  );
+  const host = rows[0];
+  if (!host) return undefined;
+  if (host.state === 'released') return `host ${host.host_id} has no worker (its id was released)`;
+  if (Number(host.age) > HOST_STALE_AFTER_SECONDS) return `host ${host.host_id} cannot be reached (last heartbeat ${host.age} s ago)`;
+  return undefined;
+}

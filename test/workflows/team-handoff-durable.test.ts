@@ -83,3 +83,27 @@ test('a team terminated from outside while a Member works: its task execution en
   h.gate('a').open();
   await keepHistory(h.orchard, execution.workflowId!, 'team-execution-team-closed');
 });
+
+test('a handoff whose old runtime is on a host that cannot be reached settles unknown, not timeout', async (t) => {
+  const h = await startScriptedTeam(t, {
+    plan: [create('a', 'implementer'), APPROVE],
+    work: { a: 'write' },
+    handoff: { sloMs: 300, timeoutMs: 1_500 },
+  });
+  await h.writing('a', 'implementer');
+  // The old runtime cannot be proven stopped (a process group not verified gone)…
+  const stuck = await h.stick('implementer');
+  // …and its host's worker last reported an hour ago: whether anything of it still runs, nobody can tell.
+  await h.orchard.pool.query(
+    `INSERT INTO worker_hosts (host_id, instance_id, hostname, boot_id, pid_namespace, pid, state, heartbeat_at)
+     VALUES ($1, 'gone', 'elsewhere', 'boot', 'pidns', 1, 'running', now() - interval '1 hour')`,
+    [h.orchard.hostId],
+  );
+  t.teardown(() => h.orchard.pool.query(`DELETE FROM worker_hosts WHERE host_id = $1`, [h.orchard.hostId]));
+  const receipt = await h.orchard.client.reassignTask(h.teamId, { taskId: 'a', newOwner: 'reviewer', reason: 'move it' });
+  const settled = await h.until('the receipt settled', (v) => !['requested', 'yielding'].includes(v.receipts[0]?.state));
+  t.like(settled.receipts[0], { receiptId: receipt.receiptId, state: 'unknown' });
+  const rows = await h.orchard.pool.query(`SELECT state FROM team_handoff_receipts WHERE receipt_id = $1`, [receipt.receiptId]);
+  t.is(rows.rows[0].state, 'unknown');
+  await stuck.unstick();
+});

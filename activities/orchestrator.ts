@@ -52,7 +52,8 @@ export function createOrchestratorActivities(deps: OrchestratorActivityDeps) {
     return call;
   }
   async function taskOf(ref: CallRef): Promise<string> {
-    const parsed = parseSessionCall((await callOf(ref)).function.arguments);
+    // The call was accepted when it was read (caps applied then): here only its task is wanted.
+    const parsed = parseSessionCall((await callOf(ref)).function.arguments, { caps: false });
     if (!parsed.ok || !('task' in parsed.call)) throw new Error(`tool call ${ref.callId} carries no task`);
     return parsed.call.task;
   }

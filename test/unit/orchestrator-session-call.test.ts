@@ -188,3 +188,10 @@ test('an orchestrator start is checked like a session create: id, repo, host, mo
     t.regex(problem?.message ?? '', why);
   }
 });
+
+test('a create accepted before the caps still yields its task when read again without them (a dispatch retried across a deploy)', (t) => {
+  const args = JSON.stringify({ operation: 'create', args: { title: 'x'.repeat(500), task: 'do it' } });
+  t.false(parseSessionCall(args).ok);
+  const read = parseSessionCall(args, { caps: false });
+  t.true(read.ok && 'task' in read.call && read.call.task === 'do it');
+});

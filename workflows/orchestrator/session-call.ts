@@ -66,8 +66,11 @@ function refuse(why: string): ParsedSessionCall {
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 const text = (v: unknown): string | undefined => (typeof v === 'string' && v.trim() !== '' ? v : undefined);
 
-/** `raw` is the tool call's arguments: a JSON string, or already parsed. */
-export function parseSessionCall(raw: unknown): ParsedSessionCall {
+/**
+ * `raw` is the tool call's arguments: a JSON string, or already parsed. `caps: false` reads a call that was accepted
+ * before the caps existed (a dispatch retried across a deploy must find its task, not a refusal).
+ */
+export function parseSessionCall(raw: unknown, options: { caps?: boolean } = {}): ParsedSessionCall {
   let value = raw;
   if (typeof raw === 'string') {
     try {
@@ -131,10 +134,12 @@ export function parseSessionCall(raw: unknown): ParsedSessionCall {
         if (args[field] !== undefined && typeof args[field] !== 'string') return refuse(`${field} must be a string`);
       }
       const tooLong =
-        capProblem('title', title, MAX_TITLE_CHARS, 'one line naming what the child owns; the detail belongs in task') ??
-        capProblem('topic', args.topic as string | undefined, MAX_TOPIC_CHARS, 'a short handle like "PR 1741"') ??
-        capProblem('agent', args.agent as string | undefined, MAX_AGENT_CHARS, 'an agent profile name like "coder"') ??
-        routingCapProblem(args.routingDescription as string | undefined, aliases as string[] | undefined);
+        options.caps === false
+          ? undefined
+          : (capProblem('title', title, MAX_TITLE_CHARS, 'one line naming what the child owns; the detail belongs in task') ??
+            capProblem('topic', args.topic as string | undefined, MAX_TOPIC_CHARS, 'a short handle like "PR 1741"') ??
+            capProblem('agent', args.agent as string | undefined, MAX_AGENT_CHARS, 'an agent profile name like "coder"') ??
+            routingCapProblem(args.routingDescription as string | undefined, aliases as string[] | undefined));
       if (tooLong) return { ok: false, code: 'invalid_input', message: `${tooLong}; nothing was created` };
       const completion = completionOf(args);
       if (typeof completion === 'string') return refuse(completion);

@@ -38,7 +38,7 @@ import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_STATUS } from '../search-attributes
 import { slugOf } from '../session/ids';
 import { excerpt } from '../session/state';
 import { agentRows } from './agents';
-import { parseDescriptionCall, sameChange } from './descriptions';
+import { parseDescriptionCall, ROUTING_CAPS_BEFORE_ISSUE_18, sameChange } from './descriptions';
 import { dispatchEcho } from './echo';
 import { Ledger, type CarriedLedger, type ChildResult } from './ledger';
 import { renderRoster } from './roster';
@@ -287,7 +287,8 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
 
   /** Proposes a routing change (a token back), or applies one the user confirmed; anything else changes nothing. */
   function updateDescription(args: Record<string, unknown>): string {
-    const call = parseDescriptionCall(args);
+    // Caps on routing metadata came with issue 18: a call recorded before them is judged as it was then.
+    const call = parseDescriptionCall(args, patched('orchestrator-field-caps') ? undefined : ROUTING_CAPS_BEFORE_ISSUE_18);
     if (!call.ok) return `error (${call.code}): ${call.message}`;
     const child = ledger.get(call.sessionID);
     if (!child) return `error (session_not_found): no child ${call.sessionID} in your roster; nothing was changed`;

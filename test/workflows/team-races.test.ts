@@ -147,7 +147,7 @@ test.serial('reassign vs reassign: two concurrent reassigns of one task — one 
   t.is(await facts(h, 'handoff_requested'), 1);
 });
 
-test.serial('stale release callback: the old execution proves quiescent only after its receipt timed out — that answer releases nothing; the user’s release does', async (t) => {
+test.serial('stale release callback: the old execution becomes quiescent only after its receipt timed out — the yield ended with its handoff, nothing is released; the user’s release does', async (t) => {
   const h = await startScriptedTeam(t, {
     plan: [create('a', 'implementer'), APPROVE],
     work: { a: 'write' },
@@ -158,17 +158,18 @@ test.serial('stale release callback: the old execution proves quiescent only aft
   const receipt = await h.orchard.client.reassignTask(h.teamId, { taskId: 'a', newOwner: 'reviewer', reason: 'move it' });
   await h.until('the timeout', (v) => v.receipts[0]?.state === 'timeout');
 
-  // Now the old runtime becomes quiescent: the yield, still waiting on it, answers "quiescent" — too late.
-  await stuck.unstick();
-  const events = await waitFor(async () => {
+  // The yield ended with its handoff (it never outlives it): its activity was cancelled when the receipt settled.
+  await waitFor(async () => {
     const history = await h.history();
     const types = activityTypes(history);
-    const at = history.findIndex((e) => e.activityTaskCompletedEventAttributes && types.get(String(e.activityTaskCompletedEventAttributes.scheduledEventId)) === 'yieldExecution');
-    // …and the workflow has processed it (a workflow task completed after it).
-    return at >= 0 && history.slice(at).some((e) => e.workflowTaskCompletedEventAttributes) ? { history, at } : undefined;
-  }, 90_000, 'the late yield answer processed');
-  const late = JSON.parse(Buffer.from(events.history[events.at].activityTaskCompletedEventAttributes.result.payloads[0].data).toString());
-  t.true(late.quiescent, 'the stale answer did say quiescent');
+    const closed = (e: any) => e.activityTaskCanceledEventAttributes ?? e.activityTaskCompletedEventAttributes ?? e.activityTaskFailedEventAttributes;
+    const at = history.findIndex((e) => closed(e) && types.get(String(closed(e).scheduledEventId)) === 'yieldExecution');
+    return at >= 0 && history.slice(at).some((e) => e.workflowTaskCompletedEventAttributes) ? true : undefined;
+  }, 90_000, 'the yield ended');
+  const history = await h.history();
+  t.true(history.some((e) => e.activityTaskCancelRequestedEventAttributes), 'the yield was cancelled when its handoff settled');
+  // Now the old runtime becomes quiescent: too late, and nobody is listening for it.
+  await stuck.unstick();
 
   const view = await h.status();
   t.like(view.receipts[0], { state: 'timeout', resolution: undefined });

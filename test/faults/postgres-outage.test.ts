@@ -7,7 +7,7 @@ import { memberSessionId } from '../../workflows/team/member-session';
 import { calls, final, fleetModel, startFleet } from '../helpers/fleet-model';
 import { completion, stubModel, type Reply } from '../helpers/model-stub';
 import { keepHistory, makeRepo, startOrchard, testStackEnv, uniqueId, writeScenario } from '../helpers/orchard';
-import { untilTeam } from '../helpers/team';
+import { stamps, untilTeam, writerTeamModel } from '../helpers/team';
 import { sharedToxiproxy } from '../helpers/toxiproxy';
 import { waitFor } from '../helpers/wait';
 
@@ -100,25 +100,8 @@ faultTest('an outage while a command runs: the turn finishes after it and the co
   t.deepEqual(readFileSync(runsLog, 'utf8').trim().split('\n'), ['ran', 'done', 'second'], 'each command ran exactly once');
 });
 
-const isCoordinator = (body: any) => (body.tools ?? []).some((tool: any) => tool.function.name === 'task_list');
-const agentOf = (body: any) => /^You are (\S+),/.exec(String(body.messages[0].content))?.[1];
-
-/** The Coordinator plans one task for the implementer, who writes a timestamp per line until stopped; the reviewer writes three. */
-function teamModel(body: any): Reply {
-  if (isCoordinator(body)) {
-    const last = body.messages.at(-1);
-    if (last.role === 'user' && String(last.content).startsWith('Build')) {
-      return calls(['task_create', { taskId: 'implement', title: 'Implement', description: 'write the evaluator', owner: 'implementer' }], ['plan_approve', {}]);
-    }
-    return final('ok');
-  }
-  if (body.messages.at(-1).role === 'tool') return completion({ content: 'done' });
-  if (agentOf(body) === 'implementer') return calls(['bash', { command: 'for i in $(seq 1 400); do date +%s%N >> old.log; sleep 0.05; done' }]);
-  return calls(['bash', { command: 'for i in 1 2 3; do date +%s%N >> new.log; done' }]);
-}
-
 async function startTeamThrough(t: import('ava').ExecutionContext, databaseUrl: string) {
-  const stub = await stubModel(t, teamModel);
+  const stub = await stubModel(t, writerTeamModel);
   const orchard = await startOrchard(t, {
     defaultProvider: new OpenAICompatibleProvider({ baseURL: stub.url, model: 'stub', timeoutMs: 30_000 }),
     databaseUrl,
@@ -136,12 +119,6 @@ async function startTeamThrough(t: import('ava').ExecutionContext, databaseUrl: 
     });
   return { orchard, teamId, start, stub };
 }
-
-const stamps = (path: string) =>
-  readFileSync(path, 'utf8')
-    .split('\n')
-    .filter(Boolean)
-    .map((line) => BigInt(line));
 
 faultTest('a team started during an outage opens after it and answers its goal once', async (t) => {
   const pg = await toxiproxy().proxyDatabase(testStackEnv().databaseUrl);

@@ -279,3 +279,30 @@ export async function untilTeam(orchard: TestOrchard, teamId: string, what: stri
     throw new Error(`${(err as Error).message}; status: ${JSON.stringify(await orchard.client.teamStatus(teamId).catch(() => 'unavailable'))}`);
   }
 }
+
+const agentOf = (body: any) => /^You are (\S+),/.exec(String(body.messages[0].content))?.[1];
+
+/**
+ * A team model for handoff tests: the Coordinator plans one task (`implement`, for the implementer) on the goal
+ * "Build …" and approves it; the implementer writes a timestamp per line into `old.log` until it is stopped (20 s),
+ * any other Member writes three into `new.log`.
+ */
+export function writerTeamModel(body: any): Reply {
+  if (isCoordinator(body)) {
+    const last = body.messages.at(-1);
+    if (last.role === 'user' && String(last.content).startsWith('Build')) {
+      return calls(['task_create', { taskId: 'implement', title: 'Implement', description: 'write the evaluator', owner: 'implementer' }], ['plan_approve', {}]);
+    }
+    return final('ok');
+  }
+  if (body.messages.at(-1).role === 'tool') return completion({ content: 'done' });
+  if (agentOf(body) === 'implementer') return calls(['bash', { command: 'for i in $(seq 1 400); do date +%s%N >> old.log; sleep 0.05; done' }]);
+  return calls(['bash', { command: 'for i in 1 2 3; do date +%s%N >> new.log; done' }]);
+}
+
+/** The timestamps (ns) a writer left in a log, one per line. */
+export const stamps = (path: string): bigint[] =>
+  readFileSync(path, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => BigInt(line));

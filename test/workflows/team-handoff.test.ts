@@ -8,7 +8,7 @@ import { calls, final } from '../helpers/fleet-model';
 import { completion, stubModel, type Reply } from '../helpers/model-stub';
 import { keepHistory, makeRepo, startOrchard, uniqueId } from '../helpers/orchard';
 import { waitFor } from '../helpers/wait';
-import { stickRuntime, TEAM_WAIT_MS, untilTeam } from '../helpers/team';
+import { stamps, stickRuntime, TEAM_WAIT_MS, untilTeam, writerTeamModel } from '../helpers/team';
 
 /**
  * Cancel/reassign handoff (invariant 14) against real sessions, bash processes and Postgres. The implementer's
@@ -17,22 +17,8 @@ import { stickRuntime, TEAM_WAIT_MS, untilTeam } from '../helpers/team';
  * the old runtime is quiescent: the files' timestamps prove the writers never overlapped.
  */
 const isCoordinator = (body: any) => (body.tools ?? []).some((tool: any) => tool.function.name === 'task_list');
-const agentOf = (body: any) => /^You are (\S+),/.exec(String(body.messages[0].content))?.[1];
 const afterTool = (body: any) => body.messages.at(-1).role === 'tool';
-
-function model(body: any): Reply {
-  if (isCoordinator(body)) {
-    const last = body.messages.at(-1);
-    if (last.role === 'user' && String(last.content).startsWith('Build')) {
-      return calls(['task_create', { taskId: 'implement', title: 'Implement', description: 'write the evaluator', owner: 'implementer' }], ['plan_approve', {}]);
-    }
-    return final('ok');
-  }
-  if (afterTool(body)) return completion({ content: 'done' });
-  const bash = (command: string) => calls(['bash', { command }]);
-  if (agentOf(body) === 'implementer') return bash('for i in $(seq 1 400); do date +%s%N >> old.log; sleep 0.05; done');
-  return bash('for i in 1 2 3; do date +%s%N >> new.log; done');
-}
+const model = writerTeamModel;
 
 async function team(t: import('ava').ExecutionContext, handoff?: { sloMs: number; timeoutMs: number }, play: (body: any) => Reply = model) {
   const stub = await stubModel(t, play);
@@ -59,12 +45,6 @@ async function team(t: import('ava').ExecutionContext, handoff?: { sloMs: number
 }
 
 const until = untilTeam;
-
-const stamps = (path: string) =>
-  readFileSync(path, 'utf8')
-    .split('\n')
-    .filter(Boolean)
-    .map((line) => BigInt(line));
 
 test('a reassign while the old execution writes: fence, yield, release, then the replacement; the writers never overlap', async (t) => {
   // Generous bounds: this test is about order, not speed (a loaded machine must not turn it into a timeout).

@@ -603,14 +603,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       clocks.scope.cancel();
       yieldScope.cancel();
       await slo;
-      if (outcome === 'released') {
-        const assessed = await moveTo(receiptId, 'released');
-        release(receiptId);
-        assess(assessed);
-      } else {
-        await moveTo(receiptId, outcome, why === undefined ? {} : { why });
-        blocked(receipt, outcome, why);
-      }
+      await settleReceipt(receipt, outcome, why);
     } catch (err) {
       if (isCancellation(err)) throw err;
       clocks.scope.cancel();
@@ -629,6 +622,18 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       setReceipt(receiptId, { driven: true });
       driving -= 1;
     }
+  }
+
+  /** A driven receipt settles: released (the replacement may start), or settled for a user to resolve. */
+  async function settleReceipt(receipt: HandoffState, outcome: 'released' | 'timeout' | 'unknown' | 'failed', why: string | undefined): Promise<void> {
+    if (outcome === 'released') {
+      const assessed = await moveTo(receipt.receiptId, 'released');
+      release(receipt.receiptId);
+      assess(assessed);
+      return;
+    }
+    await moveTo(receipt.receiptId, outcome, why === undefined ? {} : { why });
+    blocked(receipt, outcome, why);
   }
 
   /** The Coordinator hears that a handoff settled without a release: it waits for the user. */
@@ -697,20 +702,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       settled = true;
       timers.cancel();
       await slo;
-      if (outcome === 'released') {
-        const assessed = await moveTo(receiptId, 'released');
-        release(receiptId);
-        assess(assessed);
-      } else {
-        const state = outcome === 'timeout' || outcome === 'failed' ? outcome : 'unknown';
-        await moveTo(receiptId, state, why === undefined ? {} : { why });
-        const because = why === undefined ? '' : ` (${why})`;
-        noteEvent(
-          receipt.newTaskId
-            ? `handoff ${receiptId} is ${state}${because}: replacement ${receipt.newTaskId} stays blocked until the user resolves it`
-            : `handoff ${receiptId} is ${state}${because}: the cancelled execution of ${receipt.oldTaskId} is not proven stopped until the user resolves it`,
-        );
-      }
+      await settleReceipt(receipt, outcome === 'released' || outcome === 'timeout' || outcome === 'failed' ? outcome : 'unknown', why);
       setReceipt(receiptId, { driven: true });
     } finally {
       driving -= 1;

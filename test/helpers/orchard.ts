@@ -98,9 +98,11 @@ export async function startOrchard(
      * URL by `testPool`. The workers get a pool of their own on it; the test keeps `pool` on the direct URL.
      */
     databaseUrl?: string;
+    /** Another Temporal server's `host:port` (a test that restarts its own server); the run's server by default. */
+    temporalAddress?: string;
   } = {},
 ): Promise<TestOrchard> {
-  const env = testStackEnv();
+  const env = { ...testStackEnv(), ...(options.temporalAddress ? { temporalAddress: options.temporalAddress, namespace: 'default' } : {}) };
   const suffix = randomUUID().slice(0, 8);
   const taskQueue = `test-${suffix}`;
   const hostId = `host-${suffix}`;

@@ -138,8 +138,8 @@ const BOUND = 1024 * KiB;
 
 // Measured before per-child windows and tombstones (the same drive): 3,077,477 bytes (3005 KiB) with 100 closed,
 // 3,076,738 with none: over the payload limit, and growing with every turn end (25,000 [child, turn] pairs).
-// What still grows is the number of open children: about 1.9 KB each with every field at its cap in ASCII, about
-// 4.4 KB with 3-byte UTF-8 characters (the caps count characters), so ~450 such children reach the payload limit.
+// What still grows is the number of open children: about 1.9 KB each with every field at its cap (the caps count
+// UTF-8 bytes, so multi-byte characters weigh no more than that).
 
 test('the carried ledger of 500 children × 60 turn ends (a fifth closed) stays well under the 2 MB payload limit', (t) => {
   const carried = drive({ children: 500, turnEnds: 60, closeEvery: 5 }).carry();

@@ -123,9 +123,9 @@ test('description calls: routing metadata over its caps is refused invalid_input
   };
   t.like(call(atCap), { ok: true, change: atCap });
   const over: [Record<string, unknown>, RegExp][] = [
-    [{ routingDescription: 'd'.repeat(MAX_ROUTING_DESCRIPTION_CHARS + 1) }, /^routingDescription is \d+ characters; the limit is \d+/],
+    [{ routingDescription: 'd'.repeat(MAX_ROUTING_DESCRIPTION_CHARS + 1) }, /^routingDescription is \d+ bytes[^;]*; the limit is \d+/],
     [{ routingAliases: Array.from({ length: MAX_ROUTING_ALIASES + 1 }, (_, i) => `a${i}`) }, /^routingAliases has \d+ aliases; the limit is \d+/],
-    [{ routingAliases: ['x'.repeat(MAX_ROUTING_ALIAS_CHARS + 1)] }, /^routingAliases\[0\] is \d+ characters; the limit is \d+/],
+    [{ routingAliases: ['x'.repeat(MAX_ROUTING_ALIAS_CHARS + 1)] }, /^routingAliases\[0\] is \d+ bytes[^;]*; the limit is \d+/],
   ];
   for (const [extra, why] of over) {
     const parsed = call(extra);

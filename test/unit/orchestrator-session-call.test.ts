@@ -90,12 +90,12 @@ test('a create with every model-written field at its cap is taken as it is', (t)
 });
 
 const overCap: [string, Record<string, unknown>, RegExp][] = [
-  ['a title', { title: 't'.repeat(MAX_TITLE_CHARS + 1) }, new RegExp(`^title is ${MAX_TITLE_CHARS + 1} characters; the limit is ${MAX_TITLE_CHARS}`)],
-  ['a topic', { topic: 'p'.repeat(MAX_TOPIC_CHARS + 1) }, /^topic is \d+ characters; the limit is/],
-  ['an agent', { agent: 'a'.repeat(MAX_AGENT_CHARS + 1) }, /^agent is \d+ characters; the limit is/],
-  ['a routingDescription', { routingDescription: 'd'.repeat(MAX_ROUTING_DESCRIPTION_CHARS + 1) }, /^routingDescription is \d+ characters; the limit is/],
+  ['a title', { title: 't'.repeat(MAX_TITLE_CHARS + 1) }, new RegExp(`^title is ${MAX_TITLE_CHARS + 1} bytes[^;]*; the limit is ${MAX_TITLE_CHARS}`)],
+  ['a topic', { topic: 'p'.repeat(MAX_TOPIC_CHARS + 1) }, /^topic is \d+ bytes[^;]*; the limit is/],
+  ['an agent', { agent: 'a'.repeat(MAX_AGENT_CHARS + 1) }, /^agent is \d+ bytes[^;]*; the limit is/],
+  ['a routingDescription', { routingDescription: 'd'.repeat(MAX_ROUTING_DESCRIPTION_CHARS + 1) }, /^routingDescription is \d+ bytes[^;]*; the limit is/],
   ['too many routingAliases', { routingAliases: Array.from({ length: MAX_ROUTING_ALIASES + 1 }, (_, i) => `a${i}`) }, /^routingAliases has \d+ aliases; the limit is/],
-  ['a routingAlias', { routingAliases: ['ok', 'x'.repeat(MAX_ROUTING_ALIAS_CHARS + 1)] }, /^routingAliases\[1\] is \d+ characters; the limit is/],
+  ['a routingAlias', { routingAliases: ['ok', 'x'.repeat(MAX_ROUTING_ALIAS_CHARS + 1)] }, /^routingAliases\[1\] is \d+ bytes[^;]*; the limit is/],
 ];
 for (const [name, extra, why] of overCap) {
   test(`a create with ${name} over its cap is refused invalid_input (nothing cut short, nothing created)`, (t) => {
@@ -194,4 +194,12 @@ test('a create accepted before the caps still yields its task when read again wi
   t.false(parseSessionCall(args).ok);
   const read = parseSessionCall(args, { caps: false });
   t.true(read.ok && 'task' in read.call && read.call.task === 'do it');
+});
+
+test('caps count UTF-8 bytes: a title of 3-byte characters is refused at a third of the ASCII length', (t) => {
+  const title = (n: number) => JSON.stringify({ operation: 'create', args: { title: '€'.repeat(n), task: 'do it' } });
+  t.true(parseSessionCall(title(Math.floor(MAX_TITLE_CHARS / 3))).ok);
+  const over = parseSessionCall(title(Math.floor(MAX_TITLE_CHARS / 3) + 1));
+  t.false(over.ok);
+  t.is(!over.ok && over.code, 'invalid_input');
 });

@@ -19,6 +19,18 @@ export interface RoutingCaps {
   readonly descriptionChars: number;
   readonly aliases: number;
   readonly aliasChars: number;
+  /** What a cap counts: UTF-8 bytes (what the carried state weighs), or characters (before issue 18). */
+  readonly unit: 'bytes' | 'characters';
+}
+
+/** A string's UTF-8 length, computed in plain JS (workflow code has no Buffer). */
+export function utf8Length(text: string): number {
+  let bytes = 0;
+  for (const ch of text) {
+    const code = ch.codePointAt(0)!;
+    bytes += code < 0x80 ? 1 : code < 0x800 ? 2 : code < 0x10000 ? 3 : 4;
+  }
+  return bytes;
 }
 export const MAX_ROUTING_DESCRIPTION_CHARS = 500;
 export const MAX_ROUTING_ALIASES = 8;
@@ -27,12 +39,14 @@ export const ROUTING_CAPS: RoutingCaps = {
   descriptionChars: MAX_ROUTING_DESCRIPTION_CHARS,
   aliases: MAX_ROUTING_ALIASES,
   aliasChars: MAX_ROUTING_ALIAS_CHARS,
+  unit: 'bytes',
 };
 /** The caps before issue 18: what a workflow task recorded before them must be parsed with (behind `patched()`). */
 export const ROUTING_CAPS_BEFORE_ISSUE_18: RoutingCaps = {
   descriptionChars: 2_000,
   aliases: 20,
   aliasChars: Number.POSITIVE_INFINITY,
+  unit: 'characters',
 };
 
 /** Why routing metadata (already known to be a string and an array of strings) is over a cap, if it is. */
@@ -41,19 +55,20 @@ export function routingCapProblem(
   aliases: readonly string[] | undefined,
   caps = ROUTING_CAPS,
 ): string | undefined {
-  if (description !== undefined && description.length > caps.descriptionChars) {
+  const size = (text: string) => (caps.unit === 'bytes' ? utf8Length(text) : text.length);
+  if (description !== undefined && size(description) > caps.descriptionChars) {
     return (
-      `routingDescription is ${description.length} characters; the limit is ${caps.descriptionChars}: ` +
+      `routingDescription is ${size(description)} ${caps.unit}; the limit is ${caps.descriptionChars}: ` +
       'say in a sentence or two which requests belong to this child'
     );
   }
   if (aliases !== undefined && aliases.length > caps.aliases) {
     return `routingAliases has ${aliases.length} aliases; the limit is ${caps.aliases}: keep the names requests really use`;
   }
-  const long = aliases?.findIndex((a) => a.length > caps.aliasChars) ?? -1;
+  const long = aliases?.findIndex((a) => size(a) > caps.aliasChars) ?? -1;
   if (long >= 0) {
     return (
-      `routingAliases[${long}] is ${aliases![long].length} characters; the limit is ${caps.aliasChars}: ` +
+      `routingAliases[${long}] is ${size(aliases![long])} ${caps.unit}; the limit is ${caps.aliasChars}: ` +
       'an alias is a short name of the topic, like "PR 1741"'
     );
   }

@@ -5,7 +5,7 @@
  * otherwise. No path turns anything into a create: a create must say `operation: "create"` and carry no session id.
  */
 import { MAX_TASK_CHARS, type Completion } from '../messages';
-import { routingCapProblem } from './descriptions';
+import { routingCapProblem, utf8Length } from './descriptions';
 
 export type { Completion };
 
@@ -188,8 +188,10 @@ function completionOf(args: Record<string, unknown>): Completion | string {
   return { policy: 'group', groupId: (groupId as string).trim() };
 }
 
+/** Caps count UTF-8 bytes: what the orchestrator carries across continue-as-new weighs bytes, not characters. */
 function capProblem(field: string, value: string | undefined, max: number, what: string): string | undefined {
-  return value !== undefined && value.length > max ? `${field} is ${value.length} characters; the limit is ${max}: ${what}` : undefined;
+  const bytes = value === undefined ? 0 : utf8Length(value);
+  return bytes > max ? `${field} is ${bytes} bytes (UTF-8); the limit is ${max}: ${what}` : undefined;
 }
 
 function ok(call: SessionCall, repaired?: string): ParsedSessionCall {

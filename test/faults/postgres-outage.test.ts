@@ -4,7 +4,7 @@ import test from 'ava';
 import { OpenAICompatibleProvider } from '../../activities/model/openai';
 import { orchestratorWorkflowId, teamWorkflowId } from '../../workflows/messages';
 import { memberSessionId } from '../../workflows/team/member-session';
-import { calls, final, fleetModel, startFleet } from '../helpers/fleet-model';
+import { calls, final, fleetModel, lastUserText, session, startFleet } from '../helpers/fleet-model';
 import { completion, stubModel, type Reply } from '../helpers/model-stub';
 import { keepHistory, makeRepo, startOrchard, testStackEnv, uniqueId, writeScenario } from '../helpers/orchard';
 import { stamps, untilTeam, writerTeamModel } from '../helpers/team';
@@ -186,4 +186,83 @@ faultTest('an outage between fence and release: the team keeps answering, the re
   const newStamps = stamps(join(newSession.worktree!, 'new.log'));
   t.true(newStamps[0] > oldStamps[oldStamps.length - 1], 'the replacement wrote only after the old writer stopped');
   await keepHistory(orchard, teamWorkflowId(teamId), 'team-handoff-during-outage');
+});
+
+/**
+ * Cuts the store once `sessionId`'s model step that called `tool` is recorded: the activities that act on that call
+ * (reading it, dispatching, certifying) then meet the outage.
+ */
+async function cutAfterCall(pool: import('pg').Pool, pg: { cutFor(ms: number): Promise<void> }, sessionId: string, tool: string): Promise<void> {
+  await waitFor(
+    async () => {
+      const { rows } = await pool.query(
+        `SELECT 1 FROM transcript_entries WHERE session_id = $1 AND role = 'assistant' AND tool_calls::text LIKE $2 LIMIT 1`,
+        [sessionId, `%"${tool}"%`],
+      );
+      return rows.length > 0 || undefined;
+    },
+    150_000,
+    `${sessionId} called ${tool}`,
+  );
+  await pg.cutFor(CUT_MS);
+}
+
+faultTest('an outage while the orchestrator creates a child: one child, its task answered once, nothing failed', async (t) => {
+  const pg = await toxiproxy().proxyDatabase(testStackEnv().databaseUrl);
+  const model = fleetModel(
+    (ctx) => {
+      if (ctx.results.length > 0) return final('done');
+      if (ctx.text.startsWith('create')) return calls(session('create', { title: 'worker', task: 'work on it', topic: 'worker' }));
+      return final('noted');
+    },
+    (body) => completion({ content: `child finished: ${lastUserText(body)}` }),
+  );
+  const fleet = await startFleet(t, model, { databaseUrl: pg.url });
+  const { orchard, id } = fleet;
+  await orchard.client.message(id, { text: 'create a worker' });
+  // The dispatch (reading the call, the child's create and the store write of its task) meets the outage.
+  await cutAfterCall(orchard.pool, pg, id, 'session');
+  const view = await waitFor(async () => {
+    const v = await orchard.client.orchestratorStatus(id);
+    return v.children.length === 1 && v.children[0].turnEnds >= 1 && v.status === 'idle' && v.turnsCompleted >= 2 ? v : undefined;
+  }, 150_000, 'the child created, its turn ended and reported');
+  t.is((await orchard.temporal.workflow.getHandle(orchestratorWorkflowId(id)).describe()).status.name, 'RUNNING');
+  t.is(view.deliveries.length, 1, 'one dispatch');
+  t.false(fleet.toolResults().some((r) => r.startsWith('error')), 'the model was told of no failure');
+  const childId = view.children[0].childId;
+  const tasks = await orchard.pool.query(`SELECT task_id, state FROM session_tasks WHERE session_id = $1`, [childId]);
+  t.deepEqual(tasks.rows.map((r) => r.state), ['done'], 'the child got its task once and finished it');
+});
+
+faultTest('an outage as the Coordinator requests completion: one certificate, delivered, nothing failed', async (t) => {
+  const pg = await toxiproxy().proxyDatabase(testStackEnv().databaseUrl);
+  const stepOf = (body: any) => {
+    const messages: any[] = body.messages;
+    return messages.slice(messages.map((m) => m.role).lastIndexOf('user') + 1).filter((m) => m.role === 'tool').length;
+  };
+  const stub = await stubModel(t, (body) => {
+    const step = stepOf(body);
+    if (!(body.tools ?? []).some((tool: any) => tool.function.name === 'task_list')) {
+      if (step === 0) return calls(['bash', { command: 'echo work > work.txt && git add work.txt && git commit -qm work' }]);
+      return completion({ content: 'committed work.txt' });
+    }
+    const text = lastUserText(body);
+    if (step > 0) return final('Done.');
+    if (text.startsWith('Build')) {
+      return calls(['task_create', { taskId: 'work', title: 'work', description: 'Commit work.txt.', owner: 'implementer' }], ['plan_approve', {}]);
+    }
+    if (text.includes('completion_candidate.state is ready')) return calls(['org_run_complete', { summary: 'work.txt is committed.' }]);
+    return final('Noted.');
+  });
+  const orchard = await startOrchard(t, { defaultProvider: new OpenAICompatibleProvider({ baseURL: stub.url, model: 'stub', timeoutMs: 30_000 }), databaseUrl: pg.url });
+  const teamId = uniqueId('team');
+  await orchard.client.startTeam({ teamId, repo: makeRepo(), goal: 'Build it', members: [{ memberId: 'implementer', role: 'Implementer' }] });
+  // The certification (the board read, the result branch, the certificate's transaction) meets the outage.
+  await cutAfterCall(orchard.pool, pg, teamId, 'org_run_complete');
+  const view = await untilTeam(orchard, teamId, 'delivered', (v) => v.certificate !== undefined, 150_000);
+  t.is(view.candidate, 'certified');
+  t.is((await orchard.temporal.workflow.getHandle(teamWorkflowId(teamId)).describe()).status.name, 'RUNNING');
+  const certificates = await orchard.pool.query(`SELECT certificate->>'certificateId' AS id FROM team_certificates WHERE team_id = $1`, [teamId]);
+  t.is(certificates.rowCount, 1, 'one certificate, however often the certification was retried');
+  t.is(certificates.rows[0].id, view.certificate!.certificateId);
 });

@@ -311,6 +311,11 @@ export class SessionState {
     return this.recordEnd({ taskId, state: 'cancelled', excerpt: q.excerpt, reason }, 'queued');
   }
 
+  /** The recorded end of a task that has ended (among the recent ones), if it has. */
+  endedRecord(taskId: string): TaskRecord | undefined {
+    return this.recentTasks.find((r) => r.taskId === taskId);
+  }
+
   private recordEnd(record: TaskRecord, from?: 'queued'): TaskRecord {
     if (from === 'queued') this.taskCounts.queued -= 1;
     this.taskCounts[record.state] += 1;

@@ -195,7 +195,10 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
     }
     if (state.cancelRequested) {
       // The cancel was accepted while this task's text was being stored: it is recorded as cancelled, never run.
-      const ended = state.endAdmittedLate(task.taskId, state.cancelRequested.reason);
+      // The close may already have ended it while its row was still being inserted (that end then changed no row):
+      // its end is written again now that the row exists.
+      const ended =
+        state.endAdmittedLate(task.taskId, state.cancelRequested.reason) ?? (patched('session-late-store-ends') ? state.endedRecord(task.taskId) : undefined);
       if (ended) await recordEnds([ended]);
       publish();
       return { ...ack, status: state.status, taskState: 'cancelled' };

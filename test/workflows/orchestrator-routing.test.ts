@@ -131,7 +131,7 @@ test('a closed child leaves the roster; a send to it or to an unknown id is an e
   t.truthy(results.find((r) => r.startsWith('error (session_not_found): no child no-such-child')));
   // The close reached the model as a child result (after the user's messages, which always go first).
   const manifests = () => fleet.orchestratorRequests().map((b) => String(b.messages.at(-1).content)).filter((c) => c.startsWith('Child results'));
-  t.truthy(await waitFor(() => manifests().find((m) => m.includes(`- ${childId}: session closed (cancelled) — user closed it`)), 60_000, 'the close in a manifest'));
+  t.truthy(await waitFor(() => manifests().find((m) => m.includes(`- ${childId}: session closed (cancelled) — user closed it`)), 150_000, 'the close in a manifest'));
   await t.throwsAsync(orchard.temporal.workflow.getHandle(sessionWorkflowId('no-such-child')).describe());
 });
 

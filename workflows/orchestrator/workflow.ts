@@ -89,7 +89,7 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
   const info = workflowInfo();
   const ledger = new Ledger(carried?.ledger);
   const executionId = carried?.executionId ?? uuid4();
-  let queue: QueuedMessage[] = [...(carried?.queue ?? [])];
+  const queue: QueuedMessage[] = [...(carried?.queue ?? [])];
   // Child results waiting for the next idle moment, delivered to the model as one manifest.
   let pendingResults: ChildResult[] = [...(carried?.pendingResults ?? [])];
   let nextMessageSeq = carried?.nextMessageSeq ?? 1;
@@ -190,14 +190,17 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
     try {
       await storeActs.storeTasks([{ executionId, sessionId: start.orchestratorId, taskId: messageId, task: message.text, requestId }]);
     } catch (err) {
-      // Release: nothing was accepted, so a retry with the same request id is a first attempt, not a duplicate.
-      queue = queue.filter((q) => q.messageId !== messageId);
+      // Release: nothing was accepted, so a retry with the same request id is a first attempt, not a duplicate. (The
+      // queue is changed in place, never replaced: the main loop may hold it across an await.)
+      const at = queue.findIndex((q) => q.messageId === messageId);
+      if (at >= 0) queue.splice(at, 1);
       if (requestId !== undefined) storing.splice(storing.indexOf(requestId), 1);
       publish();
       throw orchardFailure('store_unavailable', `the message could not be stored, so it was not accepted: ${err instanceof ActivityFailure ? failureOf(err).message : String(err)}`);
     }
     // Commit: the message counts (a confirmation token in it too) and its request id answers every retry.
-    queue = queue.map((q) => (q.messageId === messageId ? { messageId, kind: q.kind, excerpt: q.excerpt } : q));
+    const at = queue.findIndex((q) => q.messageId === messageId);
+    if (at >= 0) queue[at] = { messageId, kind: queue[at].kind, excerpt: queue[at].excerpt };
     ledger.userSaid(message.text, seq, messageId);
     if (requestId !== undefined) {
       seenRequests.push([requestId, messageId]);
@@ -487,7 +490,11 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
   for (;;) {
     await project();
     await condition(() => nextReady() || (queue.length === 0 && pendingResults.length > 0) || ledger.unprojected.length > 0 || handOver());
-    if (queue.length === 0 && pendingResults.length > 0) queue.push(await manifest());
+    if (queue.length === 0 && pendingResults.length > 0) {
+      // Stored first, then queued: `queue.push(await …)` would read the queue before the await.
+      const results = await manifest();
+      queue.push(results);
+    }
     if (!nextReady() && !handOver()) continue;
     if (queue.length === 0 || handOver()) {
       await project();

@@ -793,12 +793,15 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     try {
       await store.storeTasks([{ executionId, sessionId: start.teamId, taskId: messageId, task: message.text, requestId }]);
     } catch (err) {
-      wake.userMessages = wake.userMessages.filter((m) => m.messageId !== messageId);
+      // In place, never replaced: other code may hold the list across an await.
+      const at = wake.userMessages.findIndex((m) => m.messageId === messageId);
+      if (at >= 0) wake.userMessages.splice(at, 1);
       if (requestId !== undefined) storing.splice(storing.indexOf(requestId), 1);
       publish();
       throw orchardFailure('store_unavailable', `the message could not be stored, so it was not accepted: ${err instanceof ActivityFailure ? failureOf(err).message : String(err)}`);
     }
-    wake.userMessages = wake.userMessages.map((m) => (m.messageId === messageId ? { messageId } : m));
+    const at = wake.userMessages.findIndex((m) => m.messageId === messageId);
+    if (at >= 0) wake.userMessages[at] = { messageId };
     if (requestId !== undefined) {
       seenRequests.push([requestId, messageId]);
       keep(seenRequests, 500);

@@ -1,11 +1,20 @@
 import { Context } from '@temporalio/activity';
 
 /**
- * Runs `work` while heartbeating every second: its heartbeat timeout then notices a lost worker in seconds whatever
- * the work waits on (Temporal, git, a process), and a cancellation reaches the attempt. Outside an activity (a test
- * calling the function directly) it just runs the work.
+ * Runs `work` with `signal` bound to every call it makes that waits on something outside (e.g. every Temporal call on
+ * a client: `client.withAbortSignal`). An activity that waits on Temporal, for example on a session's update that only
+ * a workflow worker can complete, would otherwise outlive its cancellation: a worker shutting down stops taking
+ * workflow tasks, so that wait never ends and neither does the shutdown.
  */
-export async function heartbeating<T>(work: () => Promise<T>, everyMs = 1000): Promise<T> {
+export type AbortBinding = <T>(signal: AbortSignal, work: () => Promise<T>) => Promise<T>;
+
+/**
+ * Runs `work` while heartbeating every second: its heartbeat timeout then notices a lost worker in seconds whatever
+ * the work waits on (Temporal, git, a process), and a cancellation (a cancel, a lost heartbeat, the worker shutting
+ * down) reaches the attempt and, through `bind`, what it waits on. Outside an activity (a test calling the function
+ * directly) it just runs the work.
+ */
+export async function heartbeating<T>(work: () => Promise<T>, options: { everyMs?: number; bind?: AbortBinding } = {}): Promise<T> {
   let context: Context;
   try {
     context = Context.current();
@@ -13,20 +22,23 @@ export async function heartbeating<T>(work: () => Promise<T>, everyMs = 1000): P
     return work();
   }
   context.heartbeat();
-  const beat = setInterval(() => context.heartbeat(), everyMs);
+  const beat = setInterval(() => context.heartbeat(), options.everyMs ?? 1000);
   try {
-    return await work();
+    return await (options.bind ? options.bind(context.cancellationSignal, work) : work());
   } finally {
     clearInterval(beat);
   }
 }
 
-/** The same activities, those named heartbeating while they run (their options give them a heartbeat timeout). */
-export function withHeartbeats<A extends Record<string, unknown>, K extends keyof A & string>(activities: A, names: readonly K[]): A {
+/**
+ * The same activities, those named heartbeating while they run (their options give them a heartbeat timeout), with
+ * their attempt's cancellation bound to what they wait on (`bind`).
+ */
+export function withHeartbeats<A extends Record<string, unknown>, K extends keyof A & string>(activities: A, names: readonly K[], bind?: AbortBinding): A {
   const wrapped: Record<string, unknown> = { ...activities };
   for (const name of names) {
     const fn = activities[name] as unknown as (...args: unknown[]) => Promise<unknown>;
-    wrapped[name] = (...args: unknown[]) => heartbeating(() => fn(...args));
+    wrapped[name] = (...args: unknown[]) => heartbeating(() => fn(...args), { bind });
   }
   return wrapped as A;
 }

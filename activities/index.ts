@@ -26,7 +26,7 @@ import { createOrchestratorActivities } from './orchestrator';
 import { createTeamActivities, createTeamHostActivities, type TeamActivityHooks } from './team';
 import type { OrchardClient } from '../client/client';
 import { limitsFromEnv } from './limits';
-import { withHeartbeats } from './heartbeat';
+import { withHeartbeats, type AbortBinding } from './heartbeat';
 
 export interface SharedActivityDeps {
   pool: Pool;
@@ -95,27 +95,15 @@ export function createSharedActivities(deps: SharedActivityDeps) {
     }
     return deps.defaultProvider;
   };
-  const orchestrator = createOrchestratorActivities({
-    pool: deps.pool,
-    orchard: () => {
-      if (!deps.orchard) throw new Error('this worker has no client for orchestrators');
-      return deps.orchard();
-    },
-  });
-  const team = createTeamActivities({
-    pool: deps.pool,
-    namespace: deps.namespace,
-    hooks: deps.teamHooks,
-    orchard: () => {
-      if (!deps.orchard) throw new Error('this worker has no client for team runs');
-      return deps.orchard();
-    },
-  });
+  const orchestrator = createOrchestratorActivities({ pool: deps.pool, orchard: clientOf(deps, 'orchestrators') });
+  const team = teamActivitiesOf(deps);
+  const bind = abortBindingOf(deps);
   return {
     // Dispatch and quiescence activities wait on Temporal, git or processes: they heartbeat while they run, so their
-    // heartbeat timeout (workflows/activity-options.ts) notices a lost worker in seconds.
-    ...withHeartbeats(orchestrator, ['createChild', 'sendToChild', 'inspectChildren']),
-    ...withHeartbeats(team, ['coordinatorTool', 'dispatchTask', 'settleExecution', 'yieldExecution', 'checkQuiescent', 'awaitTeamClosed']),
+    // heartbeat timeout (workflows/activity-options.ts) notices a lost worker in seconds, and their cancellation
+    // ends what they wait on in Temporal.
+    ...withHeartbeats(orchestrator, ['createChild', 'sendToChild', 'inspectChildren'], bind),
+    ...withHeartbeats(team, ['coordinatorTool', 'dispatchTask', 'settleExecution', 'yieldExecution', 'checkQuiescent', 'awaitTeamClosed'], bind),
     /** Sessions from histories recorded before execution keys: the task becomes the user message of its turn. */
     async recordTask(input: RecordTaskInput): Promise<void> {
       await appendEntry(deps.pool, { ...turnKeyOf(input), step: 0, ordinal: 0 }, { role: 'user', content: input.task }, input.taskId);
@@ -207,7 +195,7 @@ export function createHostActivities(deps: HostActivityDeps) {
     ...createTeamHostActivities({ pool: deps.pool }),
     // Settling an execution (reading the Member's head) and a Coordinator tool that may certify (building the result
     // branch) read and write the team's repository: they run on its host's queue, heartbeating.
-    ...withHeartbeats(pickTeamGitActivities(deps), ['settleExecution', 'coordinatorTool']),
+    ...withHeartbeats(pickTeamGitActivities(deps), ['settleExecution', 'coordinatorTool'], abortBindingOf(deps)),
   };
 
   async function prepare(input: PrepareWorktreeInput, signal: AbortSignal) {
@@ -266,16 +254,29 @@ export function createHostActivities(deps: HostActivityDeps) {
 
 /** The team activities that touch the repository, as a host serves them (the same code as on the shared queue). */
 function pickTeamGitActivities(deps: HostActivityDeps) {
-  const team = createTeamActivities({
-    pool: deps.pool,
-    namespace: deps.namespace,
-    hooks: deps.teamHooks,
-    orchard: () => {
-      if (!deps.orchard) throw new Error('this host has no client for team runs');
-      return deps.orchard();
-    },
-  });
+  const team = teamActivitiesOf(deps);
   return { settleExecution: team.settleExecution, coordinatorTool: team.coordinatorTool };
+}
+
+type ClientDeps = Pick<SharedActivityDeps, 'pool' | 'orchard' | 'namespace' | 'teamHooks'>;
+
+/** The team activities, as the shared queue and a host queue both serve them. */
+function teamActivitiesOf(deps: ClientDeps) {
+  return createTeamActivities({ pool: deps.pool, namespace: deps.namespace, hooks: deps.teamHooks, orchard: clientOf(deps, 'team runs') });
+}
+
+function clientOf(deps: ClientDeps, what: string): () => OrchardClient {
+  return () => {
+    if (!deps.orchard) throw new Error(`this worker has no client for ${what}`);
+    return deps.orchard();
+  };
+}
+
+/** Binds an activity attempt's cancellation to every Temporal call it makes through the worker's client. */
+function abortBindingOf(deps: ClientDeps): AbortBinding | undefined {
+  if (!deps.orchard) return undefined;
+  const client = deps.orchard;
+  return (signal, work) => client().temporal.withAbortSignal(signal, work);
 }
 
 export type SharedActivities = ReturnType<typeof createSharedActivities>;

@@ -79,6 +79,8 @@ export interface TeamActivityHooks {
   sessionLiveness?: (sessionId: string, answer: SessionLiveness) => SessionLiveness;
   /** Awaited as a yield begins; what it throws, the yield throws (stands for an old session that refuses to stop). */
   beforeYield?: (input: { sessionId: string; reason: string }) => Promise<void>;
+  /** Awaited as a dispatch is about to create the Member's session (holds it while a test stops the worker). */
+  beforeCreateSession?: (input: { teamId: string; taskId: string; sessionId: string }) => Promise<void>;
   /** Awaited before a receipt moves; what it throws, the move throws (stands for a store write that fails for good). */
   beforeMoveReceipt?: (input: { teamId: string; receiptId: string; to: ReceiptState }) => Promise<void>;
 }
@@ -475,6 +477,7 @@ export function createTeamActivities(deps: TeamActivityDeps) {
       });
       const brief = `Task ${task.taskId}: ${task.title}\n\n${task.description}`.trim();
       const requestId = `${input.teamId}/${input.executionId}`;
+      await deps.hooks?.beforeCreateSession?.({ teamId: input.teamId, taskId: input.taskId, sessionId });
       const created = await deps.orchard().createSession({
         sessionId,
         title: `${input.role} of team ${input.teamId}`,

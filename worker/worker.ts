@@ -47,6 +47,12 @@ export interface OrchardWorkerOptions {
    */
   shutdownGraceMs?: number;
   /**
+   * After shutdown(): how long the whole shutdown may take before the worker stops waiting for activities that
+   * ignore their cancellation (its run() then rejects). Default: no bound (a process manager's kill is the bound);
+   * tests pass one so that a hang is a failure, not a stalled run.
+   */
+  shutdownForceMs?: number;
+  /**
    * How isolated children are confined on this host. Default: resolved from ORCHARD_SANDBOX (of `env`) and a probe
    * of bubblewrap, once per worker (resolveConfinement).
    */
@@ -90,6 +96,7 @@ export async function createOrchardWorkers(options: OrchardWorkerOptions): Promi
   else if (confinement.mode === 'sandbox') Runtime.instance().logger.info(confinementLine);
   else Runtime.instance().logger.warn(confinementLine);
   const shutdownGraceTime = options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_SECONDS * 1000;
+  const shutdownForceTime = options.shutdownForceMs;
   // One client for the activities that ask Temporal about sessions and teams (liveness, cancels, sends).
   const orchard = new OrchardClient(options.client, { taskQueue: options.taskQueue, defaultHost: options.hostId });
   const hostWorker = await Worker.create({
@@ -115,6 +122,7 @@ export async function createOrchardWorkers(options: OrchardWorkerOptions): Promi
     maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
     defaultHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
     shutdownGraceTime,
+    shutdownForceTime,
   });
   const workers: Worker[] = [hostWorker];
   if (!options.hostOnly) {
@@ -136,6 +144,7 @@ export async function createOrchardWorkers(options: OrchardWorkerOptions): Promi
         maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
         defaultHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
         shutdownGraceTime,
+        shutdownForceTime,
       }),
     );
   }

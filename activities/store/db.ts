@@ -130,15 +130,19 @@ export function isConnectionFault(err: unknown): boolean {
 /**
  * Runs a write until the database takes it, while the only reason it fails is a connection fault (backing off to
  * `maxDelayMs`; `onWait` runs between attempts, e.g. to heartbeat). For a fact that must not be lost with the
- * attempt that learned it — nobody else would write it later. Any other error is thrown at once.
+ * attempt that learned it — nobody else would write it later. Any other error is thrown at once, and the last fault
+ * once `giveUp` says so (the worker is shutting down: it must not wait for the database for ever).
  */
-export async function untilStored<T>(write: () => Promise<T>, options: { onWait?: () => void; maxDelayMs?: number } = {}): Promise<T> {
+export async function untilStored<T>(
+  write: () => Promise<T>,
+  options: { onWait?: () => void; maxDelayMs?: number; giveUp?: () => boolean } = {},
+): Promise<T> {
   let delay = 200;
   for (;;) {
     try {
       return await write();
     } catch (err) {
-      if (!isConnectionFault(err)) throw err;
+      if (!isConnectionFault(err) || options.giveUp?.()) throw err;
       options.onWait?.();
       await new Promise((resolve) => setTimeout(resolve, delay));
       delay = Math.min(delay * 2, options.maxDelayMs ?? 5_000);

@@ -226,8 +226,13 @@ async function run(deps: ExecutorDeps, input: ExecuteToolInput, tool: string, ar
     },
     onSpawn: (info) => recordProcessGroup(pool, input.lease, deps.hostId, info, callKey),
     // The group is verified gone: that fact is written even across a database outage (no later attempt would learn
-    // it, and a handoff's release waits for it).
-    onGroupGone: (pgid) => untilStored(() => endProcessGroup(pool, input.lease, pgid, callKey), { onWait: () => context.heartbeat() }),
+    // it, and a handoff's release waits for it) — unless this worker is shutting down: then the row stays, and the
+    // next check on this host (the reaper) verifies the group gone itself.
+    onGroupGone: (pgid) =>
+      untilStored(() => endProcessGroup(pool, input.lease, pgid, callKey), {
+        onWait: () => context.heartbeat(),
+        giveUp: () => context.cancellationDetails?.workerShutdown === true,
+      }),
   });
   const stoppedBy = !result.cancelled
     ? leaseLost

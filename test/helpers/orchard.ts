@@ -62,6 +62,9 @@ export async function testPool(t: Teardown): Promise<Pool> {
   return pool;
 }
 
+/** How long after the grace period a test's workers stop waiting for their activities (ORCHARD_TEST_SHUTDOWN_FORCE_MS). */
+const SHUTDOWN_FORCE_AFTER_GRACE_MS = Number(process.env.ORCHARD_TEST_SHUTDOWN_FORCE_MS ?? 60_000);
+
 export interface TestOrchard {
   client: OrchardClient;
   temporal: Client;
@@ -147,6 +150,8 @@ export async function startOrchard(
       confinement: options.confinement ?? (await testConfinement()),
       // Teardown must not wait out the production grace period for a test's running command.
       shutdownGraceMs: hostOptions.shutdownGraceMs ?? 10_000,
+      // A teardown that waits on an activity ignoring its cancellation fails the test instead of stalling the run.
+      shutdownForceMs: (hostOptions.shutdownGraceMs ?? 10_000) + SHUTDOWN_FORCE_AFTER_GRACE_MS,
     });
     running.push({ workers, done: workers.run() });
     return workers;

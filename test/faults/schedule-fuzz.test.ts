@@ -3,12 +3,12 @@ import { join } from 'node:path';
 import test from 'ava';
 import fc from 'fast-check';
 import { OpenAICompatibleProvider } from '../../activities/model/openai';
-import { OrchardError } from '../../client/errors';
 import { messageSignal, orchestratorWorkflowId, sessionWorkflowId, type MessageResult, type SendResult } from '../../workflows/messages';
 import { final, isOrchestratorRequest, lastUserText } from '../helpers/fleet-model';
 import { completion, stubModel, type ModelStub, type Reply } from '../helpers/model-stub';
 import { makeRepo, startOrchard, testStackEnv, uniqueId, type TestOrchard } from '../helpers/orchard';
 import { startToxiproxy, type CuttableProxy } from '../helpers/toxiproxy';
+import { answered, diagnose, failedWorkflowTasks, isOk, overlaps, poll, restore, sleep, type Outcome } from './fuzz-kit';
 
 /**
  * A randomized fault schedule (issue 18, deliverable 7). Per case, fast-check draws a schedule of operations against
@@ -51,8 +51,6 @@ const CASE_MS = Number(process.env.ORCHARD_FUZZ_CASE_MS ?? 150_000);
 const embedded = testStackEnv().embedded;
 const fuzzTest = embedded ? test.skip : test;
 if (embedded) console.warn('schedule-fuzz: skipped on embedded PGlite (one shared backend session); CI runs it against PostgreSQL');
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 // ---------------------------------------------------------------------------------------------------------------
 // The schedule
@@ -156,24 +154,6 @@ test.after.always(async () => {
 // ---------------------------------------------------------------------------------------------------------------
 // Executing a schedule
 
-/** One client call's outcome: an answer, a typed refusal, or (after retrying infrastructure errors) none in time. */
-type Outcome<T> = { ok: T; errors: string[] } | { refused: string; errors: string[] } | { lost: true; errors: string[] };
-
-/** Calls `fn` until it is answered or refused: infrastructure errors are retried with the same arguments (request id). */
-async function answered<T>(fn: () => Promise<T>, deadline: number): Promise<Outcome<T>> {
-  const errors: string[] = [];
-  for (;;) {
-    try {
-      return { ok: await fn(), errors };
-    } catch (err) {
-      if (err instanceof OrchardError) return { refused: err.code, errors };
-      errors.push(String(err).slice(0, 200));
-      if (Date.now() > deadline) return { lost: true, errors };
-      await sleep(500);
-    }
-  }
-}
-
 interface Run {
   orchestratorId: string;
   sessionId: string;
@@ -255,17 +235,6 @@ async function execute(s: Stack, schedule: Schedule, run: Run, deadline: number)
   await Promise.all(pending);
 }
 
-async function restore(pg: CuttableProxy): Promise<void> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await pg.restore();
-    } catch (err) {
-      if (attempt >= 20) throw err;
-      await sleep(250);
-    }
-  }
-}
-
 /**
  * Stops every worker and starts them again. A worker's start-up sweep reads PostgreSQL: during a cut the start fails
  * (a real worker exits with database_unavailable), and is retried until the database answers, as a supervisor would.
@@ -289,17 +258,6 @@ async function restartWorkers(orchard: TestOrchard): Promise<void> {
 
 // ---------------------------------------------------------------------------------------------------------------
 // Quiescence and the checker
-
-const isOk = <T>(o: Outcome<T>): o is { ok: T; errors: string[] } => 'ok' in o;
-
-async function poll<T>(probe: () => Promise<T | undefined>, deadline: number): Promise<T | undefined> {
-  for (;;) {
-    const value = await probe().catch(() => undefined);
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) return undefined;
-    await sleep(200);
-  }
-}
 
 interface TaskRow {
   task_id: string;
@@ -325,28 +283,6 @@ async function turnsPerTask(orchard: TestOrchard, sessionId: string): Promise<Ma
     [sessionId],
   );
   return new Map(rows.map((r) => [r.task_id ?? '(none)', r.turns]));
-}
-
-/** Workflow tasks that failed in the workflow's current run (a nondeterminism, a handler that threw, …). */
-async function failedWorkflowTasks(orchard: TestOrchard, workflowId: string): Promise<string[]> {
-  const history = await orchard.temporal.workflow.getHandle(workflowId).fetchHistory();
-  return (history.events ?? [])
-    .filter((e) => e.workflowTaskFailedEventAttributes)
-    .map((e) => {
-      const a = e.workflowTaskFailedEventAttributes!;
-      return `event ${e.eventId}: cause ${a.cause}: ${a.failure?.message ?? ''}`.slice(0, 300);
-    });
-}
-
-/** What a workflow waits on now: its pending activities (attempt, last failure) and pending workflow task. */
-async function diagnose(orchard: TestOrchard, workflowId: string): Promise<string> {
-  const d = await orchard.temporal.workflow.getHandle(workflowId).describe();
-  const raw = d.raw as any;
-  const activities = (raw.pendingActivities ?? []).map(
-    (a: any) => `${a.activityType?.name} (state ${a.state}, attempt ${a.attempt}${a.lastFailure ? `, last failure: ${String(a.lastFailure.message).slice(0, 160)}` : ''})`,
-  );
-  const task = raw.pendingWorkflowTask ? `workflow task ${raw.pendingWorkflowTask.state} attempt ${raw.pendingWorkflowTask.attempt}` : 'no workflow task';
-  return `${workflowId} ${d.status.name}; ${task}; pending activities: ${activities.join('; ') || 'none'}`;
 }
 
 interface Check {
@@ -384,7 +320,7 @@ async function checkOrchestrator(orchard: TestOrchard, run: Run, deadline: numbe
   const status = await orchard.client.orchestratorStatus(id);
   if (!quiet) {
     problems.push(`orchestrator not quiet in time: ${status.status}, ${status.queued} queued, ${status.turnsCompleted} turns, ${expected} messages expected`);
-    problems.push(`  ${await diagnose(orchard, orchestratorWorkflowId(id))}`);
+    problems.push(`  ${await diagnose(orchard.temporal, orchestratorWorkflowId(id))}`);
   }
 
   const rows = await taskRows(orchard, id);
@@ -413,7 +349,7 @@ async function checkOrchestrator(orchard: TestOrchard, run: Run, deadline: numbe
   // (2) Still running, no workflow task failed.
   const described = await orchard.temporal.workflow.getHandle(orchestratorWorkflowId(id)).describe();
   if (described.status.name !== 'RUNNING') problems.push(`orchestrator is ${described.status.name}`);
-  for (const f of await failedWorkflowTasks(orchard, orchestratorWorkflowId(id))) problems.push(`orchestrator workflow task failed: ${f}`);
+  for (const f of await failedWorkflowTasks(orchard.temporal, orchestratorWorkflowId(id))) problems.push(`orchestrator workflow task failed: ${f}`);
   check.notes.push(`orchestrator: ${rows.length} messages, ${status.turnsCompleted} turns`);
 }
 
@@ -453,7 +389,7 @@ async function checkSession(orchard: TestOrchard, run: Run, deadline: number, ch
   const view = await orchard.client.status(id);
   if (!quiet) {
     problems.push(`session not quiet in time: ${view.status}, ${view.queued} queued, current ${JSON.stringify(view.currentTask)}, worktree ${view.worktree ?? 'none'}`);
-    problems.push(`  ${await diagnose(orchard, sessionWorkflowId(id))}`);
+    problems.push(`  ${await diagnose(orchard.temporal, sessionWorkflowId(id))}`);
   }
 
   const rows = await taskRows(orchard, id);
@@ -476,7 +412,7 @@ async function checkSession(orchard: TestOrchard, run: Run, deadline: number, ch
   const allowed = run.cancelled ? ['RUNNING', 'COMPLETED', 'CANCELED'] : ['RUNNING'];
   if (!allowed.includes(described.status.name)) problems.push(`session is ${described.status.name}${run.cancelled ? ' after a cancel' : ''}`);
   if (run.cancel && isOk(run.cancel) && described.status.name === 'RUNNING') problems.push('session still running after its cancel was answered');
-  for (const f of await failedWorkflowTasks(orchard, workflowId)) problems.push(`session workflow task failed: ${f}`);
+  for (const f of await failedWorkflowTasks(orchard.temporal, workflowId)) problems.push(`session workflow task failed: ${f}`);
 
   // (4) One writer per worktree: one lease row, this chain's, never taken over; commands never overlapped or repeated.
   const leases = await orchard.pool.query<{ worktree: string; holder: string; generation: string }>(
@@ -494,33 +430,6 @@ async function checkSession(orchard: TestOrchard, run: Run, deadline: number, ch
   const writes = overlaps(lines);
   problems.push(...writes.problems);
   check.notes.push(`session: ${rows.length} tasks (${rows.map((r) => r.state).join(',') || '-'}), ${writes.commands} commands`);
-}
-
-/** `<mark> <phase> <ns>` lines: each mark (one command) starts once, and no two commands' spans overlap. */
-function overlaps(lines: string[]): { problems: string[]; commands: number } {
-  const problems: string[] = [];
-  const spans = new Map<string, { from: bigint; to: bigint; starts: number }>();
-  for (const line of lines) {
-    const [mark, phase, ns] = line.split(' ');
-    if (!mark || !phase || !/^\d+$/.test(ns ?? '')) {
-      problems.push(`writes.log: unreadable line ${JSON.stringify(line)}`);
-      continue;
-    }
-    const at = BigInt(ns);
-    const span = spans.get(mark) ?? { from: at, to: at, starts: 0 };
-    if (at < span.from) span.from = at;
-    if (at > span.to) span.to = at;
-    if (phase === 'start') span.starts += 1;
-    spans.set(mark, span);
-  }
-  for (const [mark, span] of spans) if (span.starts !== 1) problems.push(`command ${mark} started ${span.starts} times`);
-  const sorted = [...spans.entries()].sort((a, b) => (a[1].from < b[1].from ? -1 : a[1].from > b[1].from ? 1 : 0));
-  for (let i = 1; i < sorted.length; i++) {
-    const [prevMark, prev] = sorted[i - 1];
-    const [mark, span] = sorted[i];
-    if (span.from <= prev.to) problems.push(`commands ${prevMark} and ${mark} wrote at the same time (${prev.from}..${prev.to} and ${span.from}..${span.to})`);
-  }
-  return { problems, commands: spans.size };
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -4,7 +4,8 @@
  *   node --import tsx test/faults/shared-worker.ts <taskQueue> <hostId> <worktreeRoot> <modelUrl>
  * Its model is the OpenAI-compatible endpoint at <modelUrl> (a test's stub). Its own host queue (`<hostId>`) runs no
  * commands here: confinement is off. With ORCHARD_TEST_PROBE_PATH set it first prints `probe <path> visible=<bool>`
- * (what this process sees of that path), then `ready` once it polls. Needs DATABASE_URL, TEMPORAL_ADDRESS,
+ * (what this process sees of that path), then `ready` once it polls. With ORCHARD_TEST_CONFINED=1 it is a whole worker:
+ * its host queue runs commands, confined as in production (a randomized schedule kills it with SIGKILL). Needs DATABASE_URL, TEMPORAL_ADDRESS,
  * TEMPORAL_NAMESPACE and ORCHARD_WORKFLOW_BUNDLE, as `npm test` sets them.
  */
 import { existsSync } from 'node:fs';
@@ -34,7 +35,8 @@ async function main(): Promise<void> {
     client: new Client({ connection: await Connection.connect({ address: process.env.TEMPORAL_ADDRESS! }), namespace }),
     defaultProvider: new OpenAICompatibleProvider({ baseURL: modelUrl, model: 'stub', timeoutMs: 30_000 }),
     workflowBundle: bundle ? { codePath: bundle } : undefined,
-    confinement: { mode: 'off', reason: 'the shared-queue worker of a fault test runs no commands' },
+    // ORCHARD_TEST_CONFINED=1: a whole worker (its host queue runs commands, confined as in production).
+    confinement: process.env.ORCHARD_TEST_CONFINED === '1' ? undefined : { mode: 'off', reason: 'the shared-queue worker of a fault test runs no commands' },
     shutdownGraceMs: 5_000,
     log: (line) => console.log(line),
   });

@@ -1,10 +1,43 @@
 import type { CuttableProxy } from '../helpers/toxiproxy';
 import { OrchardError } from '../../client/errors';
 import type { Client } from '@temporalio/client';
+import fc from 'fast-check';
 
 /** What the randomized schedule tests share: client calls retried like a service would, and what their checkers read. */
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * A schedule test's knobs, read from `<prefix>_SEED` (replay), `_RUNS`, `_MAX_CUT_MS`, `_PATH` (with the seed: the one
+ * failing case fast-check printed) and `_CASE_MS` (the bound on one case).
+ */
+export function fuzzKnobs(prefix: string, defaults: { runs: number; caseMs: number }) {
+  const env = (name: string) => process.env[`${prefix}_${name}`] || undefined;
+  return {
+    seed: env('SEED') ? Number(env('SEED')) : (Date.now() ^ (Math.random() * 0x7fffffff)) | 0,
+    runs: Number(env('RUNS') ?? defaults.runs),
+    maxCutMs: Math.max(500, Number(env('MAX_CUT_MS') ?? 3_000)),
+    path: env('PATH'),
+    caseMs: Number(env('CASE_MS') ?? defaults.caseMs),
+  };
+}
+
+/** How a call is repeated with the same request id: not, twice at once, or again after its answer (a lost response). */
+export type Retry = 'none' | 'concurrent' | 'after';
+export const retryArb = fc.constantFrom<Retry>('none', 'none', 'concurrent', 'after');
+
+/**
+ * Runs calls the way `retry` says, each until answered (`answered`), recording every outcome; the promises go to
+ * `pending` for the schedule to await at its end.
+ */
+export function retrying(pending: Promise<unknown>[], deadline: number) {
+  return <T>(retry: Retry, outcomes: Outcome<T>[], call: () => Promise<T>): void => {
+    const once = () => answered(call, deadline).then((o) => void outcomes.push(o));
+    if (retry === 'none') pending.push(once());
+    else if (retry === 'concurrent') pending.push(once(), once());
+    else pending.push(once().then(once));
+  };
+}
 
 /** One client call's outcome: an answer, a typed refusal, or (after retrying infrastructure errors) none in time. */
 export type Outcome<T> = { ok: T; errors: string[] } | { refused: string; errors: string[] } | { lost: true; errors: string[] };

@@ -8,7 +8,7 @@ import { final, isOrchestratorRequest, lastUserText } from '../helpers/fleet-mod
 import { completion, stubModel, type ModelStub, type Reply } from '../helpers/model-stub';
 import { makeRepo, startOrchard, testStackEnv, uniqueId, type TestOrchard } from '../helpers/orchard';
 import { startToxiproxy, type CuttableProxy } from '../helpers/toxiproxy';
-import { answered, diagnose, failedWorkflowTasks, isOk, overlaps, poll, restore, sleep, type Outcome } from './fuzz-kit';
+import { answered, diagnose, failedWorkflowTasks, isOk, overlaps, poll, restore, retrying, retryArb, sleep, fuzzKnobs, type Outcome, type Retry } from './fuzz-kit';
 
 /**
  * A randomized fault schedule (issue 18, deliverable 7). Per case, fast-check draws a schedule of operations against
@@ -41,12 +41,8 @@ import { answered, diagnose, failedWorkflowTasks, isOk, overlaps, poll, restore,
  * on one case's calls and wait for quiescence, 150 s). A replay runs the same schedule; how it interleaves with the
  * workers is the machine's, so a race may take a few replays.
  */
-const SEED = process.env.ORCHARD_FUZZ_SEED ? Number(process.env.ORCHARD_FUZZ_SEED) : (Date.now() ^ (Math.random() * 0x7fffffff)) | 0;
-const RUNS = Number(process.env.ORCHARD_FUZZ_RUNS ?? 50);
-const MAX_CUT_MS = Math.max(500, Number(process.env.ORCHARD_FUZZ_MAX_CUT_MS ?? 3_000));
-const PATH = process.env.ORCHARD_FUZZ_PATH || undefined;
+const { seed: SEED, runs: RUNS, maxCutMs: MAX_CUT_MS, path: PATH, caseMs: CASE_MS } = fuzzKnobs('ORCHARD_FUZZ', { runs: 50, caseMs: 150_000 });
 const SHRINK = process.env.ORCHARD_FUZZ_SHRINK === '1';
-const CASE_MS = Number(process.env.ORCHARD_FUZZ_CASE_MS ?? 150_000);
 
 const embedded = testStackEnv().embedded;
 const fuzzTest = embedded ? test.skip : test;
@@ -55,7 +51,6 @@ if (embedded) console.warn('schedule-fuzz: skipped on embedded PGlite (one share
 // ---------------------------------------------------------------------------------------------------------------
 // The schedule
 
-type Retry = 'none' | 'concurrent' | 'after';
 type Op =
   | { kind: 'message'; retry: Retry }
   | { kind: 'signal'; mode: 'plain' | 'keyed' | 'keyed-twice' }
@@ -69,7 +64,6 @@ interface Schedule {
   ops: Op[];
 }
 
-const retryArb = fc.constantFrom<Retry>('none', 'none', 'concurrent', 'after');
 const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 4, arbitrary: fc.record({ kind: fc.constant('message' as const), retry: retryArb }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('signal' as const), mode: fc.constantFrom('plain' as const, 'keyed' as const, 'keyed-twice' as const) }) },
@@ -173,13 +167,7 @@ async function execute(s: Stack, schedule: Schedule, run: Run, deadline: number)
   let cutting: Promise<void> = Promise.resolve();
   const orchestrator = orchard.temporal.workflow.getHandle(orchestratorWorkflowId(run.orchestratorId));
 
-  /** Runs `call` once, twice at once, or again after its answer (the client lost the response), recording each outcome. */
-  const withRetry = <T>(retry: Retry, outcomes: Outcome<T>[], call: () => Promise<T>) => {
-    const once = () => answered(call, deadline).then((o) => void outcomes.push(o));
-    if (retry === 'none') pending.push(once());
-    else if (retry === 'concurrent') pending.push(once(), once());
-    else pending.push(once().then(once));
-  };
+  const withRetry = retrying(pending, deadline);
 
   try {
     for (const [i, op] of schedule.ops.entries()) {

@@ -13,7 +13,7 @@ import { completion, stubModel, type ModelStub, type Reply } from '../helpers/mo
 import { makeRepo, testPool, testStackEnv, uniqueId } from '../helpers/orchard';
 import { startToxiproxy, type CuttableProxy } from '../helpers/toxiproxy';
 import { startSharedWorker } from './harness';
-import { answered, diagnose, failedWorkflowTasks, isOk, overlaps, poll, restore, sleep, type Outcome } from './fuzz-kit';
+import { answered, diagnose, failedWorkflowTasks, isOk, overlaps, poll, restore, retrying, retryArb, sleep, fuzzKnobs, type Outcome, type Retry } from './fuzz-kit';
 import type { Pool } from 'pg';
 
 /**
@@ -44,11 +44,7 @@ import type { Pool } from 'pg';
  * to 60 s: a kill leaves the dead worker's activities to their heartbeat timeouts), ORCHARD_TEAM_FUZZ_MAX_CUT_MS
  * (3000), ORCHARD_TEAM_FUZZ_CASE_MS (the bound on one case, 240 s).
  */
-const SEED = process.env.ORCHARD_TEAM_FUZZ_SEED ? Number(process.env.ORCHARD_TEAM_FUZZ_SEED) : (Date.now() ^ (Math.random() * 0x7fffffff)) | 0;
-const RUNS = Number(process.env.ORCHARD_TEAM_FUZZ_RUNS ?? 6);
-const MAX_CUT_MS = Math.max(500, Number(process.env.ORCHARD_TEAM_FUZZ_MAX_CUT_MS ?? 3_000));
-const PATH = process.env.ORCHARD_TEAM_FUZZ_PATH || undefined;
-const CASE_MS = Number(process.env.ORCHARD_TEAM_FUZZ_CASE_MS ?? 240_000);
+const { seed: SEED, runs: RUNS, maxCutMs: MAX_CUT_MS, path: PATH, caseMs: CASE_MS } = fuzzKnobs('ORCHARD_TEAM_FUZZ', { runs: 6, caseMs: 240_000 });
 
 const embedded = testStackEnv().embedded;
 const fuzzTest = embedded ? test.skip : test;
@@ -57,7 +53,6 @@ if (embedded) console.warn('team-schedule-fuzz: skipped on embedded PGlite (one 
 // ---------------------------------------------------------------------------------------------------------------
 // The schedule
 
-type Retry = 'none' | 'concurrent' | 'after';
 type Op =
   | { kind: 'reassign'; retry: Retry }
   | { kind: 'cancel'; retry: Retry }
@@ -67,7 +62,6 @@ type Op =
   | { kind: 'kill' }
   | { kind: 'wait'; ms: number };
 
-const retryArb = fc.constantFrom<Retry>('none', 'none', 'concurrent', 'after');
 const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 4, arbitrary: fc.record({ kind: fc.constant('reassign' as const), retry: retryArb }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('cancel' as const), retry: retryArb }) },
@@ -199,12 +193,7 @@ async function taskInProgress(s: Stack, teamId: string): Promise<string | undefi
 async function execute(s: Stack, c: Case, ops: Op[], deadline: number): Promise<void> {
   const pending: Promise<unknown>[] = [];
   let cutting: Promise<void> = Promise.resolve();
-  const withRetry = <T>(retry: Retry, outcomes: Outcome<T>[], call: () => Promise<T>) => {
-    const once = () => answered(call, deadline).then((o) => void outcomes.push(o));
-    if (retry === 'none') pending.push(once());
-    else if (retry === 'concurrent') pending.push(once(), once());
-    else pending.push(once().then(once));
-  };
+  const withRetry = retrying(pending, deadline);
   try {
     for (const [i, op] of ops.entries()) {
       switch (op.kind) {

@@ -26,6 +26,7 @@ import {
   cancelPendingTask,
   closureInputOf,
   fenceHandoff,
+  deliveredCertificate,
   issueCertificate,
   memberSessionOf,
   moveReceipt,
@@ -402,19 +403,16 @@ export function createTeamActivities(deps: TeamActivityDeps) {
               }
               // The result is built once, before the certificate exists.
               certificate = await certify(teamId, board, closure.evidence.outputIds, (result) =>
-                issueCertificate(deps.pool, teamId, actor, {
-                  certificateId: `cert-${teamId}-g${board.generation}-r${board.workRevision}`,
+                issueCertificate(
+                  deps.pool,
                   teamId,
-                  outcome: 'delivered',
-                  generation: board.generation,
-                  workRevision: board.workRevision,
-                  evidence: { taskIds: closure.evidence.taskIds, outputIds: closure.evidence.outputIds },
-                  resolutions: closure.evidence.resolutions,
-                  validatorVersion: closure.validatorVersion,
-                  issuedAt: new Date().toISOString(),
-                  summary: excerpt(summary, 1000),
-                  result,
-                }).then((issued) => issued.result),
+                  actor,
+                  deliveredCertificate(board, closure, {
+                    certificateId: `cert-${teamId}-g${board.generation}-r${board.workRevision}`,
+                    summary: excerpt(summary, 1000),
+                    result,
+                  }),
+                ).then((issued) => issued.result),
               );
             }
             await syncResultBranch(teamId);

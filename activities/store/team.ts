@@ -527,6 +527,27 @@ export interface RunCompletionCertificate {
   readonly result?: TeamResultRecord;
 }
 
+/** The certificate of a delivered closure of `board` (the validator's evidence, at the board's generation and revision). */
+export function deliveredCertificate(
+  board: Pick<BoardSnapshot, 'teamId' | 'generation' | 'workRevision'>,
+  closure: ClosureResult,
+  fields: { certificateId: string; summary: string; issuedAt?: string; result?: TeamResultRecord },
+): RunCompletionCertificate {
+  return {
+    certificateId: fields.certificateId,
+    teamId: board.teamId,
+    outcome: 'delivered',
+    generation: board.generation,
+    workRevision: board.workRevision,
+    evidence: { taskIds: closure.evidence.taskIds, outputIds: closure.evidence.outputIds },
+    resolutions: closure.evidence.resolutions,
+    validatorVersion: closure.validatorVersion,
+    issuedAt: fields.issuedAt ?? new Date().toISOString(),
+    summary: fields.summary,
+    ...(fields.result ? { result: fields.result } : {}),
+  };
+}
+
 /**
  * Persists the certificate of a delivered closure, once per (team, generation, revision): a retry (or a lost
  * response replayed) gets the stored one back. Refused when the board moved since it was assessed.

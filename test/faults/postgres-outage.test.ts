@@ -5,9 +5,9 @@ import { OpenAICompatibleProvider } from '../../activities/model/openai';
 import { orchestratorWorkflowId, teamWorkflowId } from '../../workflows/messages';
 import { memberSessionId } from '../../workflows/team/member-session';
 import { calls, final, fleetModel, lastUserText, session, startFleet } from '../helpers/fleet-model';
-import { completion, stubModel, type Reply } from '../helpers/model-stub';
+import { completion, stubModel } from '../helpers/model-stub';
 import { keepHistory, makeRepo, startOrchard, testStackEnv, uniqueId, writeScenario } from '../helpers/orchard';
-import { stamps, untilTeam, writerTeamModel } from '../helpers/team';
+import { stamps, twoMemberTeam, untilTeam, writerLog } from '../helpers/team';
 import { sharedToxiproxy } from '../helpers/toxiproxy';
 import { waitFor } from '../helpers/wait';
 
@@ -100,25 +100,7 @@ faultTest('an outage while a command runs: the turn finishes after it and the co
   t.deepEqual(readFileSync(runsLog, 'utf8').trim().split('\n'), ['ran', 'done', 'second'], 'each command ran exactly once');
 });
 
-async function startTeamThrough(t: import('ava').ExecutionContext, databaseUrl: string) {
-  const stub = await stubModel(t, writerTeamModel);
-  const orchard = await startOrchard(t, {
-    defaultProvider: new OpenAICompatibleProvider({ baseURL: stub.url, model: 'stub', timeoutMs: 30_000 }),
-    databaseUrl,
-  });
-  const teamId = uniqueId('team');
-  const start = () =>
-    orchard.client.startTeam({
-      teamId,
-      repo: makeRepo(),
-      goal: 'Build an evaluator',
-      members: [
-        { memberId: 'implementer', role: 'Implementer' },
-        { memberId: 'reviewer', role: 'Reviewer' },
-      ],
-    });
-  return { orchard, teamId, start, stub };
-}
+const startTeamThrough = (t: import('ava').ExecutionContext, databaseUrl: string) => twoMemberTeam(t, { databaseUrl });
 
 faultTest('a team started during an outage opens after it and answers its goal once', async (t) => {
   const pg = await toxiproxy().proxyDatabase(testStackEnv().databaseUrl);
@@ -141,11 +123,7 @@ faultTest('an outage between fence and release: the team keeps answering, the re
   const pg = await toxiproxy().proxyDatabase(testStackEnv().databaseUrl);
   const { orchard, teamId, start } = await startTeamThrough(t, pg.url);
   await start();
-  const oldLog = await waitFor(async () => {
-    const s = await orchard.client.status(memberSessionId(teamId, 'implementer')).catch(() => undefined);
-    const path = s?.worktree ? join(s.worktree, 'old.log') : undefined;
-    return path && existsSync(path) && readFileSync(path, 'utf8').split('\n').length > 3 ? path : undefined;
-  }, 150_000, 'the old writer running');
+  const oldLog = await writerLog(orchard, teamId);
 
   const request = { taskId: 'implement', newOwner: 'reviewer', reason: 'move it', requestId: 'reassign-1' };
   const receipt = await orchard.client.reassignTask(teamId, request);

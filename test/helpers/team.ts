@@ -306,3 +306,44 @@ export const stamps = (path: string): bigint[] =>
     .split('\n')
     .filter(Boolean)
     .map((line) => BigInt(line));
+
+/**
+ * A team of an implementer and a reviewer on a fresh repository, its model played by `model` (writerTeamModel by
+ * default) over HTTP; not started yet: `start()` starts it (a fault test starts it during an outage).
+ */
+export async function twoMemberTeam(
+  t: ExecutionContext,
+  options: { model?: (body: any) => Reply; goal?: string; handoff?: StartTeamInput['handoff']; databaseUrl?: string } = {},
+) {
+  const stub = await stubModel(t, options.model ?? writerTeamModel);
+  const orchard = await startOrchard(t, {
+    defaultProvider: new OpenAICompatibleProvider({ baseURL: stub.url, model: 'stub', timeoutMs: 30_000 }),
+    databaseUrl: options.databaseUrl,
+  });
+  const teamId = uniqueId('team');
+  const start = () =>
+    orchard.client.startTeam({
+      teamId,
+      repo: makeRepo(),
+      goal: options.goal ?? 'Build an evaluator',
+      members: [
+        { memberId: 'implementer', role: 'Implementer' },
+        { memberId: 'reviewer', role: 'Reviewer' },
+      ],
+      handoff: options.handoff,
+    });
+  return { orchard, stub, teamId, start };
+}
+
+/** Waits until a Member's writer (writerTeamModel) has written a few lines into `<log>` in its worktree; its path. */
+export function writerLog(orchard: TestOrchard, teamId: string, memberId = 'implementer', log = 'old.log', timeoutMs = TEAM_WAIT_MS): Promise<string> {
+  return waitFor(
+    async () => {
+      const s = await orchard.client.status(memberSessionId(teamId, memberId)).catch(() => undefined);
+      const path = s?.worktree ? join(s.worktree, log) : undefined;
+      return path && existsSync(path) && readFileSync(path, 'utf8').split('\n').length > 3 ? path : undefined;
+    },
+    timeoutMs,
+    `the ${memberId}'s writer running`,
+  );
+}

@@ -6,6 +6,7 @@ import {
   closureInputOf,
   createTask,
   createTeamRun,
+  deliveredCertificate,
   issueCertificate,
   readBoard,
   recordTaskOutput,
@@ -45,18 +46,7 @@ async function certificateOf(pool: Pool, teamId: string, certificateId: string):
   const board = await readBoard(pool, teamId);
   const closure = validateClosure(closureInputOf(board, 0));
   if (closure.outcome !== 'delivered') throw new Error(`the fixture is not closed: ${JSON.stringify(closure.reasons)}`);
-  return {
-    certificateId,
-    teamId,
-    outcome: 'delivered',
-    generation: board.generation,
-    workRevision: board.workRevision,
-    evidence: { taskIds: closure.evidence.taskIds, outputIds: closure.evidence.outputIds },
-    resolutions: closure.evidence.resolutions,
-    validatorVersion: closure.validatorVersion,
-    issuedAt: new Date().toISOString(),
-    summary: certificateId,
-  };
+  return deliveredCertificate(board, closure, { certificateId, summary: certificateId });
 }
 
 const rowsOf = async (pool: Pool, teamId: string) =>

@@ -1,14 +1,12 @@
-import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import test from 'ava';
-import { OpenAICompatibleProvider } from '../../activities/model/openai';
 import { readBoard } from '../../activities/store/team';
 import { memberSessionId } from '../../workflows/team/member-session';
-import { calls, final } from '../helpers/fleet-model';
-import { completion, stubModel, type Reply } from '../helpers/model-stub';
-import { keepHistory, makeRepo, startOrchard, uniqueId } from '../helpers/orchard';
+import { calls } from '../helpers/fleet-model';
+import type { Reply } from '../helpers/model-stub';
+import { keepHistory } from '../helpers/orchard';
 import { waitFor } from '../helpers/wait';
-import { stamps, stickRuntime, TEAM_WAIT_MS, untilTeam, writerTeamModel } from '../helpers/team';
+import { stamps, stickRuntime, twoMemberTeam, untilTeam, writerLog, writerTeamModel } from '../helpers/team';
 
 /**
  * Cancel/reassign handoff (invariant 14) against real sessions, bash processes and Postgres. The implementer's
@@ -21,26 +19,11 @@ const afterTool = (body: any) => body.messages.at(-1).role === 'tool';
 const model = writerTeamModel;
 
 async function team(t: import('ava').ExecutionContext, handoff?: { sloMs: number; timeoutMs: number }, play: (body: any) => Reply = model) {
-  const stub = await stubModel(t, play);
-  const orchard = await startOrchard(t, { defaultProvider: new OpenAICompatibleProvider({ baseURL: stub.url, model: 'stub', timeoutMs: 30_000 }) });
-  const teamId = uniqueId('team');
-  await orchard.client.startTeam({
-    teamId,
-    repo: makeRepo(),
-    goal: 'Build an evaluator',
-    members: [
-      { memberId: 'implementer', role: 'Implementer' },
-      { memberId: 'reviewer', role: 'Reviewer' },
-    ],
-    handoff,
-  });
+  const { orchard, teamId, start } = await twoMemberTeam(t, { model: play, handoff });
+  await start();
   // The implementer is writing.
   const implementerSession = memberSessionId(teamId, 'implementer');
-  const oldLog = await waitFor(async () => {
-    const s = await orchard.client.status(implementerSession).catch(() => undefined);
-    const path = s?.worktree ? join(s.worktree, 'old.log') : undefined;
-    return path && existsSync(path) && readFileSync(path, 'utf8').split('\n').length > 3 ? path : undefined;
-  }, TEAM_WAIT_MS, 'the old writer running');
+  const oldLog = await writerLog(orchard, teamId);
   return { orchard, teamId, oldLog, implementerSession };
 }
 

@@ -358,6 +358,7 @@ export const attacks: Array<[string, string]> = [
   ['switch the main worktree’s HEAD by symbolic-ref', 'git symbolic-ref main-worktree/HEAD refs/heads/other'],
   ['switch the sibling’s HEAD by symbolic-ref', 'git symbolic-ref worktrees/s1/HEAD refs/heads/other'],
   ['checkout --ignore-other-worktrees main', 'git checkout --ignore-other-worktrees main && git commit --allow-empty -m pwn'],
+  ['checkout <branch> -- (git reads it as a switch)', 'git checkout other -- && git commit --allow-empty -m pwn'],
   ['a symbolic ref in the own ref directory naming main', 'git symbolic-ref refs/heads/orchard/c1/alias refs/heads/main'],
   ['push into another branch of the same repository', 'git push . HEAD:other'],
   ['push . HEAD:main', 'git push . HEAD:main'],

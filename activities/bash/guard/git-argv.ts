@@ -423,6 +423,9 @@ function surelyPath(v: string): boolean {
   return v.startsWith('.') || v.startsWith(':') || /[*?[\\]/.test(v) || v.includes('/.') || v.endsWith('/');
 }
 
+/** A name that is this worktree's own HEAD: checking it out switches nothing. */
+const isOwnHead = (name: string, scope: { branch: string }) => name === scope.branch || name === 'HEAD' || name === '@';
+
 const checkout: Rule = (input) => {
   const p = strict(input, CHECKOUT);
   if (isRefusal(p)) return p;
@@ -442,10 +445,28 @@ const checkout: Rule = (input) => {
     return input.deny('switches_branch', `\`git checkout ${has(p, 'orphan') ? '--orphan' : '-b'}\` creates a new branch and moves this worktree off ${scope.branch}`);
   }
   if (has(p, 'detach')) return input.deny('switches_branch', `\`--detach\` moves this worktree off ${scope.branch}`);
-  // With `--` (or a pathspec file) the words before it name at most a tree to take files from: no switch.
+  // With `--` (or a pathspec file) the words before it name at most a tree to take files from — as long as a path
+  // follows: `git checkout <name> --` with nothing after `--` is how git spells a switch to <name>.
   if (p.dashDash || has(p, 'pathspec-from-file')) {
     const operands = literalOperands(input, p.positionals, 'tree');
     if (isRefusal(operands)) return operands;
+    if (has(p, 'pathspec-from-file') || operands.length !== 1 || isOwnHead(operands[0], scope)) return undefined;
+    const name = operands[0];
+    const paths = p.afterDashDash;
+    if (paths.length === 0 && !input.trailingDynamic) {
+      return input.deny(
+        'switches_branch',
+        `\`git checkout ${name} --\` names no path after \`--\`, so git reads \`${name}\` as the branch or commit to switch to; ` +
+          `this worktree must stay on ${scope.branch}. For files from ${name}, name them after \`--\`: \`git checkout ${name} -- <path>\`.`,
+      );
+    }
+    if (paths.every((w) => w.splits) && (paths.length > 0 || input.trailingDynamic)) {
+      return input.deny(
+        'dynamic_argument',
+        `the paths after \`git checkout ${name} --\` come from input at run time and may be none, which would switch this worktree ` +
+          `to \`${name}\`; quote the expansion ("$FILES") or name a path.`,
+      );
+    }
     return undefined;
   }
   if (input.trailingDynamic) {
@@ -457,7 +478,7 @@ const checkout: Rule = (input) => {
   // Two or more operands: `<tree-ish> <pathspec>…` or paths only; git never switches branches then.
   if (operands.length >= 2) return undefined;
   const only = operands[0];
-  if (only === scope.branch || only === 'HEAD' || only === '@') return undefined;
+  if (isOwnHead(only, scope)) return undefined;
   if (surelyPath(only)) return undefined;
   return input.deny(
     'switches_branch',

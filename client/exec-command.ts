@@ -30,7 +30,7 @@ export function registerExecCommand(program: Command): Command {
       // Loaded here, not for every orchard command (start time).
       const { describeConfinement, resolveConfinement } = await import('../activities/bash/confinement');
       const { formatUnsure } = await import('../activities/bash/guard');
-      const { admitIsolated, prepareIsolated, verifyIsolated } = await import('../activities/bash/isolated');
+      const { admitIsolated, prepareIsolated, settleIsolated, verifyIsolated } = await import('../activities/bash/isolated');
       const { runBash } = await import('../activities/bash/runner');
       const { branchSessionId } = await import('../activities/bash/sandbox');
       const { describeChanges } = await import('../activities/bash/verify');
@@ -84,6 +84,8 @@ export function registerExecCommand(program: Command): Command {
       }
       const result = await runBash({ command, argv: prepared.argv, cwd: worktree, env: prepared.env, timeoutMs: timeoutSeconds * 1000, maxOutputBytes: MAX_OUTPUT_BYTES });
       const changes = await verifyIsolated(prepared);
+      // Verified: the command's new objects join the shared store (held ones stay in its quarantine).
+      if (changes.length === 0) await settleIsolated(prepared);
       const status = result.exitCode ?? (result.signal ? 128 + (signalNumber(result.signal) ?? 0) : 1);
       if (options.json) {
         report({ decision: 'allow', unsure: 'unsure' in admission.decision ? admission.decision.unsure : undefined, status, signal: result.signal, timedOut: result.timedOut, changes, stdout: result.stdout, stderr: result.stderr });

@@ -1,6 +1,7 @@
 import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
 import { buildSandboxArgv, prepareSandboxDirs, resolveSandboxLayout, sandboxAvailable, type SandboxLayout } from './sandbox';
+import { sessionQuarantineDir } from '../git/quarantine';
 
 /**
  * How this host runs an isolated child's commands (docs/confinement.md). Resolved once when the worker starts:
@@ -66,9 +67,11 @@ export async function isolatedLayout(input: { worktree: string; branch: string; 
   // A hidden directory that holds the child's own paths would hide them too: such a one stays (read-only).
   const inside = (p: string, dir: string) => p === dir || p.startsWith(dir + path.sep);
   const hide = (input.hide ?? []).filter(
-    (dir) => path.isAbsolute(dir) && dir !== '/' && ![worktree, commonDir, tmpDir].some((p) => inside(p, path.resolve(dir))),
+    (dir) =>
+      path.isAbsolute(dir) && dir !== '/' && ![worktree, commonDir, tmpDir, sessionQuarantineDir(worktree, input.sessionId)].some((p) => inside(p, path.resolve(dir))),
   );
-  const layout = await resolveSandboxLayout({ commonDir, worktree, branch: input.branch, tmpDir, home: input.home, hide });
+  const quarantine = sessionQuarantineDir(worktree, input.sessionId);
+  const layout = await resolveSandboxLayout({ commonDir, worktree, branch: input.branch, tmpDir, quarantine, home: input.home, hide });
   await prepareSandboxDirs(layout);
   return layout;
 }

@@ -6,6 +6,7 @@ import { buildCommandEnv, sessionHomeDir } from './env';
 import { formatRefusal, guardCommand, guardVerdict, type GuardDecision } from './guard';
 import { branchSessionId, writableRefDirs, type SandboxLayout } from './sandbox';
 import { SESSION_BRANCH_PREFIX } from '../../workflows/session/ids';
+import { migrateQuarantine, type Migration } from '../git/quarantine';
 import { compareSnapshots, snapshotProtected, type ProtectedChange, type ProtectedSnapshot } from './verify';
 
 /**
@@ -73,7 +74,19 @@ export async function prepareIsolated(input: {
     // Holds scripts that leave the worktree (`cd ../main && git …`) to the child's branch in the backstop hook.
     extra: { [ISOLATED_BRANCH_ENV]: input.branch },
   });
+  // Objects a verified command left behind (a worker that died before moving them, or a hold a person resolved).
+  if (argv) await settleIsolated({ layout });
   return { layout, argv, env, before: await snapshotProtected(layout) };
+}
+
+/**
+ * After a command that passed verification: its new objects leave the quarantine for the shared store, where every
+ * other worktree, the team's result and merges can read them. Objects whose content does not match their name stay.
+ */
+export async function settleIsolated(prepared: Pick<PreparedIsolated, 'layout'>): Promise<Migration | undefined> {
+  const { quarantine, commonDir } = prepared.layout;
+  if (quarantine === undefined) return undefined;
+  return migrateQuarantine(quarantine, path.join(commonDir, 'objects'));
 }
 
 /** Layer 3 after the command: what changed that the child must not change (empty when nothing did). */
@@ -97,7 +110,12 @@ function attributable(change: ProtectedChange, prepared: PreparedIsolated): bool
     if (change.kind === 'ref') return ownRef(change.path, layout);
     // Anything the sandbox lets it write: its worktree (the .git file), its admin dir, the object store
     // (objects/info/alternates), its ref directories.
-    const writable = [layout.worktree, layout.adminDir, path.join(layout.commonDir, 'objects'), ...writableRefDirs(layout).map((d) => path.join(layout.commonDir, d))];
+    const writable = [
+      layout.worktree,
+      layout.adminDir,
+      layout.quarantine ?? path.join(layout.commonDir, 'objects'),
+      ...writableRefDirs(layout).map((d) => path.join(layout.commonDir, d)),
+    ];
     return writable.some((dir) => change.path === dir || change.path.startsWith(`${dir}/`));
   }
   if (change.kind === 'ref' && !ownRef(change.path, layout)) return !/^refs\/(heads|remotes\/[^/]+)\/orchard\//.test(change.path);

@@ -20,6 +20,12 @@ import { isolatedBranch, markWorktreeIsolated } from '../git/backstop';
 /** The branch of a confined session: the session branch (`orchard/<id>/work`, see workflows/session/ids.ts). */
 export const confinedSessionBranch = sessionBranch;
 
+/** `dir` created (private) if missing, as a real path. */
+async function realDir(dir: string): Promise<string> {
+  await fs.mkdir(dir, { recursive: true, mode: 0o700 });
+  return fs.realpath(dir);
+}
+
 /** The branch of a session before confinement (a plain file `refs/heads/orchard/<id>`). */
 export function legacySessionBranch(sessionId: string): string {
   return `${SESSION_BRANCH_PREFIX}${sessionId}`;
@@ -44,6 +50,12 @@ export interface SandboxLayout {
    * other ref of theirs stays read-only.
    */
   localRemotes?: readonly string[];
+  /**
+   * The child's object quarantine (activities/git/quarantine.ts): with one, the shared object store is read-only and
+   * git writes new objects here (GIT_OBJECT_DIRECTORY, the shared store its alternate); Orchard moves them into the
+   * shared store after the command passed verification. Without one (the start-up probe) the store is writable.
+   */
+  quarantine?: string;
   /** The session HOME, shown read-only (a `~/.gitconfig` or `~/.bashrc` cannot be planted). */
   home?: string;
   /** Host paths replaced by an empty directory (e.g. the worker's HOME with its credentials). */
@@ -137,6 +149,13 @@ export function sandboxLayoutProblem(layout: SandboxLayout): string | undefined 
   if (inside(layout.worktree, layout.tmpDir) || inside(layout.tmpDir, layout.worktree)) {
     return `tmpDir ${layout.tmpDir} overlaps the worktree ${layout.worktree}`;
   }
+  if (layout.quarantine !== undefined) {
+    const q = layout.quarantine;
+    if (!path.isAbsolute(q) || path.normalize(q) !== q || q === '/') return `quarantine must be a normalised absolute path other than /, got ${JSON.stringify(q)}`;
+    for (const key of ['commonDir', 'worktree', 'tmpDir'] as const) {
+      if (inside(q, layout[key]) || inside(layout[key], q)) return `quarantine ${q} overlaps ${key} ${layout[key]}`;
+    }
+  }
   return undefined;
 }
 
@@ -152,6 +171,7 @@ export async function prepareSandboxDirs(layout: SandboxLayout): Promise<void> {
     for (const dir of writableRemoteDirs(layout, remote)) await fs.mkdir(dir, { recursive: true });
   }
   await fs.mkdir(layout.tmpDir, { recursive: true, mode: 0o700 });
+  if (layout.quarantine !== undefined) await fs.mkdir(layout.quarantine, { recursive: true, mode: 0o700 });
 }
 
 /**
@@ -184,15 +204,22 @@ export function buildSandboxArgv(layout: SandboxLayout, command: string, options
   // A local remote under /tmp would be hidden by the private /tmp like the repository: shown again, read-only.
   for (const remote of layout.localRemotes ?? []) argv.push('--ro-bind', remote, remote);
   if (layout.home !== undefined) argv.push('--ro-bind-try', layout.home, layout.home);
+  const sharedObjects = path.join(layout.commonDir, 'objects');
   const rw = [
     layout.worktree,
     layout.adminDir,
-    path.join(layout.commonDir, 'objects'),
+    // With a quarantine the shared store stays read-only: deleting, rewriting or repacking it fails in the kernel.
+    layout.quarantine ?? sharedObjects,
     ...writableRefDirs(layout).map((dir) => path.join(layout.commonDir, dir)),
   ];
   for (const remote of layout.localRemotes ?? []) rw.push(...writableRemoteDirs(layout, remote));
   for (const dir of rw) argv.push('--bind', dir, dir);
   for (const [name, value] of Object.entries(SANDBOX_ENV)) argv.push('--setenv', name, value);
+  if (layout.quarantine !== undefined) {
+    // New objects go to the quarantine; the shared store is read as its alternate (git's receive-pack quarantine).
+    // Unset, git would write to the read-only store and fail: never to anyone else's objects.
+    argv.push('--setenv', 'GIT_OBJECT_DIRECTORY', layout.quarantine, '--setenv', 'GIT_ALTERNATE_OBJECT_DIRECTORIES', sharedObjects);
+  }
   // --norc: Debian's bash sources ~/.bashrc for `bash -c` when stdin is a socket and SHLVL is unset (its "run by
   // sshd" check), and Node's stdio pipes are socketpairs: observed here, at 300 ms a command. The bash tool feeds
   // /dev/null, where nothing is sourced; the sandbox makes that hold for any caller.
@@ -220,6 +247,7 @@ export async function resolveSandboxLayout(input: {
   worktree: string;
   branch: string;
   tmpDir: string;
+  quarantine?: string;
   home?: string;
   remotes?: readonly string[];
   hide?: readonly string[];
@@ -248,6 +276,7 @@ export async function resolveSandboxLayout(input: {
     adminDir,
     branch: input.branch,
     tmpDir: await fs.realpath(input.tmpDir),
+    quarantine: input.quarantine === undefined ? undefined : await realDir(input.quarantine),
     remotes,
     localRemotes,
     home: input.home === undefined ? undefined : path.resolve(input.home),

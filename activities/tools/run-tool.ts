@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { Confinement } from '../bash/confinement';
 import { formatUnsure } from '../bash/guard';
-import { admitIsolated, prepareIsolated, verifyIsolated } from '../bash/isolated';
+import { admitIsolated, prepareIsolated, settleIsolated, verifyIsolated } from '../bash/isolated';
 import { describeChanges, type ProtectedChange } from '../bash/verify';
 import type { VerificationHold } from '../store/holds';
 import { buildCommandEnv } from '../bash/env';
@@ -167,7 +167,11 @@ export async function runTool(name: ExecutableTool, rawArguments: string, ctx: T
         if (isolated && !result.notStarted) {
           changes = await verifyIsolated(isolated);
           if (changes.length > 0) verification = heldMessage(await ctx.holds!.hold(args.command, changes));
-          else changes = undefined;
+          else {
+            changes = undefined;
+            // Verified: its new objects join the shared store (a held command's stay in its quarantine).
+            await settleIsolated(isolated);
+          }
         }
         // Annotates, never blocks: a conflicted index after the call, or a -X ours/theirs intent in the command. It runs
         // git on the host, so not after a command that changed what it must not (its .git may point anywhere now).

@@ -9,11 +9,13 @@ import {
   benign,
   fill,
   fixture,
+  lostObjects,
   newMarker,
   OUTSIDE,
   outsideMarkers,
   removeFixtures,
   removeOutsideMarkers,
+  sharedObjects,
   snapshot,
   verifiedInAllowance,
   type CommandResult,
@@ -145,15 +147,17 @@ for (const [name, command] of attacks) {
       // The script is written by the test, not through exec: the guard sees only `bash x.sh`.
       if (form === 'script') writeFileSync(path.join(f.child, 'x.sh'), `${text}\n`);
       const before = snapshot(f);
+      const objectsBefore = sharedObjects(f);
       const ownBefore = verifiedInAllowance(f);
       const run = await orchardExec(f, form === 'script' ? 'bash x.sh' : text, { json: true });
       const after = snapshot(f);
+      const objectsLost = lostObjects(objectsBefore, sharedObjects(f));
       const ownAfter = verifiedInAllowance(f);
       const leaked = outsideMarkers(marker).filter((p) => existsSync(p));
       removeOutsideMarkers(marker);
       const report = parseReport(t, run);
 
-      const changedOutside = !isDeepStrictEqual(after, before) || leaked.length > 0;
+      const changedOutside = !isDeepStrictEqual(after, before) || leaked.length > 0 || objectsLost.length > 0;
       const layer: Layer = changedOutside ? 'NOT stopped' : run.code === 3 ? 'guard' : run.code === 4 ? 'verification' : 'sandbox';
       outcomes.push({ name, form, layer, code: run.code });
       const said = report.decision === 'deny' ? `${report.refusal?.code}: ${lastLines(report.refusal?.message.split('\n')[0])}` : lastLines(report.stderr);
@@ -161,6 +165,7 @@ for (const [name, command] of attacks) {
 
       t.deepEqual(after.git, before.git);
       t.deepEqual(after.files, before.files);
+      t.deepEqual(objectsLost, [], 'shared objects removed or changed');
       t.deepEqual(leaked, [], 'files created outside every fixture');
       if (run.code === 3) {
         t.is(report.decision, 'deny');
@@ -194,6 +199,7 @@ for (const [name, c] of benign) {
       return { status: run.code, stdout: run.stdout, stderr: run.stderr };
     };
     const before = snapshot(f);
+    const objectsBefore = sharedObjects(f);
     const ownBefore = verifiedInAllowance(f);
     const r = await exec(c.command);
     if (c.guardPolicy) {
@@ -207,6 +213,7 @@ for (const [name, c] of benign) {
     // Setups may create a clone; the shared state itself must not change.
     t.deepEqual(after.git, before.git);
     t.deepEqual(after.files, before.files);
+    t.deepEqual(lostObjects(objectsBefore, sharedObjects(f)), [], 'shared objects removed or changed');
     t.deepEqual(verifiedInAllowance(f), ownBefore);
   }, { knownGap: c.knownGap });
 }

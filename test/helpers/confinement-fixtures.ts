@@ -5,6 +5,7 @@ import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSyn
 import { homedir, tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { sessionTmpDir } from '../../activities/bash/confinement';
+import { sessionQuarantineDir } from '../../activities/git/quarantine';
 import { buildCommandEnv, sessionHomeDir } from '../../activities/bash/env';
 import { confinedSessionBranch, resolveSandboxLayout, type SandboxLayout } from '../../activities/bash/sandbox';
 import { installRefBackstop, markWorktreeIsolated } from '../../activities/git/backstop';
@@ -148,6 +149,7 @@ export async function fixture(root: string = ROOTS[0][1], options: { backstop?: 
     worktree: child,
     branch: confinedSessionBranch(CHILD_ID),
     tmpDir: sessionTmpDir(child, CHILD_ID),
+    quarantine: sessionQuarantineDir(child, CHILD_ID),
     home,
     hide: [workerHome],
   });
@@ -216,7 +218,31 @@ export function allowance(f: Fixture): string[] {
     rel(path.join(f.remote, 'objects')),
     rel(path.join(f.remote, `refs/heads/orchard/${CHILD_ID}`)),
     rel(f.layout.tmpDir),
+    rel(f.layout.quarantine!),
   ];
+}
+
+/**
+ * The shared object store, file by file (content hash): a child may add objects (moved in from its quarantine after
+ * a verified command), never remove or change one. Compare with `lostObjects`.
+ */
+export function sharedObjects(f: Fixture): Map<string, string> {
+  const out = new Map<string, string>();
+  const walk = (dir: string) => {
+    for (const name of readdirSync(dir)) {
+      const abs = path.join(dir, name);
+      const st = lstatSync(abs);
+      if (st.isDirectory()) walk(abs);
+      else out.set(path.relative(f.common, abs), st.isFile() ? createHash('sha1').update(readFileSync(abs)).digest('hex') : 'other');
+    }
+  };
+  walk(path.join(f.common, 'objects'));
+  return out;
+}
+
+/** Objects of `before` that are gone or changed in `after` (added ones are fine). */
+export function lostObjects(before: Map<string, string>, after: Map<string, string>): string[] {
+  return [...before].filter(([file, hash]) => after.get(file) !== hash).map(([file]) => `${file}: ${after.has(file) ? 'changed' : 'gone'}`);
 }
 
 /** Every file, link and directory outside the allowance: type, mode and content hash (or link target). */
@@ -384,7 +410,13 @@ export const attacks: Array<[string, string]> = [
   ['replace the worktree .git with the shared repository', 'echo "gitdir: {common}" > .git && git update-ref refs/heads/main HEAD'],
   ['a .git file naming the main checkout’s gitdir, then a commit', 'echo "gitdir: {main}/.git" > .git && git commit --allow-empty -m pwn'],
   ['rewrite commondir in the own admin dir', 'git init --quiet --bare /tmp/evil && echo /tmp/evil > {admin}/commondir && git config core.hooksPath /tmp/hooks'],
-  ['alternates in the writable object store', 'echo /tmp/evil-objects > {common}/objects/info/alternates'],
+  ['alternates in the shared object store', 'echo /tmp/evil-objects > {common}/objects/info/alternates'],
+  // The shared object store (issue 19): read-only to the child; its new objects go to its quarantine.
+  ['delete shared objects found at run time', 'for o in $(find {common}/objects -type f | head -20); do rm -f "$o"; done'],
+  ['truncate every shared pack', 'for p in {common}/objects/pack/*; do : > "$p"; done'],
+  ['git prune --expire=now drops unreachable shared objects', 'git prune --expire=now'],
+  ['git repack -a -d -f rewrites the shared store', 'git repack -a -d -f -q'],
+  ['unset the quarantine, then write an object', 'env -u GIT_OBJECT_DIRECTORY -u GIT_ALTERNATE_OBJECT_DIRECTORIES git hash-object -w README.md'],
   // Links and file-descriptor tricks.
   ['symlink to the main checkout, written through', 'ln -s {main}/README.md link && echo pwned > link'],
   ['relative symlink out of the worktree, written through', 'ln -s ../../repo/README.md y && echo pwned > y'],

@@ -1,6 +1,6 @@
 import test, { type ExecutionContext } from 'ava';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import {
@@ -13,17 +13,20 @@ import {
   sandboxLayoutProblem,
   type SandboxLayout,
 } from '../../activities/bash/sandbox';
+import { settleIsolated } from '../../activities/bash/isolated';
 import { isolatedBranch, markWorktreeIsolated } from '../../activities/git/backstop';
 import {
   attacks,
   benign as sharedBenign,
   fill,
   fixture,
+  lostObjects,
   newMarker,
   outsideMarkers,
   removeFixtures,
   removeOutsideMarkers,
   ROOTS,
+  sharedObjects,
   snapshot,
   type Benign,
   type CommandResult,
@@ -56,9 +59,11 @@ test.after.always(() => {
   created.forEach((dir) => rmSync(dir, { recursive: true, force: true }));
 });
 
-function sandboxed(f: Fixture, command: string): CommandResult {
+/** The command in the sandbox, then (as the bash tool does after a verified command) its new objects moved to the shared store. */
+async function sandboxed(f: Fixture, command: string): Promise<CommandResult> {
   const argv = buildSandboxArgv(f.layout, command);
   const r = spawnSync(argv[0], argv.slice(1), { env: f.env, encoding: 'utf8', timeout: 30_000 });
+  await settleIsolated({ layout: f.layout });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
@@ -88,11 +93,13 @@ for (const [where, root] of ROOTS) for (const [name, command] of attacks) {
     await prepareSandboxDirs(f.layout);
     const marker = newMarker();
     const before = snapshot(f);
-    const r = sandboxed(f, fill(f, command, marker));
+    const objectsBefore = sharedObjects(f);
+    const r = await sandboxed(f, fill(f, command, marker));
     t.log(`exit ${r.status}: ${r.stderr.trim().split('\n').slice(-2).join(' | ')}`);
     const after = snapshot(f);
     t.deepEqual(after.git, before.git);
     t.deepEqual(after.files, before.files);
+    t.deepEqual(lostObjects(objectsBefore, sharedObjects(f)), [], 'shared objects removed or changed');
     for (const p of outsideMarkers(marker)) t.false(existsSync(p), p);
     removeOutsideMarkers(marker);
   });
@@ -102,7 +109,7 @@ sandboxTest('attack: /tmp, /var/tmp and /dev/shm writes stay private', async (t)
   const f = await fixture();
   await prepareSandboxDirs(f.layout);
   const marker = newMarker();
-  const r = sandboxed(f, `echo a > /tmp/${marker} && echo b > /var/tmp/${marker}.v && (echo c > /dev/shm/${marker} || true)`);
+  const r = await sandboxed(f, `echo a > /tmp/${marker} && echo b > /var/tmp/${marker}.v && (echo c > /dev/shm/${marker} || true)`);
   t.is(r.status, 0, r.stderr);
   for (const p of [`/tmp/${marker}`, `/var/tmp/${marker}.v`, `/dev/shm/${marker}`]) t.false(existsSync(p), p);
   t.is(readFileSync(path.join(f.layout.tmpDir, marker), 'utf8'), 'a\n');
@@ -111,7 +118,7 @@ sandboxTest('attack: /tmp, /var/tmp and /dev/shm writes stay private', async (t)
 sandboxTest('a hidden path is empty and its secrets are unreadable', async (t) => {
   const f = await fixture();
   await prepareSandboxDirs(f.layout);
-  const r = sandboxed(f, fill(f, 'ls -A {workerHome} | wc -l; cat {workerHome}/.git-credentials', ''));
+  const r = await sandboxed(f, fill(f, 'ls -A {workerHome} | wc -l; cat {workerHome}/.git-credentials', ''));
   t.not(r.status, 0);
   t.is(r.stdout.trim(), '0');
   t.notRegex(r.stdout, /secret/);
@@ -139,8 +146,8 @@ for (const [name, c] of benign) {
     c.setup?.(f);
     await prepareSandboxDirs(f.layout);
     const before = snapshot(f);
-    const r = sandboxed(f, c.command);
-    await c.check(t, f, r, async (command) => sandboxed(f, command));
+    const r = await sandboxed(f, c.command);
+    await c.check(t, f, r, (command) => sandboxed(f, command));
     const after = snapshot(f);
     // Setups may create a clone; the shared state itself must not change.
     t.deepEqual(after.git, before.git);
@@ -151,19 +158,41 @@ for (const [name, c] of benign) {
 sandboxTest('the objects the child wrote are in the shared store: the main checkout can merge its branch', async (t) => {
   const f = await fixture();
   await prepareSandboxDirs(f.layout);
-  const r = sandboxed(f, 'echo merged > m.txt && git add m.txt && git commit --quiet -m m');
+  const r = await sandboxed(f, 'echo merged > m.txt && git add m.txt && git commit --quiet -m m');
   t.is(r.status, 0, r.stderr);
   git(f.main, 'merge', '--quiet', '--no-edit', 'orchard/c1/work');
   t.is(readFileSync(path.join(f.main, 'm.txt'), 'utf8'), 'merged\n');
 });
 
-test.failing('known gap: the writable object store lets the child delete objects (see docs/confinement.md)', async (t) => {
-  if (noSandbox || probeProblem) return t.fail('no sandbox');
+// Once a known gap (issue 19): the object store was writable, so a child could delete objects others need.
+sandboxTest('the shared object store is read-only: deleting its objects fails, and every object stays', async (t) => {
   const f = await fixture();
   await prepareSandboxDirs(f.layout);
-  const before = git(f.main, 'count-objects', '-v');
-  sandboxed(f, fill(f, 'rm -rf {common}/objects/??', ''));
-  t.is(git(f.main, 'count-objects', '-v'), before);
+  const before = sharedObjects(f);
+  t.true(before.size > 0);
+  const r = await sandboxed(f, fill(f, 'rm -rf {common}/objects/?? {common}/objects/pack', ''));
+  t.not(r.status, 0);
+  t.regex(r.stderr, /Read-only file system/);
+  t.deepEqual(lostObjects(before, sharedObjects(f)), []);
+  t.is(spawnSync('git', ['fsck', '--no-progress', '--connectivity-only'], { cwd: f.main, env: GIT_TEST_ENV }).status, 0);
+});
+
+sandboxTest('a commit in the sandbox writes its objects to the quarantine; after the command they are in the shared store', async (t) => {
+  const f = await fixture();
+  await prepareSandboxDirs(f.layout);
+  const argv = buildSandboxArgv(f.layout, 'echo q > q.txt && git add q.txt && git commit --quiet -m q && git rev-parse HEAD:q.txt');
+  const r = spawnSync(argv[0], argv.slice(1), { env: f.env, encoding: 'utf8', timeout: 30_000 });
+  t.is(r.status, 0, r.stderr);
+  const blob = r.stdout.trim();
+  // Before the move, only the quarantine has it: the shared store does not (the main checkout cannot read it).
+  t.true(existsSync(path.join(f.layout.quarantine!, blob.slice(0, 2), blob.slice(2))));
+  t.not(spawnSync('git', ['cat-file', '-e', blob], { cwd: f.main, env: GIT_TEST_ENV }).status, 0);
+  const moved = await settleIsolated({ layout: f.layout });
+  t.true((moved?.moved ?? 0) >= 3, JSON.stringify(moved));
+  t.is(spawnSync('git', ['cat-file', '-e', blob], { cwd: f.main, env: GIT_TEST_ENV }).status, 0);
+  t.deepEqual(readdirSync(f.layout.quarantine!).filter((d) => /^[0-9a-f]{2}$/.test(d) && readdirSync(path.join(f.layout.quarantine!, d)).length > 0), []);
+  // Again (a retry after a crash): nothing left to move, nothing changed.
+  t.like(await settleIsolated({ layout: f.layout }), { moved: 0, rejected: [] });
 });
 
 sandboxTest('the probe reports ok with the bwrap version', async (t) => {

@@ -528,10 +528,11 @@ async function livenessOf(handle: WorkflowHandle, chain?: string): Promise<Sessi
 
 /**
  * A query that reached a run whose first workflow task is not scheduled yet (just after a continue-as-new) fails
- * FAILED_PRECONDITION; the run answers a moment later. Asked again for up to 10 s; any other error at once.
+ * FAILED_PRECONDITION; the run answers once a worker has taken that task, which on a busy worker can take a while
+ * (seen: over 10 s on a loaded 2-core machine). Asked again for up to 60 s; any other error at once.
  */
 async function whenScheduled<T>(query: () => Promise<T>): Promise<T> {
-  const deadline = Date.now() + 10_000;
+  const deadline = Date.now() + 60_000;
   for (;;) {
     try {
       return await query();

@@ -342,6 +342,8 @@ export const attacks: Array<[string, string]> = [
   ['create a file in the main checkout', 'touch {main}/planted.txt'],
   ['node writes into the main checkout', `node -e "require('fs').writeFileSync('{main}/README.md', 'pwned')"`],
   ['write into the sibling worktree', 'echo pwned > {sib}/s1.txt'],
+  ['a function writes into the main checkout', 'w() { echo pwned > "$1"; }; w {main}/README.md'],
+  ['a trap action writes into the main checkout', "trap 'echo pwned > {main}/README.md' EXIT; true"],
   ['copy into the sibling worktree', 'cp -r . {sib}/copy'],
   ['point the sibling’s HEAD at main', "echo 'ref: refs/heads/main' > {sibAdmin}/HEAD"],
   ['truncate the sibling’s index', ': > {sibAdmin}/index'],

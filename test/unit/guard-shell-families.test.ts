@@ -66,7 +66,7 @@ const FAMILIES: Record<string, readonly (readonly [string, Outcome])[]> = {
     ['export PATH=/work/wt/s1/bin:$PATH; git status', 'unsure'],
     ['for PATH in /tmp/x; do ls; done', 'unsure'],
     ['export PATH="$PATH:./node_modules/.bin"; git status', 'allowed'],
-    ['f() { git merge main; }; f', 'function_or_alias'],
+    ['f() { git merge main; }; f', 'integration_policy'],
     ['export -f f', 'function_or_alias'],
     ["export BASH_FUNC_ls%%='() { git merge main; }'", 'parse_error'],
     ['export BASH_FUNC_ls=x', 'function_or_alias'],

@@ -137,3 +137,13 @@ test('the corpus groups cover every construct the issue lists', (t) => {
     t.true(groups.includes(needle), needle);
   }
 });
+
+test('a trap action and a function body run where the sandbox confines them; with the guard alone they are refused', async (t) => {
+  const { guardVerdict } = await import('../../activities/bash/guard');
+  for (const command of ["trap 'rm -rf build' EXIT; make", 'cleanup() { rm -rf build; }; make; cleanup']) {
+    const raw = decideCommand(parser, command, isolated);
+    t.true(raw.allowed && (raw.unsure?.length ?? 0) > 0, show(raw));
+    t.true(guardVerdict(raw, { confined: true }).allowed, command);
+    t.like(guardVerdict(raw, { confined: false }), { allowed: false, reason: 'guard_cannot_judge' }, command);
+  }
+});

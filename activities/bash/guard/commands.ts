@@ -59,7 +59,7 @@ export function decideInvocation(inv: Invocation, scope: GuardScope, state: Shel
   }
 
   if (!hasSlash) {
-    const builtin = decideBuiltin(inv, name, args, scope, state);
+    const builtin = decideBuiltin(inv, name, args, scope, state, analyzer);
     if (builtin !== 'not_builtin') return builtin;
   }
 
@@ -263,7 +263,7 @@ const LAUNCHED_CODE = /(^|[\s;&|(`'"=/])(git|sh|bash|zsh|dash|eval|source)(\s|$|
 
 type BuiltinVerdict = Refusal | undefined | 'not_builtin';
 
-function decideBuiltin(inv: Invocation, name: string, args: readonly Word[], scope: GuardScope, state: ShellState): BuiltinVerdict {
+function decideBuiltin(inv: Invocation, name: string, args: readonly Word[], scope: GuardScope, state: ShellState, analyzer: ScriptAnalyzer): BuiltinVerdict {
   const deny = (reason: GuardReason, why: string) => refusal(reason, inv.text, why);
   switch (name) {
     case 'eval':
@@ -278,6 +278,13 @@ function decideBuiltin(inv: Invocation, name: string, args: readonly Word[], sco
       if (values.length === 0 || values.every((v) => v === '-l' || v === '-p' || (v !== undefined && /^-?[A-Z0-9]+$/.test(v) && values[0] === '-p'))) return undefined;
       // Resetting (`trap - SIG`) or ignoring (`trap '' SIG`) a signal runs nothing.
       if ((values[0] === '' || values[0] === '-') && values.slice(1).every((v) => v !== undefined && /^[A-Z0-9+-]+$/.test(v))) return undefined;
+      // A static action is code the guard can read: a policy violation in it is refused now. When and from where it
+      // runs (on exit or a signal, from whatever directory the shell is in then) it cannot know: noted.
+      const action = values[0] === '--' ? values[1] : values[0];
+      if (action !== undefined && !action.startsWith('-')) {
+        note(state, inv.text, '`trap` runs its action later (on exit or a signal), from whatever directory the shell is in then');
+        return analyzer.script(action, nestedState(state, inv.cwd), { origin: 'a `trap` action', stdin: { kind: 'inherited' } });
+      }
       return deny('trap', '`trap` runs its action later (on exit or a signal), outside the guard\'s view');
     }
     case 'alias':

@@ -260,8 +260,15 @@ class Walker {
       case 'pipeline':
         // Every part of a pipeline runs in a subshell (the last one in this shell under `lastpipe`).
         return this.isolated(node, 'join');
-      case 'function_definition':
-        return this.deny('function_or_alias', node, 'a function definition changes what a command name runs');
+      case 'function_definition': {
+        // Its body is code the guard can read: a policy violation in it is refused here, where it is defined. What
+        // the guard cannot know is where and how often it runs (from whatever directory the shell is in then, in
+        // place of any command of that name): noted, so the sandbox decides — and with the guard alone, refused.
+        const name = node.childForFieldName('name')?.text ?? '?';
+        note(this.state, snippet(node.text, 80), `a function (\`${name}\`): the guard reads its body where it is defined, not where it is called, and a call runs it in place of any command named \`${name}\``);
+        const body = node.childForFieldName('body');
+        return body ? this.isolated(body, 'exact') : undefined;
+      }
       case 'declaration_command':
         return this.children(node) ?? this.declaration(node);
       case 'unset_command':

@@ -27,5 +27,7 @@ export function installSdkLogger(logger: pino.Logger): void {
     warn: (message, meta) => write('WARN', message, meta),
     error: (message, meta) => write('ERROR', message, meta),
   };
-  Runtime.install({ logger: sdkLogger });
+  // The core's own logs (Rust) are forwarded into the same logger: left to the default they are printed on stdout
+  // with terminal colours, where they break `--json` output (seen: `orchard demo team --json` on a loaded machine).
+  Runtime.install({ logger: sdkLogger, telemetryOptions: { logging: { forward: {}, filter: { core: 'WARN', other: 'ERROR' } } } });
 }

@@ -1,7 +1,7 @@
 import { Context } from '@temporalio/activity';
 
 /**
- * Runs `work` with `signal` bound to every call it makes that waits on something outside (e.g. every Temporal call on
+ * Binds `signal` to every call `work` makes that waits on something outside (e.g. every Temporal call on
  * a client: `client.withAbortSignal`). An activity that waits on Temporal, for example on a session's update that only
  * a workflow worker can complete, would otherwise outlive its cancellation: a worker shutting down stops taking
  * workflow tasks, so that wait never ends and neither does the shutdown.

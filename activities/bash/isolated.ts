@@ -108,8 +108,8 @@ function attributable(change: ProtectedChange, prepared: PreparedIsolated): bool
   const { layout } = prepared;
   if (prepared.argv) {
     if (change.kind === 'ref') return ownRef(change.path, layout);
-    // Anything the sandbox lets it write: its worktree (the .git file), its admin dir, the object store
-    // (objects/info/alternates), its ref directories.
+    // Anything the sandbox lets it write: its worktree (the .git file), its admin dir, its object quarantine (the
+    // shared store only where no quarantine is set up), its ref directories.
     const writable = [
       layout.worktree,
       layout.adminDir,

@@ -74,7 +74,7 @@ export function registerExecCommand(program: Command): Command {
       let prepared;
       try {
         if (confinement.mode === 'unavailable') throw new Error(confinement.reason); // admitIsolated refused it already
-        prepared = await prepareIsolated({ command, worktree, branch, sessionId, confinement });
+        prepared = await prepareIsolated({ command, worktree, branch, sessionId, confinement, decision: admission.decision });
       } catch (err) {
         const message = err instanceof Error ? err.message : String(err);
         if (options.json) report({ decision: 'deny', refusal: { code: 'sandbox_unavailable', message } });

@@ -1,13 +1,16 @@
+import { randomUUID } from 'node:crypto';
+import { existsSync, promises as fs } from 'node:fs';
 import { homedir } from 'node:os';
 import * as path from 'node:path';
 import { ISOLATED_BRANCH_ENV } from '../git/backstop';
 import { confinedArgv, isolatedLayout, type Confinement } from './confinement';
 import { buildCommandEnv, sessionHomeDir } from './env';
-import { formatRefusal, guardCommand, guardVerdict, type GuardDecision } from './guard';
+import { formatRefusal, guardCommand, guardVerdict, refusedDecision, type GuardDecision } from './guard';
 import { branchSessionId, writableRefDirs, type SandboxLayout } from './sandbox';
 import { SESSION_BRANCH_PREFIX } from '../../workflows/session/ids';
-import { migrateQuarantine, type Migration } from '../git/quarantine';
-import { compareSnapshots, snapshotProtected, type ProtectedChange, type ProtectedSnapshot } from './verify';
+import { migrateQuarantine, sessionQuarantineDir, type Migration } from '../git/quarantine';
+import { claimProblem, moveProblem } from '../git/own-history';
+import { compareSnapshots, ownRebaseInProgress, REBASE_STATE_DIRS, snapshotProtected, type ProtectedChange, type ProtectedSnapshot } from './verify';
 
 /**
  * One isolated child's command through the three layers (docs/confinement.md), in the pieces both the bash tool
@@ -27,10 +30,18 @@ export async function admitIsolated(input: { command: string; worktree: string; 
     return { admitted: false, code: 'sandbox_unavailable', message: `this host cannot confine an isolated child's commands, so none run: ${why}` };
   }
   // Confined, what the guard cannot judge runs (with notes) and the sandbox decides; with the guard alone it is refused.
-  const decision = guardVerdict(await guardCommand(input.command, { branch: input.branch, worktree: input.worktree, isolated: true }), {
-    confined: input.confinement.mode === 'sandbox',
-  });
+  const context = { branch: input.branch, worktree: input.worktree, isolated: true };
+  const decision = guardVerdict(await guardCommand(input.command, context), { confined: input.confinement.mode === 'sandbox' });
   if (!decision.allowed) return { admitted: false, code: 'guard_refused', message: formatRefusal(decision), decision };
+  // A reset or rebase the text allows on the condition that it stays on the child's own history: the repository says.
+  for (const claim of decision.history ?? []) {
+    const sessionId = branchSessionId(input.branch);
+    const quarantine = sessionId === undefined ? undefined : sessionQuarantineDir(input.worktree, sessionId);
+    const problem = await claimProblem({ worktree: input.worktree, branch: input.branch, quarantine }, claim);
+    if (problem === undefined) continue;
+    const refused = refusedDecision({ reason: 'integration_policy', refused: claim.construct, why: problem }, context);
+    return { admitted: false, code: 'guard_refused', message: formatRefusal(refused), decision: refused };
+  }
   return { admitted: true, decision };
 }
 
@@ -54,8 +65,10 @@ export async function prepareIsolated(input: {
   branch: string;
   sessionId: string;
   confinement: Confinement;
+  /** The admitted decision: a rebase or a checkout of the own branch among its claims leaves HEAD writable. */
+  decision?: GuardDecision;
 }): Promise<PreparedIsolated> {
-  const layout = await isolatedLayout({
+  const base = await isolatedLayout({
     worktree: input.worktree,
     branch: input.branch,
     sessionId: input.sessionId,
@@ -66,6 +79,10 @@ export async function prepareIsolated(input: {
     const message = `the layout of this worktree cannot be confined or verified, so the command did not run: ${err instanceof Error ? err.message : String(err)}`;
     throw Object.assign(new Error(message), { code: 'sandbox_unavailable' });
   });
+  // HEAD stays read-only unless the command must detach or rewrite it: a rebase (started here or in progress, whose
+  // state dirs a command can also fake — pinHead checks HEAD after it either way) or a checkout of the own branch.
+  const writesHead = (input.decision?.allowed && input.decision.history?.some((c) => c.kind !== 'move')) || rebaseStateExists(base.adminDir);
+  const layout: SandboxLayout = { ...base, pinHead: !writesHead };
   const argv = input.confinement.mode === 'sandbox' ? confinedArgv(input.confinement, layout, input.command) : undefined;
   const env = buildCommandEnv({
     worktree: input.worktree,
@@ -89,10 +106,57 @@ export async function settleIsolated(prepared: Pick<PreparedIsolated, 'layout'>)
   return migrateQuarantine(quarantine, path.join(commonDir, 'objects'));
 }
 
-/** Layer 3 after the command: what changed that the child must not change (empty when nothing did). */
+/**
+ * Layer 3 after the command: what changed that the child must not change (empty when nothing did). Two checks of its
+ * own things besides: its branch must have stayed on its own history (own-history.ts: no commits of other branches
+ * brought in, none it shares rewritten), and its HEAD must name its branch (or a commit mid-rebase of it) — a HEAD
+ * that does not is put back here, from outside the sandbox, and reported.
+ */
 export async function verifyIsolated(prepared: PreparedIsolated): Promise<ProtectedChange[]> {
-  const changes = compareSnapshots(prepared.before, await snapshotProtected(prepared.layout));
-  return changes.filter((change) => attributable(change, prepared));
+  const after = await snapshotProtected(prepared.layout);
+  const changes = compareSnapshots(prepared.before, after).filter((change) => attributable(change, prepared));
+  const { layout } = prepared;
+  const ref = `refs/heads/${layout.branch}`;
+  const [was, now] = [prepared.before.refs[ref], after.refs[ref]];
+  if (was !== undefined && now !== undefined && was !== now && OBJECT_ID.test(was) && OBJECT_ID.test(now)) {
+    // Unable to check (an object missing, git failing) counts as a problem: the worktree is held, not waved through.
+    const problem = await moveProblem({ worktree: layout.worktree, branch: layout.branch, quarantine: layout.quarantine }, was, now).catch(
+      (err: unknown) => `Orchard could not check where it moved (${err instanceof Error ? err.message : String(err)})`,
+    );
+    if (problem) changes.unshift({ kind: 'history', path: ref, change: 'modified', before: was, after: `${now}: ${problem}` });
+  }
+  const restored = await pinHead(layout);
+  if (restored) {
+    const seen = changes.findIndex((c) => c.path === restored.path);
+    if (seen < 0) changes.push(restored);
+    else changes[seen] = { ...changes[seen], after: `${changes[seen].after ?? '(absent)'}; ${restored.after}` };
+  }
+  return changes;
+}
+
+const OBJECT_ID = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/;
+
+/** Whether a rebase's state dir is in the admin dir, whatever branch it names. */
+function rebaseStateExists(adminDir: string): boolean {
+  return REBASE_STATE_DIRS.some((dir) => existsSync(path.join(adminDir, dir)));
+}
+
+/**
+ * Puts the child's HEAD back on its branch when it names anything else (another branch, a commit outside a rebase of
+ * its own branch, garbage), writing a new file and renaming it over HEAD from outside the sandbox. Returns the change
+ * it repaired, or undefined when HEAD was the child's own.
+ */
+export async function pinHead(layout: Pick<SandboxLayout, 'adminDir' | 'branch'>): Promise<ProtectedChange | undefined> {
+  const file = path.join(layout.adminDir, 'HEAD');
+  const own = `ref: refs/heads/${layout.branch}`;
+  const text = await fs.readFile(file, 'utf8').catch(() => undefined);
+  const value = text?.trim();
+  if (value === own || (value !== undefined && OBJECT_ID.test(value) && ownRebaseInProgress(layout.adminDir, layout.branch))) return undefined;
+  const tmp = path.join(layout.adminDir, `HEAD.orchard-${randomUUID()}`);
+  // `wx`: a name the child planted (a symlink out of the admin dir) is never written through.
+  await fs.writeFile(tmp, `${own}\n`, { flag: 'wx', mode: 0o644 });
+  await fs.rename(tmp, file);
+  return { kind: 'head', path: file, change: 'modified', ...(value !== undefined ? { before: value } : {}), after: `put back by Orchard to ${own}` };
 }
 
 /**

@@ -56,6 +56,13 @@ export interface SandboxLayout {
    * shared store after the command passed verification. Without one (the start-up probe) the store is writable.
    */
   quarantine?: string;
+  /**
+   * The child's HEAD (`<adminDir>/HEAD`) is bound read-only, so it stays a symbolic ref to its branch whatever the
+   * command does; a commit, reset or cherry-pick on the branch moves the branch through it and writes no HEAD. False
+   * only for a command that must detach or rewrite HEAD (a rebase of its own commits, one in progress, a checkout of
+   * its own branch); after it, `pinHead` restores a HEAD that names anything else. Unset (the start-up probe): writable.
+   */
+  pinHead?: boolean;
   /** The session HOME, shown read-only (a `~/.gitconfig` or `~/.bashrc` cannot be planted). */
   home?: string;
   /** Host paths replaced by an empty directory (e.g. the worker's HOME with its credentials). */
@@ -214,6 +221,8 @@ export function buildSandboxArgv(layout: SandboxLayout, command: string, options
   ];
   for (const remote of layout.localRemotes ?? []) rw.push(...writableRemoteDirs(layout, remote));
   for (const dir of rw) argv.push('--bind', dir, dir);
+  // Over the writable admin dir: writing, renaming or removing HEAD then fails (EROFS / EBUSY on a mount point).
+  if (layout.pinHead) argv.push('--ro-bind', path.join(layout.adminDir, 'HEAD'), path.join(layout.adminDir, 'HEAD'));
   for (const [name, value] of Object.entries(SANDBOX_ENV)) argv.push('--setenv', name, value);
   if (layout.quarantine !== undefined) {
     // New objects go to the quarantine; the shared store is read as its alternate (git's receive-pack quarantine).

@@ -63,7 +63,8 @@ export interface ProtectedSnapshot {
 }
 
 export interface ProtectedChange {
-  kind: 'ref' | 'head' | 'config' | 'hooks' | 'info' | 'stash' | 'worktrees' | 'repository';
+  /** `history`: the child's own branch moved off its own history (own-history.ts); the rest: a file or ref changed. */
+  kind: 'ref' | 'history' | 'head' | 'config' | 'hooks' | 'info' | 'stash' | 'worktrees' | 'repository';
   /** The ref name, or the absolute path of the file. */
   path: string;
   change: 'created' | 'deleted' | 'modified';
@@ -73,7 +74,7 @@ export interface ProtectedChange {
   after?: string;
 }
 
-const KIND_ORDER: readonly ProtectedKind[] = ['ref', 'head', 'stash', 'config', 'hooks', 'info', 'worktrees', 'repository'];
+const KIND_ORDER: readonly ProtectedKind[] = ['ref', 'history', 'head', 'stash', 'config', 'hooks', 'info', 'worktrees', 'repository'];
 /** Text files up to this size are kept verbatim, so a report can show the old content next to the new. */
 const TEXT_LIMIT = 16 * 1024;
 /** Larger files are hashed; beyond this, identified by size, mtime and inode (reading a planted 1 GB file per command would be the attack). */
@@ -102,6 +103,20 @@ export function verifyLayoutProblem(layout: VerifyLayout): string | undefined {
     }
   }
   return undefined;
+}
+
+/** The rebase-in-progress state dirs git keeps in a worktree's admin dir (merge backend, apply backend). */
+export const REBASE_STATE_DIRS = ['rebase-merge', 'rebase-apply'] as const;
+
+/** Whether a rebase of `branch` is in progress in the worktree of `adminDir` (its state names the branch). */
+export function ownRebaseInProgress(adminDir: string, branch: string): boolean {
+  return REBASE_STATE_DIRS.some((dir) => {
+    try {
+      return fs.readFileSync(path.join(adminDir, dir, 'head-name'), 'utf8').trim() === `refs/heads/${branch}`;
+    } catch {
+      return false;
+    }
+  });
 }
 
 /** Reads every protected thing of `layout` (see the module comment). Throws `invalid_input` for a bad layout. */
@@ -141,8 +156,8 @@ export async function snapshotProtected(layout: VerifyLayout): Promise<Protected
     put(path.join(dir, 'config.worktree'), 'config', fileState(path.join(dir, 'config.worktree'), 'text'));
     const head = fileState(path.join(dir, 'HEAD'), 'ref');
     if (dir === adminDir) {
-      // The child may detach its HEAD (bisect, rebase) and come back; pointing it at any other ref is a change.
-      const fine = head !== undefined && (OID.test(head) || head === `symref:refs/heads/${branch}`);
+      // Its HEAD names its branch, or a commit while a rebase of that branch is in progress; anything else is a change.
+      const fine = head !== undefined && (head === `symref:refs/heads/${branch}` || (OID.test(head) && ownRebaseInProgress(adminDir, branch)));
       if (head !== undefined) files[path.join(dir, 'HEAD')] = fine ? ['head', head, 'own-value'] : ['head', head];
       continue; // its per-worktree refs (bisect) are its own
     }

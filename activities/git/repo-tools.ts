@@ -36,12 +36,13 @@ function message(err: unknown): string {
 }
 
 /**
- * git's whole stdout; a non-zero exit, or a git killed by a signal or the timeout, is an error (never an empty
+ * git's whole stdout, run in `worktree` with the tools' safe settings (no hooks, no fsmonitor, no global config);
+ * a non-zero exit, or a git killed by a signal or the timeout, is an error (never an empty
  * answer: an empty `symbolic-ref` read as "detached HEAD" once when a git had in fact failed). `exitOk` lists
  * other exit codes that are answers (`symbolic-ref --quiet` exits 1 on a detached HEAD).
  */
-async function git(worktree: string, args: string[], exitOk: readonly number[] = []): Promise<string> {
-  const { code, out, stderr } = await runGit(worktree, args, GIT_OUTPUT_MAX);
+export async function git(worktree: string, args: string[], exitOk: readonly number[] = [], stdin?: string, env?: Record<string, string>): Promise<string> {
+  const { code, out, stderr } = await runGit(worktree, args, GIT_OUTPUT_MAX, stdin, env);
   if (out.truncated) throw new WorkspaceError('git_command_failed', `git ${args[0]} wrote more than ${GIT_OUTPUT_MAX} bytes`);
   if (code !== 0 && !exitOk.includes(code)) throw new WorkspaceError('git_command_failed', `git ${args[0]} exited with ${code}: ${stderr}`);
   return code === 0 ? out.toString() : '';
@@ -132,17 +133,26 @@ async function gitBounded(worktree: string, args: string[], maxBytes: number): P
  * Runs git with the safe config and the tool environment, stdout bounded to `maxBytes`. Resolves with the exit
  * code; rejects when git could not start, was killed by a signal, or ran past the timeout (killed then).
  */
-function runGit(worktree: string, args: string[], maxBytes: number): Promise<{ code: number; out: BoundedOutput; stderr: string }> {
+function runGit(
+  worktree: string,
+  args: string[],
+  maxBytes: number,
+  stdin?: string,
+  env?: Record<string, string>,
+): Promise<{ code: number; out: BoundedOutput; stderr: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn('git', [...SAFE_CONFIG.flatMap((c) => ['-c', c]), ...args], {
       cwd: worktree,
-      env: toolEnv(worktree),
-      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...toolEnv(worktree), ...env },
+      stdio: [stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
     });
+    // git may exit before reading all of it (a bad revision): that EPIPE is its answer, not ours to throw.
+    child.stdin?.on('error', () => undefined);
+    child.stdin?.end(stdin);
     const out = new BoundedOutput(maxBytes);
     const err = new BoundedOutput(4096);
-    child.stdout.on('data', (chunk: Buffer) => out.push(chunk));
-    child.stderr.on('data', (chunk: Buffer) => err.push(chunk));
+    child.stdout!.on('data', (chunk: Buffer) => out.push(chunk));
+    child.stderr!.on('data', (chunk: Buffer) => err.push(chunk));
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { Confinement } from '../bash/confinement';
-import { formatUnsure } from '../bash/guard';
+import { formatUnsure, type GuardDecision } from '../bash/guard';
 import { admitIsolated, prepareIsolated, settleIsolated, verifyIsolated } from '../bash/isolated';
 import { describeChanges, type ProtectedChange } from '../bash/verify';
 import type { VerificationHold } from '../store/holds';
@@ -108,6 +108,7 @@ export async function runTool(name: ExecutableTool, rawArguments: string, ctx: T
     if (hold) return refusal('verification_hold', heldMessage(hold));
   }
   let guardNotes: string | undefined;
+  let admitted: GuardDecision | undefined;
   if (name === 'bash' && ctx.isolated) {
     const { command } = parsed.data as z.infer<typeof argsSchemas.bash>;
     const admission = await admitIsolated({ command, worktree: ctx.worktree, branch: ctx.branch, confinement: ctx.confinement });
@@ -116,6 +117,7 @@ export async function runTool(name: ExecutableTool, rawArguments: string, ctx: T
       return { ok: false, content, durationMs: performance.now() - started };
     }
     guardNotes = formatUnsure(admission.decision) || undefined;
+    admitted = admission.decision;
   }
   // Tools that change the worktree check the fence right before they do; read-only ones need no lease.
   if (MUTATING.has(name)) {
@@ -134,7 +136,14 @@ export async function runTool(name: ExecutableTool, rawArguments: string, ctx: T
         // Admitted above, so an isolated child's confinement is sandbox or off here.
         const isolated =
           ctx.isolated && ctx.confinement && ctx.confinement.mode !== 'unavailable'
-            ? await prepareIsolated({ command: args.command, worktree: ctx.worktree, branch: ctx.branch, sessionId: ctx.sessionId, confinement: ctx.confinement })
+            ? await prepareIsolated({
+                command: args.command,
+                worktree: ctx.worktree,
+                branch: ctx.branch,
+                sessionId: ctx.sessionId,
+                confinement: ctx.confinement,
+                decision: admitted,
+              })
             : undefined;
         const result = await runBash({
           command: args.command,

@@ -1,5 +1,5 @@
 import test, { type ExecutionContext } from 'ava';
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { prepareSandboxDirs, sandboxAvailable } from '../../activities/bash/sandbox';
@@ -136,6 +136,9 @@ function parseReport(t: ExecutionContext, run: CliRun): ExecReport {
   }
 }
 
+/** The child's HEAD as its admin dir holds it (not through its `.git` file, which an attack may have rewritten). */
+const ownHead = (f: Fixture) => readFileSync(path.join(f.admin, 'HEAD'), 'utf8').trim();
+
 const lastLines = (text: string | undefined) => (text ?? '').trim().split('\n').slice(-2).join(' | ');
 
 for (const [name, command] of attacks) {
@@ -176,10 +179,14 @@ for (const [name, command] of attacks) {
         t.is(report.decision, 'allow');
         t.true((report.changes ?? []).length > 0);
         t.log(`verification reported: ${(report.changes ?? []).map((c) => `${c.change} ${c.kind} ${c.path}`).join('; ')}`);
-        // What it found lies in what the sandbox lets the child write: it is there on disk.
-        t.notDeepEqual(ownAfter, ownBefore, 'exit 4, but nothing verification protects inside the allowance changed');
+        // What it found lies in what the sandbox lets the child write: it is there on disk — or it is the child's own
+        // branch moved off its own history (held, not undone), or its HEAD, which Orchard put back.
+        const repaired = (report.changes ?? []).some((c) => c.kind === 'history' || (c.kind === 'head' && /put back by Orchard/.test(c.after ?? '')));
+        if (!repaired) t.notDeepEqual(ownAfter, ownBefore, 'exit 4, but nothing verification protects inside the allowance changed');
+        t.is(ownHead(f), 'ref: refs/heads/orchard/c1/work', 'the own HEAD is on its branch after the command');
       } else {
         t.is(report.decision, 'allow');
+        t.is(ownHead(f), 'ref: refs/heads/orchard/c1/work', 'the own HEAD stayed on its branch');
         t.is(report.status, run.code, "exec exits with the command's status");
         t.deepEqual(report.changes, []);
         t.deepEqual(ownAfter, ownBefore, 'changed what verification protects, yet exec did not exit 4');

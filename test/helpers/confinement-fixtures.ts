@@ -413,6 +413,21 @@ export const attacks: Array<[string, string]> = [
   ['a .git file naming the main checkout’s gitdir, then a commit', 'echo "gitdir: {main}/.git" > .git && git commit --allow-empty -m pwn'],
   ['rewrite commondir in the own admin dir', 'git init --quiet --bare /tmp/evil && echo /tmp/evil > {admin}/commondir && git config core.hooksPath /tmp/hooks'],
   ['alternates in the shared object store', 'echo /tmp/evil-objects > {common}/objects/info/alternates'],
+  // The child's HEAD (issue 19): read-only in the sandbox, and put back after a command that could write it.
+  ['switch the own HEAD to main', 'git checkout --quiet --ignore-other-worktrees main'],
+  ['point the own HEAD at main by symbolic-ref', 'git symbolic-ref HEAD refs/heads/main'],
+  ['write the own HEAD file', 'echo "ref: refs/heads/main" > {admin}/HEAD'],
+  ['replace the own HEAD by a rename', 'echo "ref: refs/heads/main" > {admin}/HEAD.new && mv -f {admin}/HEAD.new {admin}/HEAD'],
+  ['remove the own HEAD', 'rm -f {admin}/HEAD'],
+  ['detach the own HEAD', 'git checkout --quiet --detach HEAD~1'],
+  ['python switches the own HEAD to main', `python3 -c "import subprocess; subprocess.run(['git', 'checkout', '--ignore-other-worktrees', 'main'])"`],
+  ['a checkout of the own branch (HEAD writable), then python switches HEAD to main', `git checkout --quiet orchard/c1/work && python3 -c "import subprocess; subprocess.run(['git', 'checkout', '--ignore-other-worktrees', 'main'])"`],
+  // The child's branch stays on its own history (issue 19): the guard's claim is checked before, the effect after.
+  ['reset the own branch onto the sibling’s branch', 'git reset --quiet --hard orchard/s1/work'],
+  ['rebase the own branch onto the sibling’s branch', 'git rebase --quiet orchard/s1/work'],
+  ['a rebase whose exec line resets onto the sibling’s branch', 'git rebase --quiet -x "git reset --quiet --hard orchard/s1/work" HEAD~1'],
+  ['python resets the own branch onto the sibling’s branch', `python3 -c "import subprocess; subprocess.run(['git', 'reset', '--hard', 'orchard/s1/work'])"`],
+  ['an interactive rebase that rewrites the commits below the base', 'GIT_SEQUENCE_EDITOR=true git rebase --quiet --no-ff -i --root'],
   // The shared object store (issue 19): read-only to the child; its new objects go to its quarantine.
   ['delete shared objects found at run time', 'for o in $(find {common}/objects -type f | head -20); do rm -f "$o"; done'],
   ['truncate every shared pack', 'for p in {common}/objects/pack/*; do : > "$p"; done'],
@@ -476,6 +491,14 @@ export interface Benign {
   guardPolicy?: string;
   /** `again` runs a further command the same way (the same fixture). */
   check: (t: ExecutionContext, f: Fixture, r: CommandResult, again: (command: string) => Promise<CommandResult>) => void | Promise<void>;
+}
+
+/** Commits on the child's branch from the host, each writing its subject into c1.txt. */
+function ownCommits(f: Fixture, subjects: readonly string[]): void {
+  for (const subject of subjects) {
+    writeFileSync(path.join(f.child, 'c1.txt'), `${subject}\n`);
+    git(f.child, 'commit', '--quiet', '-am', subject);
+  }
 }
 
 /**
@@ -554,6 +577,68 @@ export const benign: Array<[string, Benign]> = [
         t.is(readFileSync(path.join(f.child, 'NEWS.md'), 'utf8'), 'news\n');
         t.is(git(f.child, 'symbolic-ref', 'HEAD'), 'refs/heads/orchard/c1/work');
       },
+    },
+  ],
+  [
+    'squash the own commits with an interactive rebase: HEAD back on the branch, main untouched',
+    {
+      setup: (f) => ownCommits(f, ['one', 'two']),
+      command: 'GIT_SEQUENCE_EDITOR="sed -i 2s/^pick/fixup/" git rebase --quiet -i HEAD~2 && git log --format=%s -3',
+      check: (t, f, r) => {
+        t.is(r.status, 0, r.stderr);
+        t.is(r.stdout, 'one\nc1 work\ninitial\n');
+        t.is(readFileSync(path.join(f.child, 'c1.txt'), 'utf8'), 'two\n');
+        t.is(git(f.child, 'symbolic-ref', 'HEAD'), 'refs/heads/orchard/c1/work');
+        t.notRegex(r.stderr, /fatal/);
+      },
+    },
+  ],
+  [
+    'undo the last commit with reset --soft and commit again',
+    {
+      command: 'git reset --soft HEAD~1 && git commit --quiet -m "c1 work, again" && git log --format=%s -2',
+      check: (t, f, r) => {
+        t.is(r.status, 0, r.stderr);
+        t.is(r.stdout, 'c1 work, again\ninitial\n');
+        t.is(git(f.main, 'log', '-1', '--format=%s', 'orchard/c1/work'), 'c1 work, again');
+      },
+    },
+  ],
+  [
+    'an own rebase stops on a conflict (HEAD detached between commands), is resolved and continued',
+    {
+      setup: (f) => ownCommits(f, ['one', 'two']),
+      // Dropping `one` makes `two` (one → two) conflict.
+      command: 'GIT_SEQUENCE_EDITOR="sed -i 1d" git rebase --quiet -i HEAD~2',
+      check: async (t, f, r, again) => {
+        t.is(r.status, 1, r.stderr);
+        t.regex(r.stderr, /could not apply/);
+        t.regex(readFileSync(path.join(f.admin, 'HEAD'), 'utf8'), /^[0-9a-f]{40}\n$/, 'detached while the rebase is in progress');
+        const next = await again('echo two > c1.txt && git add c1.txt && GIT_EDITOR=true git rebase --continue && git log --format=%s -2');
+        t.is(next.status, 0, next.stderr);
+        t.regex(next.stdout, /two\nc1 work\n$/);
+        t.is(git(f.child, 'symbolic-ref', 'HEAD'), 'refs/heads/orchard/c1/work');
+        t.is(git(f.main, 'log', '-1', '--format=%s', 'orchard/c1/work'), 'two');
+      },
+    },
+  ],
+  [
+    'a checkout of the own branch by name',
+    {
+      command: 'git checkout orchard/c1/work && git switch orchard/c1/work',
+      check: (t, f, r) => {
+        t.is(r.status, 0, r.stderr);
+        t.regex(r.stderr, /Already on 'orchard\/c1\/work'/);
+        t.is(git(f.child, 'symbolic-ref', 'HEAD'), 'refs/heads/orchard/c1/work');
+      },
+    },
+  ],
+  [
+    'reset onto the sibling’s branch is refused before it runs',
+    {
+      guardPolicy: 'integration_policy',
+      command: 'git reset --hard orchard/s1/work',
+      check: () => undefined,
     },
   ],
   [

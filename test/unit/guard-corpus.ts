@@ -1,10 +1,11 @@
-import type { GuardReason } from '../../activities/bash/guard';
+import type { GuardReason, HistoryClaim } from '../../activities/bash/guard';
 
 /**
  * The guard's corpus: commands an isolated child (branch `orchard/s1`, worktree `/work/wt/s1`) might send,
  * with the expected decision and reason. Grouped by the construct or bypass family they exercise
  * (GUARD.md §2 and §3.3); `note` says what a case pins when the command alone does not. `allow` means allowed
- * with nothing left unjudged; `unsure` means allowed with notes (the sandbox decides what the text cannot).
+ * with nothing left unjudged; `unsure` means allowed with notes (the sandbox decides what the text cannot), and an
+ * `unsure` entry with a reason is refused with that reason when no sandbox confines the command (ORCHARD_SANDBOX=off).
  */
 
 export const BRANCH = 'orchard/s1';
@@ -15,11 +16,17 @@ export interface CorpusEntry {
   readonly expect: 'allow' | 'deny' | 'unsure';
   readonly reason?: GuardReason;
   readonly note?: string;
+  /** The conditions the allowance carries, which the host checks against the repository before the command runs. */
+  readonly claims?: readonly HistoryClaim['kind'][];
 }
 
 const allow = (command: string, note?: string): CorpusEntry => ({ command, expect: 'allow', note });
 const deny = (reason: GuardReason, command: string, note?: string): CorpusEntry => ({ command, expect: 'deny', reason, note });
 const unsure = (command: string, note?: string): CorpusEntry => ({ command, expect: 'unsure', note });
+/** Allowed on conditions only the repository settles (the commits stay the child's own): the host checks them. */
+const claims = (kinds: readonly HistoryClaim['kind'][], command: string, note?: string): CorpusEntry => ({ command, expect: 'allow', claims: kinds, note });
+/** Allowed with notes where the sandbox confines the command; refused with `reason` by the guard alone. */
+const strictAlone = (reason: GuardReason, command: string, note?: string): CorpusEntry => ({ command, expect: 'unsure', reason, note });
 
 export const CORPUS: Readonly<Record<string, readonly CorpusEntry[]>> = {
   'read-only git inside the worktree': [
@@ -146,15 +153,21 @@ export const CORPUS: Readonly<Record<string, readonly CorpusEntry[]>> = {
     deny('integration_policy', 'git merge --no-ff origin/main'),
     deny('integration_policy', 'git merge --continue'),
     deny('integration_policy', 'git merge --abort main', 'only the bare recovery verb'),
-    deny('integration_policy', 'git rebase main'),
-    deny('integration_policy', 'git rebase -i HEAD~3'),
-    deny('integration_policy', 'git rebase --continue'),
-    deny('integration_policy', 'git rebase -x "git push origin HEAD:main" main'),
+    claims(['rewrite'], 'git rebase main', 'the host refuses it when main has commits B lacks'),
+    claims(['rewrite'], 'git rebase -i HEAD~3', 'squashing B\'s own commits'),
+    claims(['rewrite'], 'git rebase --continue', 'the effect is checked after the command'),
+    deny('moves_other_ref', 'git rebase -x "git push origin HEAD:main" HEAD~2', 'the -x command is read as shell code'),
+    deny('integration_policy', 'git rebase --root', 'rewrites commits below the base'),
+    deny('moves_other_ref', 'git rebase --update-refs HEAD~2'),
+    deny('switches_branch', 'git rebase HEAD~2 main', 'switches to main first'),
     deny('integration_policy', 'git pull'),
     deny('integration_policy', 'git pull --rebase origin main'),
-    deny('integration_policy', 'git reset --hard HEAD~1'),
-    deny('integration_policy', 'git reset HEAD file.txt', 'even unstaging: use git restore --staged'),
-    deny('integration_policy', 'git reset --soft HEAD^'),
+    claims(['move'], 'git reset --hard HEAD~1'),
+    allow('git reset HEAD file.txt', 'unstaging moves nothing'),
+    allow('git reset', 'unstages everything'),
+    allow('git reset --hard', 'discards edits on B'),
+    claims(['move'], 'git reset --soft HEAD^'),
+    claims(['move'], 'git reset --hard main', 'the host refuses it when main has commits B lacks'),
     deny('integration_policy', 'git checkout -B orchard/s1 main', 'resetting B is a reset'),
     deny('integration_policy', 'gh pr merge 12 --squash'),
     deny('moves_other_ref', 'gh api repos/o/r/merges -f base=main -f head=orchard/s1', 'fields make it a POST'),
@@ -302,9 +315,11 @@ export const CORPUS: Readonly<Record<string, readonly CorpusEntry[]>> = {
     deny('git_env_override', 'GIT_COMMON_DIR=/work/main/.git git status'),
     deny('git_env_override', "GIT_SSH_COMMAND='sh -c id' git push origin HEAD"),
     deny('git_env_override', 'declare -x GIT_WORK_TREE=/work/main'),
-    deny('git_env_override', "GIT_EDITOR='git push origin HEAD:main #' git commit"),
+    deny('moves_other_ref', "GIT_EDITOR='git push origin HEAD:main #' git commit", 'the editor is read as shell code'),
     deny('git_env_override', 'env GIT_NAMESPACE=x git status'),
-    deny('shell_env_override', "EDITOR='git push origin HEAD:main #' git commit"),
+    deny('moves_other_ref', "EDITOR='git push origin HEAD:main #' git commit"),
+    deny('shell_env_override', "export EDITOR='sed -i s/a/b/'; git commit", 'for the rest of the shell'),
+    allow('GIT_SEQUENCE_EDITOR="sed -i 2s/^pick/fixup/" git commit', 'a literal editor is read'),
     deny('shell_env_override', 'BASH_ENV=/tmp/x bash -c true'),
     deny('shell_env_override', 'ENV=/tmp/x sh -c true'),
     deny('shell_env_override', "PS4='$(git merge main)' bash -xc true"),
@@ -444,19 +459,19 @@ export const CORPUS: Readonly<Record<string, readonly CorpusEntry[]>> = {
   ],
 
   'interpreters and inline code': [
-    deny('inline_interpreter', 'python3 -c "import os; os.system(\'git merge main\')"'),
-    deny('inline_interpreter', "python3 -c \"import subprocess; subprocess.run(['git','push','origin','HEAD:main'])\""),
-    deny('inline_interpreter', "node -e \"require('child_process').execSync('git merge main')\""),
-    deny('inline_interpreter', "node -e \"require('child_'+'process').execSync('x')\"", 'computed require'),
-    deny('inline_interpreter', "perl -e 'system(\"git merge main\")'"),
-    deny('inline_interpreter', "ruby -e '`git merge main`'"),
-    deny('inline_interpreter', "awk 'BEGIN { system(\"git merge main\") }'"),
-    deny('inline_interpreter', "awk '{ print | \"sh\" }' cmds.txt"),
+    strictAlone('inline_interpreter', 'python3 -c "import os; os.system(\'git merge main\')"'),
+    strictAlone('inline_interpreter', "python3 -c \"import subprocess; subprocess.run(['git','push','origin','HEAD:main'])\""),
+    strictAlone('inline_interpreter', "node -e \"require('child_process').execSync('git merge main')\""),
+    strictAlone('inline_interpreter', "node -e \"require('child_'+'process').execSync('x')\"", 'computed require'),
+    strictAlone('inline_interpreter', "perl -e 'system(\"git merge main\")'"),
+    strictAlone('inline_interpreter', "ruby -e '`git merge main`'"),
+    strictAlone('inline_interpreter', "awk 'BEGIN { system(\"git merge main\") }'"),
+    strictAlone('inline_interpreter', "awk '{ print | \"sh\" }' cmds.txt"),
     deny('inline_interpreter', "sed 's/.*/git merge main/e' x.txt"),
     deny('inline_interpreter', "sed -n '1e git merge main' x.txt"),
-    deny('inline_interpreter', "python3 - <<'EOF'\nimport os\nos.system('git push origin HEAD:main')\nEOF"),
+    strictAlone('inline_interpreter', "python3 - <<'EOF'\nimport os\nos.system('git push origin HEAD:main')\nEOF"),
     unsure('echo "$CODE" | node', 'code from stdin: the sandbox decides'),
-    deny('inline_interpreter', "osascript -e 'do shell script \"git merge main\"'"),
+    strictAlone('inline_interpreter', "osascript -e 'do shell script \"git merge main\"'"),
     deny('inline_interpreter', "vim -c '!git merge main' -c q"),
     unsure("python3 -c 'print(2 + 2)'"),
     unsure("node -e 'console.log(1)'"),

@@ -4,6 +4,7 @@ import {
   GUARD_REASONS,
   GUARD_REASON_CODES,
   decideCommand,
+  guardVerdict,
   formatRefusal,
   guardCommand,
   loadBashParser,
@@ -32,6 +33,12 @@ CORPUS_ENTRIES.forEach((entry, index) => {
     const got = d.allowed ? (d.unsure ? 'unsure' : 'allow') : 'deny';
     t.is(got, entry.expect, `expected ${entry.expect}${entry.reason ? ` (${entry.reason})` : ''}${note}; got ${show(d)}`);
     if (!d.allowed && entry.reason) t.is(d.reason, entry.reason, `${show(d)}${note}`);
+    if (entry.claims) t.deepEqual(d.allowed ? (d.history ?? []).map((c) => c.kind) : [], entry.claims, `claims${note}`);
+    // Allowed with notes under the sandbox; the guard alone refuses it, with the reason the text shows.
+    if (d.allowed && entry.expect === 'unsure' && entry.reason) {
+      const alone = guardVerdict(d, { confined: false });
+      t.is(alone.allowed ? 'allowed' : alone.reason, entry.reason, `unconfined: ${show(alone)}${note}`);
+    }
   });
 });
 
@@ -79,9 +86,9 @@ test('integration and cross-branch refusals name the orchestrator route', (t) =>
   }
 });
 
-test('reset points at git restore; the recovery verbs are named', (t) => {
-  const d = decideCommand(parser, 'git reset HEAD file.txt', isolated);
-  if (d.allowed) return t.fail('reset allowed');
+test('an integration refusal points at git restore; the recovery verbs are named', (t) => {
+  const d = decideCommand(parser, 'git merge main', isolated);
+  if (d.allowed) return t.fail('merge allowed');
   t.is(d.reason, 'integration_policy');
   t.regex(d.instead, /git restore --staged/);
   t.regex(d.instead, /--abort/);

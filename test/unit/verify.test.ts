@@ -1,5 +1,5 @@
 import test, { type ExecutionContext } from 'ava';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
   appendFileSync,
@@ -545,7 +545,16 @@ const OWN_WORK: Array<{ name: string; run: (f: Fixture) => void }> = [
   { name: 'deleting its own packed tracking ref', run: (f) => git(f.child, 'update-ref', '-d', 'refs/remotes/origin/orchard/s1/work') },
   { name: 'object writes (hash-object -w)', run: (f) => execFileSync('git', ['hash-object', '-w', '--stdin'], { cwd: f.child, input: 'blob\n' }) },
   { name: 'its index (git add)', run: (f) => (writeFileSync(path.join(f.child, 'new.txt'), 'x\n'), git(f.child, 'add', 'new.txt')) },
-  { name: 'detaching its HEAD', run: (f) => git(f.child, 'checkout', '--quiet', '--detach', 'HEAD~1') },
+  {
+    name: 'a rebase of its own commits stopped on a conflict (HEAD detached while it is in progress)',
+    run: (f) => {
+      commitFile(f.child, 'r.txt', 'one\n');
+      commitFile(f.child, 'r.txt', 'two\n');
+      // Dropping the first makes the second conflict: the rebase stops with HEAD detached.
+      const r = spawnSync('git', ['rebase', '--quiet', '-i', 'HEAD~2'], { cwd: f.child, env: { ...process.env, GIT_SEQUENCE_EDITOR: 'sed -i 1d' }, encoding: 'utf8' });
+      if (r.status === 0) throw new Error('the rebase did not stop');
+    },
+  },
   {
     name: 'detaching its HEAD, committing, re-attaching',
     run: (f) => {
@@ -556,14 +565,6 @@ const OWN_WORK: Array<{ name: string; run: (f: Fixture) => void }> = [
   },
   { name: 'reset --hard and commit --amend', run: (f) => (git(f.child, 'reset', '--quiet', '--hard', 'HEAD~1'), git(f.child, 'commit', '--quiet', '--amend', '-m', 'amended')) },
   { name: 'a push of its branch (its own tracking ref)', run: (f) => (commitFile(f.child, 'p.txt', 'p\n'), git(f.child, 'push', '--quiet', 'origin', 'orchard/s1/work')) },
-  {
-    name: 'bisect in its worktree',
-    run: (f) => {
-      git(f.child, 'bisect', 'start');
-      git(f.child, 'bisect', 'bad');
-      git(f.child, 'bisect', 'good', 'HEAD~2');
-    },
-  },
   { name: 'files in its worktree', run: (f) => writeFileSync(path.join(f.child, 'scratch.txt'), 'scratch\n') },
   { name: 'pack-refs --all in the main checkout (values unchanged)', run: (f) => git(f.main, 'pack-refs', '--all') },
   { name: 'a commit after its branch was packed', run: (f) => (git(f.main, 'pack-refs', '--all'), commitFile(f.child, 'after.txt', 'after\n')) },
@@ -580,12 +581,36 @@ for (const c of OWN_WORK) {
   });
 }
 
+/** Its HEAD off its branch with no rebase of it in progress (detached, bisecting, another branch): a change. */
+for (const c of [
+  { name: 'detached', run: (f: Fixture) => git(f.child, 'checkout', '--quiet', '--detach', 'HEAD~1') },
+  { name: 'bisecting', run: (f: Fixture) => (git(f.child, 'bisect', 'start'), git(f.child, 'bisect', 'bad'), git(f.child, 'bisect', 'good', 'HEAD~2')) },
+  {
+    name: 'detached beside a faked rebase of another branch',
+    run: (f: Fixture) => {
+      mkdirSync(path.join(f.layout.adminDir, 'rebase-merge'));
+      writeFileSync(path.join(f.layout.adminDir, 'rebase-merge', 'head-name'), 'refs/heads/main\n');
+      git(f.child, 'checkout', '--quiet', '--detach');
+    },
+  },
+]) {
+  test(`its HEAD ${c.name} outside a rebase of its branch is a change`, async (t) => {
+    const f = fixture();
+    const before = await snapshotProtected(f.layout);
+    c.run(f);
+    const changes = compareSnapshots(before, await snapshotProtected(f.layout));
+    t.deepEqual(
+      changes.map((x) => ({ kind: x.kind, path: x.path, before: x.before })),
+      [{ kind: 'head', path: path.join(f.layout.adminDir, 'HEAD'), before: 'ref: refs/heads/orchard/s1/work' }],
+    );
+  });
+}
+
 /** Allowed operations for the property: the child's own work, and value-preserving host maintenance. */
 const ALLOWED: Record<string, (f: Fixture, n: number) => void> = {
   commit: (f, n) => void commitFile(f.child, `p${n}.txt`, `${n}\n`),
   ownBranch: (f, n) => git(f.child, 'branch', `orchard/s1/b${n}`),
-  detach: (f) => git(f.child, 'checkout', '--quiet', '--detach'),
-  attach: (f) => git(f.child, 'checkout', '--quiet', 'orchard/s1/work'),
+  detachAndBack: (f) => (git(f.child, 'checkout', '--quiet', '--detach'), git(f.child, 'checkout', '--quiet', 'orchard/s1/work')),
   writeObject: (f, n) => void execFileSync('git', ['hash-object', '-w', '--stdin'], { cwd: f.child, input: `object ${n}\n` }),
   stage: (f, n) => (writeFileSync(path.join(f.child, `s${n}.txt`), `${n}\n`), git(f.child, 'add', `s${n}.txt`)),
   push: (f) => git(f.child, 'push', '--quiet', 'origin', 'orchard/s1/work'),

@@ -14,9 +14,10 @@ import {
   programName,
   planShell,
   zshBlindSpot,
+  type Unsure,
 } from './launchers';
 import { checkWriteTarget, cwdInside, isInside, resolvePath, type Cwd, type WriteVerdict } from './paths';
-import { refusal, type GuardReason, type Refusal } from './reasons';
+import { refusal, type GuardReason, type HistoryClaim, type Refusal } from './reasons';
 import { arithmeticNames, provenanceOf, worst, type Provenance } from './taint';
 import { dynamicWord, exactValue, literalWord, type Word } from './words';
 import { WRAPPERS, unwrap } from './wrappers';
@@ -32,10 +33,14 @@ const MAX_HOPS = 16;
 export function decideInvocation(inv: Invocation, scope: GuardScope, state: ShellState, analyzer: ScriptAnalyzer, hops = 0): Refusal | undefined {
   const deny = (reason: GuardReason, why: string, instead?: string) => refusal(reason, inv.text, why, instead);
   if (hops > MAX_HOPS) return deny('unresolved_launcher', 'too many nested wrappers to follow');
-  const unsure = (why: string) => note(state, inv.text, why);
+  const unsure: Unsure = (why, reason) => note(state, inv.text, why, reason);
   let writablePath = state.writablePath;
+  // Git and other tools run an editor or pager through the shell (`sh -c "$GIT_EDITOR \"$@\""`): a literal one is
+  // shell code the guard reads like `bash -c`, from the same directory.
+  const readProgram = (source: string, origin: string) =>
+    analyzer.script(source, nestedState(state, inv.cwd), { origin: `\`${origin}\``, stdin: { kind: 'inherited' } });
   for (const a of inv.assignments) {
-    const bad = checkAssignment(a.name, a.value, 'prefix', inv.cwd, scope.worktree, inv.text, unsure);
+    const bad = checkAssignment(a.name, a.value, 'prefix', inv.cwd, scope.worktree, inv.text, unsure, readProgram);
     if (bad) return bad;
     if (a.name === 'PATH') writablePath = pathIsWritable(a.value, inv.cwd, scope.worktree);
   }
@@ -80,7 +85,11 @@ export function decideInvocation(inv: Invocation, scope: GuardScope, state: Shel
   if (base === 'git' || base === 'hub') {
     // What git's model cannot know but the sandbox confines is noted (unsure), not refused; the program's own
     // environment assignments (`GIT_DIR=…`) are judged like the options they stand for.
-    const strict = decideGit({ argv: args, trailingDynamic: inv.trailingDynamic, cwd: inv.cwd, text: inv.text, unsure, env: inv.assignments }, scope);
+    const claim = (c: Omit<HistoryClaim, 'construct'>) => void state.claims.push({ construct: inv.text, ...c });
+    const strict = decideGit(
+      { argv: args, trailingDynamic: inv.trailingDynamic, cwd: inv.cwd, text: inv.text, unsure, env: inv.assignments, claim, readCode: readProgram },
+      scope,
+    );
     // `xargs git show`: words read at run time follow a read-only subcommand. The fixed part is judged; what the
     // input adds (an `--output=…` among them) is left to the sandbox.
     const sub = args[0]?.value;
@@ -93,7 +102,16 @@ export function decideInvocation(inv: Invocation, scope: GuardScope, state: Shel
   }
   if (base.startsWith('git-')) {
     return decideGit(
-      { argv: [literalWord(base.slice(4)), ...args], trailingDynamic: inv.trailingDynamic, cwd: inv.cwd, text: inv.text, unsure, env: inv.assignments },
+      {
+        argv: [literalWord(base.slice(4)), ...args],
+        trailingDynamic: inv.trailingDynamic,
+        cwd: inv.cwd,
+        text: inv.text,
+        unsure,
+        env: inv.assignments,
+        claim: (c) => void state.claims.push({ construct: inv.text, ...c }),
+        readCode: readProgram,
+      },
       scope,
     );
   }
@@ -119,7 +137,13 @@ export function decideInvocation(inv: Invocation, scope: GuardScope, state: Shel
   const grammar = interpreterGrammarFor(base);
   if (grammar) return decideInterpreter(inv, base, grammar, unsure);
   if (['awk', 'gawk', 'mawk', 'nawk', 'busybox-awk'].includes(base)) return decideAwk(inv, base, scope.worktree, unsure);
-  if (base === 'sed' || base === 'gsed') return decideSed(inv, scope.worktree, unsure);
+  if (base === 'sed' || base === 'gsed') {
+    const bad = decideSed(inv, scope.worktree, unsure);
+    if (!bad && inv.trailingDynamic && args.some((a) => /^(-[a-zA-Z]*i|--in-place)/.test(a.value ?? ''))) {
+      unsure(`\`${base} -i\` edits files named by input read at run time`);
+    }
+    return bad;
+  }
   if (EDITORS.has(base)) return decideEditor(inv, base, unsure);
   if (base === 'gh' || base === 'glab') return decideForge(inv, base, args);
   if (base === 'script') return decideScript(inv, scope, state, analyzer);
@@ -152,6 +176,8 @@ export function decideInvocation(inv: Invocation, scope: GuardScope, state: Shel
   if (write) {
     const bad = write(inv, args, scope, state);
     if (bad) return bad;
+    // `xargs rm`, `find … -exec touch {} +`: more targets come from input at run time.
+    if (inv.trailingDynamic) unsure(`\`${base}\` writes files named by input read at run time`);
     return undefined;
   }
   if (DATA_ONLY.has(base)) return undefined;
@@ -623,7 +649,7 @@ const WRITERS: Record<string, Writer> = {
   ln: (inv, args, scope, state) => {
     const bad = lastOperand(['-S', '--suffix'])(inv, args, scope, state);
     if (bad) return bad;
-    return checkLinkSources(inv, sourcesOf(args, ['-S', '--suffix']), scope, 'ln', state);
+    return checkLinkSources(inv, sourcesOf(args, ['-S', '--suffix']), scope, 'ln', state, symlinkDirs(inv, args, scope));
   },
   link: (inv, args, scope, state) => {
     const { operands } = operandsOf(args);
@@ -716,9 +742,19 @@ function sourcesOf(args: readonly Word[], valued: readonly string[]): Word[] {
  * A link to a file outside the worktree (hard or symbolic) makes later writes and `git -C link …` land there unseen.
  * A source may be outside for reading only if it is under /tmp (which the child owns) or /dev/null-like.
  */
-function checkLinkSources(inv: Invocation, sources: readonly Word[], scope: GuardScope, program: string, state: ShellState): Refusal | undefined {
+function checkLinkSources(
+  inv: Invocation,
+  sources: readonly Word[],
+  scope: GuardScope,
+  program: string,
+  state: ShellState,
+  linkDirs?: readonly Cwd[],
+): Refusal | undefined {
   for (const w of sources) {
-    const verdict = checkWriteTarget(w, inv.cwd, scope.worktree);
+    // A symbolic link's relative target is resolved from the directory the link is in, not from where ln ran.
+    const relative = linkDirs !== undefined && w.value !== undefined && !posix.isAbsolute(w.value);
+    const verdicts = relative ? linkDirs.map((dir) => checkWriteTarget(w, dir, scope.worktree)) : [checkWriteTarget(w, inv.cwd, scope.worktree)];
+    const verdict = verdicts.find((v) => !v.ok) ?? verdicts[0];
     if (verdict.ok) continue;
     if (verdict.kind === 'dynamic' || verdict.kind === 'unsure') {
       note(state, inv.text, `\`${program}\` links to \`${w.text}\`, known only at run time`);
@@ -727,6 +763,23 @@ function checkLinkSources(inv: Invocation, sources: readonly Word[], scope: Guar
     return refusal(verdict.kind === 'metadata' ? 'git_metadata_write' : 'outside_worktree', inv.text, `\`${program}\` links to \`${w.text}\`: ${verdict.detail}; a write through the link lands there`);
   }
   return undefined;
+}
+
+/**
+ * For `ln -s` without `-r`: the directories the link may land in, from which its relative targets resolve — the
+ * `-t` directory, or the last operand's directory and the last operand itself (when it names a directory, the link
+ * goes inside it). Undefined for hard links and `-r` (targets are then taken from the current directory).
+ */
+function symlinkDirs(inv: Invocation, args: readonly Word[], scope: GuardScope): Cwd[] | undefined {
+  const symbolic = args.some((a) => a.value === '--symbolic' || /^-[a-zA-Z]*s/.test(a.value ?? ''));
+  const relative = args.some((a) => a.value === '--relative' || /^-[a-zA-Z]*r/.test(a.value ?? ''));
+  if (!symbolic || relative || args.some((a) => a.value === undefined)) return undefined;
+  const { operands, targets } = operandsOf(args, ['-S', '--suffix'], ['-t', '--target-directory']);
+  const at = (p: string) => resolvePath(inv.cwd, p, scope.worktree);
+  if (targets.length > 0) return targets.map((t) => at(t.value ?? '.'));
+  if (operands.length < 2) return [inv.cwd];
+  const dest = operands[operands.length - 1].value ?? '.';
+  return [at(posix.dirname(dest)), at(dest)];
 }
 
 /** Which programs count as git or a shell when copied or linked under another name. */

@@ -1,5 +1,5 @@
 import { cwdInside, describeCwd, isInside, resolvePath, type Cwd } from './paths';
-import { refusal, type Refusal } from './reasons';
+import { refusal, type GuardReason, type Refusal } from './reasons';
 import { exactValue, type Word } from './words';
 
 /**
@@ -52,7 +52,9 @@ export function checkAssignment(
   cwd: Cwd,
   worktree: string,
   text: string,
-  onUnsure?: (why: string) => void,
+  onUnsure?: (why: string, reason?: GuardReason) => void,
+  /** Reads a literal editor or pager as the shell code it is (its refusal, or undefined); without it such a value is refused. */
+  readProgram?: (source: string, origin: string) => Refusal | undefined,
 ): Refusal | undefined {
   const v = exactValue(value);
   if (/^BASH_FUNC_/.test(name)) {
@@ -66,7 +68,11 @@ export function checkAssignment(
   if (PROGRAM_VARS.has(name)) {
     if (v !== undefined && HARMLESS_PROGRAMS.has(v)) return undefined;
     const reason = name.startsWith('GIT_') ? 'git_env_override' : 'shell_env_override';
-    return refusal(reason, text, `\`${name}=${value.text}\` names a program that git or other tools run`);
+    const why = `\`${name}=${value.text}\` names a program that git or other tools run`;
+    // For this one command (a rebase's sequence editor), a literal value is read as the shell code git runs it as;
+    // set for the rest of the shell it would also reach commands judged without it, so it stays refused there.
+    if (place === 'prefix' && v !== undefined && readProgram) return readProgram(v, name);
+    return refusal(reason, text, why);
   }
   if (SHELL_VARS.has(name)) {
     return refusal('shell_env_override', text, `\`${name}\` makes bash, git or another program load or run other code`);

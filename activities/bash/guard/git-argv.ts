@@ -1,6 +1,6 @@
 import { has, optValues, parseOptions, type OptSpec, type Parsed, type ParseResult } from './options';
 import { checkWriteTarget, cwdInside, describeCwd, isInside, resolvePath, type Cwd } from './paths';
-import { INTEGRATION_ROUTE, refusal, type Refusal } from './reasons';
+import { INTEGRATION_ROUTE, refusal, type HistoryClaim, type Refusal } from './reasons';
 import { describeWord, exactValue, type Word } from './words';
 
 /**
@@ -30,6 +30,13 @@ export interface GitCall {
    * `--git-dir` and `--work-tree`. (Every other redirecting GIT_* variable is refused by the environment model.)
    */
   readonly env?: readonly { readonly name: string; readonly value: Word }[];
+  /**
+   * Allows a reset, rebase or checkout of the own branch on the condition that the host confirms what only the
+   * repository knows (see HistoryClaim). Without it such commands are refused as before.
+   */
+  readonly claim?: (claim: Omit<HistoryClaim, 'construct'>) => void;
+  /** Reads shell code git runs (`rebase -x <cmd>`) like `bash -c`: its refusal, or undefined. Without it such code is refused. */
+  readonly readCode?: (source: string, origin: string) => Refusal | undefined;
 }
 
 export interface GitScope {
@@ -124,7 +131,7 @@ export function decideGit(call: GitCall, scope: GitScope): Verdict {
       `\`git ${sub}\` is not a subcommand the guard knows; it may be an alias defined in config, so it is refused`,
     );
   }
-  return rule({ args: argv.slice(i + 1), trailingDynamic: call.trailingDynamic, cwd, scope, sub, deny, unsure: call.unsure });
+  return rule({ args: argv.slice(i + 1), trailingDynamic: call.trailingDynamic, cwd, scope, sub, deny, unsure: call.unsure, claim: call.claim, readCode: call.readCode });
 }
 
 const GLOBAL_FLAGS = new Set([
@@ -223,6 +230,8 @@ interface RuleInput {
   readonly sub: string;
   readonly deny: (reason: Parameters<typeof refusal>[0], why: string, instead?: string) => Refusal;
   readonly unsure?: (why: string) => void;
+  readonly claim?: GitCall['claim'];
+  readonly readCode?: GitCall['readCode'];
 }
 type Rule = (input: RuleInput) => Verdict;
 
@@ -385,11 +394,141 @@ const integration: Rule = (input) => {
   return input.deny('integration_policy', `\`git ${sub}\` integrates or rewrites history; in an isolated child that is the orchestrator's job.${abort}`);
 };
 
-const reset: Rule = (input) =>
-  input.deny(
-    'integration_policy',
-    '`git reset` moves the branch or the index wholesale; in an isolated child it is refused (integration and rewinds are the orchestrator\'s job)',
-  );
+/** A literal revision that surely names this worktree's HEAD (`HEAD`, `@`, the own branch), so nothing moves. */
+const isHeadItself = (rev: string, scope: { branch: string }) => isOwnHead(rev, scope) || rev === `refs/heads/${scope.branch}`;
+
+const RESET: OptSpec[] = [
+  { key: 'soft', long: ['soft'] },
+  { key: 'mixed', long: ['mixed'] },
+  { key: 'hard', long: ['hard'] },
+  { key: 'merge', long: ['merge'] },
+  { key: 'keep', long: ['keep'] },
+  { key: 'quiet', short: 'q', long: ['quiet'] },
+  { key: 'patch', short: 'p', long: ['patch'] },
+  { key: 'intent', short: 'N', long: ['intent-to-add'] },
+  { key: 'refresh', long: ['refresh'] },
+  { key: 'recurse', long: ['recurse-submodules'], arg: 'optional' },
+  { key: 'pathspec-from-file', long: ['pathspec-from-file'], arg: 'required' },
+  { key: 'pathspec-file-nul', long: ['pathspec-file-nul'] },
+];
+
+/**
+ * `git reset`: with paths (or a pathspec file) it sets index entries and moves nothing; without, it moves the
+ * child's branch to a commit — allowed when the host finds that commit on the child's own history (a rewind, or
+ * commits no other ref has), which a `move` claim asks it to check before the command runs.
+ */
+const reset: Rule = (input) => {
+  const p = strict(input, RESET);
+  if (isRefusal(p)) return p;
+  const bad = noTrailing(input);
+  if (bad) return bad;
+  const operands = literalOperands(input, p.positionals, 'commit or path');
+  if (isRefusal(operands)) return operands;
+  const mode = ['soft', 'mixed', 'hard', 'merge', 'keep'].some((k) => has(p, k));
+  // `git reset [<tree-ish>] -- <paths>` and `git reset <tree-ish> <paths>…` only read the tree-ish.
+  if (p.dashDash || has(p, 'pathspec-from-file') || has(p, 'patch') || (operands.length >= 2 && !mode)) return undefined;
+  if (operands.length === 0 || isHeadItself(operands[0], input.scope)) return undefined;
+  if (operands.length > 1) return undefined; // git refuses a mode with paths
+  if (!input.claim) {
+    return input.deny('integration_policy', `\`git reset ${operands[0]}\` moves ${input.scope.branch}, and here the guard cannot have the repository check where to`);
+  }
+  input.claim({ kind: 'move', target: operands[0] });
+  return undefined;
+};
+
+const REBASE: OptSpec[] = [
+  { key: 'onto', long: ['onto'], arg: 'required' },
+  { key: 'keep-base', long: ['keep-base'] },
+  { key: 'root', long: ['root'], danger: true },
+  { key: 'continue', long: ['continue'] },
+  { key: 'skip', long: ['skip'] },
+  { key: 'abort', long: ['abort'] },
+  { key: 'quit', long: ['quit'] },
+  { key: 'edit-todo', long: ['edit-todo'] },
+  { key: 'show-current-patch', long: ['show-current-patch'] },
+  { key: 'interactive', short: 'i', long: ['interactive'] },
+  { key: 'exec', short: 'x', long: ['exec'], arg: 'required' },
+  { key: 'update-refs', long: ['update-refs'], danger: true },
+  { key: 'autosquash', long: ['autosquash'] },
+  { key: 'autostash', long: ['autostash'] },
+  { key: 'merge', short: 'm', long: ['merge'] },
+  { key: 'apply', long: ['apply'] },
+  { key: 'strategy', short: 's', long: ['strategy'], arg: 'required' },
+  { key: 'strategy-option', short: 'X', long: ['strategy-option'], arg: 'required' },
+  { key: 'quiet', short: 'q', long: ['quiet'] },
+  { key: 'verbose', short: 'v', long: ['verbose'] },
+  { key: 'stat', long: ['stat'] },
+  { key: 'no-stat', short: 'n' },
+  { key: 'signoff', long: ['signoff'] },
+  { key: 'verify', long: ['verify'] },
+  { key: 'committer-date', long: ['committer-date-is-author-date'] },
+  { key: 'ignore-date', long: ['ignore-date', 'reset-author-date'] },
+  { key: 'ignore-whitespace', long: ['ignore-whitespace'] },
+  { key: 'whitespace', long: ['whitespace'], arg: 'required' },
+  { key: 'context', short: 'C', arg: 'required' },
+  { key: 'empty', long: ['empty'], arg: 'required' },
+  { key: 'keep-empty', short: 'k', long: ['keep-empty'] },
+  { key: 'reapply', long: ['reapply-cherry-picks'] },
+  { key: 'allow-empty-message', long: ['allow-empty-message'] },
+  { key: 'rebase-merges', short: 'r', long: ['rebase-merges'], arg: 'optional' },
+  { key: 'fork-point', long: ['fork-point'] },
+  { key: 'gpg-sign', short: 'S', long: ['gpg-sign'], arg: 'optional' },
+  { key: 'force-rebase', short: 'f', long: ['force-rebase', 'no-ff'] },
+  { key: 'rerere', long: ['rerere-autoupdate'] },
+  { key: 'reschedule', long: ['reschedule-failed-exec'] },
+];
+
+/** The sequencer's own verbs: they go on with (or drop) the rebase already in progress. */
+const REBASE_ACTIONS = ['continue', 'skip', 'abort', 'quit', 'edit-todo', 'show-current-patch'];
+
+/**
+ * `git rebase` of the child's own commits (squash, reorder, reword, drop; `--onto` within its own history): allowed
+ * when the host finds that the commits it rewrites and the commit it replays them onto are the child's own, which a
+ * `rewrite` claim asks it to check before the command runs. A rebase onto another branch is integration: refused
+ * then, and caught after the command by the same check on the branch's effect. `--root` rewrites commits below the
+ * branch's base, `--update-refs` moves other branches, and a branch argument switches this worktree first.
+ */
+const rebase: Rule = (input) => {
+  const p = strict(input, REBASE);
+  if (isRefusal(p)) return p;
+  const { scope } = input;
+  const bad = noTrailing(input);
+  if (bad) return bad;
+  if (has(p, 'update-refs')) return input.deny('moves_other_ref', '`git rebase --update-refs` moves every other branch that points into the rebased commits');
+  if (has(p, 'root')) return input.deny('integration_policy', `\`git rebase --root\` rewrites commits below ${scope.branch}'s base, which other branches share`);
+  const operands = literalOperands(input, [...p.positionals, ...p.afterDashDash], 'revision');
+  if (isRefusal(operands)) return operands;
+  if (operands.length > 2) return input.deny('unknown_git_option', '`git rebase` takes at most an upstream and a branch');
+  if (operands.length === 2 && !isHeadItself(operands[1], scope)) {
+    return input.deny('switches_branch', `\`git rebase ${operands.join(' ')}\` switches this worktree to \`${operands[1]}\` first; it must stay on ${scope.branch}`);
+  }
+  // `-x <cmd>` runs through the shell in the worktree after each commit: read like `bash -c`.
+  for (const cmd of optValues(p, 'exec')) {
+    const code = exactValue(cmd);
+    if (code === undefined) return input.deny('dynamic_argument', `the \`git rebase -x\` command \`${cmd.text}\` is computed at run time`);
+    if (!input.readCode) return input.deny('unresolved_launcher', '`git rebase -x` runs a command the guard cannot read here');
+    const bad = input.readCode(code, 'git rebase -x');
+    if (bad) return bad;
+  }
+  if (has(p, 'strategy')) input.unsure?.('`git rebase -s <strategy>` runs the merge strategy program `git-merge-<strategy>`');
+  const action = REBASE_ACTIONS.find((a) => has(p, a));
+  if (action === 'abort' || action === 'quit' || action === 'show-current-patch') return undefined;
+  if (!input.claim) {
+    return input.deny('integration_policy', '`git rebase` rewrites history, and here the guard cannot have the repository check that it stays on the own branch');
+  }
+  if (action) {
+    input.claim({ kind: 'rewrite' });
+    return undefined;
+  }
+  const upstream = operands[0];
+  if (upstream === undefined) {
+    return input.deny('integration_policy', `\`git rebase\` without an upstream rebases onto the configured upstream, another branch; name the commit of ${scope.branch} to rebase onto (e.g. \`git rebase -i HEAD~3\`)`);
+  }
+  const onto = optValues(p, 'onto').map((w) => exactValue(w));
+  if (onto.some((v) => v === undefined)) return input.deny('dynamic_argument', 'the `--onto` commit of `git rebase` is computed at run time');
+  input.claim({ kind: 'rewrite', upstream, ...(has(p, 'keep-base') ? {} : { onto: onto[onto.length - 1] ?? upstream }) });
+  return undefined;
+};
 
 const CHECKOUT: OptSpec[] = [
   { key: 'create', short: 'b', arg: 'required' },
@@ -425,6 +564,16 @@ function surelyPath(v: string): boolean {
 
 /** A name that is this worktree's own HEAD: checking it out switches nothing. */
 const isOwnHead = (name: string, scope: { branch: string }) => name === scope.branch || name === 'HEAD' || name === '@';
+
+/**
+ * A checkout or switch of the branch this worktree is on: git writes HEAD again with the value it has, which the
+ * sandbox allows only for a command with a `reattach` claim (HEAD is read-only to the rest). `HEAD` and `@` write
+ * nothing.
+ */
+function reattach(input: RuleInput, name: string): Verdict {
+  if (name === input.scope.branch) input.claim?.({ kind: 'reattach' });
+  return undefined;
+}
 
 const checkout: Rule = (input) => {
   const p = strict(input, CHECKOUT);
@@ -478,7 +627,7 @@ const checkout: Rule = (input) => {
   // Two or more operands: `<tree-ish> <pathspec>…` or paths only; git never switches branches then.
   if (operands.length >= 2) return undefined;
   const only = operands[0];
-  if (isOwnHead(only, scope)) return undefined;
+  if (isOwnHead(only, scope)) return reattach(input, only);
   if (surelyPath(only)) return undefined;
   return input.deny(
     'switches_branch',
@@ -516,7 +665,7 @@ const switchRule: Rule = (input) => {
   if (bad) return bad;
   const operands = literalOperands(input, [...p.positionals, ...p.afterDashDash], 'branch');
   if (isRefusal(operands)) return operands;
-  if (operands.length === 1 && operands[0] === scope.branch) return undefined;
+  if (operands.length === 1 && operands[0] === scope.branch) return reattach(input, operands[0]);
   if (operands.length === 0) return undefined;
   return input.deny('switches_branch', `\`git switch ${operands.join(' ')}\` moves this worktree off ${scope.branch}`);
 };
@@ -1291,7 +1440,7 @@ const SUBCOMMANDS: Record<string, Rule> = {
   'symbolic-ref': symbolicRef, replace, init, clone: noRemoteHelper(clone), 'sparse-checkout': sparse, 'commit-graph': commitGraph,
   'multi-pack-index': multiPack, rerere, refs: refsCmd,
   // integration is the orchestrator's job
-  merge: integration, rebase: integration, pull: integration, reset,
+  merge: integration, rebase, pull: integration, reset,
   'merge-recursive': integration, 'merge-ours': integration, 'merge-octopus': integration, 'merge-resolve': integration,
   'merge-subtree': integration, 'merge-recursive-ours': integration, 'merge-recursive-theirs': integration,
   // refs other than B

@@ -30,6 +30,7 @@ export function decideCommand(parser: Parser, command: string, context: GuardCon
     loopDepth: 0,
     dirVars: false,
     notes: [],
+    claims: [],
     taint: TOP_LEVEL_TAINT,
     writablePath: false,
     errexit: false,
@@ -42,8 +43,19 @@ export function decideCommand(parser: Parser, command: string, context: GuardCon
     if (!(err instanceof RangeError)) throw err;
     refused = { reason: 'unsupported_input', refused: command.length > 80 ? `${command.slice(0, 80)}…` : command, why: 'the command is nested too deeply to analyse' };
   }
-  if (!refused) return state.notes.length > 0 ? { allowed: true, unsure: state.notes } : { allowed: true };
-  const fill = (text: string) => text.replaceAll('{branch}', context.branch).replaceAll('{worktree}', worktree);
+  if (!refused) {
+    return {
+      allowed: true,
+      ...(state.notes.length > 0 ? { unsure: state.notes } : {}),
+      ...(state.claims.length > 0 ? { history: state.claims } : {}),
+    };
+  }
+  return refusedDecision(refused, context);
+}
+
+/** A refusal as a decision, with the session's branch and worktree filled into its texts. */
+export function refusedDecision(refused: Refusal, context: Pick<GuardContext, 'branch' | 'worktree'>): GuardDecision {
+  const fill = (text: string) => text.replaceAll('{branch}', context.branch).replaceAll('{worktree}', normalizeWorktree(context.worktree));
   return {
     allowed: false,
     reason: refused.reason,
@@ -90,15 +102,16 @@ export function guardVerdict(decision: GuardDecision, options: { readonly confin
   if (!decision.allowed || !decision.unsure?.length || options.confined) return decision;
   const first = decision.unsure[0];
   const more = decision.unsure.length > 1 ? ` (and ${decision.unsure.length - 1} more)` : '';
+  const reason = first.reason ?? 'guard_cannot_judge';
   return {
     allowed: false,
-    reason: 'guard_cannot_judge',
+    reason,
     refused: first.construct,
     why: `${first.why}${more}; without the sandbox nothing else would confine it`,
-    instead: GUARD_REASONS.guard_cannot_judge.instead,
+    instead: GUARD_REASONS[reason].instead,
   };
 }
 
 export { loadBashParser, parseBash } from './parser';
 export { GUARD_REASONS, GUARD_REASON_CODES, INTEGRATION_ROUTE, isGuardReason } from './reasons';
-export type { GuardContext, GuardDecision, GuardNote, GuardReason } from './reasons';
+export type { GuardContext, GuardDecision, GuardNote, GuardReason, HistoryClaim } from './reasons';

@@ -1,5 +1,5 @@
 import type { Cwd } from './paths';
-import type { GuardNote, Refusal } from './reasons';
+import type { GuardNote, GuardReason, HistoryClaim, Refusal } from './reasons';
 import type { Taint } from './taint';
 import type { Word } from './words';
 
@@ -40,6 +40,8 @@ export interface ShellState {
   dirVars: boolean;
   /** What the guard could not judge so far; shared (by reference) by every copy of the state in one decision. */
   notes: GuardNote[];
+  /** Git commands allowed on the condition that they stay on the child's own history; shared like `notes`. */
+  claims: HistoryClaim[];
   /** Where each variable's values come from (see taint.ts); replaced per script, inherited by nested scripts. */
   taint: Taint;
   /** PATH holds a directory the command can write (or a value read at run time) before the system directories. */
@@ -49,9 +51,9 @@ export interface ShellState {
 }
 
 /** Records something the guard cannot judge; the sandbox under the guard decides it. */
-export function note(state: ShellState, construct: string, why: string): void {
+export function note(state: ShellState, construct: string, why: string, reason?: GuardReason): void {
   const shown = construct.length > 120 ? `${construct.slice(0, 120)}…` : construct;
-  if (!state.notes.some((n) => n.construct === shown && n.why === why)) state.notes.push({ construct: shown, why });
+  if (!state.notes.some((n) => n.construct === shown && n.why === why)) state.notes.push({ construct: shown, why, ...(reason ? { reason } : {}) });
 }
 
 /** Recursion into shell code found in arguments (`sh -c '…'`, `flock -c '…'`). */

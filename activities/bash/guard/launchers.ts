@@ -1,16 +1,18 @@
 import type { Invocation } from './invocation';
 import { checkWriteTarget } from './paths';
-import { refusal, type Refusal } from './reasons';
+import { refusal, type GuardReason, type Refusal } from './reasons';
 import { exactValue, type Word } from './words';
 
 /**
  * Programs that take code as text: shells (`-c` strings are parsed again, recursively), interpreters, awk, sed and
- * editors. Interpreter code is not judged safe by reading it: it is `unsure` (the sandbox decides) unless the text
- * shows a plain attack — spawning git or a shell, or loading a module whose name is computed.
+ * editors. Interpreter code is neither judged safe nor refused by reading it: whatever its strings say, it is
+ * `unsure` and the sandbox decides. Where the text shows more than "unknown" (it spawns git or a shell, it loads a
+ * module by a computed name) the note carries `inline_interpreter`, the refusal it becomes with the guard alone.
  */
 
 /** Reports something the guard cannot judge. */
-export type Unsure = (why: string) => void;
+/** Notes what the guard cannot judge; `reason` is the refusal it becomes when no sandbox confines the command. */
+export type Unsure = (why: string, reason?: GuardReason) => void;
 
 /** Program stems that ship with version suffixes (`python3.11`, `node20`, `perl5.36`, `gawk-5.1`, `bash5`). */
 const VERSIONED = /^(python|pypy|node|nodejs|perl|ruby|php|lua|luajit|tclsh|wish|bash|sh|zsh|dash|ksh|mksh|gawk|awk|mawk|git|deno|bun|Rscript|pwsh|vim|nvim|make|gmake)[-_.]?v?[0-9][0-9.]*$/;
@@ -182,7 +184,10 @@ export function decideInterpreter(inv: Invocation, name: string, grammar: Interp
     }
     if (v === '--') break;
     if (v === '-') return stdinVerdict(inv, name, unsure);
-    if (grammar.refused?.some((r) => v === r || v.startsWith(`${r}:`))) return deny('inline_interpreter', `\`${name} ${v}\` runs encoded code`);
+    if (grammar.refused?.some((r) => v === r || v.startsWith(`${r}:`))) {
+      unsure(`\`${name} ${v}\` runs encoded code`, 'inline_interpreter');
+      return undefined;
+    }
     const long = grammar.codeLong?.find((o) => v === o || v.startsWith(`${o}=`));
     if (long) {
       const code = v.includes('=') ? { ...w, value: v.slice(v.indexOf('=') + 1) } : argv[++k];
@@ -190,6 +195,10 @@ export function decideInterpreter(inv: Invocation, name: string, grammar: Interp
       if (bad) return bad;
       sawCode = true;
       continue;
+    }
+    if (name === 'node' && (v === '--test' || v.startsWith('--test='))) {
+      unsure('`node --test` runs the test files it finds on disk, which the guard does not read');
+      return undefined;
     }
     if (grammar.module?.includes(v)) {
       unsure(`\`${name} ${v} ${argv[k + 1]?.text ?? ''}\` runs a module the guard does not read`);
@@ -237,8 +246,8 @@ function codeVerdict(inv: Invocation, code: Word | undefined, name: string, unsu
     return undefined;
   }
   const problem = inlineCodeProblem(text);
-  if (problem) return refusal('inline_interpreter', inv.text, `\`${name}\`: ${problem}`);
-  unsure(`inline \`${name}\` code: the guard does not read what it does`);
+  if (problem) unsure(`\`${name}\`: ${problem}`, 'inline_interpreter');
+  else unsure(`inline \`${name}\` code: the guard does not read what it does`);
   return undefined;
 }
 
@@ -247,8 +256,8 @@ function stdinVerdict(inv: Invocation, name: string, unsure: Unsure): Refusal | 
   if (inv.stdin.kind === 'inherited') return undefined;
   if (inv.stdin.kind === 'literal') {
     const problem = inlineCodeProblem(inv.stdin.text);
-    if (problem) return refusal('inline_interpreter', inv.text, `\`${name}\` reads code from a heredoc or here-string: ${problem}`);
-    unsure(`\`${name}\` runs code from a heredoc or here-string: the guard does not read what it does`);
+    if (problem) unsure(`\`${name}\` reads code from a heredoc or here-string: ${problem}`, 'inline_interpreter');
+    else unsure(`\`${name}\` runs code from a heredoc or here-string: the guard does not read what it does`);
     return undefined;
   }
   unsure(`\`${name}\` reads its code from stdin (${inv.stdin.kind}), which the guard cannot see`);
@@ -278,7 +287,8 @@ export function decideAwk(inv: Invocation, name: string, worktree: string, unsur
       break;
     }
     if (['-l', '--load', '-E', '--exec'].some((o) => v === o || v.startsWith(`${o}=`)) || (v.startsWith('-l') && v.length > 2)) {
-      return deny('inline_interpreter', `\`${name} ${v}\` loads an extension or program the guard cannot see`);
+      unsure(`\`${name} ${v}\` loads an extension or program the guard cannot see`, 'inline_interpreter');
+      return undefined;
     }
     if (v === '-f' || v === '--file' || v === '-i' || v === '--include') {
       fromFile = true;
@@ -305,12 +315,12 @@ export function decideAwk(inv: Invocation, name: string, worktree: string, unsur
       continue;
     }
     const load = AWK_LOAD.exec(text);
-    if (load) return deny('inline_interpreter', `the \`${name}\` program loads \`${load[0]}\`, code the guard cannot see`);
+    if (load) unsure(`the \`${name}\` program loads \`${load[0]}\`, code the guard cannot see`, 'inline_interpreter');
     const m = AWK_SPAWN.exec(text);
     if (m) {
       const program = PROGRAM_NAMES.exec(text);
-      if (program) return deny('inline_interpreter', `the \`${name}\` program runs commands (\`${m[0].trim() || '|'}\`) and names \`${program[0]}\`: run it directly instead`);
-      unsure(`the \`${name}\` program runs commands (\`${m[0].trim() || '|'}\`) built at run time`);
+      if (program) unsure(`the \`${name}\` program runs commands (\`${m[0].trim() || '|'}\`) and names \`${program[0]}\``, 'inline_interpreter');
+      else unsure(`the \`${name}\` program runs commands (\`${m[0].trim() || '|'}\`) built at run time`);
     }
     for (const out of text.matchAll(AWK_OUTPUT)) {
       const target = out[2];

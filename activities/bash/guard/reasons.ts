@@ -114,10 +114,11 @@ export const GUARD_REASONS = {
     instead: 'Leave shared repository state to the orchestrator. To set work aside, commit it on {branch}. ' + INTEGRATION_ROUTE,
   },
   integration_policy: {
-    summary: 'merge, rebase, pull and reset are refused in an isolated child: integration is the orchestrator\'s job',
+    summary: 'merging, pulling, or resetting or rebasing onto commits of other branches is integration: the orchestrator\'s job',
     instead:
-      'To unstage use `git restore --staged <path>`; to discard edits `git restore <path>`; to undo a commit add a new one ' +
-      '(`git revert <commit>`). In a conflicted merge/rebase/cherry-pick/revert/am, `git <verb> --abort` is allowed. ' + INTEGRATION_ROUTE,
+      'Resets and rebases within {branch}\'s own commits are fine (`git reset --soft HEAD~1`, `git rebase -i HEAD~3`); to unstage ' +
+      'use `git restore --staged <path>`, to discard edits `git restore <path>`. In a conflicted merge/rebase/cherry-pick/revert/am, ' +
+      '`git <verb> --abort` is allowed. ' + INTEGRATION_ROUTE,
   },
   implicit_target: {
     summary: 'what this push would update depends on repository configuration (push.default, remote.<name>.push)',
@@ -145,10 +146,35 @@ export interface GuardNote {
   readonly construct: string;
   /** Why the text does not settle what it does. */
   readonly why: string;
+  /**
+   * The refusal it becomes with the guard alone (ORCHARD_SANDBOX=off), when the text shows more than "unknown":
+   * inline code that starts git or a shell is `inline_interpreter` there, not merely `guard_cannot_judge`.
+   */
+  readonly reason?: GuardReason;
+}
+
+/**
+ * A git command the text allows on one condition only the repository can settle: that the commits it moves the
+ * child's branch to, or rewrites, lie on the child's own branch (reachable from no ref but its own). The host
+ * checks it before the command runs (activities/git/own-history.ts) and the effect again after.
+ *
+ * - `move`: `git reset <target>` moves the branch to `target` (a rewind is always its own; anything else must gain
+ *   no commit another ref has and drop none).
+ * - `rewrite`: a rebase replays the commits since `upstream` onto `onto` (`onto` absent: their merge base,
+ *   `--keep-base`); without `upstream`, an operation already in progress goes on (`--continue`, `--skip`, …). HEAD
+ *   is detached while it runs, so the sandbox leaves HEAD writable for this command.
+ * - `reattach`: a checkout or switch of the child's own branch rewrites HEAD with the value it has.
+ */
+export interface HistoryClaim {
+  readonly construct: string;
+  readonly kind: 'move' | 'rewrite' | 'reattach';
+  readonly target?: string;
+  readonly upstream?: string;
+  readonly onto?: string;
 }
 
 export type GuardDecision =
-  | { readonly allowed: true; readonly unsure?: readonly GuardNote[] }
+  | { readonly allowed: true; readonly unsure?: readonly GuardNote[]; readonly history?: readonly HistoryClaim[] }
   | {
       readonly allowed: false;
       readonly reason: GuardReason;

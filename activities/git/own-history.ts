@@ -1,0 +1,141 @@
+import type { HistoryClaim } from '../bash/guard';
+import { branchSessionId } from '../bash/sandbox';
+import { git } from './repo-tools';
+
+/**
+ * What an isolated child's branch may become: its own history. A commit is the child's own when no ref outside its
+ * namespace reaches it (not `main`, not another session's branch, not a tag); the commits such refs reach are shared.
+ * A move of the branch from `from` to `to` keeps to its own history when it is a rewind (`to` an ancestor of
+ * `from`), or when it gains no shared commit (a rebase onto another branch, a reset to it, a merge of it: integration,
+ * the orchestrator's job) and drops none (rewriting commits the branch has in common with others: below its base,
+ * or already integrated).
+ *
+ * The guard allows `git reset <commit>` and `git rebase` of the own commits on that condition (a HistoryClaim), which
+ * `claimProblem` checks before the command runs; `moveProblem` checks the effect after any command, however it moved
+ * the branch (an interpreter, an edited rebase todo list, a value planted in ORIG_HEAD). Git runs on the host with the
+ * tools' safe settings, in a worktree no command is running in.
+ */
+
+export interface OwnScope {
+  readonly worktree: string;
+  /** The child's branch, `orchard/<sessionId>/<leaf>`. */
+  readonly branch: string;
+  /**
+   * The child's object quarantine: read as an alternate, since a command's new commits wait there until it passed
+   * verification (this check is part of it).
+   */
+  readonly quarantine?: string;
+}
+
+/** git in the child's worktree, with its quarantined objects readable. */
+function run(scope: OwnScope, args: string[], exitOk: readonly number[] = [], stdin?: string): Promise<string> {
+  return git(scope.worktree, args, exitOk, stdin, scope.quarantine ? { GIT_ALTERNATE_OBJECT_DIRECTORIES: scope.quarantine } : undefined);
+}
+
+/** Commits shown in a refusal; the count says how many more. */
+const SHOWN = 3;
+
+/** The commit a revision names in the worktree, or undefined (git will fail on it just the same, or read it as a path). */
+async function commitOf(scope: OwnScope, rev: string): Promise<string | undefined> {
+  if (rev.startsWith('-')) return undefined;
+  const out = await run(scope, ['rev-parse', '--verify', '--quiet', '--end-of-options', `${rev}^{commit}`], [1, 128]);
+  return out.trim() || undefined;
+}
+
+/** The commits every ref outside the child's namespace points at (tags peeled; refs to trees and blobs left out). */
+async function sharedTips(scope: OwnScope): Promise<string[]> {
+  const id = branchSessionId(scope.branch);
+  const own = (ref: string) =>
+    ref.startsWith(`refs/heads/orchard/${id}/`) || new RegExp(`^refs/remotes/[^/]+/orchard/${id}/`).test(ref);
+  const out = await run(scope, ['for-each-ref', '--format=%(objecttype) %(objectname) %(*objecttype) %(*objectname) %(refname)']);
+  const tips = new Set<string>();
+  for (const line of out.split('\n')) {
+    const [type, oid, peeledType, peeled, ref] = line.split(' ');
+    if (!ref || own(ref)) continue;
+    if (type === 'commit') tips.add(oid);
+    else if (peeledType === 'commit') tips.add(peeled);
+  }
+  return [...tips];
+}
+
+/** The commits of `include` not reachable from `exclude` that a shared ref reaches (newest first). */
+async function sharedAmong(scope: OwnScope, include: string, exclude: readonly string[], tips: readonly string[]): Promise<string[]> {
+  const range = [include, ...exclude.map((e) => `^${e}`)];
+  const all = (await run(scope, ['rev-list', ...range])).split('\n').filter(Boolean);
+  if (all.length === 0 || tips.length === 0) return [];
+  const own = new Set(
+    (await run(scope, ['rev-list', '--stdin'], [], [...range, ...tips.map((t) => `^${t}`)].join('\n') + '\n')).split('\n').filter(Boolean),
+  );
+  return all.filter((c) => !own.has(c));
+}
+
+/** Whether `ancestor` is an ancestor of `of` (or the same commit): their merge base is `ancestor` itself. */
+async function mergeBaseIs(scope: OwnScope, ancestor: string, of: string): Promise<boolean> {
+  const out = await run(scope, ['merge-base', ancestor, of], [1]);
+  return out.trim() === ancestor;
+}
+
+/** `abc1234 subject` lines for a refusal, with where the first one is shared from. */
+async function describe(scope: OwnScope, commits: readonly string[]): Promise<string> {
+  const shown = commits.slice(0, SHOWN);
+  const lines = await run(scope, ['log', '--no-walk=unsorted', '--format=%h %s', ...shown]);
+  const holders = (await run(scope, ['for-each-ref', '--count=3', '--format=%(refname:short)', '--contains', shown[0]]))
+    .split('\n')
+    .filter((r) => r && !r.startsWith(`${scope.branch.split('/').slice(0, 2).join('/')}/`));
+  const more = commits.length > shown.length ? ` (and ${commits.length - shown.length} more)` : '';
+  const where = holders.length > 0 ? `; ${holders.join(', ')} ${holders.length === 1 ? 'has' : 'have'} ${shown.length === 1 ? 'it' : 'them'}` : '';
+  return `${lines.trim().split('\n').join(', ')}${more}${where}`;
+}
+
+/**
+ * Why moving the child's branch from `from` to `to` leaves its own history, or undefined when it does not: a rewind,
+ * or a move that gains no shared commit and drops none.
+ */
+export async function moveProblem(scope: OwnScope, from: string, to: string): Promise<string | undefined> {
+  if (from === to || (await mergeBaseIs(scope, to, from))) return undefined;
+  const tips = await sharedTips(scope);
+  const gained = await sharedAmong(scope, to, [from], tips);
+  if (gained.length > 0) {
+    return `it brings ${gained.length} commit${gained.length === 1 ? '' : 's'} of other branches into ${scope.branch}: ${await describe(scope, gained)}`;
+  }
+  const dropped = await sharedAmong(scope, from, [to], tips);
+  if (dropped.length > 0) {
+    return `it rewrites ${dropped.length} commit${dropped.length === 1 ? '' : 's'} that ${scope.branch} shares with other branches: ${await describe(scope, dropped)}`;
+  }
+  return undefined;
+}
+
+/** Why a claim the guard made does not hold in this repository now, or undefined when it does. */
+export async function claimProblem(scope: OwnScope, claim: HistoryClaim): Promise<string | undefined> {
+  if (claim.kind === 'reattach') return undefined;
+  const head = await commitOf(scope, 'HEAD');
+  if (head === undefined) return undefined;
+  if (claim.kind === 'move') {
+    const target = claim.target === undefined ? undefined : await commitOf(scope, claim.target);
+    if (target === undefined) return undefined; // a path, or a revision git rejects itself
+    const problem = await moveProblem(scope, head, target);
+    return problem && `\`${claim.construct}\` moves ${scope.branch} to ${claim.target} (${target.slice(0, 12)}): ${problem}`;
+  }
+  if (claim.upstream === undefined) return undefined; // --continue, --skip, --edit-todo: the effect is checked after
+  const upstream = await commitOf(scope, claim.upstream);
+  if (upstream === undefined) return undefined;
+  const base = (await run(scope, ['merge-base', upstream, head], [1])).trim() || undefined;
+  const tips = await sharedTips(scope);
+  const rewritten = await sharedAmong(scope, head, base ? [base] : [], tips);
+  if (rewritten.length > 0) {
+    return (
+      `\`${claim.construct}\` rewrites ${rewritten.length} commit${rewritten.length === 1 ? '' : 's'} that ${scope.branch} shares with other ` +
+      `branches (below its base, or already integrated): ${await describe(scope, rewritten)}`
+    );
+  }
+  const onto = claim.onto === undefined ? base : await commitOf(scope, claim.onto);
+  if (onto === undefined) return undefined;
+  const gained = await sharedAmong(scope, onto, [head], tips);
+  if (gained.length > 0) {
+    return (
+      `\`${claim.construct}\` replays ${scope.branch} onto ${claim.onto ?? claim.upstream}, bringing in ${gained.length} commit${gained.length === 1 ? '' : 's'} ` +
+      `of other branches: ${await describe(scope, gained)}`
+    );
+  }
+  return undefined;
+}

@@ -47,6 +47,12 @@ function toJson(decision: GuardDecision, command: string, branch: string, worktr
 }
 
 function toText(decision: GuardDecision, command: string): string {
-  if (decision.allowed) return [`allow: ${command}`, formatUnsure(decision)].filter(Boolean).join('\n');
+  if (decision.allowed) {
+    // A reset or rebase is allowed on a condition the repository settles when the command runs (not in a dry run).
+    const claims = (decision.history ?? [])
+      .filter((c) => c.kind !== 'reattach')
+      .map((c) => `- ${c.construct}: allowed only if it keeps the branch on its own commits (checked against the repository when it runs)`);
+    return [`allow: ${command}`, formatUnsure(decision), ...claims].filter(Boolean).join('\n');
+  }
   return [`deny (${decision.reason}): ${decision.refused}`, `why: ${decision.why}`, `instead: ${decision.instead}`].join('\n');
 }

@@ -93,6 +93,9 @@ export async function prepareIsolated(input: {
   });
   // Objects a verified command left behind (a worker that died before moving them, or a hold a person resolved).
   if (argv) await settleIsolated({ layout });
+  // A HEAD a command left off the branch was put back after it, unless the worker died first (or the worktree
+  // predates the pin): put back now, so the snapshot and the command start from the branch.
+  await pinHead(layout);
   return { layout, argv, env, before: await snapshotProtected(layout) };
 }
 
@@ -119,8 +122,10 @@ export async function verifyIsolated(prepared: PreparedIsolated): Promise<Protec
   const ref = `refs/heads/${layout.branch}`;
   const [was, now] = [prepared.before.refs[ref], after.refs[ref]];
   if (was !== undefined && now !== undefined && was !== now && OBJECT_ID.test(was) && OBJECT_ID.test(now)) {
-    // Unable to check (an object missing, git failing) counts as a problem: the worktree is held, not waved through.
-    const problem = await moveProblem({ worktree: layout.worktree, branch: layout.branch, quarantine: layout.quarantine }, was, now).catch(
+    // A git that fails (a loaded machine killing it, a transient lock) is tried again; one that keeps failing counts
+    // as a problem: the worktree is held, not waved through.
+    const scope = { worktree: layout.worktree, branch: layout.branch, quarantine: layout.quarantine };
+    const problem = await retried(() => moveProblem(scope, was, now)).catch(
       (err: unknown) => `Orchard could not check where it moved (${err instanceof Error ? err.message : String(err)})`,
     );
     if (problem) changes.unshift({ kind: 'history', path: ref, change: 'modified', before: was, after: `${now}: ${problem}` });
@@ -135,6 +140,18 @@ export async function verifyIsolated(prepared: PreparedIsolated): Promise<Protec
 }
 
 const OBJECT_ID = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/;
+
+/** `fn`, tried up to three times 250 ms apart; the last failure is thrown. */
+async function retried<T>(fn: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (attempt >= 3) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 250 * attempt));
+    }
+  }
+}
 
 /** Whether a rebase's state dir is in the admin dir, whatever branch it names. */
 function rebaseStateExists(adminDir: string): boolean {

@@ -42,18 +42,20 @@ async function commitOf(scope: OwnScope, rev: string): Promise<string | undefine
   return out.trim() || undefined;
 }
 
-/** The commits every ref outside the child's namespace points at (tags peeled; refs to trees and blobs left out). */
+/**
+ * What every ref outside the child's namespace points at. Read without opening the objects: another session's
+ * branch may name a commit still in that session's quarantine (its command is being verified), which no other
+ * git can read yet; rev-list skips such a tip (`--ignore-missing`), as it skips tags of trees and blobs.
+ */
 async function sharedTips(scope: OwnScope): Promise<string[]> {
   const id = branchSessionId(scope.branch);
   const own = (ref: string) =>
     ref.startsWith(`refs/heads/orchard/${id}/`) || new RegExp(`^refs/remotes/[^/]+/orchard/${id}/`).test(ref);
-  const out = await run(scope, ['for-each-ref', '--format=%(objecttype) %(objectname) %(*objecttype) %(*objectname) %(refname)']);
+  const out = await run(scope, ['for-each-ref', '--format=%(objectname) %(refname)']);
   const tips = new Set<string>();
   for (const line of out.split('\n')) {
-    const [type, oid, peeledType, peeled, ref] = line.split(' ');
-    if (!ref || own(ref)) continue;
-    if (type === 'commit') tips.add(oid);
-    else if (peeledType === 'commit') tips.add(peeled);
+    const [oid, ref] = line.split(' ');
+    if (ref && !own(ref)) tips.add(oid);
   }
   return [...tips];
 }
@@ -64,7 +66,9 @@ async function sharedAmong(scope: OwnScope, include: string, exclude: readonly s
   const all = (await run(scope, ['rev-list', ...range])).split('\n').filter(Boolean);
   if (all.length === 0 || tips.length === 0) return [];
   const own = new Set(
-    (await run(scope, ['rev-list', '--stdin'], [], [...range, ...tips.map((t) => `^${t}`)].join('\n') + '\n')).split('\n').filter(Boolean),
+    (await run(scope, ['rev-list', '--ignore-missing', '--stdin'], [], [...range, ...tips.map((t) => `^${t}`)].join('\n') + '\n'))
+      .split('\n')
+      .filter(Boolean),
   );
   return all.filter((c) => !own.has(c));
 }
@@ -79,7 +83,8 @@ async function mergeBaseIs(scope: OwnScope, ancestor: string, of: string): Promi
 async function describe(scope: OwnScope, commits: readonly string[]): Promise<string> {
   const shown = commits.slice(0, SHOWN);
   const lines = await run(scope, ['log', '--no-walk=unsorted', '--format=%h %s', ...shown]);
-  const holders = (await run(scope, ['for-each-ref', '--count=3', '--format=%(refname:short)', '--contains', shown[0]]))
+  // Only to name where they are: a ref whose object cannot be read yet (see sharedTips) makes this fail, and says nothing.
+  const holders = (await run(scope, ['for-each-ref', '--count=3', '--format=%(refname:short)', '--contains', shown[0]]).catch(() => ''))
     .split('\n')
     .filter((r) => r && !r.startsWith(`${scope.branch.split('/').slice(0, 2).join('/')}/`));
   const more = commits.length > shown.length ? ` (and ${commits.length - shown.length} more)` : '';

@@ -136,6 +136,21 @@ function parseReport(t: ExecutionContext, run: CliRun): ExecReport {
   }
 }
 
+/**
+ * Commits of other refs the own branch gained or dropped from `from` to `to` (empty for a rewind), computed here with
+ * plain git and not with Orchard's own check: a move that is not reported must leave this empty.
+ */
+function sharedCommitsMoved(f: Fixture, from: string, to: string): string[] {
+  if (from === to || git(f.main, 'merge-base', from, to) === to) return [];
+  const others = ['--exclude=orchard/c1/*', '--branches', '--exclude=*/orchard/c1/*', '--remotes', '--tags'];
+  const list = (...args: string[]) => git(f.main, 'rev-list', ...args).split('\n').filter(Boolean);
+  const shared = (a: string, b: string) => {
+    const own = new Set(list(a, `^${b}`, '--not', ...others));
+    return list(a, `^${b}`).filter((c) => !own.has(c));
+  };
+  return [...shared(to, from), ...shared(from, to)];
+}
+
 /** The child's HEAD as its admin dir holds it (not through its `.git` file, which an attack may have rewritten). */
 const ownHead = (f: Fixture) => readFileSync(path.join(f.admin, 'HEAD'), 'utf8').trim();
 
@@ -152,6 +167,7 @@ for (const [name, command] of attacks) {
       const before = snapshot(f);
       const objectsBefore = sharedObjects(f);
       const ownBefore = verifiedInAllowance(f);
+      const tipBefore = git(f.main, 'rev-parse', 'orchard/c1/work');
       const run = await orchardExec(f, form === 'script' ? 'bash x.sh' : text, { json: true });
       const after = snapshot(f);
       const objectsLost = lostObjects(objectsBefore, sharedObjects(f));
@@ -187,6 +203,7 @@ for (const [name, command] of attacks) {
       } else {
         t.is(report.decision, 'allow');
         t.is(ownHead(f), 'ref: refs/heads/orchard/c1/work', 'the own HEAD stayed on its branch');
+        t.deepEqual(sharedCommitsMoved(f, tipBefore, git(f.main, 'rev-parse', 'orchard/c1/work')), [], 'the own branch left its own history unreported');
         t.is(report.status, run.code, "exec exits with the command's status");
         t.deepEqual(report.changes, []);
         t.deepEqual(ownAfter, ownBefore, 'changed what verification protects, yet exec did not exit 4');
@@ -224,6 +241,30 @@ for (const [name, c] of benign) {
     t.deepEqual(verifiedInAllowance(f), ownBefore);
   }, { knownGap: c.knownGap });
 }
+
+execTest('the own HEAD is read-only in the kernel: writes, renames and removals fail, a commit still works', async (t) => {
+  const f = await fixture(OUTSIDE, { backstop: true });
+  // A script, so the guard cannot read it: only the sandbox stands between it and HEAD.
+  writeFileSync(
+    path.join(f.child, 'x.sh'),
+    [
+      `echo "ref: refs/heads/main" > ${f.admin}/HEAD || echo write-failed`,
+      `echo "ref: refs/heads/main" > ${f.admin}/H && mv -f ${f.admin}/H ${f.admin}/HEAD || echo rename-failed`,
+      `rm -f ${f.admin}/HEAD || echo remove-failed`,
+      'git symbolic-ref HEAD refs/heads/main || echo symref-failed',
+      'echo more >> c1.txt && git commit --quiet -am "still on the branch" && echo committed',
+    ].join('\n') + '\n',
+  );
+  const run = await orchardExec(f, 'bash x.sh', { json: true });
+  t.is(run.code, 0, run.stderr);
+  const report = parseReport(t, run);
+  t.deepEqual(report.changes, [], 'nothing for verification to report or put back: the kernel stopped every write');
+  t.is(report.stdout, 'write-failed\nrename-failed\nremove-failed\nsymref-failed\ncommitted\n');
+  t.regex(report.stderr ?? '', /Read-only file system/);
+  t.regex(report.stderr ?? '', /Device or resource busy/);
+  t.is(ownHead(f), 'ref: refs/heads/orchard/c1/work');
+  t.is(git(f.main, 'log', '-1', '--format=%s', 'orchard/c1/work'), 'still on the branch');
+});
 
 execTest('--json of a command the guard refuses: decision deny with the refusal, nothing run', async (t) => {
   const f = await fixture(OUTSIDE, { backstop: true });

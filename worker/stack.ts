@@ -56,7 +56,7 @@ export async function bootStack(opts: BootStackOptions): Promise<Stack> {
   const env = opts.env ?? process.env;
   const [temporal, postgres] = await Promise.allSettled([bootTemporal(opts, env), bootPostgres(opts, env)]);
   if (temporal.status === 'rejected' || postgres.status === 'rejected') {
-    await Promise.all([temporal, postgres].map((r) => (r.status === 'fulfilled' ? r.value.stop() : undefined)));
+    await Promise.all([temporal, postgres].flatMap((r) => (r.status === 'fulfilled' ? [r.value.stop()] : [])));
     throw temporal.status === 'rejected' ? temporal.reason : (postgres as PromiseRejectedResult).reason;
   }
   const t = temporal.value;

@@ -51,6 +51,8 @@ export function createPool(connectionString: string, options: PoolOptions = {}):
     max: options.max ?? 8,
     // PGlite: as before, nothing that could leave its one shared session mid-statement.
     query_timeout: options.embedded ? undefined : statementTimeoutMs,
+    // pg-pool awaits onConnect and ends the client when it rejects (pg-pool's index.js); @types/pg still types it void.
+    // eslint-disable-next-line @typescript-eslint/no-misused-promises
     onConnect: schema ? async (client) => void (await client.query(`SET search_path TO ${quoteIdent(schema)}`)) : undefined,
   });
   if (!options.embedded) {

@@ -34,7 +34,6 @@ export async function replayEveryHistory(orchard: TestOrchard): Promise<ReplayOu
 
 /** One line per event (id, type, what it is about): for reading a history that failed to replay. */
 export function eventLines(history: { events?: any[] | null }): string[] {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
   const { EventType } = require('@temporalio/proto').temporal.api.enums.v1;
   const names: Record<number, string> = Object.fromEntries(Object.entries(EventType).map(([k, v]) => [v, k.replace('EVENT_TYPE_', '')]));
   return (history.events ?? []).map((ev: any) => {

@@ -114,7 +114,7 @@ async function until<T>(read: () => Promise<T>, done: (value: T) => boolean, tim
   }
 }
 
-test('verification after every command: a change the sandbox lets through (the child points its HEAD at main) holds the worktree until a user resolves it', async (t) => {
+test('verification after every command: a change the sandbox lets through (HEAD, writable for a checkout of the own branch, pointed at main) is put back and holds the worktree until a user resolves it', async (t) => {
   const orchard = await startOrchard(t);
   const repo = makeRepo();
   const sessionId = uniqueId('held');
@@ -125,9 +125,10 @@ test('verification after every command: a change the sandbox lets through (the c
         steps: [
           {
             tool_calls: [
-              // The admin dir is the child's to write (the sandbox allows it); its HEAD must stay on its own branch.
+              // HEAD is read-only in the sandbox except for a command that checks out the own branch (which rewrites
+              // HEAD); the script the guard cannot read uses that to point HEAD at main.
               { name: 'write_file', arguments: { path: 'hack.sh', content: 'git symbolic-ref HEAD refs/heads/main\n' } },
-              { name: 'bash', arguments: { command: 'bash hack.sh; echo ran' } },
+              { name: 'bash', arguments: { command: `git checkout -q orchard/${sessionId}/work && bash hack.sh; echo ran` } },
               { name: 'bash', arguments: { command: 'echo after > after.txt' } },
             ],
           },
@@ -148,18 +149,18 @@ test('verification after every command: a change the sandbox lets through (the c
   const [, hacked, refused] = await results();
   // The tool result says exactly what changed: the child's HEAD, from its branch to main.
   t.regex(hacked, /VERIFICATION HOLD/);
-  t.regex(hacked, new RegExp(`head .*HEAD.*ref: refs/heads/orchard/${sessionId}/work.* → .*ref: refs/heads/main`));
+  t.regex(hacked, new RegExp(`head .*HEAD.*ref: refs/heads/orchard/${sessionId}/work.* → .*ref: refs/heads/main; put back by Orchard`));
   t.regex(refused, /^error \(verification_hold\)/);
   t.false(existsSync(join(worktree, 'after.txt')), 'the command after the change did not run');
   const { rows } = await orchard.pool.query(`SELECT session_id, command, changes, resolved_at FROM verification_holds WHERE worktree LIKE $1`, [`%:${worktree}`]);
   t.is(rows.length, 1);
-  t.is(rows[0].command, 'bash hack.sh; echo ran');
+  t.is(rows[0].command, `git checkout -q orchard/${sessionId}/work && bash hack.sh; echo ran`);
   t.is(rows[0].resolved_at, null);
   t.deepEqual(rows[0].changes.map((c: { kind: string; change: string }) => [c.kind, c.change]), [['head', 'modified']]);
 
   // A send does not lift the hold: the command stays refused.
-  // The user puts HEAD back and resolves the hold; the next task's command runs.
-  git(worktree, 'symbolic-ref', 'HEAD', `refs/heads/orchard/${sessionId}/work`);
+  // Orchard put HEAD back already; the user looks and resolves the hold; the next task's command runs.
+  t.is(git(worktree, 'symbolic-ref', 'HEAD'), `refs/heads/orchard/${sessionId}/work`);
   const resolved = await orchard.client.resolveHold(sessionId, { by: 'tester', note: 'HEAD put back' });
   t.is(resolved.resolvedBy, 'tester');
   t.falsy((await orchard.client.status(sessionId)).held);

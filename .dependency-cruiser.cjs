@@ -1,0 +1,53 @@
+/**
+ * The direction of dependency (issue 20, docs/architecture.md): workflows are deterministic and import nothing that
+ * does I/O; activities do the I/O and never reach for the human-facing client; the client is the library a service
+ * imports; `worker/` (and the command line) compose everything. Violations that exist today are listed in
+ * .dependency-cruiser-known-violations.json: `npm run depcheck` fails on any new one, and the list only shrinks.
+ */
+/** @type {import('dependency-cruiser').IConfiguration} */
+module.exports = {
+  forbidden: [
+    {
+      name: 'no-circular',
+      severity: 'error',
+      comment: 'An import circle: the modules in it can only be understood, tested and moved together.',
+      from: {},
+      to: { circular: true },
+    },
+    {
+      name: 'workflows-deterministic',
+      severity: 'error',
+      comment: 'Workflow code runs in the sandboxed, replayed V8 isolate: only its own modules, the contract and @temporalio/workflow.',
+      from: { path: '^workflows/' },
+      to: { pathNot: ['^workflows/', '^contract/', '^node_modules/@temporalio/(workflow|common)/'] },
+    },
+    {
+      name: 'workflows-no-node',
+      severity: 'error',
+      comment: 'Node APIs in workflow code break determinism (and the workflow bundle).',
+      from: { path: '^workflows/' },
+      to: { dependencyTypes: ['core'] },
+    },
+    {
+      name: 'activities-not-client',
+      severity: 'error',
+      comment: 'Activities receive a port for what they need from Temporal; they never import the human-facing client or the worker.',
+      from: { path: '^activities/' },
+      to: { path: '^(client|worker|cli|demos)/' },
+    },
+    {
+      name: 'client-is-a-library',
+      severity: 'error',
+      comment: 'The client a service imports depends on the contract and @temporalio/client only, not on activities or the worker.',
+      from: { path: '^client/' },
+      to: { path: '^(activities|worker)/' },
+    },
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    exclude: { path: '^(dist|node_modules|\\.orchard)/' },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.json' },
+    enhancedResolveOptions: { exportsFields: ['exports'], conditionNames: ['import', 'require', 'node', 'default'] },
+  },
+};

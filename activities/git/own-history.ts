@@ -43,40 +43,27 @@ async function commitOf(scope: OwnScope, rev: string): Promise<string | undefine
 }
 
 /**
- * What every ref outside the child's namespace points at. Read without opening the objects: another session's
- * branch may name a commit still in that session's quarantine (its command is being verified), which no other
- * git can read yet; rev-list skips such a tip (`--ignore-missing`), as it skips tags of trees and blobs.
+ * Every ref outside the child's namespace, as rev-list arguments: branches, remote-tracking branches and tags but the
+ * child's own (`refs/heads/orchard/<id>/…`, `refs/remotes/<remote>/orchard/<id>/…`). Another session's branch may name a
+ * commit still in that session's quarantine (its command is being verified), which no other git can read yet:
+ * rev-list skips such a ref (`--ignore-missing`).
  */
-async function sharedTips(scope: OwnScope): Promise<string[]> {
+function sharedRefs(scope: OwnScope): string[] {
   const id = branchSessionId(scope.branch);
-  const own = (ref: string) =>
-    ref.startsWith(`refs/heads/orchard/${id}/`) || new RegExp(`^refs/remotes/[^/]+/orchard/${id}/`).test(ref);
-  const out = await run(scope, ['for-each-ref', '--format=%(objectname) %(refname)']);
-  const tips = new Set<string>();
-  for (const line of out.split('\n')) {
-    const [oid, ref] = line.split(' ');
-    if (ref && !own(ref)) tips.add(oid);
-  }
-  return [...tips];
+  return [`--exclude=orchard/${id}/*`, '--branches', `--exclude=*/orchard/${id}/*`, '--remotes', '--tags'];
 }
 
-/** The commits of `include` not reachable from `exclude` that a shared ref reaches (newest first). */
-async function sharedAmong(scope: OwnScope, include: string, exclude: readonly string[], tips: readonly string[]): Promise<string[]> {
+/** The commits of `include` not reachable from `exclude` that a shared ref reaches (newest first); `all` is that range. */
+async function sharedAmong(scope: OwnScope, all: readonly string[], include: string, exclude: readonly string[]): Promise<string[]> {
+  if (all.length === 0) return [];
   const range = [include, ...exclude.map((e) => `^${e}`)];
-  const all = (await run(scope, ['rev-list', ...range])).split('\n').filter(Boolean);
-  if (all.length === 0 || tips.length === 0) return [];
-  const own = new Set(
-    (await run(scope, ['rev-list', '--ignore-missing', '--stdin'], [], [...range, ...tips.map((t) => `^${t}`)].join('\n') + '\n'))
-      .split('\n')
-      .filter(Boolean),
-  );
+  const own = new Set((await run(scope, ['rev-list', '--ignore-missing', ...range, '--not', ...sharedRefs(scope)])).split('\n').filter(Boolean));
   return all.filter((c) => !own.has(c));
 }
 
-/** Whether `ancestor` is an ancestor of `of` (or the same commit): their merge base is `ancestor` itself. */
-async function mergeBaseIs(scope: OwnScope, ancestor: string, of: string): Promise<boolean> {
-  const out = await run(scope, ['merge-base', ancestor, of], [1]);
-  return out.trim() === ancestor;
+/** The commits of `include` not reachable from `exclude` (newest first). */
+async function range(scope: OwnScope, include: string, exclude: readonly string[]): Promise<string[]> {
+  return (await run(scope, ['rev-list', include, ...exclude.map((e) => `^${e}`)])).split('\n').filter(Boolean);
 }
 
 /** `abc1234 subject` lines for a refusal, with where the first one is shared from. */
@@ -97,13 +84,17 @@ async function describe(scope: OwnScope, commits: readonly string[]): Promise<st
  * or a move that gains no shared commit and drops none.
  */
 export async function moveProblem(scope: OwnScope, from: string, to: string): Promise<string | undefined> {
-  if (from === to || (await mergeBaseIs(scope, to, from))) return undefined;
-  const tips = await sharedTips(scope);
-  const gained = await sharedAmong(scope, to, [from], tips);
+  if (from === to) return undefined;
+  // One walk for both sides: `>` commits the move gains, `<` commits it drops. A plain commit gains one, drops none.
+  const sides = (await run(scope, ['rev-list', '--left-right', `${from}...${to}`])).split('\n').filter(Boolean);
+  const gainedAll = sides.filter((l) => l.startsWith('>')).map((l) => l.slice(1));
+  const droppedAll = sides.filter((l) => l.startsWith('<')).map((l) => l.slice(1));
+  if (gainedAll.length === 0) return undefined; // a rewind
+  const gained = await sharedAmong(scope, gainedAll, to, [from]);
   if (gained.length > 0) {
     return `it brings ${gained.length} commit${gained.length === 1 ? '' : 's'} of other branches into ${scope.branch}: ${await describe(scope, gained)}`;
   }
-  const dropped = await sharedAmong(scope, from, [to], tips);
+  const dropped = await sharedAmong(scope, droppedAll, from, [to]);
   if (dropped.length > 0) {
     return `it rewrites ${dropped.length} commit${dropped.length === 1 ? '' : 's'} that ${scope.branch} shares with other branches: ${await describe(scope, dropped)}`;
   }
@@ -125,8 +116,8 @@ export async function claimProblem(scope: OwnScope, claim: HistoryClaim): Promis
   const upstream = await commitOf(scope, claim.upstream);
   if (upstream === undefined) return undefined;
   const base = (await run(scope, ['merge-base', upstream, head], [1])).trim() || undefined;
-  const tips = await sharedTips(scope);
-  const rewritten = await sharedAmong(scope, head, base ? [base] : [], tips);
+  const replayed = base ? [base] : [];
+  const rewritten = await sharedAmong(scope, await range(scope, head, replayed), head, replayed);
   if (rewritten.length > 0) {
     return (
       `\`${claim.construct}\` rewrites ${rewritten.length} commit${rewritten.length === 1 ? '' : 's'} that ${scope.branch} shares with other ` +
@@ -135,7 +126,7 @@ export async function claimProblem(scope: OwnScope, claim: HistoryClaim): Promis
   }
   const onto = claim.onto === undefined ? base : await commitOf(scope, claim.onto);
   if (onto === undefined) return undefined;
-  const gained = await sharedAmong(scope, onto, [head], tips);
+  const gained = await sharedAmong(scope, await range(scope, onto, [head]), onto, [head]);
   if (gained.length > 0) {
     return (
       `\`${claim.construct}\` replays ${scope.branch} onto ${claim.onto ?? claim.upstream}, bringing in ${gained.length} commit${gained.length === 1 ? '' : 's'} ` +

@@ -15,6 +15,13 @@ module.exports = {
       to: { circular: true },
     },
     {
+      name: 'contract-pure',
+      severity: 'error',
+      comment: 'The contract (message names and shapes, ids, error codes) is what every side shares: it imports nothing but itself and Temporal\'s definitions.',
+      from: { path: '^contract/' },
+      to: { pathNot: ['^contract/', '^node_modules/@temporalio/(workflow|common)/'] },
+    },
+    {
       name: 'workflows-deterministic',
       severity: 'error',
       comment: 'Workflow code runs in the sandboxed, replayed V8 isolate: only its own modules, the contract and @temporalio/workflow.',

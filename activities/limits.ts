@@ -1,4 +1,4 @@
-import { limitProblem, type SessionLimits } from '../workflows/messages';
+import { limitProblem, type SessionLimits } from '../contract/messages';
 
 /**
  * Session defaults a worker's operator may set in its environment. They are read only by the local activity

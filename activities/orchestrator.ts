@@ -1,13 +1,13 @@
 import type { Pool } from 'pg';
 import { OrchardError, type OrchardClient } from '../client/client';
-import type { ModelSpec } from '../workflows/messages';
+import type { ModelSpec } from '../contract/messages';
 import { parseSessionCall, type SessionCall } from '../workflows/orchestrator/session-call';
 import { excerpt } from '../workflows/session/state';
 import { turnKeyOf } from './store/keys';
 import { appendEntry, findAssistantMessage } from './store/transcript';
 import { projectRoutingCache, readRoutingCache, type RoutingCacheRow } from './store/routing-cache';
 import type { ChildInspection } from '../workflows/orchestrator/agents';
-import type { OrchestratorChildView } from '../workflows/messages';
+import type { OrchestratorChildView } from '../contract/messages';
 
 /**
  * The orchestrator's side effects: reading a tool call the model made, starting and sending to children (as

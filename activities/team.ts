@@ -1,8 +1,8 @@
 import { Context } from '@temporalio/activity';
 import type { Pool } from 'pg';
-import { isErrorCode, orchardFailure } from '../workflows/errors';
+import { isErrorCode, orchardFailure } from '../contract/errors';
 import { OrchardError, type OrchardClient, type SessionLiveness } from '../client/client';
-import type { ModelSpec, StartTeamInput } from '../workflows/messages';
+import type { ModelSpec, StartTeamInput } from '../contract/messages';
 import { isCoordinatorTool, MEMBER_MESSAGE_PURPOSES, type Actor } from '../workflows/team/authority';
 import { excerpt } from '../workflows/session/state';
 import type { CallRef } from './orchestrator';
@@ -38,9 +38,9 @@ import {
   type BoardSnapshot,
 } from './store/team';
 import { validateClosure } from '../workflows/team/closure';
-import type { TeamMergeResult } from '../workflows/messages';
-import { parseLeaseHolder, sessionBranch } from '../workflows/session/ids';
-import { memberSessionIdAs, type MemberSessionIds } from '../workflows/team/member-session';
+import type { TeamMergeResult } from '../contract/messages';
+import { parseLeaseHolder, sessionBranch } from '../contract/ids';
+import { memberSessionIdAs, type MemberSessionIds } from '../contract/member-session';
 import { appendEntry, findAssistantMessage } from './store/transcript';
 import { buildResult, deleteBranch, memberHead, moveProtectedBranch, planMerge, resultBranchOf, setBranch, TeamGitRefusal } from './git/team-result';
 import {

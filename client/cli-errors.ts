@@ -1,5 +1,5 @@
 import { NamespaceNotFoundError } from '@temporalio/common';
-import { isErrorCode, type ErrorCode } from '../workflows/errors';
+import { isErrorCode, type ErrorCode } from '../contract/errors';
 
 /** What the CLI prints for a failure (`orchard: <code>: <message>`) and how it exits. */
 export interface CliFailure {

@@ -3,12 +3,12 @@ import { resolve } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
 import type { OrchardClient } from './client';
 import { OrchardError } from './errors';
-import { sessionIdProblem, slugOf } from '../workflows/session/ids';
+import { sessionIdProblem, slugOf } from '../contract/ids';
 import { describeCliError, type CliErrorContext } from './cli-errors';
 import { registerGuardCommand } from './guard-command';
 import { registerExecCommand, registerSandboxCommand } from './exec-command';
 import { registerBoardCommand } from './board-command';
-import type { OrchestratorStatusView, SessionStatusView } from '../workflows/messages';
+import type { OrchestratorStatusView, SessionStatusView } from '../contract/messages';
 import { PROJECT_ROOT, workerConfigFromEnv } from '../worker/config';
 import { describeTarget, loadTemporalSettings, type TemporalTarget } from '../worker/temporal-connection';
 

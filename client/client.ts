@@ -11,7 +11,7 @@ import {
   type WorkflowHandle,
 } from '@temporalio/client';
 import { ApplicationFailure, TypedSearchAttributes, WorkflowIdConflictPolicy, WorkflowIdReusePolicy } from '@temporalio/common';
-import { isErrorCode } from '../workflows/errors';
+import { isErrorCode } from '../contract/errors';
 import {
   SESSION_WORKFLOW_TYPE,
   ORCHESTRATOR_WORKFLOW_TYPE,
@@ -62,10 +62,10 @@ import {
   type SessionStatusView,
   type TranscriptRefs,
   type TurnRef,
-} from '../workflows/messages';
-import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_PARENT, ORCHARD_STATUS } from '../workflows/search-attributes';
+} from '../contract/messages';
+import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_PARENT, ORCHARD_STATUS } from '../contract/search-attributes';
 import type { SessionWorkflowInput } from '../workflows/session/state';
-import { sessionBranch } from '../workflows/session/ids';
+import { sessionBranch } from '../contract/ids';
 import type { OrchestratorWorkflowInput } from '../workflows/orchestrator/workflow';
 import type { TeamWorkflowInput } from '../workflows/team/workflow';
 import {

@@ -10,7 +10,7 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { orchestratorWorkflowId, sessionWorkflowId, teamWorkflowId, type SessionStatusView } from '../workflows/messages';
+import { orchestratorWorkflowId, sessionWorkflowId, teamWorkflowId, type SessionStatusView } from '../contract/messages';
 import { PROJECT_ROOT, startOrchard } from '../worker/runtime';
 import { removeStackFile, writeStackFile } from '../worker/stack';
 import { makeFixtureRepo } from './fixture';

@@ -1,7 +1,7 @@
-import type { ErrorCode } from '../workflows/errors';
+import type { ErrorCode } from '../contract/errors';
 
 /**
- * A refusal with a typed code (see workflows/errors.ts) and a message that says what to do instead. In a module
+ * A refusal with a typed code (see contract/errors.ts) and a message that says what to do instead. In a module
  * of its own so the CLI can throw it without loading the Temporal client (a third of its start time).
  */
 export class OrchardError extends Error {

@@ -5,7 +5,7 @@
  * child that owns its topic.
  */
 import { loadScenario } from '../activities/model/scenario';
-import type { OrchestratorChildView, OrchestratorDelivery, OrchestratorStatusView, TurnOutcome } from '../workflows/messages';
+import type { OrchestratorChildView, OrchestratorDelivery, OrchestratorStatusView, TurnOutcome } from '../contract/messages';
 import { topicKey } from '../workflows/orchestrator/topic';
 import { OrchardError, type OrchardClient } from './client';
 

@@ -10,7 +10,7 @@
 import type { Pool } from 'pg';
 import { loadScenario } from '../activities/model/scenario';
 import { closureInputOf, readBoard } from '../activities/store/team';
-import type { ReceiptView, TeamStatusView } from '../workflows/messages';
+import type { ReceiptView, TeamStatusView } from '../contract/messages';
 import { validateClosure, type ClosureOutcome, type ClosureReason } from '../workflows/team/closure';
 import { OrchardError, type OrchardClient } from './client';
 import { afterPause, isoNs, progressLog, TEAM_DEMO_GOAL, waitUntilWriting, writerFacts, type TeamDemoOptions, type WriterFacts } from './team-demo';

@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Pool } from 'pg';
 import { loadScenario, type Scenario } from '../activities/model/scenario';
-import type { ReceiptView, TeamStatusView } from '../workflows/messages';
+import type { ReceiptView, TeamStatusView } from '../contract/messages';
 import { OrchardError, type OrchardClient } from './client';
 import { formatTeamReport, readTeamRecord, type TeamReport } from './team-view';
 

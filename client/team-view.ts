@@ -5,7 +5,7 @@
  */
 import type { Pool } from 'pg';
 import { readBoard, taskView, TeamStoreRefusal, type RunCompletionCertificate } from '../activities/store/team';
-import type { TeamStatusView } from '../workflows/messages';
+import type { TeamStatusView } from '../contract/messages';
 
 export interface TeamBoardView {
   readonly generation: number;

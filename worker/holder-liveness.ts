@@ -1,6 +1,6 @@
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { HolderLiveness } from '../activities/store/leases';
-import { parseLeaseHolder } from '../workflows/session/ids';
+import { parseLeaseHolder } from '../contract/ids';
 
 /**
  * Temporal is the authority on whether a holder still runs: the chain is running when the workflow id's

@@ -1,7 +1,7 @@
 import type { Connection } from '@temporalio/client';
 import type { SearchAttributeType } from '@temporalio/common';
 import { encodeSearchAttributeIndexedValueType } from '@temporalio/common/lib/search-attributes';
-import { ORCHARD_SEARCH_ATTRIBUTES } from '../workflows/search-attributes';
+import { ORCHARD_SEARCH_ATTRIBUTES } from '../contract/search-attributes';
 
 /** The `--type` names of `temporal operator search-attribute create`, by SDK type. */
 const CLI_TYPE: Record<SearchAttributeType, string> = {

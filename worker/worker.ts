@@ -6,7 +6,7 @@ import { createHostActivities, createSharedActivities, type HostActivityHooks } 
 import type { TeamActivityHooks } from '../activities/team';
 import type { ModelProvider } from '../activities/model/types';
 import { describeSweep, sweepHost, type ReapOptions } from '../activities/bash/reaper';
-import { hostTaskQueue } from '../workflows/messages';
+import { hostTaskQueue } from '../contract/messages';
 import { limitsFromEnv } from '../activities/limits';
 import { DEFAULT_SHUTDOWN_GRACE_SECONDS } from './config';
 import { holderLivenessFrom } from './holder-liveness';

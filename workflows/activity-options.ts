@@ -9,7 +9,7 @@
  */
 import { ActivityCancellationType, ActivityFailure, ApplicationFailure, TimeoutFailure, type ActivityOptions, type LocalActivityOptions } from '@temporalio/workflow';
 import { TimeoutType, type RetryPolicy } from '@temporalio/common';
-import { hostTaskQueue } from './messages';
+import { hostTaskQueue } from '../contract/messages';
 
 /** No `maximumAttempts`: Temporal retries until the activity succeeds or fails non-retryably. */
 export const RETRY_INFRASTRUCTURE: RetryPolicy = { initialInterval: '500 milliseconds', backoffCoefficient: 2, maximumInterval: '10 seconds' };

@@ -1,5 +1,5 @@
 import * as path from 'node:path';
-import { sessionIdProblem } from '../../workflows/session/ids';
+import { sessionIdProblem } from '../../contract/ids';
 
 /**
  * The environment of an agent command is built from this allowlist, never inherited wholesale: the worker

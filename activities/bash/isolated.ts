@@ -7,7 +7,7 @@ import { confinedArgv, isolatedLayout, type Confinement } from './confinement';
 import { buildCommandEnv, sessionHomeDir } from './env';
 import { formatRefusal, guardCommand, guardVerdict, refusedDecision, type GuardDecision } from './guard';
 import { branchSessionId, writableRefDirs, type SandboxLayout } from './sandbox';
-import { SESSION_BRANCH_PREFIX } from '../../workflows/session/ids';
+import { SESSION_BRANCH_PREFIX } from '../../contract/ids';
 import { migrateQuarantine, sessionQuarantineDir, type Migration } from '../git/quarantine';
 import { claimProblem, moveProblem } from '../git/own-history';
 import { compareSnapshots, ownRebaseInProgress, REBASE_STATE_DIRS, snapshotProtected, type ProtectedChange, type ProtectedSnapshot } from './verify';

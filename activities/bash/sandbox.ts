@@ -2,7 +2,7 @@ import { execFile, spawn } from 'node:child_process';
 import { existsSync, promises as fs } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import { SESSION_BRANCH_PREFIX, sessionBranch, sessionIdProblem } from '../../workflows/session/ids';
+import { SESSION_BRANCH_PREFIX, sessionBranch, sessionIdProblem } from '../../contract/ids';
 import { isolatedBranch, markWorktreeIsolated } from '../git/backstop';
 
 /**
@@ -17,7 +17,7 @@ import { isolatedBranch, markWorktreeIsolated } from '../git/backstop';
  * mount script to get wrong, and it is a Debian package (`bubblewrap`).
  */
 
-/** The branch of a confined session: the session branch (`orchard/<id>/work`, see workflows/session/ids.ts). */
+/** The branch of a confined session: the session branch (`orchard/<id>/work`, see contract/ids.ts). */
 export const confinedSessionBranch = sessionBranch;
 
 /** `dir` created (private) if missing, as a real path. */

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import * as path from 'node:path';
-import { sessionBranch, sessionIdProblem } from '../../workflows/session/ids';
+import { sessionBranch, sessionIdProblem } from '../../contract/ids';
 import { buildCommandEnv } from '../bash/env';
 import { BoundedOutput } from '../bash/runner';
 import { resolveWorktreePath, WorkspaceError } from '../workspace/paths';

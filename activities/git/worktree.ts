@@ -1,7 +1,7 @@
 import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
 import { simpleGit, type SimpleGit } from 'simple-git';
-import { sessionBranch, sessionIdProblem } from '../../workflows/session/ids';
+import { sessionBranch, sessionIdProblem } from '../../contract/ids';
 import { migrateSessionBranch } from '../bash/sandbox';
 import { sessionHomeDir } from '../bash/env';
 import { WorkspaceError } from '../workspace/paths';

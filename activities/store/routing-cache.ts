@@ -1,5 +1,5 @@
 import type { Pool } from 'pg';
-import type { OrchestratorChildView } from '../../workflows/messages';
+import type { OrchestratorChildView } from '../../contract/messages';
 
 /** A routing cache row as read back: whatever is in the table, which nothing trusts (its status is any text). */
 export type RoutingCacheRow = Pick<OrchestratorChildView, 'childId' | 'title' | 'agent' | 'topicKey' | 'routingDescription' | 'routingAliases'> & {

@@ -1,5 +1,5 @@
 import type { Pool } from 'pg';
-import type { TeamMergeResult } from '../../workflows/messages';
+import type { TeamMergeResult } from '../../contract/messages';
 import { commit, TeamStoreRefusal, type RunCompletionCertificate } from './team';
 
 /**

@@ -1,11 +1,11 @@
 import { legacySessionBranch, migrateSessionBranch } from '../bash/sandbox';
-import { sessionBranch } from '../../workflows/session/ids';
+import { sessionBranch } from '../../contract/ids';
 import { holdWorktree, openHold } from '../store/holds';
 import type { Confinement } from '../bash/confinement';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import type { Pool } from 'pg';
-import { orchardFailure } from '../../workflows/errors';
+import { orchardFailure } from '../../contract/errors';
 import { TOOL_PROFILES, type ToolProfile } from '../../workflows/tools';
 import { claimDispatch, markUnknown, settleDispatch, storeOutput, type DispatchKey, type ToolOutput } from '../store/dispatch';
 import { turnKeyOf } from '../store/keys';
@@ -17,7 +17,7 @@ import { UNKNOWN_OUTCOME, appendEntry, findAssistantMessage, findToolResult } fr
 import { isExecutableTool, isMutatingTool, refusal, runTool } from './run-tool';
 import { sendMemberMessage } from './member-message';
 import type { SessionLiveness } from '../../client/client';
-import type { MemberMessageFact, TeamMembership } from '../../workflows/messages';
+import type { MemberMessageFact, TeamMembership } from '../../contract/messages';
 
 export interface ExecuteToolInput {
   sessionId: string;

@@ -1,6 +1,6 @@
 import type { Pool } from 'pg';
 import { z } from 'zod';
-import type { MemberMessageFact, TeamMembership } from '../../workflows/messages';
+import type { MemberMessageFact, TeamMembership } from '../../contract/messages';
 import { excerpt } from '../../workflows/session/state';
 import { currentExecution, isMemberSession, postInboxMessage, TeamStoreRefusal } from '../store/team';
 import { refusal } from './run-tool';

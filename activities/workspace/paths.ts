@@ -1,6 +1,6 @@
 import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
-import type { ErrorCode } from '../../workflows/errors';
+import type { ErrorCode } from '../../contract/errors';
 
 export type WorkspaceErrorCode = Extract<
   ErrorCode,
@@ -15,7 +15,7 @@ export type WorkspaceErrorCode = Extract<
   | 'git_command_failed'
 >;
 
-/** An expected refusal from a workspace primitive; `code` is one of the typed codes in workflows/errors.ts. */
+/** An expected refusal from a workspace primitive; `code` is one of the typed codes in contract/errors.ts. */
 export class WorkspaceError extends Error {
   constructor(
     readonly code: WorkspaceErrorCode,

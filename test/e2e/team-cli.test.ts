@@ -7,7 +7,7 @@ import { waitFor } from '../helpers/wait';
 import { loadScenario } from '../../activities/model/scenario';
 import { closureInputOf, readBoard } from '../../activities/store/team';
 import { validateClosure } from '../../workflows/team/closure';
-import { memberSessionId } from '../../workflows/team/member-session';
+import { memberSessionId } from '../../contract/member-session';
 import { stickRuntime } from '../helpers/team';
 
 const shared = sharedOrchard(test);

@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import test from 'ava';
 import { runOrchard, workerEnv } from '../helpers/cli-process';
-import { memberSessionId } from '../../workflows/team/member-session';
+import { memberSessionId } from '../../contract/member-session';
 import { git, makeRepo, sharedOrchard, uniqueId } from '../helpers/orchard';
 import { waitFor } from '../helpers/wait';
 

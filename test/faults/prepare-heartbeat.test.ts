@@ -2,7 +2,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
-import { sessionWorkflowId } from '../../workflows/messages';
+import { sessionWorkflowId } from '../../contract/messages';
 import { makeRepo, sharedOrchard, uniqueId, writeScenario } from '../helpers/orchard';
 import { startHostWorker, until } from './harness';
 

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import test from 'ava';
 import fc from 'fast-check';
 import { OpenAICompatibleProvider } from '../../activities/model/openai';
-import { messageSignal, orchestratorWorkflowId, sessionWorkflowId, type MessageResult, type SendResult } from '../../workflows/messages';
+import { messageSignal, orchestratorWorkflowId, sessionWorkflowId, type MessageResult, type SendResult } from '../../contract/messages';
 import { final, isOrchestratorRequest, lastUserText } from '../helpers/fleet-model';
 import { completion, stubModel, type ModelStub, type Reply } from '../helpers/model-stub';
 import { makeRepo, startOrchard, testStackEnv, uniqueId, type TestOrchard } from '../helpers/orchard';

@@ -7,7 +7,7 @@ import fc from 'fast-check';
 import { Client, Connection } from '@temporalio/client';
 import type { ChildProcess } from 'node:child_process';
 import { OrchardClient } from '../../client/client';
-import { teamWorkflowId, type MessageResult, type ReceiptView, type TeamStatusView } from '../../workflows/messages';
+import { teamWorkflowId, type MessageResult, type ReceiptView, type TeamStatusView } from '../../contract/messages';
 import { calls, final, lastUserText } from '../helpers/fleet-model';
 import { completion, stubModel, type ModelStub, type Reply } from '../helpers/model-stub';
 import { makeRepo, testPool, testStackEnv, uniqueId } from '../helpers/orchard';

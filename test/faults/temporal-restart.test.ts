@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import test from 'ava';
 import { freePort, loadDevConfig, startDevServer, type DevServer } from '../../worker/dev-server';
-import { sessionWorkflowId } from '../../workflows/messages';
+import { sessionWorkflowId } from '../../contract/messages';
 import { makeRepo, startOrchard, uniqueId, writeScenario } from '../helpers/orchard';
 import { waitFor } from '../helpers/wait';
 

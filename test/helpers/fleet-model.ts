@@ -1,4 +1,4 @@
-import { orchestratorWorkflowId } from '../../workflows/messages';
+import { orchestratorWorkflowId } from '../../contract/messages';
 import { OpenAICompatibleProvider } from '../../activities/model/openai';
 import { completion, stubModel, type ModelStub, type Reply } from './model-stub';
 import { keepHistory, makeRepo, startOrchard, uniqueId, type TestOrchard } from './orchard';
@@ -61,9 +61,9 @@ export interface Fleet {
   orchestratorRequests(): any[];
   /** Tool results the orchestrator's model has been shown (deduplicated, in order of first appearance). */
   toolResults(): string[];
-  settled(turns: number): Promise<import('../../workflows/messages').OrchestratorStatusView>;
+  settled(turns: number): Promise<import('../../contract/messages').OrchestratorStatusView>;
   /** Sends a user message and waits until the turn that answered it has ended. */
-  say(text: string): Promise<import('../../workflows/messages').OrchestratorStatusView & { messageId: string }>;
+  say(text: string): Promise<import('../../contract/messages').OrchestratorStatusView & { messageId: string }>;
   /**
    * With ORCHARD_KEEP_HISTORIES=1, writes the orchestrator's current run history to test/replay/histories/<name>.json
    * (how the kept orchestrator histories were recorded); otherwise does nothing.

@@ -1,7 +1,7 @@
 import { resolve } from 'node:path';
 import test from 'ava';
 import { OpenAICompatibleProvider, openAIConfigFromEnv } from '../../activities/model/openai';
-import type { OrchestratorStatusView } from '../../workflows/messages';
+import type { OrchestratorStatusView } from '../../contract/messages';
 import { makeRepo, startOrchard, uniqueId } from '../helpers/orchard';
 import { waitFor } from '../helpers/wait';
 

@@ -7,7 +7,7 @@ import { sessionHomeDir } from '../../activities/bash/env';
 import { gitCommit, gitDiff, gitStatus } from '../../activities/git/repo-tools';
 import { parseWorktreeList, prepareWorktree } from '../../activities/git/worktree';
 import { WorkspaceError } from '../../activities/workspace/paths';
-import { sessionIdProblem } from '../../workflows/session/ids';
+import { sessionIdProblem } from '../../contract/ids';
 
 import { GIT_TEST_ENV, gitIn } from '../helpers/git';
 const git = gitIn;

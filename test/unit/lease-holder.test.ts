@@ -1,5 +1,5 @@
 import test from 'ava';
-import { leaseHolder, parseLeaseHolder } from '../../workflows/session/ids';
+import { leaseHolder, parseLeaseHolder } from '../../contract/ids';
 
 test('a lease holder names namespace, workflow id and first run id, and parses back', (t) => {
   const holder = leaseHolder('session/pr-1741', '01a2-run', 'agents.prod');

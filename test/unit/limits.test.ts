@@ -1,6 +1,6 @@
 import test from 'ava';
 import { limitsFromEnv } from '../../activities/limits';
-import { createSessionProblem, resolveLimits } from '../../workflows/messages';
+import { createSessionProblem, resolveLimits } from '../../contract/messages';
 
 const create = { sessionId: 's1', title: 't', repo: '/srv/repo', host: 'h1' };
 

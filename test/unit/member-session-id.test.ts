@@ -1,11 +1,11 @@
 import test from 'ava';
 import fc from 'fast-check';
-import { createSessionProblem, startTeamProblem } from '../../workflows/messages';
-import { ordinarySessionIdProblem, sessionIdProblem, slugOf } from '../../workflows/session/ids';
-import { legacyMemberSessionId, memberOfSessionId, memberSessionId } from '../../workflows/team/member-session';
+import { createSessionProblem, startTeamProblem } from '../../contract/messages';
+import { ordinarySessionIdProblem, sessionIdProblem, slugOf } from '../../contract/ids';
+import { legacyMemberSessionId, memberOfSessionId, memberSessionId } from '../../contract/member-session';
 
 /**
- * A team Member's session id (workflows/team/member-session.ts) over every team id and member id a team may be
+ * A team Member's session id (contract/member-session.ts) over every team id and member id a team may be
  * started with: distinct Members never share one, no ordinary create and no orchestrator child can take one, and
  * each is accepted as the session of exactly its own Member.
  */

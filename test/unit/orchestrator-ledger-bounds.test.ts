@@ -1,6 +1,6 @@
 import test from 'ava';
 import fc from 'fast-check';
-import type { ChildTurnEnded } from '../../workflows/messages';
+import type { ChildTurnEnded } from '../../contract/messages';
 import { MAX_ROUTING_ALIAS_CHARS, MAX_ROUTING_ALIASES, MAX_ROUTING_DESCRIPTION_CHARS } from '../../workflows/orchestrator/descriptions';
 import {
   Ledger,
@@ -13,7 +13,7 @@ import {
 import { renderRoster } from '../../workflows/orchestrator/roster';
 import { MAX_AGENT_CHARS, MAX_TITLE_CHARS, MAX_TOPIC_CHARS } from '../../workflows/orchestrator/session-call';
 import { topicKey } from '../../workflows/orchestrator/topic';
-import { slugOf } from '../../workflows/session/ids';
+import { slugOf } from '../../contract/ids';
 
 /**
  * Issue 18, deliverable 4: the ledger's part of the orchestrator's continue-as-new input is bounded by its children,

@@ -1,6 +1,6 @@
 import test from 'ava';
 import fc from 'fast-check';
-import type { ChildTurnEnded } from '../../workflows/messages';
+import type { ChildTurnEnded } from '../../contract/messages';
 import { agentRows, UNTRUSTED } from '../../workflows/orchestrator/agents';
 import {
   MAX_ROUTING_ALIAS_CHARS,

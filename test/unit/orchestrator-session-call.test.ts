@@ -1,5 +1,5 @@
 import test from 'ava';
-import { startOrchestratorProblem } from '../../workflows/messages';
+import { startOrchestratorProblem } from '../../contract/messages';
 import fc from 'fast-check';
 import { MAX_ROUTING_ALIAS_CHARS, MAX_ROUTING_ALIASES, MAX_ROUTING_DESCRIPTION_CHARS } from '../../workflows/orchestrator/descriptions';
 import { MAX_AGENT_CHARS, MAX_TITLE_CHARS, MAX_TOPIC_CHARS, dispatchRequestId, parseSessionCall } from '../../workflows/orchestrator/session-call';

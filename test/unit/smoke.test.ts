@@ -1,5 +1,5 @@
 import test from 'ava';
-import { isErrorCode } from '../../workflows/errors';
+import { isErrorCode } from '../../contract/errors';
 
 test('typed error codes are recognised', (t) => {
   t.true(isErrorCode('session_closed'));

@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { readFileInWorktree, writeFileInWorktree } from '../../activities/workspace/files';
 import { resolveInWorktree, WorkspaceError } from '../../activities/workspace/paths';
-import { isErrorCode } from '../../workflows/errors';
+import { isErrorCode } from '../../contract/errors';
 
 const created: string[] = [];
 test.after.always(() => created.forEach((dir) => rmSync(dir, { recursive: true, force: true })));

@@ -1,7 +1,7 @@
 import test from 'ava';
 import { OpenAICompatibleProvider } from '../../activities/model/openai';
 import { OrchardError } from '../../client/client';
-import { sessionWorkflowId, type SessionStatusView } from '../../workflows/messages';
+import { sessionWorkflowId, type SessionStatusView } from '../../contract/messages';
 import { stubModel } from '../helpers/model-stub';
 import { pidsWithCommandLine as liveProcesses } from '../helpers/processes';
 import { waitFor as until } from '../helpers/wait';

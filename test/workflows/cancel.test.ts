@@ -1,5 +1,5 @@
 import test from 'ava';
-import { sessionWorkflowId } from '../../workflows/messages';
+import { sessionWorkflowId } from '../../contract/messages';
 import { pidsWithCommandLine as liveProcesses } from '../helpers/processes';
 import { waitFor as until } from '../helpers/wait';
 import { makeRepo, sharedOrchard, uniqueId, writeScenario } from '../helpers/orchard';

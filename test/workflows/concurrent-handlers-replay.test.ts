@@ -1,7 +1,7 @@
 import test from 'ava';
 import { OpenAICompatibleProvider } from '../../activities/model/openai';
 import { OrchardError } from '../../client/client';
-import { orchestratorWorkflowId, sessionWorkflowId } from '../../workflows/messages';
+import { orchestratorWorkflowId, sessionWorkflowId } from '../../contract/messages';
 import { completion, stubModel, type Reply } from '../helpers/model-stub';
 import { calls, final, fleetModel, gate, lastUserText, session, startFleet, type Decide } from '../helpers/fleet-model';
 import { pidsWithCommandLine as liveProcesses } from '../helpers/processes';

@@ -1,7 +1,7 @@
 import test from 'ava';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ORCHARD_UNCONFINED } from '../../workflows/search-attributes';
+import { ORCHARD_UNCONFINED } from '../../contract/search-attributes';
 import { git, makeRepo, startOrchard, testConfinement, uniqueId, writeScenario, type TestOrchard } from '../helpers/orchard';
 
 /**

@@ -1,6 +1,6 @@
 import test from 'ava';
 import { OrchardError } from '../../client/client';
-import { sessionWorkflowId } from '../../workflows/messages';
+import { sessionWorkflowId } from '../../contract/messages';
 import { makeRepo, sharedOrchard, uniqueId, writeScenario } from '../helpers/orchard';
 
 const shared = sharedOrchard(test);

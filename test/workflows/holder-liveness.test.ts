@@ -1,7 +1,7 @@
 import { Client, Connection } from '@temporalio/client';
 import test from 'ava';
 import { holderLivenessFrom } from '../../worker/holder-liveness';
-import { leaseHolder } from '../../workflows/session/ids';
+import { leaseHolder } from '../../contract/ids';
 import { testStackEnv, uniqueId } from '../helpers/orchard';
 
 test('holder liveness answers for its own namespace only: another namespace\'s holder is unknown', async (t) => {

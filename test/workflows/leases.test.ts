@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import test from 'ava';
 import { aliveInGroup, currentBootId, readProcessSync } from '../../activities/bash/process-tree';
 import { acquireLease, leaseIsCurrent, recordProcessGroup, releaseLease, renewLease, type LivenessProbe } from '../../activities/store/leases';
-import { sessionWorkflowId } from '../../workflows/messages';
+import { sessionWorkflowId } from '../../contract/messages';
 import { git, makeRepo, sharedOrchard, testPool, uniqueId, writeScenario } from '../helpers/orchard';
 
 const shared = sharedOrchard(test);

@@ -1,8 +1,8 @@
 import test, { type ExecutionContext } from 'ava';
 import { OpenAICompatibleProvider } from '../../activities/model/openai';
 import { OrchardError, type OrchardClient } from '../../client/client';
-import type { MessageResult, SessionLimits } from '../../workflows/messages';
-import { orchestratorWorkflowId, teamWorkflowId } from '../../workflows/messages';
+import type { MessageResult, SessionLimits } from '../../contract/messages';
+import { orchestratorWorkflowId, teamWorkflowId } from '../../contract/messages';
 import { type Decide, final, fleetModel, gate, startFleet } from '../helpers/fleet-model';
 import { completion, stubModel } from '../helpers/model-stub';
 import { makeRepo, startOrchard, uniqueId, type TestOrchard } from '../helpers/orchard';

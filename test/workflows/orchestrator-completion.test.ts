@@ -1,5 +1,5 @@
 import test from 'ava';
-import { sessionWorkflowId } from '../../workflows/messages';
+import { sessionWorkflowId } from '../../contract/messages';
 import { JUST_DISPATCHED, ROUTE_FIRST } from '../../workflows/orchestrator/echo';
 import { calls, final, fleetModel, gate, lastUserText, session, startFleet, type Decide } from '../helpers/fleet-model';
 import { completion } from '../helpers/model-stub';

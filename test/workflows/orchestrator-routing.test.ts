@@ -1,5 +1,5 @@
 import test from 'ava';
-import { orchestratorWorkflowId, sessionWorkflowId } from '../../workflows/messages';
+import { orchestratorWorkflowId, sessionWorkflowId } from '../../contract/messages';
 import { createOrchestratorActivities } from '../../activities/orchestrator';
 import { JUST_DISPATCHED, ROUTE_FIRST } from '../../workflows/orchestrator/echo';
 import { dispatchRequestId } from '../../workflows/orchestrator/session-call';

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { orchestratorWorkflowId } from '../../workflows/messages';
+import { orchestratorWorkflowId } from '../../contract/messages';
 import { calls, final, fleetModel, session, startFleet } from '../helpers/fleet-model';
 import { waitFor } from '../helpers/wait';
 

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { orchestratorWorkflowId, sessionWorkflowId } from '../../workflows/messages';
+import { orchestratorWorkflowId, sessionWorkflowId } from '../../contract/messages';
 import { JUST_DISPATCHED, ROUTE_FIRST } from '../../workflows/orchestrator/echo';
 import { startFleet } from '../helpers/fleet-model';
 import { completion, type Reply } from '../helpers/model-stub';

@@ -1,7 +1,7 @@
 import test from 'ava';
 import { OpenAICompatibleProvider } from '../../activities/model/openai';
 import { OrchardError } from '../../client/client';
-import { sessionWorkflowId } from '../../workflows/messages';
+import { sessionWorkflowId } from '../../contract/messages';
 import { completion, stubModel } from '../helpers/model-stub';
 import { makeRepo, startOrchard, uniqueId, writeScenario } from '../helpers/orchard';
 

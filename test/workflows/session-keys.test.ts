@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import test from 'ava';
-import { sessionWorkflowId } from '../../workflows/messages';
+import { sessionWorkflowId } from '../../contract/messages';
 import { git, makeRepo, sharedOrchard, uniqueId, writeScenario } from '../helpers/orchard';
 import { waitFor } from '../helpers/wait';
 

@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import test from 'ava';
 import { OrchardError } from '../../client/client';
-import { sessionWorkflowId, type SendResult } from '../../workflows/messages';
+import { sessionWorkflowId, type SendResult } from '../../contract/messages';
 import { git, makeRepo, sharedOrchard, uniqueId, writeScenario } from '../helpers/orchard';
 
 const shared = sharedOrchard(test);

@@ -4,7 +4,7 @@ import test, { type ExecutionContext } from 'ava';
 import { OpenAICompatibleProvider } from '../../activities/model/openai';
 import { closureInputOf, readBoard } from '../../activities/store/team';
 import { validateClosure } from '../../workflows/team/closure';
-import { memberSessionId } from '../../workflows/team/member-session';
+import { memberSessionId } from '../../contract/member-session';
 import { calls, final, lastUserText } from '../helpers/fleet-model';
 import { completion, stubModel, type Reply } from '../helpers/model-stub';
 import { keepHistory, makeRepo, startOrchard, uniqueId, type TestOrchard } from '../helpers/orchard';
@@ -86,12 +86,13 @@ test('a waiting task cancelled by the user never starts; the closure counts it a
   const execution = view.executions[0];
   t.is(execution.workflowId, `team/${teamId}/task/write/${execution.executionId}`);
   const handle = orchard.temporal.workflow.getHandle(execution.workflowId!);
+  // The board records the execution's end before its workflow returns: its result first, then how it ended.
+  t.like(await handle.result(), { executionId: execution.executionId, taskId: 'write', memberId: 'implementer', state: 'completed' });
   const described = await handle.describe();
   t.is(described.type, 'teamTaskExecution');
   t.is(described.status.name, 'COMPLETED');
   t.is(described.searchAttributes.OrchardKind?.[0], 'task_execution');
   t.is(described.searchAttributes.OrchardParent?.[0], `team/${teamId}`);
-  t.like(await handle.result(), { executionId: execution.executionId, taskId: 'write', memberId: 'implementer', state: 'completed' });
   const output = (await readBoard(orchard.pool, teamId)).outputs.find((o) => o.taskId === 'write');
   t.is(output?.outputId, `out-${execution.executionId}`);
   const closure = validateClosure(closureInputOf(await readBoard(orchard.pool, teamId), 0));

@@ -16,7 +16,7 @@ import {
 import { withTransaction } from '../../activities/store/db';
 import type { Actor } from '../../workflows/team/authority';
 import { validateClosure } from '../../workflows/team/closure';
-import { memberSessionId } from '../../workflows/team/member-session';
+import { memberSessionId } from '../../contract/member-session';
 import { testPool, uniqueId } from '../helpers/orchard';
 
 /**

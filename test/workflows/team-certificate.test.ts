@@ -2,7 +2,7 @@ import test, { type ExecutionContext } from 'ava';
 import fc from 'fast-check';
 import type { Pool } from 'pg';
 import { createTeamActivities } from '../../activities/team';
-import { memberSessionId } from '../../workflows/team/member-session';
+import { memberSessionId } from '../../contract/member-session';
 import {
   __testing,
   activateTeamRun,

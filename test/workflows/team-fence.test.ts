@@ -4,7 +4,7 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import test from 'ava';
 import { createHostActivities } from '../../activities';
 import { createTask, createTeamRun, fenceHandoff, startTask } from '../../activities/store/team';
-import { memberSessionId } from '../../workflows/team/member-session';
+import { memberSessionId } from '../../contract/member-session';
 import { makeRepo, testPool, uniqueId } from '../helpers/orchard';
 import { recordToolCall } from '../helpers/tool-call';
 

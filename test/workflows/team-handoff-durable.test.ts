@@ -1,6 +1,6 @@
 import test from 'ava';
-import { orchardFailure } from '../../workflows/errors';
-import { teamWorkflowId } from '../../workflows/messages';
+import { orchardFailure } from '../../contract/errors';
+import { teamWorkflowId } from '../../contract/messages';
 import { keepHistory } from '../helpers/orchard';
 import { activityTypes, startScriptedTeam, type Call } from '../helpers/team';
 

@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import test from 'ava';
 import { readBoard } from '../../activities/store/team';
-import { memberSessionId } from '../../workflows/team/member-session';
+import { memberSessionId } from '../../contract/member-session';
 import { calls } from '../helpers/fleet-model';
 import type { Reply } from '../helpers/model-stub';
 import { keepHistory } from '../helpers/orchard';

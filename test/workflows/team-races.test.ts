@@ -2,8 +2,8 @@ import { readFileSync } from 'node:fs';
 import test, { type ExecutionContext } from 'ava';
 import { OrchardError } from '../../client/client';
 import { readBoard, startTask } from '../../activities/store/team';
-import { teamWorkflowId } from '../../workflows/messages';
-import { memberSessionId } from '../../workflows/team/member-session';
+import { teamWorkflowId } from '../../contract/messages';
+import { memberSessionId } from '../../contract/member-session';
 import { activityTypes, holdRunRow, startScriptedTeam, type Call, type TeamHarness } from '../helpers/team';
 import { keepHistory } from '../helpers/orchard';
 import { waitFor } from '../helpers/wait';
@@ -208,6 +208,10 @@ test.serial('timeout then resolve: release is refused while the old runtime is n
   const { h, stuck, receipt } = await timedOut(t, (h) => h.orchard.client.cancelTask(h.teamId, { taskId: 'a', reason: 'scope cut' }).then((r) => r.receipt!));
   const receiptId = receipt.receiptId;
 
+  // The cancelled session closes in its own time (on a loaded machine after the timeout): then only the process
+  // group it could not stop is left to block the release, which is what this pins.
+  const session = memberSessionId(h.teamId, 'implementer');
+  await waitFor(async () => ((await h.orchard.client.sessionLiveness(session)).liveness === 'dead' ? true : undefined), 60_000, 'the old session closed');
   const revision = (await readBoard(h.orchard.pool, h.teamId)).workRevision;
   const refused = await t.throwsAsync(h.orchard.client.resolveHandoff(h.teamId, { receiptId, action: 'release' }));
   t.is((refused as any).code, 'old_runtime_not_quiescent');

@@ -9,7 +9,7 @@ import { savePlannedMerge } from '../../activities/store/team-result';
 import { createTeamActivities, createTeamHostActivities } from '../../activities/team';
 import { createTask, createTeamRun, readBoard, startTask, type RunCompletionCertificate } from '../../activities/store/team';
 import { appendEntry } from '../../activities/store/transcript';
-import { memberSessionId } from '../../workflows/team/member-session';
+import { memberSessionId } from '../../contract/member-session';
 import { git, makeRepo, testPool, uniqueId } from '../helpers/orchard';
 
 /**

@@ -17,7 +17,7 @@ import {
   __testing,
 } from '../../activities/store/team';
 import { MEMBER_MESSAGE_PURPOSES, type Actor } from '../../workflows/team/authority';
-import { memberSessionId } from '../../workflows/team/member-session';
+import { memberSessionId } from '../../contract/member-session';
 import { testPool, uniqueId } from '../helpers/orchard';
 
 /**

@@ -2,13 +2,13 @@ import { readdirSync } from 'node:fs';
 import test from 'ava';
 import { OpenAICompatibleProvider } from '../../activities/model/openai';
 import { readBoard } from '../../activities/store/team';
-import { teamWorkflowId } from '../../workflows/messages';
+import { teamWorkflowId } from '../../contract/messages';
 import { calls, final, gate, lastUserText } from '../helpers/fleet-model';
 import { completion, stubModel, type Reply } from '../helpers/model-stub';
 import { git, keepHistory, makeRepo, startOrchard, uniqueId } from '../helpers/orchard';
 import { activityTypes, untilTeam } from '../helpers/team';
 import { CLOSURE_VALIDATOR_VERSION } from '../../workflows/team/closure';
-import { memberSessionId } from '../../workflows/team/member-session';
+import { memberSessionId } from '../../contract/member-session';
 import { TOOL_PROFILES } from '../../workflows/tools';
 
 /**

@@ -4,7 +4,7 @@
  * token that appeared in a later *user* message. Parsing and the comparison of a confirmation with its proposal
  * are pure and live here; the workflow holds the proposals and sees the user's messages.
  */
-import type { RoutingChange } from '../messages';
+import type { RoutingChange } from '../../contract/messages';
 
 export type DescriptionCall =
   | { readonly ok: true; readonly sessionID: string; readonly change: RoutingChange; readonly confirmed: boolean; readonly token?: string }

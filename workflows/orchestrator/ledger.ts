@@ -4,7 +4,7 @@
  * is bounded by the children, never by the turn ends: each child carries only its last TURN_WINDOW turn ids, and a
  * closed child leaves as a small tombstone (issue 18, deliverable 4).
  */
-import type { ChildTurnEnded, CompletionGroupView, OrchestratorChildView, RoutingChange } from '../messages';
+import type { ChildTurnEnded, CompletionGroupView, OrchestratorChildView, RoutingChange } from '../../contract/messages';
 import type { ChildStatus } from './roster';
 import { topicKey } from './topic';
 

@@ -4,7 +4,7 @@
  * missing its operation is read as the send it means when that is unambiguous, and refused with a typed error
  * otherwise. No path turns anything into a create: a create must say `operation: "create"` and carry no session id.
  */
-import { MAX_TASK_CHARS, type Completion } from '../messages';
+import { MAX_TASK_CHARS, type Completion } from '../../contract/messages';
 import { routingCapProblem, utf8Length } from './descriptions';
 
 export type { Completion };

@@ -17,7 +17,7 @@ import type { SearchAttributeUpdatePair } from '@temporalio/common';
 import type { SharedActivities } from '../../activities';
 import type { CallRef, ReadCallResult, SessionCallView } from '../../activities/orchestrator';
 import { DISPATCH_OPTIONS, MODEL_ACTIVITY_OPTIONS, STORE_LOCAL_OPTIONS, STORE_OPTIONS, failureOf } from '../activity-options';
-import { orchardFailure } from '../errors';
+import { orchardFailure } from '../../contract/errors';
 import {
   childTurnEndedSignal,
   messageProblem,
@@ -33,9 +33,9 @@ import {
   type OrchestratorStatusView,
   type StartOrchestratorInput,
   type TurnRef,
-} from '../messages';
-import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_STATUS } from '../search-attributes';
-import { slugOf } from '../session/ids';
+} from '../../contract/messages';
+import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_STATUS } from '../../contract/search-attributes';
+import { slugOf } from '../../contract/ids';
 import { excerpt } from '../session/state';
 import { agentRows } from './agents';
 import { parseDescriptionCall, ROUTING_CAPS_BEFORE_ISSUE_18, sameChange } from './descriptions';

@@ -4,7 +4,7 @@
  * Task text is not here: it is stored in Postgres when a task is accepted, and only ids travel.
  */
 import type { Lease } from '../../activities/store/leases';
-import type { ErrorCode } from '../errors';
+import type { ErrorCode } from '../../contract/errors';
 import {
   resolveLimits,
   type CreateSessionInput,
@@ -18,7 +18,7 @@ import {
   type TaskState,
   type TranscriptRefs,
   type TurnRef,
-} from '../messages';
+} from '../../contract/messages';
 import type { CarriedSessionState as CarriedV1 } from './v1/state';
 
 export interface QueuedTask {

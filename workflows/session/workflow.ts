@@ -19,7 +19,7 @@ import {
 import type { SearchAttributeUpdatePair } from '@temporalio/common';
 import type { HostActivities, SharedActivities } from '../../activities';
 import { MODEL_ACTIVITY_OPTIONS, STORE_LOCAL_OPTIONS, STORE_OPTIONS, failureOf, hostActivityOptions } from '../activity-options';
-import { isErrorCode, orchardFailure } from '../errors';
+import { isErrorCode, orchardFailure } from '../../contract/errors';
 import {
   cancelUpdate,
   resolveHoldUpdate,
@@ -42,9 +42,9 @@ import {
   type SessionStatusView,
   type TaskRecord,
   type TurnRef,
-} from '../messages';
-import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_PARENT, ORCHARD_STATUS, ORCHARD_UNCONFINED } from '../search-attributes';
-import { leaseHolder } from './ids';
+} from '../../contract/messages';
+import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_PARENT, ORCHARD_STATUS, ORCHARD_UNCONFINED } from '../../contract/search-attributes';
+import { leaseHolder } from '../../contract/ids';
 import { SessionState, excerpt, isCurrentCarried, type NewTask, type QueuedTask, type SessionWorkflowInput } from './state';
 import { childSessionV1 } from './v1/workflow';
 

@@ -20,8 +20,8 @@ import {
   type ChildTurnEnded,
   type TaskExecutionInput,
   type TaskExecutionSettled,
-} from '../messages';
-import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_PARENT, ORCHARD_STATUS } from '../search-attributes';
+} from '../../contract/messages';
+import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_PARENT, ORCHARD_STATUS } from '../../contract/search-attributes';
 
 /**
  * One task execution (`team/<team>/task/<task>/<execution>`, issue 9): a workflow of its own, started by the team

@@ -24,7 +24,7 @@ import { RetryState, type SearchAttributeUpdatePair } from '@temporalio/common';
 import type { HostActivities, SharedActivities } from '../../activities';
 import type { CallRef } from '../../activities/orchestrator';
 import { DISPATCH_OPTIONS, MODEL_ACTIVITY_OPTIONS, QUIESCENCE_OPTIONS, STORE_OPTIONS, failureOf, hostActivityOptions } from '../activity-options';
-import { isErrorCode, orchardFailure } from '../errors';
+import { isErrorCode, orchardFailure } from '../../contract/errors';
 import {
   childTurnEndedSignal,
   DEFAULT_HANDOFF,
@@ -55,12 +55,12 @@ import {
   type TaskExecutionView,
   type TeamMemberSpec,
   type TeamStatusView,
-} from '../messages';
-import { ORCHARD_HANDOFF_SLO_MISSED, ORCHARD_HOST, ORCHARD_KIND, ORCHARD_STATUS } from '../search-attributes';
+} from '../../contract/messages';
+import { ORCHARD_HANDOFF_SLO_MISSED, ORCHARD_HOST, ORCHARD_KIND, ORCHARD_STATUS } from '../../contract/search-attributes';
 import { excerpt } from '../session/state';
 import { isCoordinatorTool } from './authority';
 import { teamTaskExecution } from './execution';
-import { legacyMemberSessionId } from './member-session';
+import { legacyMemberSessionId } from '../../contract/member-session';
 import { announceReady, NO_CANDIDATE, takeAssessment, type Assessment, type CandidateState } from './candidate';
 
 /** Why the Coordinator is woken: what happened since its last turn, as short lines (the board has the rest). */

@@ -12,7 +12,6 @@ export function prescan(source: string): Refusal | undefined {
   if (source.length > MAX_COMMAND_LENGTH) {
     return refusal('unsupported_input', `${source.slice(0, 80)}…`, `the command is ${source.length} characters long (limit ${MAX_COMMAND_LENGTH})`);
   }
-  // eslint-disable-next-line no-control-regex
   const control = /[\x00-\x08\x0b-\x1f\x7f]/.exec(source);
   if (control) {
     const code = control[0].charCodeAt(0).toString(16).padStart(2, '0');

@@ -14,7 +14,7 @@ import {
   type SessionStatusView,
   type TranscriptRefs,
   type TurnRef,
-} from '../../messages';
+} from '../../../contract/messages';
 
 export interface QueuedTask {
   readonly taskId: string;

@@ -18,7 +18,7 @@ import {
 } from '@temporalio/workflow';
 import { TimeoutType, type SearchAttributeUpdatePair } from '@temporalio/common';
 import type { HostActivities, SharedActivities } from '../../../activities';
-import { isErrorCode, orchardFailure } from '../../errors';
+import { isErrorCode, orchardFailure } from '../../../contract/errors';
 import {
   cancelUpdate,
   hostTaskQueue,
@@ -29,8 +29,8 @@ import {
   transcriptRefsQuery,
   type SessionStatusView,
   type TurnRef,
-} from '../../messages';
-import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_PARENT, ORCHARD_STATUS } from '../../search-attributes';
+} from '../../../contract/messages';
+import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_PARENT, ORCHARD_STATUS } from '../../../contract/search-attributes';
 import { SessionState, excerpt, type QueuedTask, type SessionWorkflowInput } from './state';
 
 /**

@@ -1,4 +1,4 @@
-import { MEMBER_SESSION_JOINER, memberOfSessionId } from '../team/member-session';
+import { MEMBER_SESSION_JOINER, memberOfSessionId } from './member-session';
 
 /**
  * Session ids become a branch name (`orchard/<id>/work`), a directory name (`<worktreeRoot>/<id>`) and part of
@@ -34,7 +34,7 @@ export function plainIdProblem(id: unknown): string | undefined {
 
 /**
  * Why `id` cannot be a session id, or undefined when it can: a plain id, or a team Member's session id
- * `<team id>__<member id>` (workflows/team/member-session.ts), whose team id is a plain id — so it may be longer
+ * `<team id>__<member id>` (contract/member-session.ts), whose team id is a plain id — so it may be longer
  * than 64 characters (at most 64 + 2 + 24). A member id has no `.`, so such an id never breaks a git rule the plain
  * team id keeps. Accepts every id a session may already have; what may be created is `ordinarySessionIdProblem`'s.
  */

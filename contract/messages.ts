@@ -6,8 +6,8 @@
  */
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { ErrorCode } from './errors';
-import { ordinarySessionIdProblem, plainIdProblem, sessionIdProblem } from './session/ids';
-import { legacyMemberSessionId, MEMBER_ID_PATTERN, memberSessionId } from './team/member-session';
+import { ordinarySessionIdProblem, plainIdProblem, sessionIdProblem } from './ids';
+import { legacyMemberSessionId, MEMBER_ID_PATTERN, memberSessionId } from './member-session';
 
 export const SESSION_WORKFLOW_TYPE = 'childSession';
 export const sessionWorkflowId = (sessionId: string): string => `session/${sessionId}`;
@@ -106,7 +106,7 @@ export interface CreateSessionInput {
   readonly isolated?: boolean;
   /**
    * The team and member this session works for (a team run's Member, session id `<teamId>__<memberId>`, or
-   * `<teamId>-<memberId>` in a team started before that: workflows/team/member-session.ts): it is
+   * `<teamId>-<memberId>` in a team started before that: contract/member-session.ts): it is
    * offered the member tools (`org_send_message` to its Coordinator). Absent for every other session.
    */
   readonly team?: TeamMembership;
@@ -326,7 +326,7 @@ export function createSessionProblem(input: unknown): Problem | undefined {
 }
 
 /**
- * Why `sessionId` is not the session of the Member `team` names: `<teamId>__<memberId>` (workflows/team/member-session.ts),
+ * Why `sessionId` is not the session of the Member `team` names: `<teamId>__<memberId>` (contract/member-session.ts),
  * or `<teamId>-<memberId>` for a team started before that encoding (its Members keep the ids they were stored with).
  */
 function memberSessionProblem(sessionId: string, team: unknown): string | undefined {
@@ -508,7 +508,7 @@ export const TEAM_WORKFLOW_TYPE = 'teamRun';
 export const teamWorkflowId = (teamId: string): string => `team/${teamId}`;
 
 export interface TeamMemberSpec {
-  /** Unique in the team (MEMBER_ID_PATTERN); part of the member's session id (workflows/team/member-session.ts). */
+  /** Unique in the team (MEMBER_ID_PATTERN); part of the member's session id (contract/member-session.ts). */
   readonly memberId: string;
   /** What the member is for (Planner, Implementer, Reviewer, Tester…): its agent profile name. */
   readonly role: string;
@@ -792,7 +792,7 @@ export function startTeamProblem(input: unknown): Problem | undefined {
   if (typeof input !== 'object' || input === null) return { code: 'invalid_input', message: 'a team needs an object' };
   const i = input as Record<string, unknown>;
   // An ordinary id: plain (its Members' `<teamId>__<memberId>` are then session ids) and without `__` (a team's
-  // Members' ids of either encoding are then never one another's: workflows/team/member-session.ts).
+  // Members' ids of either encoding are then never one another's: contract/member-session.ts).
   const idProblem = typeof i.teamId === 'string' ? ordinarySessionIdProblem(i.teamId) : 'teamId must be a string';
   if (idProblem) return { code: 'invalid_input', message: idProblem.replace('session id', 'team id') };
   if (typeof i.goal !== 'string' || i.goal.trim() === '') return { code: 'invalid_input', message: 'goal must be a non-empty string' };

@@ -12,7 +12,7 @@
  * the one stored for it in `team_members` when its team first opened (activities/team.ts `openTeam`). A team id
  * has no `__` either (startTeamProblem), so a legacy id is never another Member's encoded one.
  *
- * Pure and workflow-safe; imports nothing, so the session id grammar (workflows/session/ids.ts) can build on it.
+ * Pure and workflow-safe; imports nothing, so the session id grammar (contract/ids.ts) can build on it.
  */
 
 /** A Member's id in its team: lower case, digits and `-`, starting with a letter, at most 24; never `_` or `.`. */

@@ -168,6 +168,8 @@ export const CORPUS: Readonly<Record<string, readonly CorpusEntry[]>> = {
     allow('git reset --hard', 'discards edits on B'),
     claims(['move'], 'git reset --soft HEAD^'),
     claims(['move'], 'git reset --hard main', 'the host refuses it when main has commits B lacks'),
+    claims(['move'], 'git reset --hard main --', 'a `--` with no path after it: still a move'),
+    allow('git reset main -- src/a.ts', 'index entries from main: moves nothing'),
     deny('integration_policy', 'git checkout -B orchard/s1 main', 'resetting B is a reset'),
     deny('integration_policy', 'gh pr merge 12 --squash'),
     deny('moves_other_ref', 'gh api repos/o/r/merges -f base=main -f head=orchard/s1', 'fields make it a POST'),

@@ -425,8 +425,9 @@ const reset: Rule = (input) => {
   const operands = literalOperands(input, p.positionals, 'commit or path');
   if (isRefusal(operands)) return operands;
   const mode = ['soft', 'mixed', 'hard', 'merge', 'keep'].some((k) => has(p, k));
-  // `git reset [<tree-ish>] -- <paths>` and `git reset <tree-ish> <paths>…` only read the tree-ish.
-  if (p.dashDash || has(p, 'pathspec-from-file') || has(p, 'patch') || (operands.length >= 2 && !mode)) return undefined;
+  // `git reset [<tree-ish>] -- <paths>` and `git reset <tree-ish> <paths>…` only read the tree-ish; a `--` with no
+  // path after it (`git reset --hard main --`) is no path reset: the commit before it moves the branch.
+  if (p.afterDashDash.length > 0 || has(p, 'pathspec-from-file') || has(p, 'patch') || (operands.length >= 2 && !mode)) return undefined;
   if (operands.length === 0 || isHeadItself(operands[0], input.scope)) return undefined;
   if (operands.length > 1) return undefined; // git refuses a mode with paths
   if (!input.claim) {

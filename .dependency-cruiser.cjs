@@ -49,6 +49,13 @@ module.exports = {
       from: { path: '^client/' },
       to: { path: '^(activities|worker)/' },
     },
+    {
+      name: 'entry-points-on-top',
+      severity: 'error',
+      comment: 'The command line and the demos compose everything; nothing below them imports them.',
+      from: { path: '^(contract|workflows|activities|client|worker)/' },
+      to: { path: '^(cli|demos)/' },
+    },
   ],
   options: {
     doNotFollow: { path: 'node_modules' },

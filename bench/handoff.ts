@@ -2,7 +2,7 @@ import { memberSessionId } from '../contract/member-session';
 import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { OpenAICompatibleProvider } from '../activities/model/openai';
-import { makeFixtureRepo } from '../client/fixture';
+import { makeFixtureRepo } from '../demos/fixture';
 import type { TeamStatusView } from '../contract/messages';
 import { startOrchard } from '../worker/runtime';
 import { completion, stubModel, type Reply } from '../test/helpers/model-stub';

@@ -74,7 +74,7 @@ import {
   clientConnectionOptions,
   loadTemporalSettings,
   type TemporalSettings,
-} from '../worker/temporal-connection';
+} from './connection';
 import { OrchardError } from './errors';
 
 export { OrchardError } from './errors';

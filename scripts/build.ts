@@ -12,7 +12,7 @@ import { build, type OutputFile } from 'esbuild';
  * are required at run time, never inlined (the Temporal SDK has native parts). Files other than TypeScript
  * (the SQL migrations) are copied beside the compiled code that reads them.
  */
-export const SOURCE_DIRS = ['contract', 'client', 'activities', 'workflows', 'worker'] as const;
+export const SOURCE_DIRS = ['contract', 'client', 'activities', 'workflows', 'worker', 'cli', 'demos'] as const;
 export const DIST_DIR = 'dist';
 
 export interface BuildReport {

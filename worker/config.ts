@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { DEFAULT_MAX_COMMANDS } from '../activities/bash/command-slots';
+import { taskQueueFromEnv } from '../client/connection';
 
 /**
  * The checkout bin/orchard runs from: relative state paths resolve against it, whatever the caller's cwd. The
@@ -19,7 +20,7 @@ function packageRoot(from: string): string {
 
 /**
  * What a worker process reads from its environment (the README's table), Temporal's connection settings aside:
- * those come from worker/temporal-connection.ts.
+ * those come from client/connection.ts.
  */
 export interface WorkerConfig {
   /** Shared queue: workflows, model calls and store activities. */
@@ -56,8 +57,6 @@ export class ConfigError extends Error {
   }
 }
 
-export const DEFAULT_TASK_QUEUE = 'orchard';
-
 /** ORCHARD_MAX_COMMANDS: a positive integer, 4 when unset; anything else stops the worker at start. */
 export function maxCommandsFromEnv(raw: string | undefined): number {
   if (raw === undefined || raw.trim() === '') return DEFAULT_MAX_COMMANDS;
@@ -75,7 +74,7 @@ export function sanitizeHostId(raw: string): string {
 export function workerConfigFromEnv(env: NodeJS.ProcessEnv = process.env, cwd = PROJECT_ROOT): WorkerConfig {
   const stateDir = resolve(cwd, env.ORCHARD_STATE_DIR ?? '.orchard');
   return {
-    taskQueue: env.ORCHARD_TASK_QUEUE || DEFAULT_TASK_QUEUE,
+    taskQueue: taskQueueFromEnv(env),
     hostId: env.ORCHARD_HOST_ID ? sanitizeHostId(env.ORCHARD_HOST_ID) : persistedHostId(stateDir),
     worktreeRoot: resolve(cwd, env.ORCHARD_WORKTREE_ROOT ?? join(stateDir, 'worktrees')),
     databaseUrl: env.DATABASE_URL || undefined,

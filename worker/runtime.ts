@@ -1,4 +1,4 @@
-import { NativeConnection } from '@temporalio/worker';
+import { NativeConnection, type NativeConnectionOptions } from '@temporalio/worker';
 import { Client, Connection } from '@temporalio/client';
 import { resolve } from 'node:path';
 import type { Pool } from 'pg';
@@ -12,7 +12,7 @@ import { OrchardClient, OrchardError } from '../client/client';
 import { PROJECT_ROOT, workerConfigFromEnv, type WorkerConfig } from './config';
 import { createLogger, installSdkLogger } from './logging';
 import { bootStack, stackTarget, type Stack } from './stack';
-import { clientConnectionOptions, nativeConnectionOptions, type TemporalTarget } from './temporal-connection';
+import { clientConnectionOptions, type TemporalTarget } from '../client/connection';
 import { assertSearchAttributes } from './search-attributes';
 import { registerHost, type HostRegistration } from './host-identity';
 import { createOrchardWorkers, type OrchardWorkers } from './worker';
@@ -172,4 +172,9 @@ export async function startOrchard(log: (line: string) => void, options: StartOr
     await stack.stop();
     throw err;
   }
+}
+
+/** Options for the worker's NativeConnection: the same settings the client connects with (client/connection.ts). */
+export function nativeConnectionOptions(target: TemporalTarget): NativeConnectionOptions {
+  return { address: target.address, tls: target.tls, apiKey: target.apiKey, metadata: target.metadata };
 }

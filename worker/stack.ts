@@ -13,7 +13,7 @@ import {
 import { startEmbeddedPostgres } from './pglite';
 import { TemporalCliUnavailableError } from './temporal-cli';
 import { isProcessAlive } from './pid';
-import { describeTarget, loadTemporalSettings, type TemporalSettings, type TemporalTarget } from './temporal-connection';
+import { describeTarget, loadTemporalSettings, type TemporalSettings, type TemporalTarget } from '../client/connection';
 
 type Log = (line: string) => void;
 

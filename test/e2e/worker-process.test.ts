@@ -23,7 +23,7 @@ test('orchard worker is one process: a SIGKILL of the pid the supervisor started
 
   // The pid we started is node running the CLI itself, and the only process carrying this worker's arguments.
   const cmdline = readFileSync(`/proc/${worker.pid}/cmdline`, 'utf8').split('\0');
-  t.true(cmdline.some((arg) => arg.endsWith('dist/client/cli.js')), cmdline.join(' '));
+  t.true(cmdline.some((arg) => arg.endsWith('dist/cli/cli.js')), cmdline.join(' '));
   t.deepEqual(processesWithCommandLine(scenario), [worker.pid]);
 
   worker.child.kill('SIGKILL');

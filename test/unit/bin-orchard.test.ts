@@ -14,8 +14,8 @@ function checkout(opts: { installed: boolean; cli?: string }): { root: string; b
   fs.chmodSync(path.join(root, 'bin/orchard'), 0o755);
   if (opts.installed) fs.mkdirSync(path.join(root, 'node_modules'));
   if (opts.cli !== undefined) {
-    fs.mkdirSync(path.join(root, 'dist/client'), { recursive: true });
-    fs.writeFileSync(path.join(root, 'dist/client/cli.js'), opts.cli);
+    fs.mkdirSync(path.join(root, 'dist/cli'), { recursive: true });
+    fs.writeFileSync(path.join(root, 'dist/cli/cli.js'), opts.cli);
   }
   return { root, bin: path.join(root, 'bin/orchard') };
 }
@@ -44,7 +44,7 @@ test('without node_modules/ either, it says to install (which builds)', async (t
   t.regex(r.stderr, new RegExp(`^orchard: not_installed: run \`npm install\` in ${root.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} `));
 });
 
-test('bin/orchard becomes node running dist/client/cli.js (same pid, no wrapper), arguments passed through as given', async (t) => {
+test('bin/orchard becomes node running dist/cli/cli.js (same pid, no wrapper), arguments passed through as given', async (t) => {
   const cli =
     'console.log(JSON.stringify({ pid: process.pid, exe: process.execPath, script: process.argv[1], args: process.argv.slice(2), ' +
     'flags: process.execArgv }));\n';
@@ -58,7 +58,7 @@ test('bin/orchard becomes node running dist/client/cli.js (same pid, no wrapper)
   const seen = JSON.parse(r.stdout) as { pid: number; exe: string; script: string; args: string[]; flags: string[] };
   t.is(seen.pid, r.pid);
   t.is(path.basename(seen.exe), 'node');
-  t.is(seen.script, path.join(root, 'dist/client/cli.js'));
+  t.is(seen.script, path.join(root, 'dist/cli/cli.js'));
   t.deepEqual(seen.args, args);
   // A one-shot command skips V8's optimizing tier for wasm (the guard's grammar); the worker keeps it.
   t.true(seen.flags.includes('--no-wasm-tier-up'), seen.flags.join(' '));

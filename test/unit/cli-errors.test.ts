@@ -1,7 +1,7 @@
 import { ServiceError } from '@temporalio/client';
 import { NamespaceNotFoundError } from '@temporalio/common';
 import test from 'ava';
-import { describeCliError } from '../../client/cli-errors';
+import { describeCliError } from '../../cli/errors';
 import { OrchardError } from '../../client/client';
 import { ConfigError } from '../../worker/config';
 

@@ -7,7 +7,7 @@
 import { loadScenario } from '../activities/model/scenario';
 import type { OrchestratorChildView, OrchestratorDelivery, OrchestratorStatusView, TurnOutcome } from '../contract/messages';
 import { topicKey } from '../workflows/orchestrator/topic';
-import { OrchardError, type OrchardClient } from './client';
+import { OrchardError, type OrchardClient } from '../client/client';
 
 export interface RouteFirstMessage {
   readonly index: number;

@@ -1,9 +1,12 @@
 import { loadClientConfigProfile, toClientOptions } from '@temporalio/envconfig';
 import type { ConnectionOptions } from '@temporalio/client';
 import type { TLSConfig } from '@temporalio/common/lib/internal-non-workflow';
-import type { NativeConnectionOptions } from '@temporalio/worker';
+import { DEFAULT_TASK_QUEUE } from '../contract/messages';
 
 /**
+ * The one place connection settings are read: the client a service imports, the `orchard` command line and the worker
+ * all resolve Temporal through this module.
+ *
  * Where Temporal is and how to reach it, read the way the Temporal CLI reads it (`@temporalio/envconfig`):
  * the profile `TEMPORAL_PROFILE` (default `default`) of `TEMPORAL_CONFIG_FILE` (default
  * `~/.config/temporalio/temporal.toml`), overridden by `TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`,
@@ -62,11 +65,6 @@ export function loadTemporalSettings(env: NodeJS.ProcessEnv = process.env): Temp
   };
 }
 
-/** Options for the worker's NativeConnection. */
-export function nativeConnectionOptions(target: TemporalTarget): NativeConnectionOptions {
-  return { address: target.address, tls: target.tls, apiKey: target.apiKey, metadata: target.metadata };
-}
-
 /** Options for a client Connection (the CLI, OrchardClient, the worker's own client). */
 export function clientConnectionOptions(target: TemporalTarget): ConnectionOptions {
   return { address: target.address, tls: target.tls, apiKey: target.apiKey, metadata: target.metadata };
@@ -76,4 +74,9 @@ export function clientConnectionOptions(target: TemporalTarget): ConnectionOptio
 export function describeTarget(target: TemporalTarget): string {
   const extras = [target.tls ? 'TLS' : undefined, target.apiKey ? 'API key' : undefined].filter(Boolean);
   return `${target.address} (namespace ${target.namespace}${extras.length ? `, ${extras.join(', ')}` : ''})`;
+}
+
+/** The shared task queue the client starts workflows on and the worker polls: ORCHARD_TASK_QUEUE, else `orchard`. */
+export function taskQueueFromEnv(env: NodeJS.ProcessEnv = process.env): string {
+  return env.ORCHARD_TASK_QUEUE || DEFAULT_TASK_QUEUE;
 }

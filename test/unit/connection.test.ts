@@ -7,9 +7,9 @@ import {
   clientConnectionOptions,
   describeTarget,
   loadTemporalSettings,
-  nativeConnectionOptions,
   type TemporalTarget,
-} from '../../worker/temporal-connection';
+} from '../../client/connection';
+import { nativeConnectionOptions } from '../../worker/runtime';
 
 /** A temp dir holding a temporal.toml, and an environment that sees only it (no ~/.config of the machine). */
 function configFile(toml: string): { dir: string; env: NodeJS.ProcessEnv } {

@@ -1,16 +1,16 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
-import type { OrchardClient } from './client';
-import { OrchardError } from './errors';
+import type { OrchardClient } from '../client/client';
+import { OrchardError } from '../client/errors';
 import { sessionIdProblem, slugOf } from '../contract/ids';
-import { describeCliError, type CliErrorContext } from './cli-errors';
+import { describeCliError, type CliErrorContext } from './errors';
 import { registerGuardCommand } from './guard-command';
 import { registerExecCommand, registerSandboxCommand } from './exec-command';
 import { registerBoardCommand } from './board-command';
 import type { OrchestratorStatusView, SessionStatusView } from '../contract/messages';
 import { PROJECT_ROOT, workerConfigFromEnv } from '../worker/config';
-import { describeTarget, loadTemporalSettings, type TemporalTarget } from '../worker/temporal-connection';
+import { describeTarget, loadTemporalSettings, type TemporalTarget } from '../client/connection';
 
 /**
  * `orchard` — run the stack and workers, and drive sessions from a shell. Client commands find Temporal
@@ -382,7 +382,7 @@ program
       throw new OrchardError('invalid_input', `no demo ${JSON.stringify(name)}: the demos are route-first, team and team-all-cancelled`);
     }
     const { startOrchard } = await import('../worker/runtime');
-    const { makeFixtureRepo } = await import('./fixture');
+    const { makeFixtureRepo } = await import('../demos/fixture');
     // With --json, stdout carries the JSON alone.
     const progress = (line: string) => (o.json ? console.error : console.log)(`[demo] ${line}`);
     const orchard = await startOrchard(progress, { model: { kind: 'demo' } });
@@ -390,7 +390,7 @@ program
     try {
       const repo = makeFixtureRepo(resolve(orchard.config.stateDir, 'demo'));
       if (name === 'team') {
-        const { runTeamDemo, formatTeamDemo } = await import('./team-demo');
+        const { runTeamDemo, formatTeamDemo } = await import('../demos/team-demo');
         const result = await runTeamDemo(orchard.client, orchard.pool, {
           teamId: `team-${Date.now().toString(36)}`,
           repo,
@@ -401,7 +401,7 @@ program
         print(o.json, { status, board, certificate, handoff: handoff ?? null, problems }, () => formatTeamDemo(result));
         failed = problems.length > 0;
       } else if (name === 'team-all-cancelled') {
-        const { runTeamAllCancelledDemo, formatTeamAllCancelled } = await import('./team-all-cancelled');
+        const { runTeamAllCancelledDemo, formatTeamAllCancelled } = await import('../demos/team-all-cancelled');
         const result = await runTeamAllCancelledDemo(orchard.client, orchard.pool, {
           teamId: `team-${Date.now().toString(36)}`,
           repo,
@@ -412,7 +412,7 @@ program
         print(o.json, { status, board, certificate, closure, certificates, writer, problems }, () => formatTeamAllCancelled(result));
         failed = problems.length > 0;
       } else {
-        const { runRouteFirst, formatRouteFirst } = await import('./route-first');
+        const { runRouteFirst, formatRouteFirst } = await import('../demos/route-first');
         const result = await runRouteFirst(orchard.client, {
           orchestratorId: `route-first-${Date.now().toString(36)}`,
           repo,
@@ -527,7 +527,7 @@ async function withClient(fn: (client: OrchardClient, target: Target) => Promise
   const target = await resolveTarget();
   const config = workerConfigFromEnv();
   // Loaded here, not at the top: `--help`, `guard` and `board` never need the Temporal client.
-  const { OrchardClient } = await import('./client');
+  const { OrchardClient } = await import('../client/client');
   const client = await OrchardClient.connect({ ...target.temporal, taskQueue: config.taskQueue, defaultHost: config.hostId });
   try {
     await fn(client, target);

@@ -12,9 +12,9 @@ import { loadScenario } from '../activities/model/scenario';
 import { closureInputOf, readBoard } from '../activities/store/team';
 import type { ReceiptView, TeamStatusView } from '../contract/messages';
 import { validateClosure, type ClosureOutcome, type ClosureReason } from '../workflows/team/closure';
-import { OrchardError, type OrchardClient } from './client';
+import { OrchardError, type OrchardClient } from '../client/client';
 import { afterPause, isoNs, progressLog, TEAM_DEMO_GOAL, waitUntilWriting, writerFacts, type TeamDemoOptions, type WriterFacts } from './team-demo';
-import { formatTeamReport, readTeamRecord, type TeamReport } from './team-view';
+import { formatTeamReport, readTeamRecord, type TeamReport } from '../cli/team-view';
 
 export interface TeamAllCancelledResult extends TeamReport {
   readonly teamId: string;

@@ -15,8 +15,8 @@ import { join } from 'node:path';
 import type { Pool } from 'pg';
 import { loadScenario, type Scenario } from '../activities/model/scenario';
 import type { ReceiptView, TeamStatusView } from '../contract/messages';
-import { OrchardError, type OrchardClient } from './client';
-import { formatTeamReport, readTeamRecord, type TeamReport } from './team-view';
+import { OrchardError, type OrchardClient } from '../client/client';
+import { formatTeamReport, readTeamRecord, type TeamReport } from '../cli/team-view';
 
 export const TEAM_DEMO_GOAL =
   'Build a poker hand evaluator with tests: evaluator.js (evaluate and compare five-card hands) and evaluator.test.js, run with node --test.';

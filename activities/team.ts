@@ -36,6 +36,7 @@ import {
   type ReceiptState,
   type RunCompletionCertificate,
   type BoardSnapshot,
+  type TeamResultRecord,
 } from './store/team';
 import { validateClosure } from '../workflows/team/closure';
 import type { TeamMergeResult } from '../contract/messages';
@@ -52,7 +53,6 @@ import {
   readTeamMerge,
   savePlannedMerge,
   teamRunInfo,
-  type TeamResultRecord,
 } from './store/team-result';
 
 /**

@@ -9,7 +9,6 @@ import {
   type HandoffState,
 } from '../../workflows/team/closure';
 import { withTransaction } from './db';
-import type { TeamResultRecord } from './team-result';
 
 /**
  * The team board in Postgres (issue 9): tasks, outputs, facts, the Inbox and user events. Every write goes through
@@ -510,6 +509,18 @@ export function closureInputOf(board: BoardSnapshot, turnsRunning: number): Clos
     userEvents: board.userEvents.map((e) => ({ id: e.id, teamId: e.teamId, kind: e.kind, taskId: e.taskId ?? '' })),
     blockers: { inboxUnread: board.inboxUnread, turnsRunning },
   };
+}
+
+/** What a certificate records of the run's code: the branch, the commit it was built at, and how. */
+export interface TeamResultRecord {
+  /** `orchard/team/<teamId>/result`. */
+  readonly branch: string;
+  readonly head: string;
+  /** The protected branch's commit the result was built from. */
+  readonly base: string;
+  readonly protectedBranch: string;
+  /** Each evidence output and its commit, in the order they were integrated. */
+  readonly commits: readonly { readonly taskId: string; readonly outputId: string; readonly commitSha: string | null; readonly how: string }[];
 }
 
 export interface RunCompletionCertificate {

@@ -9,18 +9,30 @@ import { installRefBackstop, markWorktreeIsolated } from './git/backstop';
 import { prepareWorktree } from './git/worktree';
 import { loadScenario } from './model/scenario';
 import { ScriptedProvider } from './model/scripted';
-import { modelStep, type ModelStepInput } from './model/step';
+import { modelStep } from './model/step';
 import type { ModelProvider } from './model/types';
 import { Context } from '@temporalio/activity';
 import { CancelledFailure } from '@temporalio/common';
 import { resolveLimits, type SessionLimits } from '../contract/messages';
 import { CommandSlots, DEFAULT_MAX_COMMANDS } from './bash/command-slots';
 import { reapWorktree, type ReapOptions } from './bash/reaper';
-import { acquireLease, releaseHolder, releaseLease, type HolderLiveness, type Lease } from './store/leases';
+import { acquireLease, releaseHolder, releaseLease, type HolderLiveness } from './store/leases';
 import { turnKeyOf } from './store/keys';
-import { endTasks, storeTasks, type StoredTask, type TaskEnd } from './store/tasks';
+import { endTasks, storeTasks } from './store/tasks';
 import { appendEntry } from './store/transcript';
-import { executeTool, type ExecuteToolInput } from './tools/execute';
+import { executeTool } from './tools/execute';
+import type {
+  ExecuteToolInput,
+  HostActivities,
+  Lease,
+  ModelStepInput,
+  PrepareWorktreeInput,
+  PreparedSessionWorktree,
+  RecordTaskInput,
+  SharedActivities,
+  StoredTask,
+  TaskEnd,
+} from '../contract/activities';
 import type { SessionLiveness } from '../client/client';
 import { createOrchestratorActivities } from './orchestrator';
 import { createTeamActivities, createTeamHostActivities, type TeamActivityHooks } from './team';
@@ -79,15 +91,8 @@ export interface HostActivityHooks {
   afterLease?: (input: PrepareWorktreeInput, signal: AbortSignal) => Promise<void>;
 }
 
-export interface RecordTaskInput {
-  sessionId: string;
-  turn: number;
-  taskId: string;
-  task: string;
-}
-
 /** Activities that need no particular host: the model and the store. They run on the shared task queue. */
-export function createSharedActivities(deps: SharedActivityDeps) {
+export function createSharedActivities(deps: SharedActivityDeps): SharedActivities {
   const resolveProvider = async (spec: ModelSpec): Promise<ModelProvider> => {
     if (spec.provider === 'scripted') return new ScriptedProvider(await loadScenario(resolve(spec.scenario)));
     if (!deps.defaultProvider) {
@@ -135,21 +140,11 @@ export function createSharedActivities(deps: SharedActivityDeps) {
   };
 }
 
-export interface PrepareWorktreeInput {
-  sessionId: string;
-  repo: string;
-  baseRef?: string;
-  /** The session's execution chain (`session/<id>@<firstRunId>`), which takes the worktree's lease. */
-  holder: string;
-  /** An isolated child may only move its own branch: the worktree is marked for the ref backstop hook. */
-  isolated?: boolean;
-}
-
 /** Leases are keyed by host and path: two hosts may use the same path for different worktrees. */
 export const leaseKey = (hostId: string, worktree: string): string => `${hostId}:${worktree}`;
 
 /** Activities bound to the disk that holds a worktree. They run on `orchard-host-<hostId>`. */
-export function createHostActivities(deps: HostActivityDeps) {
+export function createHostActivities(deps: HostActivityDeps): HostActivities {
   const maxOutputBytes = deps.maxOutputBytes ?? 64 * 1024;
   const commandSlots = new CommandSlots(deps.maxConcurrentCommands ?? DEFAULT_MAX_COMMANDS);
   return {
@@ -198,7 +193,7 @@ export function createHostActivities(deps: HostActivityDeps) {
     ...withHeartbeats(pickTeamGitActivities(deps), ['settleExecution', 'coordinatorTool'], abortBindingOf(deps)),
   };
 
-  async function prepare(input: PrepareWorktreeInput, signal: AbortSignal) {
+  async function prepare(input: PrepareWorktreeInput, signal: AbortSignal): Promise<PreparedSessionWorktree> {
     const path = join(resolve(deps.worktreeRoot), input.sessionId);
     // Fail closed, before anything is taken: a host that cannot confine an isolated child does not start one.
     if (input.isolated && (!deps.confinement || deps.confinement.mode === 'unavailable')) {
@@ -278,6 +273,3 @@ function abortBindingOf(deps: ClientDeps): AbortBinding | undefined {
   const client = deps.orchard;
   return (signal, work) => client().temporal.withAbortSignal(signal, work);
 }
-
-export type SharedActivities = ReturnType<typeof createSharedActivities>;
-export type HostActivities = ReturnType<typeof createHostActivities>;

@@ -1,13 +1,21 @@
 import type { Pool } from 'pg';
 import { OrchardError, type OrchardClient } from '../client/client';
 import type { ModelSpec } from '../contract/messages';
-import { parseSessionCall, type SessionCall } from '../workflows/orchestrator/session-call';
+import { parseSessionCall } from '../workflows/orchestrator/session-call';
 import { excerpt } from '../workflows/session/state';
 import { turnKeyOf } from './store/keys';
 import { appendEntry, findAssistantMessage } from './store/transcript';
-import { projectRoutingCache, readRoutingCache, type RoutingCacheRow } from './store/routing-cache';
-import type { ChildInspection } from '../workflows/orchestrator/agents';
+import { projectRoutingCache, readRoutingCache } from './store/routing-cache';
 import type { OrchestratorChildView } from '../contract/messages';
+import type {
+  CallRef,
+  ChildInspection,
+  DispatchResult,
+  OrchestratorActivities,
+  ReadCallResult,
+  RoutingCacheRow,
+  SessionCallView,
+} from '../contract/orchestrator-activities';
 
 /**
  * The orchestrator's side effects: reading a tool call the model made, starting and sending to children (as
@@ -21,30 +29,7 @@ export interface OrchestratorActivityDeps {
   orchard: () => OrchardClient;
 }
 
-export interface CallRef {
-  sessionId: string;
-  executionId: string;
-  turnId: string;
-  turn: number;
-  step: number;
-  callId: string;
-}
-
-/** A `session` call as the workflow sees it: the task replaced by an excerpt (the activities read the text). */
-export type SessionCallView =
-  | (Omit<Extract<SessionCall, { operation: 'create' }>, 'task'> & { taskExcerpt: string })
-  | (Omit<Extract<SessionCall, { operation: 'send' }>, 'task'> & { taskExcerpt: string })
-  | Extract<SessionCall, { operation: 'list' | 'status' }>;
-
-export type ReadCallResult =
-  | { tool: 'session'; ok: true; call: SessionCallView; repaired?: string }
-  | { tool: 'session'; ok: false; code: string; message: string }
-  | { tool: string; ok: true; args: Record<string, unknown> }
-  | { tool: string; ok: false; code: string; message: string };
-
-export type DispatchResult = { ok: true; taskId?: string; outcome?: 'created' | 'bound' } | { ok: false; code: string; message: string };
-
-export function createOrchestratorActivities(deps: OrchestratorActivityDeps) {
+export function createOrchestratorActivities(deps: OrchestratorActivityDeps): OrchestratorActivities {
   async function callOf(ref: CallRef) {
     const message = await findAssistantMessage(deps.pool, ref.turnId, ref.step);
     const call = message?.tool_calls?.find((c) => c.id === ref.callId);
@@ -145,5 +130,3 @@ export function createOrchestratorActivities(deps: OrchestratorActivityDeps) {
     },
   };
 }
-
-export type OrchestratorActivities = ReturnType<typeof createOrchestratorActivities>;

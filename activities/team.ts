@@ -5,7 +5,19 @@ import { OrchardError, type OrchardClient, type SessionLiveness } from '../clien
 import type { ModelSpec, StartTeamInput } from '../contract/messages';
 import { isCoordinatorTool, MEMBER_MESSAGE_PURPOSES, type Actor } from '../workflows/team/authority';
 import { excerpt } from '../workflows/session/state';
-import type { CallRef } from './orchestrator';
+import type { CallRef } from '../contract/orchestrator-activities';
+import type {
+  CoordinatorToolEffects,
+  FencedLease,
+  HandoffKind,
+  HandoffReceipt,
+  Quiescence,
+  ReceiptState,
+  SettledAnswer,
+  SettleInput,
+  TeamActivities,
+  TeamHostActivities,
+} from '../contract/team-activities';
 import { turnKeyOf } from './store/keys';
 import { leaseHeldAt } from './store/leases';
 import { leaseHostUnreachable } from './store/hosts';
@@ -31,9 +43,6 @@ import {
   memberSessionOf,
   moveReceipt,
   openProcessGroups,
-  type HandoffKind,
-  type HandoffReceipt,
-  type ReceiptState,
   type RunCompletionCertificate,
   type BoardSnapshot,
   type TeamResultRecord,
@@ -86,45 +95,8 @@ export interface TeamActivityHooks {
   beforeMoveReceipt?: (input: { teamId: string; receiptId: string; to: ReceiptState }) => Promise<void>;
 }
 
-/**
- * Whether an old execution's runtime is quiescent; when it is not, `known` says whether that is known (its session
- * still runs, a process group of it is not verified gone, its lease is still current) or nobody could tell
- * (Temporal did not answer about its session).
- */
-export type Quiescence = { quiescent: true } | { quiescent: false; known: boolean; why: string };
-
-/** The old execution's lease as its handoff fenced it; `holder` (absent in receipts of older runs) names its chain. */
-export interface FencedLease {
-  readonly worktree: string;
-  readonly generation: number;
-  readonly holder?: string;
-}
-
 /** The first run id of the execution chain that held the lease, when the holder says. */
 const chainOf = (lease: FencedLease | undefined): string | undefined => (lease?.holder ? parseLeaseHolder(lease.holder)?.firstRunId : undefined);
-
-interface SettleInput {
-  teamId: string;
-  taskId: string;
-  executionId: string;
-  memberId: string;
-  outcome: string;
-  excerpt?: string;
-}
-
-type SettledAnswer = { revision: number; state: 'completed' | 'failed' | 'handed_off'; candidate: string; candidateRevision: number };
-
-/** What the workflow keeps of a certificate: ids and revisions (the certificate is in Postgres). */
-export interface CertificateRef {
-  certificateId: string;
-  generation: number;
-  workRevision: number;
-  taskIds: string[];
-  outputIds: string[];
-  /** The result branch and the commit the certificate names. */
-  resultBranch?: string;
-  resultHead?: string;
-}
 
 /** A refusal of the store becomes a typed, non-retryable activity failure (a retry would be refused again). */
 function asFailure(err: unknown): unknown {
@@ -133,22 +105,6 @@ function asFailure(err: unknown): unknown {
 
 /** How long a yield waits for the old runtime to be quiescent before answering that it is not (unknown). */
 const YIELD_WAIT_MS = 60_000;
-
-/** What a Coordinator tool call changed that the workflow acts on. */
-export interface CoordinatorToolEffects {
-  /** The work revision after the call, when it committed a fact. */
-  revision?: number;
-  /** Board revision the call read (task_list). */
-  readRevision?: number;
-  /** Tasks that now have an owner and wait for the plan (or for their owner to be free). */
-  assigned?: { taskId: string; owner: string }[];
-  planApproved?: boolean;
-  reply?: string;
-  /** The run was certified delivered (the certificate itself is in Postgres and in the tool result). */
-  certificate?: CertificateRef;
-  /** The call was refused; the code is in the tool result too. */
-  refused?: string;
-}
 
 function boardView(board: BoardSnapshot) {
   return {
@@ -159,7 +115,7 @@ function boardView(board: BoardSnapshot) {
   };
 }
 
-export function createTeamActivities(deps: TeamActivityDeps) {
+export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
   async function argsOf(ref: CallRef): Promise<Record<string, unknown>> {
     const message = await findAssistantMessage(deps.pool, ref.turnId, ref.step);
     const call = message?.tool_calls?.find((c) => c.id === ref.callId);
@@ -639,12 +595,10 @@ export function createTeamActivities(deps: TeamActivityDeps) {
   }
 }
 
-export type TeamActivities = ReturnType<typeof createTeamActivities>;
-
 /**
  * Team activities bound to the repository's disk (they run on the team host's queue): `orchard team merge`.
  */
-export function createTeamHostActivities(deps: { pool: Pool }) {
+export function createTeamHostActivities(deps: { pool: Pool }): TeamHostActivities {
   const typed = (err: unknown): unknown => {
     if (err instanceof TeamStoreRefusal || err instanceof TeamGitRefusal) return orchardFailure(isErrorCode(err.code) ? err.code : 'invalid_input', err.message);
     return err;
@@ -696,5 +650,3 @@ export function createTeamHostActivities(deps: { pool: Pool }) {
     },
   };
 }
-
-export type TeamHostActivities = ReturnType<typeof createTeamHostActivities>;

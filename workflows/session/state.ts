@@ -3,7 +3,7 @@
  * refs. The workflow wires handlers to it; everything here is plain data so it survives continue-as-new as JSON.
  * Task text is not here: it is stored in Postgres when a task is accepted, and only ids travel.
  */
-import type { Lease } from '../../activities/store/leases';
+import type { Lease } from '../../contract/activities';
 import type { ErrorCode } from '../../contract/errors';
 import {
   resolveLimits,

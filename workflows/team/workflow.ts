@@ -21,8 +21,8 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import { RetryState, type SearchAttributeUpdatePair } from '@temporalio/common';
-import type { HostActivities, SharedActivities } from '../../activities';
-import type { CallRef } from '../../activities/orchestrator';
+import type { HostActivities, SharedActivities } from '../../contract/activities';
+import type { CallRef } from '../../contract/orchestrator-activities';
 import { DISPATCH_OPTIONS, MODEL_ACTIVITY_OPTIONS, QUIESCENCE_OPTIONS, STORE_OPTIONS, failureOf, hostActivityOptions } from '../activity-options';
 import { isErrorCode, orchardFailure } from '../../contract/errors';
 import {

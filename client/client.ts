@@ -62,12 +62,12 @@ import {
   type SessionStatusView,
   type TranscriptRefs,
   type TurnRef,
+  type SessionWorkflowInput,
+  type OrchestratorWorkflowInput,
+  type TeamWorkflowInput,
 } from '../contract/messages';
 import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_PARENT, ORCHARD_STATUS } from '../contract/search-attributes';
-import type { SessionWorkflowInput } from '../workflows/session/state';
 import { sessionBranch } from '../contract/ids';
-import type { OrchestratorWorkflowInput } from '../workflows/orchestrator/workflow';
-import type { TeamWorkflowInput } from '../workflows/team/workflow';
 import {
   DEFAULT_NAMESPACE,
   TemporalConfigError,

@@ -121,6 +121,16 @@ export interface CreateSessionInput {
   readonly requestId?: string;
 }
 
+/**
+ * What the session workflow (`childSession`) is started with: its create input and, on a continued run only, the
+ * state its previous run carried. The carried state is the workflow's own (`Carried`, workflows/session/state.ts):
+ * a client starts a session with `create` alone.
+ */
+export interface SessionWorkflowInput<Carried = never> {
+  readonly create: CreateSessionInput;
+  readonly carried?: Carried;
+}
+
 export interface SendInput {
   /** What the session should do next; becomes the user message of one turn. */
   readonly task: string;
@@ -392,6 +402,15 @@ export interface StartOrchestratorInput {
   readonly limits?: Partial<SessionLimits>;
 }
 
+/**
+ * What the orchestrator workflow is started with; `carried` (its own state, workflows/orchestrator/workflow.ts) only
+ * on a continued run.
+ */
+export interface OrchestratorWorkflowInput<Carried = never> {
+  readonly start: StartOrchestratorInput;
+  readonly carried?: Carried;
+}
+
 export interface MessageInput {
   /** What the user says; becomes the user message of one orchestrator turn. */
   readonly text: string;
@@ -536,6 +555,12 @@ export interface StartTeamInput {
   readonly limits?: Partial<SessionLimits>;
   /** Handoff SLO and timeout in milliseconds (durable timers; defaults 5 000 and 10 000). */
   readonly handoff?: { readonly sloMs?: number; readonly timeoutMs?: number };
+}
+
+/** What a team run's workflow is started with; `carried` (its own state, workflows/team/workflow.ts) only on a continued run. */
+export interface TeamWorkflowInput<Carried = never> {
+  readonly start: StartTeamInput;
+  readonly carried?: Carried;
 }
 
 export const DEFAULT_HANDOFF = { sloMs: 5_000, timeoutMs: 10_000 } as const;

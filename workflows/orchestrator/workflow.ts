@@ -31,7 +31,7 @@ import {
   type MessageResult,
   type OrchestratorDelivery,
   type OrchestratorStatusView,
-  type StartOrchestratorInput,
+  type OrchestratorWorkflowInput as OrchestratorWorkflowInputOf,
   type TurnRef,
 } from '../../contract/messages';
 import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_STATUS } from '../../contract/search-attributes';
@@ -70,10 +70,8 @@ export interface CarriedOrchestratorState {
   readonly deliveries: readonly OrchestratorDelivery[];
 }
 
-export interface OrchestratorWorkflowInput {
-  readonly start: StartOrchestratorInput;
-  readonly carried?: CarriedOrchestratorState;
-}
+/** The input as this code reads it: its carried state is this code's. */
+export type OrchestratorWorkflowInput = OrchestratorWorkflowInputOf<CarriedOrchestratorState>;
 
 const DEDUPE_WINDOW = 500;
 const TURN_REFS_KEPT = 50;

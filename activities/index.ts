@@ -33,10 +33,9 @@ import type {
   StoredTask,
   TaskEnd,
 } from '../contract/activities';
-import type { SessionLiveness } from '../client/client';
+import type { SessionLiveness, TemporalPort } from '../contract/temporal-port';
 import { createOrchestratorActivities } from './orchestrator';
 import { createTeamActivities, createTeamHostActivities, type TeamActivityHooks } from './team';
-import type { OrchardClient } from '../client/client';
 import { limitsFromEnv } from './limits';
 import { withHeartbeats, type AbortBinding } from './heartbeat';
 
@@ -46,8 +45,8 @@ export interface SharedActivityDeps {
   defaultProvider?: ModelProvider;
   /** The environment session defaults are read from when a session starts (process.env by default). */
   env?: NodeJS.ProcessEnv;
-  /** The client orchestrators start and send to children with (the worker's own connection and task queue). */
-  orchard?: () => OrchardClient;
+  /** Temporal as orchestrators and teams reach it: start and send to children (the worker's own connection and task queue). */
+  temporal?: () => TemporalPort;
   /** The worker's Temporal namespace (lease holders name it). */
   namespace?: string;
   /** Test hooks that widen race windows in team activities (never set in production). */
@@ -76,8 +75,8 @@ export interface HostActivityDeps {
    * isolated children are refused (fail closed).
    */
   confinement?: Confinement;
-  /** The client team activities on this host reach Temporal with (a Coordinator tool may message a Member). */
-  orchard?: () => OrchardClient;
+  /** Temporal as team activities on this host reach it (a Coordinator tool may message a Member). */
+  temporal?: () => TemporalPort;
   /** The worker's Temporal namespace (lease holders name it). */
   namespace?: string;
   /** Test hooks of team activities (never set in production). */
@@ -100,7 +99,7 @@ export function createSharedActivities(deps: SharedActivityDeps): SharedActiviti
     }
     return deps.defaultProvider;
   };
-  const orchestrator = createOrchestratorActivities({ pool: deps.pool, orchard: clientOf(deps, 'orchestrators') });
+  const orchestrator = createOrchestratorActivities({ pool: deps.pool, temporal: temporalOf(deps, 'orchestrators') });
   const team = teamActivitiesOf(deps);
   const bind = abortBindingOf(deps);
   return {
@@ -253,23 +252,23 @@ function pickTeamGitActivities(deps: HostActivityDeps) {
   return { settleExecution: team.settleExecution, coordinatorTool: team.coordinatorTool };
 }
 
-type ClientDeps = Pick<SharedActivityDeps, 'pool' | 'orchard' | 'namespace' | 'teamHooks'>;
+type TemporalDeps = Pick<SharedActivityDeps, 'pool' | 'temporal' | 'namespace' | 'teamHooks'>;
 
 /** The team activities, as the shared queue and a host queue both serve them. */
-function teamActivitiesOf(deps: ClientDeps) {
-  return createTeamActivities({ pool: deps.pool, namespace: deps.namespace, hooks: deps.teamHooks, orchard: clientOf(deps, 'team runs') });
+function teamActivitiesOf(deps: TemporalDeps) {
+  return createTeamActivities({ pool: deps.pool, namespace: deps.namespace, hooks: deps.teamHooks, temporal: temporalOf(deps, 'team runs') });
 }
 
-function clientOf(deps: ClientDeps, what: string): () => OrchardClient {
+function temporalOf(deps: TemporalDeps, what: string): () => TemporalPort {
   return () => {
-    if (!deps.orchard) throw new Error(`this worker has no client for ${what}`);
-    return deps.orchard();
+    if (!deps.temporal) throw new Error(`this worker has no client for ${what}`);
+    return deps.temporal();
   };
 }
 
-/** Binds an activity attempt's cancellation to every Temporal call it makes through the worker's client. */
-function abortBindingOf(deps: ClientDeps): AbortBinding | undefined {
-  if (!deps.orchard) return undefined;
-  const client = deps.orchard;
-  return (signal, work) => client().temporal.withAbortSignal(signal, work);
+/** Binds an activity attempt's cancellation to every Temporal call it makes through the worker's port. */
+function abortBindingOf(deps: TemporalDeps): AbortBinding | undefined {
+  if (!deps.temporal) return undefined;
+  const temporal = deps.temporal;
+  return (signal, work) => temporal().withAbortSignal(signal, work);
 }

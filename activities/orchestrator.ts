@@ -1,5 +1,6 @@
 import type { Pool } from 'pg';
-import { OrchardError, type OrchardClient } from '../client/client';
+import { OrchardError } from '../contract/errors';
+import type { TemporalPort } from '../contract/temporal-port';
 import type { ModelSpec } from '../contract/messages';
 import { parseSessionCall } from '../workflows/orchestrator/session-call';
 import { excerpt } from '../workflows/session/state';
@@ -25,8 +26,8 @@ import type {
  */
 export interface OrchestratorActivityDeps {
   pool: Pool;
-  /** A client on the worker's own Temporal connection and task queue. */
-  orchard: () => OrchardClient;
+  /** Temporal on the worker's own connection and task queue. */
+  temporal: () => TemporalPort;
 }
 
 export function createOrchestratorActivities(deps: OrchestratorActivityDeps): OrchestratorActivities {
@@ -77,7 +78,7 @@ export function createOrchestratorActivities(deps: OrchestratorActivityDeps): Or
       model?: ModelSpec;
     }): Promise<DispatchResult> {
       try {
-        const created = await deps.orchard().createSession({
+        const created = await deps.temporal().createSession({
           sessionId: input.childId,
           title: input.title,
           agent: input.agent,
@@ -96,7 +97,7 @@ export function createOrchestratorActivities(deps: OrchestratorActivityDeps): Or
     },
     async sendToChild(input: { ref: CallRef; childId: string; requestId: string; from: string }): Promise<DispatchResult> {
       try {
-        const sent = await deps.orchard().send(input.childId, { task: await taskOf(input.ref), requestId: input.requestId, from: input.from });
+        const sent = await deps.temporal().send(input.childId, { task: await taskOf(input.ref), requestId: input.requestId, from: input.from });
         return { ok: true, taskId: sent.taskId };
       } catch (err) {
         return failure(err);
@@ -111,7 +112,7 @@ export function createOrchestratorActivities(deps: OrchestratorActivityDeps): Or
       const ids = [...new Set([...input.childIds, ...cache.map((r) => r.childId)])];
       const inspected = await Promise.all(
         ids.map(async (childId) => {
-          const { liveness, runtime } = await deps.orchard().sessionLiveness(childId);
+          const { liveness, runtime } = await deps.temporal().sessionLiveness(childId);
           return { childId, liveness, runtime };
         }),
       );

@@ -1,7 +1,7 @@
 import { Context } from '@temporalio/activity';
 import type { Pool } from 'pg';
-import { isErrorCode, orchardFailure } from '../contract/errors';
-import { OrchardError, type OrchardClient, type SessionLiveness } from '../client/client';
+import { isErrorCode, OrchardError, orchardFailure } from '../contract/errors';
+import type { SessionLiveness, TemporalPort } from '../contract/temporal-port';
 import type { ModelSpec, StartTeamInput } from '../contract/messages';
 import { isCoordinatorTool, MEMBER_MESSAGE_PURPOSES, type Actor } from '../workflows/team/authority';
 import { excerpt } from '../workflows/session/state';
@@ -72,7 +72,8 @@ import {
  */
 export interface TeamActivityDeps {
   pool: Pool;
-  orchard: () => OrchardClient;
+  /** Temporal, as the worker provides it (sessions of Members, their liveness and cancels, the run's close). */
+  temporal: () => TemporalPort;
   /** The Temporal namespace (lease holders are namespaced). */
   namespace?: string;
   /** Test hooks that widen race windows (never set in production). */
@@ -134,7 +135,7 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
 
   /** The session's liveness; of the fenced execution chain alone when the lease names it (a later chain is not it). */
   async function livenessOf(sessionId: string, lease?: FencedLease): Promise<SessionLiveness> {
-    const answer = await deps.orchard().sessionLiveness(sessionId, { chain: chainOf(lease) });
+    const answer = await deps.temporal().sessionLiveness(sessionId, { chain: chainOf(lease) });
     return deps.hooks?.sessionLiveness?.(sessionId, answer) ?? answer;
   }
 
@@ -327,7 +328,7 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
             if (!input.members.includes(memberId)) throw new TeamStoreRefusal('member_not_found', `no member ${memberId}`);
             const purpose = args.purpose ?? 'requested_reply';
             if (!(MEMBER_MESSAGE_PURPOSES as readonly unknown[]).includes(purpose)) throw new TeamStoreRefusal('message_purpose_invalid', `purpose must be one of ${MEMBER_MESSAGE_PURPOSES.join(', ')}`);
-            const sent = await deps.orchard().send(await memberSessionOf(deps.pool, teamId, memberId), {
+            const sent = await deps.temporal().send(await memberSessionOf(deps.pool, teamId, memberId), {
               task: `Message from your Coordinator about task ${text(args.relatedTaskId, 'relatedTaskId')} (${String(purpose)}): ${text(args.text, 'text')}`,
               requestId: `${teamId}/${ref.turnId}/${ref.step}/${ref.callId}`,
               from: 'coordinator',
@@ -432,7 +433,7 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
       const brief = `Task ${task.taskId}: ${task.title}\n\n${task.description}`.trim();
       const requestId = `${input.teamId}/${input.executionId}`;
       await deps.hooks?.beforeCreateSession?.({ teamId: input.teamId, taskId: input.taskId, sessionId });
-      const created = await deps.orchard().createSession({
+      const created = await deps.temporal().createSession({
         sessionId,
         title: `${input.role} of team ${input.teamId}`,
         agent: input.role.toLowerCase(),
@@ -448,7 +449,7 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
       // Created or bound, the create update queued the task (once per request id). A send with the same request id
       // would be the same Temporal update id, answered with the create's result, which has no top-level taskId.
       if (created.task) return { revision, sessionId, sessionTaskId: created.task.taskId };
-      const sent = await deps.orchard().send(sessionId, { task: brief, requestId, from: 'team' });
+      const sent = await deps.temporal().send(sessionId, { task: brief, requestId, from: 'team' });
       return { revision, sessionId, sessionTaskId: sent.taskId };
     },
 
@@ -493,7 +494,7 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
           // shutting down, the workflow giving up) must not wait for that. It reaches the fenced execution chain
           // only: a late retry never cancels a newer session of the same member.
           const cancelled = deps
-            .orchard()
+            .temporal()
             .cancel(input.sessionId, input.reason, { chain: chainOf(input.lease), signal: Context.current().cancellationSignal })
             .catch((err: unknown) => {
               if (!(err instanceof OrchardError && (err.code === 'session_closed' || err.code === 'session_not_found'))) throw err;
@@ -547,7 +548,7 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
       const stop = () => abort.abort();
       context.cancelled.catch(stop);
       try {
-        return { closed: await deps.orchard().teamClosed(input.teamId, abort.signal) };
+        return { closed: await deps.temporal().teamClosed(input.teamId, abort.signal) };
       } finally {
         stop();
       }

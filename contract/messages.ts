@@ -131,6 +131,24 @@ export interface SessionWorkflowInput<Carried = never> {
   readonly carried?: Carried;
 }
 
+/** A create as a client asks for it: the host defaults to the client's (its machine's ORCHARD_HOST_ID or hostname). */
+export type CreateSessionRequest = Omit<CreateSessionInput, 'host'> & { host?: string };
+
+export interface CreateSessionResult {
+  /**
+   * created: this request started the session (or a new run of a closed one, which re-enters its worktree once
+   * the old run is provably gone); bound: the session was already running — no second agent was started, the
+   * task (if any) was routed to it.
+   */
+  readonly outcome: 'created' | 'bound';
+  readonly session: SessionStatusView;
+  /** The first task's acknowledgement, when a task was given. */
+  readonly task?: SendResult;
+  /** The create's idempotency key: the same key again is answered the same way and queues the task once. */
+  readonly requestId: string;
+  readonly message: string;
+}
+
 export interface SendInput {
   /** What the session should do next; becomes the user message of one turn. */
   readonly task: string;

@@ -17,7 +17,7 @@ import { liveGroupsBlocking, reapCall, type ReapOptions } from '../bash/reaper';
 import { UNKNOWN_OUTCOME, appendEntry, findAssistantMessage, findToolResult } from '../store/transcript';
 import { isExecutableTool, isMutatingTool, refusal, runTool } from './run-tool';
 import { sendMemberMessage } from './member-message';
-import type { SessionLiveness } from '../../client/client';
+import type { SessionLiveness } from '../../contract/temporal-port';
 import type { ExecuteToolInput, ExecuteToolResult, Lease } from '../../contract/activities';
 
 export interface ExecutorDeps {

@@ -45,9 +45,10 @@ module.exports = {
     {
       name: 'client-is-a-library',
       severity: 'error',
-      comment: 'The client a service imports depends on the contract and @temporalio/client only, not on activities or the worker.',
+      comment:
+        'The client a service imports depends on the contract and Temporal\'s client packages only (and Node itself): never on activities, workflows or the worker.',
       from: { path: '^client/' },
-      to: { path: '^(activities|worker)/' },
+      to: { dependencyTypes: ['local', 'npm', 'npm-dev', 'npm-optional', 'npm-peer', 'npm-no-pkg', 'npm-unknown', 'aliased', 'unknown', 'undetermined'], pathNot: ['^client/', '^contract/', '^node_modules/@temporalio/(client|common|envconfig|proto)/'] },
     },
     {
       name: 'entry-points-on-top',
@@ -59,7 +60,7 @@ module.exports = {
   ],
   options: {
     doNotFollow: { path: 'node_modules' },
-    exclude: { path: '^(dist|node_modules|\\.orchard)/' },
+    exclude: { path: '^(dist|\\.orchard)/' },
     tsPreCompilationDeps: true,
     tsConfig: { fileName: 'tsconfig.json' },
     enhancedResolveOptions: { exportsFields: ['exports'], conditionNames: ['import', 'require', 'node', 'default'] },

@@ -34,8 +34,8 @@ export async function heartbeating<T>(work: () => Promise<T>, options: { everyMs
  * The same activities, those named heartbeating while they run (their options give them a heartbeat timeout), with
  * their attempt's cancellation bound to what they wait on (`bind`).
  */
-export function withHeartbeats<A extends Record<string, unknown>, K extends keyof A & string>(activities: A, names: readonly K[], bind?: AbortBinding): A {
-  const wrapped: Record<string, unknown> = { ...activities };
+export function withHeartbeats<A extends object, K extends keyof A & string>(activities: A, names: readonly K[], bind?: AbortBinding): A {
+  const wrapped: Record<string, unknown> = { ...(activities as Record<string, unknown>) };
   for (const name of names) {
     const fn = activities[name] as unknown as (...args: unknown[]) => Promise<unknown>;
     wrapped[name] = (...args: unknown[]) => heartbeating(() => fn(...args), { bind });

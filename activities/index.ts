@@ -9,22 +9,33 @@ import { installRefBackstop, markWorktreeIsolated } from './git/backstop';
 import { prepareWorktree } from './git/worktree';
 import { loadScenario } from './model/scenario';
 import { ScriptedProvider } from './model/scripted';
-import { modelStep, type ModelStepInput } from './model/step';
+import { modelStep } from './model/step';
 import type { ModelProvider } from './model/types';
 import { Context } from '@temporalio/activity';
 import { CancelledFailure } from '@temporalio/common';
 import { resolveLimits, type SessionLimits } from '../contract/messages';
 import { CommandSlots, DEFAULT_MAX_COMMANDS } from './bash/command-slots';
 import { reapWorktree, type ReapOptions } from './bash/reaper';
-import { acquireLease, releaseHolder, releaseLease, type HolderLiveness, type Lease } from './store/leases';
+import { acquireLease, releaseHolder, releaseLease, type HolderLiveness } from './store/leases';
 import { turnKeyOf } from './store/keys';
-import { endTasks, storeTasks, type StoredTask, type TaskEnd } from './store/tasks';
+import { endTasks, storeTasks } from './store/tasks';
 import { appendEntry } from './store/transcript';
-import { executeTool, type ExecuteToolInput } from './tools/execute';
-import type { SessionLiveness } from '../client/client';
+import { executeTool } from './tools/execute';
+import type {
+  ExecuteToolInput,
+  HostActivities,
+  Lease,
+  ModelStepInput,
+  PrepareWorktreeInput,
+  PreparedSessionWorktree,
+  RecordTaskInput,
+  SharedActivities,
+  StoredTask,
+  TaskEnd,
+} from '../contract/activities';
+import type { SessionLiveness, TemporalPort } from '../contract/temporal-port';
 import { createOrchestratorActivities } from './orchestrator';
 import { createTeamActivities, createTeamHostActivities, type TeamActivityHooks } from './team';
-import type { OrchardClient } from '../client/client';
 import { limitsFromEnv } from './limits';
 import { withHeartbeats, type AbortBinding } from './heartbeat';
 
@@ -34,8 +45,8 @@ export interface SharedActivityDeps {
   defaultProvider?: ModelProvider;
   /** The environment session defaults are read from when a session starts (process.env by default). */
   env?: NodeJS.ProcessEnv;
-  /** The client orchestrators start and send to children with (the worker's own connection and task queue). */
-  orchard?: () => OrchardClient;
+  /** Temporal as orchestrators and teams reach it: start and send to children (the worker's own connection and task queue). */
+  temporal?: () => TemporalPort;
   /** The worker's Temporal namespace (lease holders name it). */
   namespace?: string;
   /** Test hooks that widen race windows in team activities (never set in production). */
@@ -64,8 +75,8 @@ export interface HostActivityDeps {
    * isolated children are refused (fail closed).
    */
   confinement?: Confinement;
-  /** The client team activities on this host reach Temporal with (a Coordinator tool may message a Member). */
-  orchard?: () => OrchardClient;
+  /** Temporal as team activities on this host reach it (a Coordinator tool may message a Member). */
+  temporal?: () => TemporalPort;
   /** The worker's Temporal namespace (lease holders name it). */
   namespace?: string;
   /** Test hooks of team activities (never set in production). */
@@ -79,15 +90,8 @@ export interface HostActivityHooks {
   afterLease?: (input: PrepareWorktreeInput, signal: AbortSignal) => Promise<void>;
 }
 
-export interface RecordTaskInput {
-  sessionId: string;
-  turn: number;
-  taskId: string;
-  task: string;
-}
-
 /** Activities that need no particular host: the model and the store. They run on the shared task queue. */
-export function createSharedActivities(deps: SharedActivityDeps) {
+export function createSharedActivities(deps: SharedActivityDeps): SharedActivities {
   const resolveProvider = async (spec: ModelSpec): Promise<ModelProvider> => {
     if (spec.provider === 'scripted') return new ScriptedProvider(await loadScenario(resolve(spec.scenario)));
     if (!deps.defaultProvider) {
@@ -95,7 +99,7 @@ export function createSharedActivities(deps: SharedActivityDeps) {
     }
     return deps.defaultProvider;
   };
-  const orchestrator = createOrchestratorActivities({ pool: deps.pool, orchard: clientOf(deps, 'orchestrators') });
+  const orchestrator = createOrchestratorActivities({ pool: deps.pool, temporal: temporalOf(deps, 'orchestrators') });
   const team = teamActivitiesOf(deps);
   const bind = abortBindingOf(deps);
   return {
@@ -135,21 +139,11 @@ export function createSharedActivities(deps: SharedActivityDeps) {
   };
 }
 
-export interface PrepareWorktreeInput {
-  sessionId: string;
-  repo: string;
-  baseRef?: string;
-  /** The session's execution chain (`session/<id>@<firstRunId>`), which takes the worktree's lease. */
-  holder: string;
-  /** An isolated child may only move its own branch: the worktree is marked for the ref backstop hook. */
-  isolated?: boolean;
-}
-
 /** Leases are keyed by host and path: two hosts may use the same path for different worktrees. */
 export const leaseKey = (hostId: string, worktree: string): string => `${hostId}:${worktree}`;
 
 /** Activities bound to the disk that holds a worktree. They run on `orchard-host-<hostId>`. */
-export function createHostActivities(deps: HostActivityDeps) {
+export function createHostActivities(deps: HostActivityDeps): HostActivities {
   const maxOutputBytes = deps.maxOutputBytes ?? 64 * 1024;
   const commandSlots = new CommandSlots(deps.maxConcurrentCommands ?? DEFAULT_MAX_COMMANDS);
   return {
@@ -198,7 +192,7 @@ export function createHostActivities(deps: HostActivityDeps) {
     ...withHeartbeats(pickTeamGitActivities(deps), ['settleExecution', 'coordinatorTool'], abortBindingOf(deps)),
   };
 
-  async function prepare(input: PrepareWorktreeInput, signal: AbortSignal) {
+  async function prepare(input: PrepareWorktreeInput, signal: AbortSignal): Promise<PreparedSessionWorktree> {
     const path = join(resolve(deps.worktreeRoot), input.sessionId);
     // Fail closed, before anything is taken: a host that cannot confine an isolated child does not start one.
     if (input.isolated && (!deps.confinement || deps.confinement.mode === 'unavailable')) {
@@ -258,26 +252,23 @@ function pickTeamGitActivities(deps: HostActivityDeps) {
   return { settleExecution: team.settleExecution, coordinatorTool: team.coordinatorTool };
 }
 
-type ClientDeps = Pick<SharedActivityDeps, 'pool' | 'orchard' | 'namespace' | 'teamHooks'>;
+type TemporalDeps = Pick<SharedActivityDeps, 'pool' | 'temporal' | 'namespace' | 'teamHooks'>;
 
 /** The team activities, as the shared queue and a host queue both serve them. */
-function teamActivitiesOf(deps: ClientDeps) {
-  return createTeamActivities({ pool: deps.pool, namespace: deps.namespace, hooks: deps.teamHooks, orchard: clientOf(deps, 'team runs') });
+function teamActivitiesOf(deps: TemporalDeps) {
+  return createTeamActivities({ pool: deps.pool, namespace: deps.namespace, hooks: deps.teamHooks, temporal: temporalOf(deps, 'team runs') });
 }
 
-function clientOf(deps: ClientDeps, what: string): () => OrchardClient {
+function temporalOf(deps: TemporalDeps, what: string): () => TemporalPort {
   return () => {
-    if (!deps.orchard) throw new Error(`this worker has no client for ${what}`);
-    return deps.orchard();
+    if (!deps.temporal) throw new Error(`this worker has no client for ${what}`);
+    return deps.temporal();
   };
 }
 
-/** Binds an activity attempt's cancellation to every Temporal call it makes through the worker's client. */
-function abortBindingOf(deps: ClientDeps): AbortBinding | undefined {
-  if (!deps.orchard) return undefined;
-  const client = deps.orchard;
-  return (signal, work) => client().temporal.withAbortSignal(signal, work);
+/** Binds an activity attempt's cancellation to every Temporal call it makes through the worker's port. */
+function abortBindingOf(deps: TemporalDeps): AbortBinding | undefined {
+  if (!deps.temporal) return undefined;
+  const temporal = deps.temporal;
+  return (signal, work) => temporal().withAbortSignal(signal, work);
 }
-
-export type SharedActivities = ReturnType<typeof createSharedActivities>;
-export type HostActivities = ReturnType<typeof createHostActivities>;

@@ -1,13 +1,22 @@
 import type { Pool } from 'pg';
-import { OrchardError, type OrchardClient } from '../client/client';
+import { OrchardError } from '../contract/errors';
+import type { TemporalPort } from '../contract/temporal-port';
 import type { ModelSpec } from '../contract/messages';
-import { parseSessionCall, type SessionCall } from '../workflows/orchestrator/session-call';
+import { parseSessionCall } from '../workflows/orchestrator/session-call';
 import { excerpt } from '../workflows/session/state';
 import { turnKeyOf } from './store/keys';
 import { appendEntry, findAssistantMessage } from './store/transcript';
-import { projectRoutingCache, readRoutingCache, type RoutingCacheRow } from './store/routing-cache';
-import type { ChildInspection } from '../workflows/orchestrator/agents';
+import { projectRoutingCache, readRoutingCache } from './store/routing-cache';
 import type { OrchestratorChildView } from '../contract/messages';
+import type {
+  CallRef,
+  ChildInspection,
+  DispatchResult,
+  OrchestratorActivities,
+  ReadCallResult,
+  RoutingCacheRow,
+  SessionCallView,
+} from '../contract/orchestrator-activities';
 
 /**
  * The orchestrator's side effects: reading a tool call the model made, starting and sending to children (as
@@ -17,34 +26,11 @@ import type { OrchestratorChildView } from '../contract/messages';
  */
 export interface OrchestratorActivityDeps {
   pool: Pool;
-  /** A client on the worker's own Temporal connection and task queue. */
-  orchard: () => OrchardClient;
+  /** Temporal on the worker's own connection and task queue. */
+  temporal: () => TemporalPort;
 }
 
-export interface CallRef {
-  sessionId: string;
-  executionId: string;
-  turnId: string;
-  turn: number;
-  step: number;
-  callId: string;
-}
-
-/** A `session` call as the workflow sees it: the task replaced by an excerpt (the activities read the text). */
-export type SessionCallView =
-  | (Omit<Extract<SessionCall, { operation: 'create' }>, 'task'> & { taskExcerpt: string })
-  | (Omit<Extract<SessionCall, { operation: 'send' }>, 'task'> & { taskExcerpt: string })
-  | Extract<SessionCall, { operation: 'list' | 'status' }>;
-
-export type ReadCallResult =
-  | { tool: 'session'; ok: true; call: SessionCallView; repaired?: string }
-  | { tool: 'session'; ok: false; code: string; message: string }
-  | { tool: string; ok: true; args: Record<string, unknown> }
-  | { tool: string; ok: false; code: string; message: string };
-
-export type DispatchResult = { ok: true; taskId?: string; outcome?: 'created' | 'bound' } | { ok: false; code: string; message: string };
-
-export function createOrchestratorActivities(deps: OrchestratorActivityDeps) {
+export function createOrchestratorActivities(deps: OrchestratorActivityDeps): OrchestratorActivities {
   async function callOf(ref: CallRef) {
     const message = await findAssistantMessage(deps.pool, ref.turnId, ref.step);
     const call = message?.tool_calls?.find((c) => c.id === ref.callId);
@@ -92,7 +78,7 @@ export function createOrchestratorActivities(deps: OrchestratorActivityDeps) {
       model?: ModelSpec;
     }): Promise<DispatchResult> {
       try {
-        const created = await deps.orchard().createSession({
+        const created = await deps.temporal().createSession({
           sessionId: input.childId,
           title: input.title,
           agent: input.agent,
@@ -111,7 +97,7 @@ export function createOrchestratorActivities(deps: OrchestratorActivityDeps) {
     },
     async sendToChild(input: { ref: CallRef; childId: string; requestId: string; from: string }): Promise<DispatchResult> {
       try {
-        const sent = await deps.orchard().send(input.childId, { task: await taskOf(input.ref), requestId: input.requestId, from: input.from });
+        const sent = await deps.temporal().send(input.childId, { task: await taskOf(input.ref), requestId: input.requestId, from: input.from });
         return { ok: true, taskId: sent.taskId };
       } catch (err) {
         return failure(err);
@@ -126,7 +112,7 @@ export function createOrchestratorActivities(deps: OrchestratorActivityDeps) {
       const ids = [...new Set([...input.childIds, ...cache.map((r) => r.childId)])];
       const inspected = await Promise.all(
         ids.map(async (childId) => {
-          const { liveness, runtime } = await deps.orchard().sessionLiveness(childId);
+          const { liveness, runtime } = await deps.temporal().sessionLiveness(childId);
           return { childId, liveness, runtime };
         }),
       );
@@ -145,5 +131,3 @@ export function createOrchestratorActivities(deps: OrchestratorActivityDeps) {
     },
   };
 }
-
-export type OrchestratorActivities = ReturnType<typeof createOrchestratorActivities>;

@@ -1,11 +1,23 @@
 import { Context } from '@temporalio/activity';
 import type { Pool } from 'pg';
-import { isErrorCode, orchardFailure } from '../contract/errors';
-import { OrchardError, type OrchardClient, type SessionLiveness } from '../client/client';
+import { isErrorCode, OrchardError, orchardFailure } from '../contract/errors';
+import type { SessionLiveness, TemporalPort } from '../contract/temporal-port';
 import type { ModelSpec, StartTeamInput } from '../contract/messages';
 import { isCoordinatorTool, MEMBER_MESSAGE_PURPOSES, type Actor } from '../workflows/team/authority';
 import { excerpt } from '../workflows/session/state';
-import type { CallRef } from './orchestrator';
+import type { CallRef } from '../contract/orchestrator-activities';
+import type {
+  CoordinatorToolEffects,
+  FencedLease,
+  HandoffKind,
+  HandoffReceipt,
+  Quiescence,
+  ReceiptState,
+  SettledAnswer,
+  SettleInput,
+  TeamActivities,
+  TeamHostActivities,
+} from '../contract/team-activities';
 import { turnKeyOf } from './store/keys';
 import { leaseHeldAt } from './store/leases';
 import { leaseHostUnreachable } from './store/hosts';
@@ -31,11 +43,9 @@ import {
   memberSessionOf,
   moveReceipt,
   openProcessGroups,
-  type HandoffKind,
-  type HandoffReceipt,
-  type ReceiptState,
   type RunCompletionCertificate,
   type BoardSnapshot,
+  type TeamResultRecord,
 } from './store/team';
 import { validateClosure } from '../workflows/team/closure';
 import type { TeamMergeResult } from '../contract/messages';
@@ -52,7 +62,6 @@ import {
   readTeamMerge,
   savePlannedMerge,
   teamRunInfo,
-  type TeamResultRecord,
 } from './store/team-result';
 
 /**
@@ -63,7 +72,8 @@ import {
  */
 export interface TeamActivityDeps {
   pool: Pool;
-  orchard: () => OrchardClient;
+  /** Temporal, as the worker provides it (sessions of Members, their liveness and cancels, the run's close). */
+  temporal: () => TemporalPort;
   /** The Temporal namespace (lease holders are namespaced). */
   namespace?: string;
   /** Test hooks that widen race windows (never set in production). */
@@ -86,45 +96,8 @@ export interface TeamActivityHooks {
   beforeMoveReceipt?: (input: { teamId: string; receiptId: string; to: ReceiptState }) => Promise<void>;
 }
 
-/**
- * Whether an old execution's runtime is quiescent; when it is not, `known` says whether that is known (its session
- * still runs, a process group of it is not verified gone, its lease is still current) or nobody could tell
- * (Temporal did not answer about its session).
- */
-export type Quiescence = { quiescent: true } | { quiescent: false; known: boolean; why: string };
-
-/** The old execution's lease as its handoff fenced it; `holder` (absent in receipts of older runs) names its chain. */
-export interface FencedLease {
-  readonly worktree: string;
-  readonly generation: number;
-  readonly holder?: string;
-}
-
 /** The first run id of the execution chain that held the lease, when the holder says. */
 const chainOf = (lease: FencedLease | undefined): string | undefined => (lease?.holder ? parseLeaseHolder(lease.holder)?.firstRunId : undefined);
-
-interface SettleInput {
-  teamId: string;
-  taskId: string;
-  executionId: string;
-  memberId: string;
-  outcome: string;
-  excerpt?: string;
-}
-
-type SettledAnswer = { revision: number; state: 'completed' | 'failed' | 'handed_off'; candidate: string; candidateRevision: number };
-
-/** What the workflow keeps of a certificate: ids and revisions (the certificate is in Postgres). */
-export interface CertificateRef {
-  certificateId: string;
-  generation: number;
-  workRevision: number;
-  taskIds: string[];
-  outputIds: string[];
-  /** The result branch and the commit the certificate names. */
-  resultBranch?: string;
-  resultHead?: string;
-}
 
 /** A refusal of the store becomes a typed, non-retryable activity failure (a retry would be refused again). */
 function asFailure(err: unknown): unknown {
@@ -133,22 +106,6 @@ function asFailure(err: unknown): unknown {
 
 /** How long a yield waits for the old runtime to be quiescent before answering that it is not (unknown). */
 const YIELD_WAIT_MS = 60_000;
-
-/** What a Coordinator tool call changed that the workflow acts on. */
-export interface CoordinatorToolEffects {
-  /** The work revision after the call, when it committed a fact. */
-  revision?: number;
-  /** Board revision the call read (task_list). */
-  readRevision?: number;
-  /** Tasks that now have an owner and wait for the plan (or for their owner to be free). */
-  assigned?: { taskId: string; owner: string }[];
-  planApproved?: boolean;
-  reply?: string;
-  /** The run was certified delivered (the certificate itself is in Postgres and in the tool result). */
-  certificate?: CertificateRef;
-  /** The call was refused; the code is in the tool result too. */
-  refused?: string;
-}
 
 function boardView(board: BoardSnapshot) {
   return {
@@ -159,7 +116,7 @@ function boardView(board: BoardSnapshot) {
   };
 }
 
-export function createTeamActivities(deps: TeamActivityDeps) {
+export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
   async function argsOf(ref: CallRef): Promise<Record<string, unknown>> {
     const message = await findAssistantMessage(deps.pool, ref.turnId, ref.step);
     const call = message?.tool_calls?.find((c) => c.id === ref.callId);
@@ -178,7 +135,7 @@ export function createTeamActivities(deps: TeamActivityDeps) {
 
   /** The session's liveness; of the fenced execution chain alone when the lease names it (a later chain is not it). */
   async function livenessOf(sessionId: string, lease?: FencedLease): Promise<SessionLiveness> {
-    const answer = await deps.orchard().sessionLiveness(sessionId, { chain: chainOf(lease) });
+    const answer = await deps.temporal().sessionLiveness(sessionId, { chain: chainOf(lease) });
     return deps.hooks?.sessionLiveness?.(sessionId, answer) ?? answer;
   }
 
@@ -371,7 +328,7 @@ export function createTeamActivities(deps: TeamActivityDeps) {
             if (!input.members.includes(memberId)) throw new TeamStoreRefusal('member_not_found', `no member ${memberId}`);
             const purpose = args.purpose ?? 'requested_reply';
             if (!(MEMBER_MESSAGE_PURPOSES as readonly unknown[]).includes(purpose)) throw new TeamStoreRefusal('message_purpose_invalid', `purpose must be one of ${MEMBER_MESSAGE_PURPOSES.join(', ')}`);
-            const sent = await deps.orchard().send(await memberSessionOf(deps.pool, teamId, memberId), {
+            const sent = await deps.temporal().send(await memberSessionOf(deps.pool, teamId, memberId), {
               task: `Message from your Coordinator about task ${text(args.relatedTaskId, 'relatedTaskId')} (${String(purpose)}): ${text(args.text, 'text')}`,
               requestId: `${teamId}/${ref.turnId}/${ref.step}/${ref.callId}`,
               from: 'coordinator',
@@ -476,7 +433,7 @@ export function createTeamActivities(deps: TeamActivityDeps) {
       const brief = `Task ${task.taskId}: ${task.title}\n\n${task.description}`.trim();
       const requestId = `${input.teamId}/${input.executionId}`;
       await deps.hooks?.beforeCreateSession?.({ teamId: input.teamId, taskId: input.taskId, sessionId });
-      const created = await deps.orchard().createSession({
+      const created = await deps.temporal().createSession({
         sessionId,
         title: `${input.role} of team ${input.teamId}`,
         agent: input.role.toLowerCase(),
@@ -492,7 +449,7 @@ export function createTeamActivities(deps: TeamActivityDeps) {
       // Created or bound, the create update queued the task (once per request id). A send with the same request id
       // would be the same Temporal update id, answered with the create's result, which has no top-level taskId.
       if (created.task) return { revision, sessionId, sessionTaskId: created.task.taskId };
-      const sent = await deps.orchard().send(sessionId, { task: brief, requestId, from: 'team' });
+      const sent = await deps.temporal().send(sessionId, { task: brief, requestId, from: 'team' });
       return { revision, sessionId, sessionTaskId: sent.taskId };
     },
 
@@ -537,7 +494,7 @@ export function createTeamActivities(deps: TeamActivityDeps) {
           // shutting down, the workflow giving up) must not wait for that. It reaches the fenced execution chain
           // only: a late retry never cancels a newer session of the same member.
           const cancelled = deps
-            .orchard()
+            .temporal()
             .cancel(input.sessionId, input.reason, { chain: chainOf(input.lease), signal: Context.current().cancellationSignal })
             .catch((err: unknown) => {
               if (!(err instanceof OrchardError && (err.code === 'session_closed' || err.code === 'session_not_found'))) throw err;
@@ -591,7 +548,7 @@ export function createTeamActivities(deps: TeamActivityDeps) {
       const stop = () => abort.abort();
       context.cancelled.catch(stop);
       try {
-        return { closed: await deps.orchard().teamClosed(input.teamId, abort.signal) };
+        return { closed: await deps.temporal().teamClosed(input.teamId, abort.signal) };
       } finally {
         stop();
       }
@@ -639,12 +596,10 @@ export function createTeamActivities(deps: TeamActivityDeps) {
   }
 }
 
-export type TeamActivities = ReturnType<typeof createTeamActivities>;
-
 /**
  * Team activities bound to the repository's disk (they run on the team host's queue): `orchard team merge`.
  */
-export function createTeamHostActivities(deps: { pool: Pool }) {
+export function createTeamHostActivities(deps: { pool: Pool }): TeamHostActivities {
   const typed = (err: unknown): unknown => {
     if (err instanceof TeamStoreRefusal || err instanceof TeamGitRefusal) return orchardFailure(isErrorCode(err.code) ? err.code : 'invalid_input', err.message);
     return err;
@@ -696,5 +651,3 @@ export function createTeamHostActivities(deps: { pool: Pool }) {
     },
   };
 }
-
-export type TeamHostActivities = ReturnType<typeof createTeamHostActivities>;

@@ -17,7 +17,7 @@ export function registerBoardCommand(program: Command): Command {
     .description('print the outcome (delivered | not_delivered | not_applicable | cancelled) and the reasons; exit 0 for any outcome')
     .option('--json', 'print {outcome, candidate, reasons, evidence, validatorVersion} as JSON')
     .action(async (file: string, options: { json?: boolean }) => {
-      const { BoardFileError, parseBoardFile } = await import('../workflows/team/board-file');
+      const { BoardFileError, parseBoardFile } = await import('./board-file');
       const { validateClosure } = await import('../workflows/team/closure');
       const path = resolve(file);
       let text: string;
@@ -33,7 +33,7 @@ export function registerBoardCommand(program: Command): Command {
     .command('schema')
     .description('print the JSON Schema of the board file (docs/board-format.schema.json)')
     .action(async () => {
-      const { boardJsonSchema } = await import('../workflows/team/board-file');
+      const { boardJsonSchema } = await import('./board-file');
       console.log(JSON.stringify(boardJsonSchema(), null, 2));
     });
   return board;

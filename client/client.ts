@@ -62,12 +62,15 @@ import {
   type SessionStatusView,
   type TranscriptRefs,
   type TurnRef,
+  type SessionWorkflowInput,
+  type OrchestratorWorkflowInput,
+  type TeamWorkflowInput,
+  type CreateSessionRequest,
+  type CreateSessionResult,
 } from '../contract/messages';
+import type { ChainOptions, SessionLiveness, TemporalPort } from '../contract/temporal-port';
 import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_PARENT, ORCHARD_STATUS } from '../contract/search-attributes';
-import type { SessionWorkflowInput } from '../workflows/session/state';
 import { sessionBranch } from '../contract/ids';
-import type { OrchestratorWorkflowInput } from '../workflows/orchestrator/workflow';
-import type { TeamWorkflowInput } from '../workflows/team/workflow';
 import {
   DEFAULT_NAMESPACE,
   TemporalConfigError,
@@ -97,25 +100,8 @@ export interface SessionSummary {
   startTime: Date;
 }
 
-export type CreateSessionRequest = Omit<CreateSessionInput, 'host'> & { host?: string };
-
-export interface CreateSessionResult {
-  /**
-   * created: this request started the session (or a new run of a closed one, which re-enters its worktree once
-   * the old run is provably gone); bound: the session was already running — no second agent was started, the
-   * task (if any) was routed to it.
-   */
-  readonly outcome: 'created' | 'bound';
-  readonly session: SessionStatusView;
-  /** The first task's acknowledgement, when a task was given. */
-  readonly task?: SendResult;
-  /** The create's idempotency key: the same key again is answered the same way and queues the task once. */
-  readonly requestId: string;
-  readonly message: string;
-}
-
 /** The typed client services import: every call maps Temporal errors to an OrchardError with a code. */
-export class OrchardClient {
+export class OrchardClient implements TemporalPort {
   readonly defaultHost: string;
 
   constructor(
@@ -144,6 +130,11 @@ export class OrchardClient {
 
   async close(): Promise<void> {
     await this.temporal.connection.close();
+  }
+
+  /** Binds `signal` to every Temporal call `work` makes on this client (an activity's cancellation, for one). */
+  withAbortSignal<T>(signal: AbortSignal, work: () => Promise<T>): Promise<T> {
+    return this.temporal.withAbortSignal(signal, work);
   }
 
   /**
@@ -543,21 +534,6 @@ async function whenScheduled<T>(query: () => Promise<T>): Promise<T> {
       await new Promise((r) => setTimeout(r, 100));
     }
   }
-}
-
-/** A session's execution chain: the run id it started with (a lease holder names it). */
-export interface ChainOptions {
-  readonly chain?: string;
-  /** Abandons the call (an activity that was cancelled): no request of it outlives its caller. */
-  readonly signal?: AbortSignal;
-}
-
-export interface SessionLiveness {
-  readonly liveness: 'alive' | 'dead' | 'unknown';
-  /** Temporal's execution status (RUNNING, COMPLETED, …), NOT_FOUND, or UNKNOWN. */
-  readonly execution: string;
-  /** Where and since when it runs: workflow id, run id, host. */
-  readonly runtime: string;
 }
 
 /** A refused update (its validator or handler failed it with a typed failure) becomes the OrchardError of its code. */

@@ -92,3 +92,17 @@ export function orchardFailure(code: ErrorCode, message: string, details?: unkno
     details: details === undefined ? undefined : [details],
   });
 }
+
+/**
+ * A refusal with a typed code and a message that says what to do instead: what the client throws (client/ re-exports
+ * it), and what activities receive from the Temporal port (contract/temporal-port.ts) and match on by code.
+ */
+export class OrchardError extends Error {
+  constructor(
+    readonly code: ErrorCode | 'internal',
+    message: string,
+  ) {
+    super(message);
+    this.name = 'OrchardError';
+  }
+}

@@ -124,6 +124,34 @@ export interface CreateSessionInput {
   readonly requestId?: string;
 }
 
+/**
+ * What the session workflow (`childSession`) is started with: its create input and, on a continued run only, the
+ * state its previous run carried. The carried state is the workflow's own (`Carried`, workflows/session/state.ts):
+ * a client starts a session with `create` alone.
+ */
+export interface SessionWorkflowInput<Carried = never> {
+  readonly create: CreateSessionInput;
+  readonly carried?: Carried;
+}
+
+/** A create as a client asks for it: the host defaults to the client's (its machine's ORCHARD_HOST_ID or hostname). */
+export type CreateSessionRequest = Omit<CreateSessionInput, 'host'> & { host?: string };
+
+export interface CreateSessionResult {
+  /**
+   * created: this request started the session (or a new run of a closed one, which re-enters its worktree once
+   * the old run is provably gone); bound: the session was already running — no second agent was started, the
+   * task (if any) was routed to it.
+   */
+  readonly outcome: 'created' | 'bound';
+  readonly session: SessionStatusView;
+  /** The first task's acknowledgement, when a task was given. */
+  readonly task?: SendResult;
+  /** The create's idempotency key: the same key again is answered the same way and queues the task once. */
+  readonly requestId: string;
+  readonly message: string;
+}
+
 export interface SendInput {
   /** What the session should do next; becomes the user message of one turn. */
   readonly task: string;
@@ -395,6 +423,15 @@ export interface StartOrchestratorInput {
   readonly limits?: Partial<SessionLimits>;
 }
 
+/**
+ * What the orchestrator workflow is started with; `carried` (its own state, workflows/orchestrator/workflow.ts) only
+ * on a continued run.
+ */
+export interface OrchestratorWorkflowInput<Carried = never> {
+  readonly start: StartOrchestratorInput;
+  readonly carried?: Carried;
+}
+
 export interface MessageInput {
   /** What the user says; becomes the user message of one orchestrator turn. */
   readonly text: string;
@@ -539,6 +576,12 @@ export interface StartTeamInput {
   readonly limits?: Partial<SessionLimits>;
   /** Handoff SLO and timeout in milliseconds (durable timers; defaults 5 000 and 10 000). */
   readonly handoff?: { readonly sloMs?: number; readonly timeoutMs?: number };
+}
+
+/** What a team run's workflow is started with; `carried` (its own state, workflows/team/workflow.ts) only on a continued run. */
+export interface TeamWorkflowInput<Carried = never> {
+  readonly start: StartTeamInput;
+  readonly carried?: Carried;
 }
 
 export const DEFAULT_HANDOFF = { sloMs: 5_000, timeoutMs: 10_000 } as const;

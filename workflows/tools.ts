@@ -1,18 +1,7 @@
 import { COORDINATOR_TOOLS } from './team/tools';
 import { MEMBER_MESSAGE_PURPOSES } from './team/authority';
 import { ORCHESTRATOR_TOOLS } from './orchestrator/tools';
-
-/**
- * The tools a model sees are data: name, description and JSON schema. The code that runs them lives in
- * `activities/tools/`; a profile is a list of these definitions, so a session can only be offered (and
- * can only execute) what its profile names.
- */
-export interface ToolDefinition {
-  readonly name: string;
-  readonly description: string;
-  /** JSON Schema of the arguments object, sent to the model verbatim. */
-  readonly parameters: Record<string, unknown>;
-}
+import type { ToolDefinition, ToolProfile } from '../contract/tools';
 
 export const bashTool: ToolDefinition = {
   name: 'bash',
@@ -118,5 +107,10 @@ export const memberMessageTool: ToolDefinition = {
 /** What a team Member's session is offered: a child's tools and the message to its Coordinator. */
 export const MEMBER_TOOLS: readonly ToolDefinition[] = [...CHILD_TOOLS, memberMessageTool];
 
-export const TOOL_PROFILES = { child: CHILD_TOOLS, member: MEMBER_TOOLS, orchestrator: ORCHESTRATOR_TOOLS, coordinator: COORDINATOR_TOOLS } as const;
-export type ToolProfile = keyof typeof TOOL_PROFILES;
+/** The definitions each profile is offered: what its model sees, and all a session of it may execute. */
+export const TOOL_PROFILES: { readonly [P in ToolProfile]: readonly ToolDefinition[] } = {
+  child: CHILD_TOOLS,
+  member: MEMBER_TOOLS,
+  orchestrator: ORCHESTRATOR_TOOLS,
+  coordinator: COORDINATOR_TOOLS,
+};

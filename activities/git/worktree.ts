@@ -5,6 +5,7 @@ import { sessionBranch, sessionIdProblem } from '../../contract/ids';
 import { migrateSessionBranch } from '../bash/sandbox';
 import { sessionHomeDir } from '../bash/env';
 import { WorkspaceError } from '../workspace/paths';
+import type { PreparedWorktree } from '../../contract/activities';
 
 export interface PrepareWorktreeInput {
   /** The repository the session works on (its main checkout, a linked worktree of it, or a bare repository). */
@@ -14,15 +15,6 @@ export interface PrepareWorktreeInput {
   worktreeRoot: string;
   /** Commit-ish the new branch starts from; HEAD of `repo` by default. Ignored when the branch exists. */
   baseRef?: string;
-}
-
-export interface PreparedWorktree {
-  worktree: string;
-  branch: string;
-  /** The commit the session branch was created from. */
-  baseCommit: string;
-  /** false when an earlier attempt had already prepared it (a retry after a crash). */
-  created: boolean;
 }
 
 export interface WorktreeEntry {

@@ -1,13 +1,4 @@
-export interface SessionContext {
-  title: string;
-  agent: string;
-  worktree: string;
-  branch: string;
-  /** Earlier turns left out of the request by the context budget. */
-  omittedTurns?: number;
-  /** An orchestrator's roster (workflows/orchestrator/roster.ts), rebuilt for every request. */
-  roster?: string;
-}
+import type { SessionContext } from '../../contract/activities';
 
 /** The system message of an orchestrator: it routes, it never works itself; its roster comes with every request. */
 export function orchestratorPrompt(context: SessionContext): string {

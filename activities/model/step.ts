@@ -4,36 +4,15 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { Pool } from 'pg';
 import { orchardFailure } from '../../contract/errors';
 import type { ModelSpec } from '../../contract/messages';
-import { TOOL_PROFILES, type ToolProfile } from '../../workflows/tools';
+import { TOOL_PROFILES } from '../../workflows/tools';
+import type { ToolProfile } from '../../contract/tools';
 import { turnKeyOf, type TurnKey } from '../store/keys';
 import { markTaskRunning, taskText } from '../store/tasks';
 import { appendEntry, findAssistantMessage, loadConversation } from '../store/transcript';
 import { recordModelCall } from '../store/usage';
-import { promptFor, type SessionContext } from './prompt';
+import { promptFor } from './prompt';
+import type { ModelStepInput, ModelStepResult } from '../../contract/activities';
 import { ModelError, type AssistantMessage, type ModelProvider, type ToolCall } from './types';
-
-export interface ModelStepInput {
-  sessionId: string;
-  /** The execution chain and the turn attempt (absent in histories recorded before execution keys). */
-  executionId?: string;
-  turnId?: string;
-  turn: number;
-  step: number;
-  /** On a turn's first step: the task that opens it, whose text is read from the task store. */
-  taskId?: string;
-  model: ModelSpec;
-  profile: ToolProfile;
-  context: SessionContext;
-  /** Characters of conversation sent at most; older turns are left out whole beyond it. */
-  contextChars?: number;
-}
-
-export interface ModelStepResult {
-  /** Ids and names only: the arguments stay in Postgres and the tool activity reads them there. */
-  toolCalls: { id: string; name: string }[];
-  /** The model's text, cut short for workflow history. */
-  textExcerpt?: string;
-}
 
 export type ProviderResolver = (spec: ModelSpec) => Promise<ModelProvider>;
 

@@ -1,4 +1,4 @@
-import type { ToolDefinition } from '../../workflows/tools';
+import type { ToolDefinition } from '../../contract/tools';
 
 /** OpenAI Chat Completions shapes: the transcript is stored in this form and sent as it is. */
 export interface ToolCall {

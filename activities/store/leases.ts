@@ -1,12 +1,6 @@
 import type { Pool } from 'pg';
 import { ownIdentity, type ProcessIdentity } from '../bash/process-tree';
-
-/** What a workspace-mutating activity carries and revalidates: the fence is the generation. */
-export interface Lease {
-  readonly worktree: string;
-  readonly holder: string;
-  readonly generation: number;
-}
+import type { Lease } from '../../contract/activities';
 
 export type HolderLiveness = 'running' | 'closed' | 'unknown';
 

@@ -1,10 +1,6 @@
 import type { Pool } from 'pg';
 import type { OrchestratorChildView } from '../../contract/messages';
-
-/** A routing cache row as read back: whatever is in the table, which nothing trusts (its status is any text). */
-export type RoutingCacheRow = Pick<OrchestratorChildView, 'childId' | 'title' | 'agent' | 'topicKey' | 'routingDescription' | 'routingAliases'> & {
-  readonly status: string;
-};
+import type { RoutingCacheRow } from '../../contract/orchestrator-activities';
 
 /** Writes ledger rows into the cache; a row already projected from a later ledger state is left alone. */
 export async function projectRoutingCache(pool: Pool, orchestratorId: string, children: readonly OrchestratorChildView[]): Promise<void> {

@@ -1,19 +1,11 @@
 import type { Pool } from 'pg';
+import type { StoredTask, TaskEnd } from '../../contract/activities';
 
 /**
  * Every task a session accepted, with its text (issue 7, items 3 and 8): workflow history and continue-as-new
  * carry the task id, this table carries the words. States: queued → running → done | failed | cancelled.
  */
 export type TaskState = 'queued' | 'running' | 'done' | 'failed' | 'cancelled';
-
-export interface StoredTask {
-  readonly executionId: string;
-  readonly sessionId: string;
-  readonly taskId: string;
-  readonly task: string;
-  readonly requestId?: string;
-  readonly from?: string;
-}
 
 /** Idempotent: a retried store keeps the first text (a task id is never reused within a chain). */
 export async function storeTasks(pool: Pool, tasks: readonly StoredTask[]): Promise<void> {
@@ -47,14 +39,6 @@ export async function markTaskRunning(pool: Pool, executionId: string, taskId: s
        AND state IN ('queued', 'running')`,
     [executionId, taskId, turnId],
   );
-}
-
-export interface TaskEnd {
-  readonly taskId: string;
-  readonly state: Extract<TaskState, 'done' | 'failed' | 'cancelled'>;
-  /** The turn outcome (`finished`, `step_limit`, …) or why it never ran. */
-  readonly outcome?: string;
-  readonly reason?: string;
 }
 
 /** Records terminal states; a terminal row is never changed again (a retried call changes nothing). */

@@ -4,20 +4,9 @@ import { commit, TeamStoreRefusal, type RunCompletionCertificate } from './team'
 
 /**
  * A delivered team's code in PostgreSQL (issue 9, deliverable 8): the result branch a certificate names, and the
- * user's merge of it into the protected branch (migration 011). Git itself is activities/git/team-result.ts.
+ * user's merge of it into the protected branch (migration 011). Git itself is activities/git/team-result.ts; what a
+ * certificate records of the result (`TeamResultRecord`) is in team.ts, with the certificate.
  */
-
-/** What a certificate records of the run's code: the branch, the commit it was built at, and how. */
-export interface TeamResultRecord {
-  /** `orchard/team/<teamId>/result`. */
-  readonly branch: string;
-  readonly head: string;
-  /** The protected branch's commit the result was built from. */
-  readonly base: string;
-  readonly protectedBranch: string;
-  /** Each evidence output and its commit, in the order they were integrated. */
-  readonly commits: readonly { readonly taskId: string; readonly outputId: string; readonly commitSha: string | null; readonly how: string }[];
-}
 
 export async function teamRunInfo(pool: Pool, teamId: string): Promise<{ repo: string; protectedBranch: string }> {
   const { rows } = await pool.query(`SELECT repo, protected_branch FROM team_runs WHERE team_id = $1`, [teamId]);

@@ -9,7 +9,7 @@ import {
   type HandoffState,
 } from '../../workflows/team/closure';
 import { withTransaction } from './db';
-import type { TeamResultRecord } from './team-result';
+import type { HandoffKind, HandoffReceipt, ReceiptState } from '../../contract/team-activities';
 
 /**
  * The team board in Postgres (issue 9): tasks, outputs, facts, the Inbox and user events. Every write goes through
@@ -512,6 +512,18 @@ export function closureInputOf(board: BoardSnapshot, turnsRunning: number): Clos
   };
 }
 
+/** What a certificate records of the run's code: the branch, the commit it was built at, and how. */
+export interface TeamResultRecord {
+  /** `orchard/team/<teamId>/result`. */
+  readonly branch: string;
+  readonly head: string;
+  /** The protected branch's commit the result was built from. */
+  readonly base: string;
+  readonly protectedBranch: string;
+  /** Each evidence output and its commit, in the order they were integrated. */
+  readonly commits: readonly { readonly taskId: string; readonly outputId: string; readonly commitSha: string | null; readonly how: string }[];
+}
+
 export interface RunCompletionCertificate {
   readonly certificateId: string;
   readonly teamId: string;
@@ -604,28 +616,6 @@ async function insertCertificate(c: PoolClient, teamId: string, certificate: Run
 export const __testing = { commit, insertCertificate };
 
 // Handoff (invariant 14) ----------------------------------------------------------------------------------------
-
-export type ReceiptState = 'requested' | 'yielding' | 'released' | 'timeout' | 'unknown' | 'failed';
-/** `reassign`: the work goes on with another member; `cancel`: the user removed it from the run's scope. */
-export type HandoffKind = 'reassign' | 'cancel';
-
-export interface HandoffReceipt {
-  readonly receiptId: string;
-  readonly teamId: string;
-  readonly oldTaskId: string;
-  /** The pending replacement (a reassign); none when the user cancelled the work outright. */
-  readonly newTaskId?: string;
-  readonly owner: string;
-  readonly sessionId: string;
-  readonly executionId: string;
-  /** The old execution's lease as it was fenced: worktree, holder and the generation it held. */
-  readonly lease?: { worktree: string; holder: string; generation: number };
-  readonly generation: number;
-  readonly state: ReceiptState;
-  readonly reason: { kind: HandoffKind; reason: string; userEventId: string; newOwner?: string };
-  readonly sloMissed: boolean;
-  readonly resolution?: unknown;
-}
 
 function toReceipt(r: any): HandoffReceipt {
   return {

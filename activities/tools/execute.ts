@@ -6,53 +6,19 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import type { Pool } from 'pg';
 import { orchardFailure } from '../../contract/errors';
-import { TOOL_PROFILES, type ToolProfile } from '../../workflows/tools';
+import { TOOL_PROFILES } from '../../workflows/tools';
+import type { ToolProfile } from '../../contract/tools';
 import { claimDispatch, markUnknown, settleDispatch, storeOutput, type DispatchKey, type ToolOutput } from '../store/dispatch';
 import { turnKeyOf } from '../store/keys';
-import { endProcessGroup, leaseIsCurrent, recordProcessGroup, renewLease, type Lease } from '../store/leases';
+import { endProcessGroup, leaseIsCurrent, recordProcessGroup, renewLease } from '../store/leases';
 import { untilStored } from '../store/db';
 import type { CommandSlots } from '../bash/command-slots';
 import { liveGroupsBlocking, reapCall, type ReapOptions } from '../bash/reaper';
 import { UNKNOWN_OUTCOME, appendEntry, findAssistantMessage, findToolResult } from '../store/transcript';
 import { isExecutableTool, isMutatingTool, refusal, runTool } from './run-tool';
 import { sendMemberMessage } from './member-message';
-import type { SessionLiveness } from '../../client/client';
-import type { MemberMessageFact, TeamMembership } from '../../contract/messages';
-
-export interface ExecuteToolInput {
-  sessionId: string;
-  /** The execution chain and the turn attempt (absent in histories recorded before execution keys). */
-  executionId?: string;
-  turnId?: string;
-  turn: number;
-  step: number;
-  callId: string;
-  /** Position of the call in the assistant message: fixes the tool result's place in the transcript. */
-  index: number;
-  profile: ToolProfile;
-  worktree: string;
-  branch: string;
-  bashTimeoutSeconds: number;
-  /** The session's worktree lease: revalidated immediately before every side effect. */
-  lease: Lease;
-  /** A child created by an orchestrator: its bash may only touch its own branch (guard + backstop). */
-  isolated?: boolean;
-  /** A team Member's session (profile `member`): the team and member its messages are attributed to. */
-  team?: TeamMembership;
-}
-
-export interface ExecuteToolResult {
-  tool: string;
-  /** settled: ran now; already-settled: an earlier attempt ran it; unknown: claimed earlier, never settled. */
-  outcome: 'settled' | 'already-settled' | 'unknown';
-  ok: boolean;
-  /** A Member's message the Inbox accepted: the session tells its team (once). */
-  message?: MemberMessageFact & { revision: number };
-  /** The command changed what an isolated child must not: its worktree is held until a user resolves it. */
-  held?: true;
-  /** The session's branch when it was moved to the confined layout by this call (`orchard/<id>/work`). */
-  branch?: string;
-}
+import type { SessionLiveness } from '../../contract/temporal-port';
+import type { ExecuteToolInput, ExecuteToolResult, Lease } from '../../contract/activities';
 
 export interface ExecutorDeps {
   pool: Pool;

@@ -5,7 +5,7 @@ import { excerpt } from '../../workflows/session/state';
 import { currentExecution, isMemberSession, postInboxMessage, TeamStoreRefusal } from '../store/team';
 import { refusal } from './run-tool';
 import type { ToolOutput } from '../store/dispatch';
-import type { SessionLiveness } from '../../client/client';
+import type { SessionLiveness } from '../../contract/temporal-port';
 
 /** The longest message a Member may write (the detail belongs in its worktree and its task summary). */
 export const MAX_MEMBER_MESSAGE_CHARS = 4000;

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import test from 'ava';
-import { BoardFileError, boardJsonSchema, parseBoardFile } from '../../workflows/team/board-file';
+import { BoardFileError, boardJsonSchema, parseBoardFile } from '../../cli/board-file';
 import { CLOSURE_REASONS } from '../../workflows/team/closure';
 
 const DOCS = join(__dirname, '../../docs');

@@ -271,7 +271,7 @@ test('a retried or replayed dispatch is delivered once: its request id comes fro
     .find((c) => JSON.parse(c.function.arguments).operation === 'send').id;
   const ref = { sessionId: id, executionId: '', turnId: sendTurn.turnId!, turn: sendTurn.turn, step: 1, callId };
   // The activity, run again as a retry (or a replay after a lost result) would run it.
-  const acts = createOrchestratorActivities({ pool: orchard.pool, orchard: () => orchard.client });
+  const acts = createOrchestratorActivities({ pool: orchard.pool, temporal: () => orchard.client });
   const from = orchestratorWorkflowId(id);
   const again = await acts.sendToChild({ ref, childId, requestId: dispatchRequestId(from, ref), from });
   t.deepEqual(again, { ok: true, taskId: delivery.taskId });

@@ -467,7 +467,7 @@ test('property: over generated boards built through the store, org_run_complete 
   const pool = await testPool(t);
   const acts = createTeamActivities({
     pool,
-    orchard: () => {
+    temporal: () => {
       throw new Error('no Temporal here: only the board');
     },
   });

@@ -29,7 +29,7 @@ async function teamWithEvidence(pool: Pool) {
   writeFileSync(join(worktree, 'impl.js'), 'module.exports = 1;\n');
   git(worktree, 'add', 'impl.js');
   git(worktree, 'commit', '-q', '-m', 'impl.js');
-  const acts = createTeamActivities({ pool, orchard: () => { throw new Error('no Temporal client in this test'); } });
+  const acts = createTeamActivities({ pool, temporal: () => { throw new Error('no Temporal client in this test'); } });
   return { teamId, repo, acts, memberHead: git(worktree, 'rev-parse', 'HEAD') };
 }
 

@@ -4,16 +4,8 @@
  * a child actionable: a cache row for a child the ledger does not hold is listed as untrusted and never
  * actionable, whatever it claims.
  */
-import type { RoutingCacheRow } from '../../activities/store/routing-cache';
+import type { ChildInspection, Liveness, RoutingCacheRow } from '../../contract/orchestrator-activities';
 import type { LedgerChild } from './ledger';
-
-export type Liveness = 'alive' | 'dead' | 'unknown';
-
-export interface ChildInspection {
-  readonly childId: string;
-  readonly liveness: Liveness;
-  readonly runtime: string;
-}
 
 export interface AgentRow {
   readonly childId: string;

@@ -5,25 +5,10 @@
  * otherwise. No path turns anything into a create: a create must say `operation: "create"` and carry no session id.
  */
 import { MAX_TASK_CHARS, type Completion } from '../../contract/messages';
+import type { SessionCall } from '../../contract/orchestrator-activities';
 import { routingCapProblem, utf8Length } from './descriptions';
 
 export type { Completion };
-
-export type SessionCall =
-  | {
-      readonly operation: 'create';
-      readonly title: string;
-      readonly task: string;
-      readonly agent?: string;
-      readonly topic?: string;
-      readonly routingDescription?: string;
-      readonly routingAliases?: readonly string[];
-      /** How the child's turn ends reach the orchestrator's model (`each` unless a group is named). */
-      readonly completion: Completion;
-    }
-  | { readonly operation: 'send'; readonly sessionID: string; readonly task: string }
-  | { readonly operation: 'list' }
-  | { readonly operation: 'status'; readonly sessionID: string };
 
 export type ParsedSessionCall =
   /** `repaired` says how a malformed call was read (for the tool result), when it was. */

@@ -2,7 +2,7 @@
  * The orchestrator's tools as the model sees them (invariant 5 and issue 8, item 4): names, descriptions and JSON
  * Schemas, as data. The workflow executes them against its ledger; `session-call.ts` parses what a model sends.
  */
-import type { ToolDefinition } from '../tools';
+import type { ToolDefinition } from '../../contract/tools';
 
 const SESSION_ID = { type: 'string', description: 'The child session id, as the roster lists it.' };
 

@@ -14,8 +14,8 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { SearchAttributeUpdatePair } from '@temporalio/common';
-import type { SharedActivities } from '../../activities';
-import type { CallRef, ReadCallResult, SessionCallView } from '../../activities/orchestrator';
+import type { SharedActivities } from '../../contract/activities';
+import type { CallRef, ReadCallResult, SessionCallView } from '../../contract/orchestrator-activities';
 import { DISPATCH_OPTIONS, MODEL_ACTIVITY_OPTIONS, STORE_LOCAL_OPTIONS, STORE_OPTIONS, failureOf } from '../activity-options';
 import { orchardFailure } from '../../contract/errors';
 import {
@@ -31,7 +31,7 @@ import {
   type MessageResult,
   type OrchestratorDelivery,
   type OrchestratorStatusView,
-  type StartOrchestratorInput,
+  type OrchestratorWorkflowInput as OrchestratorWorkflowInputOf,
   type TurnRef,
 } from '../../contract/messages';
 import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_STATUS } from '../../contract/search-attributes';
@@ -70,10 +70,8 @@ export interface CarriedOrchestratorState {
   readonly deliveries: readonly OrchestratorDelivery[];
 }
 
-export interface OrchestratorWorkflowInput {
-  readonly start: StartOrchestratorInput;
-  readonly carried?: CarriedOrchestratorState;
-}
+/** The input as this code reads it: its carried state is this code's. */
+export type OrchestratorWorkflowInput = OrchestratorWorkflowInputOf<CarriedOrchestratorState>;
 
 const DEDUPE_WINDOW = 500;
 const TURN_REFS_KEPT = 50;

@@ -3,7 +3,7 @@
  * refs. The workflow wires handlers to it; everything here is plain data so it survives continue-as-new as JSON.
  * Task text is not here: it is stored in Postgres when a task is accepted, and only ids travel.
  */
-import type { Lease } from '../../activities/store/leases';
+import type { Lease } from '../../contract/activities';
 import type { ErrorCode } from '../../contract/errors';
 import {
   resolveLimits,
@@ -14,6 +14,7 @@ import {
   type SessionLimits,
   type SessionStatus,
   type SessionStatusView,
+  type SessionWorkflowInput as SessionWorkflowInputOf,
   type TaskRecord,
   type TaskState,
   type TranscriptRefs,
@@ -59,11 +60,8 @@ export interface CarriedSessionState {
   readonly refusedSignals: { readonly count: number; readonly recent: readonly RefusedSend[] };
 }
 
-export interface SessionWorkflowInput {
-  readonly create: CreateSessionInput;
-  /** This code's carried state, or the state a run of the frozen v1 code carried into this one. */
-  readonly carried?: CarriedSessionState | CarriedV1;
-}
+/** The input as this code reads it: its carried state is this code's, or the state a run of the frozen v1 code carried into this one. */
+export type SessionWorkflowInput = SessionWorkflowInputOf<CarriedSessionState | CarriedV1>;
 
 /** A task the session accepted whose text must be stored before it can run. */
 export interface NewTask {

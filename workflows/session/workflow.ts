@@ -17,7 +17,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { SearchAttributeUpdatePair } from '@temporalio/common';
-import type { HostActivities, SharedActivities } from '../../activities';
+import type { HostActivities, SharedActivities } from '../../contract/activities';
 import { MODEL_ACTIVITY_OPTIONS, STORE_LOCAL_OPTIONS, STORE_OPTIONS, failureOf, hostActivityOptions } from '../activity-options';
 import { isErrorCode, orchardFailure } from '../../contract/errors';
 import {

@@ -9,7 +9,7 @@ import {
   setHandler,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
-import type { HostActivities, SharedActivities } from '../../activities';
+import type { HostActivities, SharedActivities } from '../../contract/activities';
 import { DISPATCH_OPTIONS, WATCH_OPTIONS, failureOf } from '../activity-options';
 import {
   executionTurnEndedSignal,

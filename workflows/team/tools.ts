@@ -3,7 +3,7 @@
  * `authority.ts`, so the schema offered, the executor and the store agree. Orchestration only: no bash, no file
  * writes, no tests, no browser, no generic delegate, no sleep, no waiting on output, no message to itself.
  */
-import type { ToolDefinition } from '../tools';
+import type { ToolDefinition } from '../../contract/tools';
 import { COORDINATOR_TOOL_NAMES, MEMBER_MESSAGE_PURPOSES, type CoordinatorToolName } from './authority';
 
 const TASK_ID = { type: 'string', description: 'A task id from task_list.' };

@@ -21,8 +21,8 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import { RetryState, type SearchAttributeUpdatePair } from '@temporalio/common';
-import type { HostActivities, SharedActivities } from '../../activities';
-import type { CallRef } from '../../activities/orchestrator';
+import type { HostActivities, SharedActivities } from '../../contract/activities';
+import type { CallRef } from '../../contract/orchestrator-activities';
 import { DISPATCH_OPTIONS, MODEL_ACTIVITY_OPTIONS, QUIESCENCE_OPTIONS, STORE_OPTIONS, failureOf, hostActivityOptions } from '../activity-options';
 import { isErrorCode, orchardFailure } from '../../contract/errors';
 import {
@@ -51,10 +51,10 @@ import {
   type MessageInput,
   type MessageResult,
   type ReceiptView,
-  type StartTeamInput,
   type TaskExecutionView,
   type TeamMemberSpec,
   type TeamStatusView,
+  type TeamWorkflowInput as TeamWorkflowInputOf,
 } from '../../contract/messages';
 import { ORCHARD_HANDOFF_SLO_MISSED, ORCHARD_HOST, ORCHARD_KIND, ORCHARD_STATUS } from '../../contract/search-attributes';
 import { excerpt } from '../session/state';
@@ -116,10 +116,8 @@ interface HandoffState extends ReceiptView {
   readonly driven: boolean;
 }
 
-export interface TeamWorkflowInput {
-  readonly start: StartTeamInput;
-  readonly carried?: CarriedTeamState;
-}
+/** The input as this code reads it: its carried state is this code's. */
+export type TeamWorkflowInput = TeamWorkflowInputOf<CarriedTeamState>;
 
 const READY_STEER = 'completion_candidate.state is ready: call org_run_complete now, directly, without task_list first.';
 

@@ -3,7 +3,7 @@
  * The pure state of one child session: its queue, dedupe window, status and turn refs. The workflow
  * wires handlers to it; everything here is plain data so it survives continue-as-new as JSON.
  */
-import type { Lease } from '../../../activities/store/leases';
+import type { Lease } from '../../../contract/activities';
 import {
   DEFAULT_LIMITS,
   type CreateSessionInput,

@@ -17,7 +17,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import { TimeoutType, type SearchAttributeUpdatePair } from '@temporalio/common';
-import type { HostActivities, SharedActivities } from '../../../activities';
+import type { HostActivities, SharedActivities } from '../../../contract/activities';
 import { isErrorCode, orchardFailure } from '../../../contract/errors';
 import {
   cancelUpdate,

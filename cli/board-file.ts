@@ -15,7 +15,7 @@ import {
   type BoardTask,
   type BoardUserEvent,
   type TaskCancel,
-} from './closure';
+} from '../workflows/team/closure';
 
 const id = z.string().min(1);
 const count = z.number().int().min(0);

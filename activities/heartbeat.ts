@@ -14,7 +14,7 @@ export type AbortBinding = <T>(signal: AbortSignal, work: () => Promise<T>) => P
  * down) reaches the attempt and, through `bind`, what it waits on. Outside an activity (a test calling the function
  * directly) it just runs the work.
  */
-export async function heartbeating<T>(work: () => Promise<T>, options: { everyMs?: number; bind?: AbortBinding } = {}): Promise<T> {
+async function heartbeating<T>(work: () => Promise<T>, options: { everyMs?: number; bind?: AbortBinding } = {}): Promise<T> {
   let context: Context;
   try {
     context = Context.current();

@@ -5,7 +5,7 @@ import { limitProblem, type SessionLimits } from '../contract/messages';
  * that resolves a session's limits when its chain starts; the result is recorded in history and carried across
  * continue-as-new, so changing a variable on a running worker changes new sessions, never a replayed decision.
  */
-export const LIMIT_ENV: Readonly<Record<keyof SessionLimits, string>> = {
+const LIMIT_ENV: Readonly<Record<keyof SessionLimits, string>> = {
   maxStepsPerTurn: 'ORCHARD_MAX_STEPS_PER_TURN',
   turnsPerRun: 'ORCHARD_TURNS_PER_RUN',
   bashTimeoutSeconds: 'ORCHARD_BASH_TIMEOUT_SECONDS',

@@ -39,7 +39,7 @@ export function registerBoardCommand(program: Command): Command {
   return board;
 }
 
-export function formatClosure(result: ClosureResult): string {
+function formatClosure(result: ClosureResult): string {
   const { evidence } = result;
   const lines = [`outcome: ${result.outcome} (candidate: ${result.candidate})`];
   if (result.reasons.length === 0) lines.push('reasons: none');

@@ -63,7 +63,7 @@ const userEvent = z
   })
   .describe('a durable user event');
 
-export const boardFileSchema = z
+const boardFileSchema = z
   .strictObject({
     teamId: id,
     generation: count.describe('the current team generation; outputs of another generation are stale'),
@@ -85,7 +85,7 @@ export const boardFileSchema = z
     description: 'A team board snapshot for the completion closure validator (`orchard board check`); see docs/board-format.md',
   });
 
-export type BoardFile = z.infer<typeof boardFileSchema>;
+type BoardFile = z.infer<typeof boardFileSchema>;
 
 // The file format and the validator's input are one shape: this fails to compile when they drift apart.
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
@@ -140,7 +140,7 @@ export function boardJsonSchema(): Record<string, unknown> {
 }
 
 /** `['tasks', 2, 'status']` → `tasks[2].status`; the root is `$`. */
-export function jsonPath(path: readonly PropertyKey[]): string {
+function jsonPath(path: readonly PropertyKey[]): string {
   const text = path.map((key, i) => (typeof key === 'number' ? `[${key}]` : `${i === 0 ? '' : '.'}${String(key)}`)).join('');
   return text || '$';
 }

@@ -4,7 +4,7 @@ import type { Command } from 'commander';
 import { exitOnBadUsage } from './guard-command';
 
 /** Exit codes of `orchard exec` besides the command's own status. */
-export const EXEC_EXIT = { usage: 2, refused: 3, changed: 4 } as const;
+const EXEC_EXIT = { usage: 2, refused: 3, changed: 4 } as const;
 
 const MAX_OUTPUT_BYTES = 1024 * 1024;
 

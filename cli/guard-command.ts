@@ -3,7 +3,7 @@ import { Command, CommanderError } from 'commander';
 import { formatUnsure, guardCommand, type GuardDecision } from '../activities/bash/guard';
 
 /** Exit codes of `orchard guard`: the decision, or a usage error. */
-export const GUARD_EXIT = { allow: 0, usage: 2, deny: 3 } as const;
+const GUARD_EXIT = { allow: 0, usage: 2, deny: 3 } as const;
 
 /**
  * `orchard guard --branch <B> [--worktree <W>] [--json] -- '<command>'`: a dry run of the bash guard for an

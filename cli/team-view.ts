@@ -7,7 +7,7 @@ import type { Pool } from 'pg';
 import { readBoard, taskView, TeamStoreRefusal, type RunCompletionCertificate } from '../activities/store/team';
 import type { TeamStatusView } from '../contract/messages';
 
-export interface TeamBoardView {
+interface TeamBoardView {
   readonly generation: number;
   readonly workRevision: number;
   readonly tasks: readonly {

@@ -9,7 +9,7 @@ import type { OrchestratorChildView, OrchestratorDelivery, OrchestratorStatusVie
 import { topicKey } from '../workflows/orchestrator/topic';
 import { OrchardError, type OrchardClient } from '../client/client';
 
-export interface RouteFirstMessage {
+interface RouteFirstMessage {
   readonly index: number;
   readonly messageId: string;
   readonly text: string;
@@ -75,7 +75,7 @@ export async function runRouteFirst(client: OrchardClient, options: RouteFirstOp
  * The check, from the orchestrator's status alone: one child per topic (the child whose topic key is the topic's),
  * no other child, and each message's turn dispatched exactly once, to the child that owns its topic.
  */
-export function checkRouteFirst(
+function checkRouteFirst(
   sent: readonly { messageId: string; text: string; topic: string; outcome: TurnOutcome }[],
   status: Pick<OrchestratorStatusView, 'children' | 'deliveries'>,
 ): Omit<RouteFirstResult, 'orchestratorId'> {

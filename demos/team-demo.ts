@@ -36,7 +36,7 @@ export interface WriterFacts {
 }
 
 /** The handoff as the run's facts have it: the status query, the Postgres rows, and the two writers' files. */
-export interface HandoffFacts {
+interface HandoffFacts {
   readonly taskId: string;
   readonly to: string;
   readonly reason: string;
@@ -208,7 +208,7 @@ export async function writerFacts(client: OrchardClient, memberId: string, sessi
 }
 
 /** Reads the handoff of `reassign.taskId` from the status query, Postgres and the two writers' files. */
-export async function readHandoffFacts(client: OrchardClient, pool: Pool, status: TeamStatusView, reassign: Reassign): Promise<HandoffFacts> {
+async function readHandoffFacts(client: OrchardClient, pool: Pool, status: TeamStatusView, reassign: Reassign): Promise<HandoffFacts> {
   const teamId = status.teamId;
   const receipt = status.receipts.find((r) => r.oldTaskId === reassign.taskId) ?? null;
   const rowResult = await pool.query(
@@ -234,7 +234,7 @@ export async function readHandoffFacts(client: OrchardClient, pool: Pool, status
 }
 
 /** What is wrong with the handoff, from its facts and the certificate: empty when it happened as invariant 14 says. */
-export function checkHandoff(h: HandoffFacts, report: TeamReport): string[] {
+function checkHandoff(h: HandoffFacts, report: TeamReport): string[] {
   const problems: string[] = [];
   const { board, certificate } = report;
   if (!h.receipt) problems.push(`the status shows no receipt for ${h.taskId}`);
@@ -278,7 +278,7 @@ export function checkHandoff(h: HandoffFacts, report: TeamReport): string[] {
  * has a commit of its own; each branch with tests, checked out afresh, passes `node --test`; and the handoff,
  * when there was one, passes `checkHandoff`.
  */
-export async function checkTeamDemo(client: OrchardClient, pool: Pool, report: TeamReport, repo: string, handoff?: HandoffFacts): Promise<string[]> {
+async function checkTeamDemo(client: OrchardClient, pool: Pool, report: TeamReport, repo: string, handoff?: HandoffFacts): Promise<string[]> {
   const { status, board, certificate } = report;
   const problems: string[] = [];
   if (status.status !== 'delivered') problems.push(`the run is ${status.status}, not delivered`);

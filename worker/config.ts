@@ -66,7 +66,7 @@ export function maxCommandsFromEnv(raw: string | undefined): number {
 }
 
 /** Host ids become task-queue names: keep them to a safe alphabet. */
-export function sanitizeHostId(raw: string): string {
+function sanitizeHostId(raw: string): string {
   const cleaned = raw.replace(/[^A-Za-z0-9._-]/g, '-').replace(/^[^A-Za-z0-9]+/, '');
   return cleaned.slice(0, 63) || 'host';
 }
@@ -94,7 +94,7 @@ function nonNegativeSeconds(env: NodeJS.ProcessEnv, name: string, fallback: numb
   return value;
 }
 
-export const HOST_ID_FILE = 'host-id';
+const HOST_ID_FILE = 'host-id';
 
 /**
  * The host id kept in `<stateDir>/host-id`, generated on first use. Created with link(2), which fails when the

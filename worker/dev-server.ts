@@ -12,10 +12,10 @@ import { resolveTemporalCli } from './temporal-cli';
 
 type Log = (line: string) => void;
 
-export const DEV_CONFIG_FILE = 'temporal-dev.yaml';
+const DEV_CONFIG_FILE = 'temporal-dev.yaml';
 
 /** The CLI's `--search-attribute` type names (it matches them case-insensitively; we accept exactly these). */
-export const SEARCH_ATTRIBUTE_TYPES = ['Text', 'Keyword', 'Int', 'Double', 'Bool', 'Datetime', 'KeywordList'] as const;
+const SEARCH_ATTRIBUTE_TYPES = ['Text', 'Keyword', 'Int', 'Double', 'Bool', 'Datetime', 'KeywordList'] as const;
 export type SearchAttributeTypeName = (typeof SEARCH_ATTRIBUTE_TYPES)[number];
 
 /** Custom search-attribute slots in the dev server's SQLite store (server v1.29 `sqlDbCustomSearchAttributes`). */
@@ -195,7 +195,7 @@ function formatAddress(ip: string, port: number): string {
 }
 
 /** True when a Temporal frontend answers `GetSystemInfo` at `address` within `timeoutMs`. */
-export async function temporalAnswers(address: string, timeoutMs = 1000): Promise<boolean> {
+async function temporalAnswers(address: string, timeoutMs = 1000): Promise<boolean> {
   // lazy + ensureConnected rather than connect(): a failed connect() leaves its channel open, and with it the socket.
   const connection = Connection.lazy({ address, connectTimeout: timeoutMs });
   try {
@@ -286,7 +286,7 @@ async function checkSearchAttributesOnForeign(
  * Whether process `pid` holds the listening TCP socket on `port` (Linux: the socket inodes of /proc/net/tcp{,6}
  * against the process's descriptors); undefined where /proc cannot tell.
  */
-export function processListensOn(pid: number, port: number): boolean | undefined {
+function processListensOn(pid: number, port: number): boolean | undefined {
   const inodes = new Set<string>();
   let readAny = false;
   for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {

@@ -52,7 +52,7 @@ export function orchardCacheDir(env: NodeJS.ProcessEnv = process.env): string {
 }
 
 /** Where a built tool lives: `<cache>/bin/<binary>` (the cache's bin is where our `go install` puts it). */
-export function cachedGoToolPath(tool: Pick<GoTool, 'binary'>, env: NodeJS.ProcessEnv = process.env): string {
+function cachedGoToolPath(tool: Pick<GoTool, 'binary'>, env: NodeJS.ProcessEnv = process.env): string {
   return path.join(orchardCacheDir(env), 'bin', tool.binary);
 }
 
@@ -73,7 +73,7 @@ async function isExecutableFile(file: string): Promise<boolean> {
 }
 
 /** The first executable called `name` on PATH, like `which`. */
-export async function findOnPath(name: string, env: NodeJS.ProcessEnv = process.env): Promise<string | undefined> {
+async function findOnPath(name: string, env: NodeJS.ProcessEnv = process.env): Promise<string | undefined> {
   for (const dir of (env.PATH ?? '').split(path.delimiter)) {
     if (!dir) continue;
     const candidate = path.join(dir, name);

@@ -6,12 +6,12 @@ import { claimHost, heartbeatHost, HOST_STALE_AFTER_SECONDS, releaseHost, UNKNOW
 import { isProcessAlive } from './pid';
 
 /** How often a running worker refreshes its registration. */
-export const HOST_HEARTBEAT_SECONDS = 10;
+const HOST_HEARTBEAT_SECONDS = 10;
 /** After this long without a heartbeat a holder is presumed dead, wherever it ran (a few missed heartbeats). */
-export { HOST_STALE_AFTER_SECONDS };
+;
 
 /** Another live worker holds this host id: starting a second one would split the host's queue across two disks. */
-export class HostIdInUseError extends Error {
+class HostIdInUseError extends Error {
   readonly code = 'host_id_in_use';
   constructor(readonly holder: HostHolder) {
     super(
@@ -25,7 +25,7 @@ export class HostIdInUseError extends Error {
 }
 
 /** This process, as the host registry records it. */
-export function currentInstance(hostId: string): HostInstance {
+function currentInstance(hostId: string): HostInstance {
   return {
     hostId,
     instanceId: randomUUID(),

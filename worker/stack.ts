@@ -74,7 +74,7 @@ export async function bootStack(opts: BootStackOptions): Promise<Stack> {
   };
 }
 
-export type TemporalOptions = Pick<TemporalSettings, 'tls' | 'apiKey' | 'metadata'>;
+type TemporalOptions = Pick<TemporalSettings, 'tls' | 'apiKey' | 'metadata'>;
 
 /** What a connection to the stack's Temporal is made from. */
 export function stackTarget(stack: Pick<Stack, 'temporalAddress' | 'namespace' | 'temporalOptions'>): TemporalTarget {

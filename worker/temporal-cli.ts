@@ -1,13 +1,12 @@
 import {
   GoToolBuildError,
   GoToolUnavailableError,
-  cachedGoToolPath,
   orchardCacheDir,
   resolveGoTool,
   type GoTool,
 } from './go-tool';
 
-export { findOnPath, isChecksumDbUnreachable } from './go-tool';
+export {  isChecksumDbUnreachable } from './go-tool';
 
 /** The Temporal CLI Go module we build when no binary is installed; pinned so every machine runs the same server. */
 export const TEMPORAL_CLI_MODULE = 'github.com/temporalio/cli/cmd/temporal@v1.5.1';
@@ -30,7 +29,7 @@ export class TemporalCliUnavailableError extends GoToolUnavailableError {
 }
 
 /** Thrown when `go install` of the CLI fails; carries the tail of its output. */
-export class TemporalCliBuildError extends GoToolBuildError {
+class TemporalCliBuildError extends GoToolBuildError {
   override readonly code = 'temporal_cli_build_failed';
   constructor(message: string, outputTail: string) {
     super(message, outputTail);
@@ -41,11 +40,6 @@ export class TemporalCliBuildError extends GoToolBuildError {
 /** Orchard's cache directory, `${XDG_CACHE_HOME:-~/.cache}/orchard`, shared by every checkout on the machine. */
 export function temporalCacheDir(env: NodeJS.ProcessEnv = process.env): string {
   return orchardCacheDir(env);
-}
-
-/** Where a built CLI lives: `<cache>/bin/temporal` (the GOBIN of our `go install`). */
-export function cachedTemporalCliPath(env: NodeJS.ProcessEnv = process.env): string {
-  return cachedGoToolPath(TEMPORAL_CLI, env);
 }
 
 /**

@@ -74,7 +74,7 @@ export interface OrchardWorkers {
  */
 const HEARTBEAT_THROTTLE = '1 second';
 
-export async function bundleWorkflows(): Promise<WorkflowBundleWithSourceMap> {
+async function bundleWorkflows(): Promise<WorkflowBundleWithSourceMap> {
   return bundleWorkflowCode({ workflowsPath: require.resolve('../workflows'), logger: quietBundlerLogger });
 }
 

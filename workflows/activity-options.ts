@@ -12,7 +12,7 @@ import { TimeoutType, type RetryPolicy } from '@temporalio/common';
 import { hostTaskQueue } from '../contract/messages';
 
 /** No `maximumAttempts`: Temporal retries until the activity succeeds or fails non-retryably. */
-export const RETRY_INFRASTRUCTURE: RetryPolicy = { initialInterval: '500 milliseconds', backoffCoefficient: 2, maximumInterval: '10 seconds' };
+const RETRY_INFRASTRUCTURE: RetryPolicy = { initialInterval: '500 milliseconds', backoffCoefficient: 2, maximumInterval: '10 seconds' };
 
 /**
  * Histories recorded before the kinds were split scheduled local store activities with these; kept so they replay.

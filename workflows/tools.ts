@@ -3,7 +3,7 @@ import { MEMBER_MESSAGE_PURPOSES } from './team/authority';
 import { ORCHESTRATOR_TOOLS } from './orchestrator/tools';
 import type { ToolDefinition, ToolProfile } from '../contract/tools';
 
-export const bashTool: ToolDefinition = {
+const bashTool: ToolDefinition = {
   name: 'bash',
   description:
     'Run a bash command in your worktree (cwd is the worktree root). Returns exit code, stdout and stderr; ' +
@@ -41,13 +41,13 @@ export const writeFileTool: ToolDefinition = {
   },
 };
 
-export const gitStatusTool: ToolDefinition = {
+const gitStatusTool: ToolDefinition = {
   name: 'git_status',
   description: 'Show the git status of your worktree (branch, staged, modified, untracked files).',
   parameters: { type: 'object', properties: {}, additionalProperties: false },
 };
 
-export const gitDiffTool: ToolDefinition = {
+const gitDiffTool: ToolDefinition = {
   name: 'git_diff',
   description: 'Show the diff of your worktree against HEAD (or of the staged changes with staged=true).',
   parameters: {
@@ -57,7 +57,7 @@ export const gitDiffTool: ToolDefinition = {
   },
 };
 
-export const gitCommitTool: ToolDefinition = {
+const gitCommitTool: ToolDefinition = {
   name: 'git_commit',
   description: 'Stage all changes in your worktree (or only `paths`) and commit them on your branch.',
   parameters: {
@@ -81,13 +81,11 @@ export const CHILD_TOOLS: readonly ToolDefinition[] = [
   gitCommitTool,
 ];
 
-export type ToolName = 'bash' | 'read_file' | 'write_file' | 'git_status' | 'git_diff' | 'git_commit';
-
 /**
  * A team Member's message to its Coordinator (invariant 16): about the task it is working on now, for one of the
  * listed purposes. The Inbox refuses anything else (typed), and only an accepted message wakes the Coordinator.
  */
-export const memberMessageTool: ToolDefinition = {
+const memberMessageTool: ToolDefinition = {
   name: 'org_send_message',
   description:
     'Write to your Coordinator about the task you are working on now: a blocker, a decision you need, a material ' +
@@ -105,7 +103,7 @@ export const memberMessageTool: ToolDefinition = {
 };
 
 /** What a team Member's session is offered: a child's tools and the message to its Coordinator. */
-export const MEMBER_TOOLS: readonly ToolDefinition[] = [...CHILD_TOOLS, memberMessageTool];
+const MEMBER_TOOLS: readonly ToolDefinition[] = [...CHILD_TOOLS, memberMessageTool];
 
 /** The definitions each profile is offered: what its model sees, and all a session of it may execute. */
 export const TOOL_PROFILES: { readonly [P in ToolProfile]: readonly ToolDefinition[] } = {

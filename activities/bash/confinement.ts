@@ -15,7 +15,7 @@ export type Confinement =
   | { mode: 'unavailable'; reason: string };
 
 /** The environment variable that turns the sandbox off (`off`) or insists on it (`on`, the default). */
-export const SANDBOX_SETTING = 'ORCHARD_SANDBOX';
+const SANDBOX_SETTING = 'ORCHARD_SANDBOX';
 
 /** Reads ORCHARD_SANDBOX and, unless it is `off`, probes bubblewrap by effect (sandboxAvailable). */
 export async function resolveConfinement(env: NodeJS.ProcessEnv = process.env): Promise<Confinement> {

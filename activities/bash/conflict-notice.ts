@@ -9,7 +9,7 @@ import * as path from 'node:path';
  * and never blocks, in every session: nothing here can refuse or change a command.
  */
 
-export type ConflictOperation = 'merge' | 'rebase' | 'am' | 'cherry-pick' | 'revert';
+type ConflictOperation = 'merge' | 'rebase' | 'am' | 'cherry-pick' | 'revert';
 
 export interface ConflictState {
   operation: ConflictOperation;

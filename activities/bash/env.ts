@@ -8,13 +8,13 @@ import { sessionIdProblem } from '../../contract/ids';
  */
 
 /** Copied from the worker when set: none of them carries a credential. */
-export const INHERITED_ENV_NAMES: readonly string[] = ['PATH', 'USER', 'LOGNAME', 'TZ', 'TMPDIR'];
+const INHERITED_ENV_NAMES: readonly string[] = ['PATH', 'USER', 'LOGNAME', 'TZ', 'TMPDIR'];
 
 /** Used when the worker has no PATH (a bare container entrypoint). */
-export const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
 /** Set to the same value for every session. */
-export const FIXED_ENV: Readonly<Record<string, string>> = {
+const FIXED_ENV: Readonly<Record<string, string>> = {
   SHELL: '/bin/bash',
   LANG: 'C.UTF-8',
   LC_ALL: 'C.UTF-8',
@@ -35,7 +35,7 @@ export const FIXED_ENV: Readonly<Record<string, string>> = {
 };
 
 /** The identity git records for an agent's commits (GIT_AUTHOR_* and GIT_COMMITTER_*). */
-export function agentIdentity(sessionId: string): { name: string; email: string } {
+function agentIdentity(sessionId: string): { name: string; email: string } {
   return { name: 'Orchard agent', email: `agent+${sessionId}@orchard.invalid` };
 }
 

@@ -163,7 +163,7 @@ function rebaseStateExists(adminDir: string): boolean {
  * its own branch, garbage), writing a new file and renaming it over HEAD from outside the sandbox. Returns the change
  * it repaired, or undefined when HEAD was the child's own.
  */
-export async function pinHead(layout: Pick<SandboxLayout, 'adminDir' | 'branch'>): Promise<ProtectedChange | undefined> {
+async function pinHead(layout: Pick<SandboxLayout, 'adminDir' | 'branch'>): Promise<ProtectedChange | undefined> {
   const file = path.join(layout.adminDir, 'HEAD');
   const own = `ref: refs/heads/${layout.branch}`;
   const text = await fs.readFile(file, 'utf8').catch(() => undefined);

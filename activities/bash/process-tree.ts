@@ -28,7 +28,7 @@ export interface ProcessInfo {
 }
 
 /** A process recorded as part of a command's tree; `startTime` guards against signalling a reused pid. */
-export interface TrackedProcess {
+interface TrackedProcess {
   pid: number;
   startTime: number;
   pgid: number;
@@ -136,12 +136,6 @@ export async function listProcesses(): Promise<ProcessInfo[]> {
 /** Pids of the live (non-zombie) members of a process group. */
 export async function aliveInGroup(pgid: number, processes?: ProcessInfo[]): Promise<number[]> {
   return (processes ?? (await listProcesses())).filter((p) => p.pgid === pgid && isLive(p)).map((p) => p.pid);
-}
-
-/** Every process below `pid` by ppid ancestry (not including `pid`), as seen right now. */
-export async function descendantsOf(pid: number, processes?: ProcessInfo[]): Promise<ProcessInfo[]> {
-  const all = processes ?? (await listProcesses());
-  return closure(all, new Set([pid])).filter((p) => p.pid !== pid);
 }
 
 function childrenByParent(processes: ProcessInfo[]): Map<number, ProcessInfo[]> {

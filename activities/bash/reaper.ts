@@ -109,7 +109,7 @@ const sorted = (pids: Iterable<number>) => [...new Set(pids)].sort((a, b) => a -
  * lives, and ends the rows that are verified; the others stay open with the pids found alive. Fails closed:
  * anything that may be the commands' and is alive makes the result unverified.
  */
-export async function reapGroups(pool: Pool, groups: readonly OpenProcessGroup[], options: ReapOptions = {}): Promise<ReapResult> {
+async function reapGroups(pool: Pool, groups: readonly OpenProcessGroup[], options: ReapOptions = {}): Promise<ReapResult> {
   options.heartbeat?.();
   const boot = currentBootId();
   const current: OpenProcessGroup[] = [];

@@ -88,7 +88,7 @@ export function utf8SafeEnd(buf: Buffer): number {
 }
 
 /** Offset of the first byte of `buf` that is not a stray continuation byte. */
-export function utf8SafeStart(buf: Buffer): number {
+function utf8SafeStart(buf: Buffer): number {
   let i = 0;
   while (i < buf.length && i < 3 && (buf[i] & 0xc0) === 0x80) i++;
   return i;

@@ -79,7 +79,7 @@ export interface SandboxOptions {
  * gc after a commit would pack refs, expire every reflog and prune worktrees, all of which are read-only here
  * (it would fail noisily, never harm); gc belongs to the main checkout.
  */
-export const SANDBOX_ENV: Readonly<Record<string, string>> = {
+const SANDBOX_ENV: Readonly<Record<string, string>> = {
   TMPDIR: '/tmp',
   // The session HOME is read-only in here: tool caches go to the private tmp instead.
   XDG_CACHE_HOME: '/tmp/.cache',
@@ -237,7 +237,7 @@ export function buildSandboxArgv(layout: SandboxLayout, command: string, options
 }
 
 /** The bwrap binary on PATH, else /usr/bin/bwrap, else undefined. */
-export function findBwrap(envPath = process.env.PATH ?? ''): string | undefined {
+function findBwrap(envPath = process.env.PATH ?? ''): string | undefined {
   for (const dir of [...envPath.split(':').filter(Boolean), '/usr/bin']) {
     const candidate = path.join(dir, 'bwrap');
     if (existsSync(candidate)) return candidate;

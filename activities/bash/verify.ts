@@ -33,7 +33,7 @@ export interface VerifyLayout {
   remotes?: readonly string[];
 }
 
-export type ProtectedKind = ProtectedChange['kind'];
+type ProtectedKind = ProtectedChange['kind'];
 
 /**
  * One protected thing's state: an object id bare (most refs, so the snapshot stays small), else `<type>:<payload>`:
@@ -42,13 +42,13 @@ export type ProtectedKind = ProtectedChange['kind'];
  * `unreadable:<errno code>`. The type prefix keeps a text file from ever equalling the description of a directory or
  * a hash, and no typed state is bare hex.
  */
-export type EntryState = string;
+type EntryState = string;
 
 /**
  * `own-value`: the child may change the value but the thing must stay (its HEAD, on its branch or detached: a
  * deleted HEAD breaks the worktree and lets `git worktree prune` remove it).
  */
-export type SnapshotEntry = readonly [kind: ProtectedKind, state: EntryState, own?: 'own-value'];
+type SnapshotEntry = readonly [kind: ProtectedKind, state: EntryState, own?: 'own-value'];
 
 export interface ProtectedSnapshot {
   /** The layout it was taken of (it decides which refs are the child's): snapshots of different layouts are not compared. */
@@ -84,7 +84,7 @@ const HOOK_ENTRY_LIMIT = 1000;
 const OID = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/;
 
 /** Why `layout` cannot be verified, or undefined. Pure: checks shape, not the disk. */
-export function verifyLayoutProblem(layout: VerifyLayout): string | undefined {
+function verifyLayoutProblem(layout: VerifyLayout): string | undefined {
   for (const key of ['commonDir', 'adminDir', 'worktree'] as const) {
     const value = layout?.[key];
     if (typeof value !== 'string' || !path.isAbsolute(value) || path.normalize(value) !== value || value === '/') {

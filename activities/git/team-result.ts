@@ -38,7 +38,7 @@ export class TeamGitRefusal extends Error {
 export const resultBranchOf = (teamId: string): string => `orchard/team/${teamId}/result`;
 
 /** Who Orchard's own commits (integration merges) are by. */
-export const ORCHARD_GIT_IDENTITY = { name: 'Orchard', email: 'orchard@localhost' } as const;
+const ORCHARD_GIT_IDENTITY = { name: 'Orchard', email: 'orchard@localhost' } as const;
 
 const GIT_TIMEOUT_MS = 120_000;
 /** How much older than the longest a git here may run a ref lock must be to be called stale. */
@@ -148,7 +148,7 @@ export interface EvidenceCommit {
 }
 
 /** How one evidence commit entered the result. */
-export type IntegrationStep = EvidenceCommit & {
+type IntegrationStep = EvidenceCommit & {
   readonly how: 'no_commit' | 'contained' | 'fast_forward' | 'merged';
 };
 
@@ -248,7 +248,7 @@ function updateRef(repo: string, args: string[]): Promise<GitOutput> {
   return run(repo, args, UPDATE_REF_TIMEOUT_MS);
 }
 
-export type MergeMode = 'already_contained' | 'fast_forward' | 'merge_commit';
+type MergeMode = 'already_contained' | 'fast_forward' | 'merge_commit';
 
 export interface MergePlan {
   /** The protected branch's head when the plan was made. */

@@ -8,7 +8,7 @@ import type { ChatMessage, ModelRequest } from './types';
  * says the candidate is ready, and starts a dependent task only when a wake says its dependency completed.
  */
 
-export interface PlannedTask {
+interface PlannedTask {
   readonly taskId: string;
   readonly title: string;
   readonly description: string;
@@ -36,12 +36,12 @@ export type CoordinatorDecision =
   | { readonly kind: 'text'; readonly content: string };
 
 /** The line a wake message carries when the closure validator found the board ready (workflows/team/workflow.ts). */
-export const READY_MARKER = 'completion_candidate.state is ready';
+const READY_MARKER = 'completion_candidate.state is ready';
 const MEMBERS_HEADER = 'member | role | session';
 const CERTIFICATE = /^delivered: certificate (\S+)/m;
 
 /** `member → session` from the rows under the `member | role | session` header of the system message. */
-export function memberSessionsOf(messages: readonly ChatMessage[]): Map<string, string> {
+function memberSessionsOf(messages: readonly ChatMessage[]): Map<string, string> {
   const system = messages.find((m) => m.role === 'system')?.content ?? '';
   const lines = system.split('\n');
   const header = lines.findIndex((line) => line.trim() === MEMBERS_HEADER);
@@ -68,7 +68,7 @@ function fillSessions(text: string, sessions: Map<string, string>): string {
 }
 
 /** Whether the wake text reports `taskId` completed (a `- task <id> completed by <member>` event line). */
-export function reportsCompleted(text: string, taskId: string): boolean {
+function reportsCompleted(text: string, taskId: string): boolean {
   const id = taskId.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
   return new RegExp(`^- task ${id} completed\\b`, 'm').test(text);
 }

@@ -23,7 +23,7 @@ export interface OpenAIProviderConfig {
 }
 
 /** Local models can take minutes on a long transcript; a hung endpoint should still fail well inside an activity. */
-export const DEFAULT_MODEL_TIMEOUT_MS = 120_000;
+const DEFAULT_MODEL_TIMEOUT_MS = 120_000;
 
 /** Error text from the endpoint is kept this short: it ends up in workflow history. */
 const MAX_ERROR_TEXT = 500;
@@ -82,7 +82,7 @@ const wireCompletion = z.object({
 });
 
 /** Turns a Chat Completions response body into a ModelResponse, or says precisely what is wrong with it. */
-export function parseChatCompletion(body: string, requestedModel: string): ModelResponse {
+function parseChatCompletion(body: string, requestedModel: string): ModelResponse {
   let json: unknown;
   try {
     json = JSON.parse(body);

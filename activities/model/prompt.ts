@@ -36,7 +36,7 @@ export function promptFor(profile: 'child' | 'member' | 'orchestrator' | 'coordi
 }
 
 /** A team Member's system message: a child's, and how to reach its Coordinator. */
-export function memberPrompt(context: SessionContext): string {
+function memberPrompt(context: SessionContext): string {
   return [
     systemPrompt(context),
     'You are a member of a team: your tasks come from its Coordinator. When you are blocked, need a decision, find a ' +

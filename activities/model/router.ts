@@ -33,7 +33,7 @@ export type RouterDecision =
   | { readonly kind: 'call'; readonly arguments: SessionCallArguments; readonly topic: RouterTopic }
   | { readonly kind: 'text'; readonly content: string };
 
-export type SessionCallArguments =
+type SessionCallArguments =
   | { operation: 'send'; args: { sessionID: string; task: string } }
   | { operation: 'create'; args: { title: string; task: string; topic: string } };
 

@@ -166,7 +166,7 @@ const teamDriver = z.strictObject({
     .optional(),
 });
 
-export const scenarioSchema = z.strictObject({
+const scenarioSchema = z.strictObject({
   name: z.string().min(1),
   description: z.string().optional(),
   /** Reported as the answering model; `scripted-<name>` when absent. */
@@ -202,7 +202,6 @@ export const scenarioSchema = z.strictObject({
 export type Scenario = z.infer<typeof scenarioSchema>;
 export type ScriptedTurn = NonNullable<Scenario['turns']>[number];
 export type ScriptedStep = ScriptedTurn['steps'][number];
-export type ScriptedToolCall = NonNullable<ScriptedStep['tool_calls']>[number];
 
 /** Validates an already-parsed scenario; `source` names it in the error (a path, or `inline`). */
 export function parseScenario(value: unknown, source = 'inline'): Scenario {
@@ -215,7 +214,7 @@ export function parseScenario(value: unknown, source = 'inline'): Scenario {
 }
 
 /** Parses scenario text as YAML for `.yaml`/`.yml` paths and as JSON otherwise. */
-export function parseScenarioText(text: string, source: string): Scenario {
+function parseScenarioText(text: string, source: string): Scenario {
   const yaml = ['.yaml', '.yml'].includes(extname(source).toLowerCase());
   let value: unknown;
   try {

@@ -16,7 +16,7 @@ import {
  * the same answer: every `user` message starts a turn, every `assistant` message after it is a step taken.
  * Both are 1-based. (Anything that adds or drops user messages, such as a compacted history, moves the turn.)
  */
-export function scriptPosition(messages: readonly ChatMessage[]): { turn: number; step: number; task?: string } {
+function scriptPosition(messages: readonly ChatMessage[]): { turn: number; step: number; task?: string } {
   let turn = 0;
   let step = 1;
   let task: string | undefined;
@@ -33,7 +33,7 @@ export function scriptPosition(messages: readonly ChatMessage[]): { turn: number
 }
 
 /** The deterministic answer the scenario scripts for this request, or the ModelError saying why there is none. */
-export function scriptedResponse(scenario: Scenario, request: ModelRequest): ModelResponse {
+function scriptedResponse(scenario: Scenario, request: ModelRequest): ModelResponse {
   const { turn, step, task } = scriptPosition(request.messages);
   const label = `scenario "${scenario.name}"`;
   if (turn === 0) {
@@ -89,7 +89,7 @@ export function scriptedResponse(scenario: Scenario, request: ModelRequest): Mod
 }
 
 /** The agent a session's system message names (`You are <agent>, a coding agent …`). */
-export function agentOf(messages: readonly ChatMessage[]): string | undefined {
+function agentOf(messages: readonly ChatMessage[]): string | undefined {
   const system = messages.find((m) => m.role === 'system')?.content ?? '';
   return /^You are (\S+), a coding agent/.exec(system)?.[1];
 }

@@ -76,7 +76,7 @@ async function openTurn(pool: Pool, key: TurnKey, taskId: string): Promise<void>
  * Tool results are matched to calls by id, and claims are keyed by it: a model that repeats an id (or sends
  * none) would make two calls one. Repeats and blanks get a suffix; the stored message is what the model sees.
  */
-export function withUniqueCallIds(message: AssistantMessage): AssistantMessage {
+function withUniqueCallIds(message: AssistantMessage): AssistantMessage {
   if (!message.tool_calls?.length) return message;
   const seen = new Set<string>();
   const calls: ToolCall[] = message.tool_calls.map((call, i) => {

@@ -15,7 +15,7 @@ export type ChatMessage =
 
 export type AssistantMessage = Extract<ChatMessage, { role: 'assistant' }>;
 
-export interface TokenUsage {
+interface TokenUsage {
   promptTokens: number;
   completionTokens: number;
   totalTokens: number;

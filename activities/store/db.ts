@@ -120,7 +120,7 @@ function quoteIdent(name: string): string {
  * Whether `err` says the database could not be reached or the connection broke (refused, reset, terminated, the
  * server shutting down): a fault that passes, as opposed to a statement the database refused.
  */
-export function isConnectionFault(err: unknown): boolean {
+function isConnectionFault(err: unknown): boolean {
   const e = err as { code?: unknown; message?: unknown } | undefined;
   const code = typeof e?.code === 'string' ? e.code : '';
   if (['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN'].includes(code)) return true;

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { Pool } from 'pg';
 import { withTransaction } from './db';
 
-export const MIGRATIONS_DIR = join(__dirname, 'migrations');
+const MIGRATIONS_DIR = join(__dirname, 'migrations');
 
 export interface Migration {
   version: number;

@@ -5,7 +5,6 @@ import type { StoredTask, TaskEnd } from '../../contract/activities';
  * Every task a session accepted, with its text (issue 7, items 3 and 8): workflow history and continue-as-new
  * carry the task id, this table carries the words. States: queued → running → done | failed | cancelled.
  */
-export type TaskState = 'queued' | 'running' | 'done' | 'failed' | 'cancelled';
 
 /** Idempotent: a retried store keeps the first text (a task id is never reused within a chain). */
 export async function storeTasks(pool: Pool, tasks: readonly StoredTask[]): Promise<void> {

@@ -18,7 +18,7 @@ import type { HandoffKind, HandoffReceipt, ReceiptState } from '../../contract/t
  * transaction: a reader that saw revision N knows whether anything happened since.
  */
 
-export type TaskStatus = 'pending' | 'in_progress' | 'completed' | 'failed' | 'cancelled';
+type TaskStatus = 'pending' | 'in_progress' | 'completed' | 'failed' | 'cancelled';
 
 export interface TeamTask {
   readonly taskId: string;
@@ -33,7 +33,7 @@ export interface TeamTask {
   readonly updatedRevision: number;
 }
 
-export interface TeamOutput {
+interface TeamOutput {
   readonly outputId: string;
   readonly taskId: string;
   readonly generation: number;

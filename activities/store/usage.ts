@@ -29,20 +29,3 @@ export async function recordModelCall(
   );
 }
 
-export interface UsageTotals {
-  calls: number;
-  promptTokens: number;
-  completionTokens: number;
-  totalTokens: number;
-}
-
-export async function sessionUsage(pool: Pool, sessionId: string): Promise<UsageTotals> {
-  const { rows } = await pool.query(
-    `SELECT count(*)::int AS calls, coalesce(sum(prompt_tokens), 0)::int AS prompt,
-            coalesce(sum(completion_tokens), 0)::int AS completion, coalesce(sum(total_tokens), 0)::int AS total
-     FROM model_calls WHERE session_id = $1`,
-    [sessionId],
-  );
-  const r = rows[0];
-  return { calls: r.calls, promptTokens: r.prompt, completionTokens: r.completion, totalTokens: r.total };
-}

@@ -7,7 +7,6 @@ import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import type { Pool } from 'pg';
 import { orchardFailure } from '../../contract/errors';
 import { TOOL_PROFILES } from '../../workflows/tools';
-import type { ToolProfile } from '../../contract/tools';
 import { claimDispatch, markUnknown, settleDispatch, storeOutput, type DispatchKey, type ToolOutput } from '../store/dispatch';
 import { turnKeyOf } from '../store/keys';
 import { endProcessGroup, leaseIsCurrent, recordProcessGroup, renewLease } from '../store/leases';
@@ -52,7 +51,6 @@ const unknownAndBlocked = (pids: number[]) =>
  * are read from the transcript, where the model step stored them, so workflow history carries only ids.
  */
 export async function executeTool(deps: ExecutorDeps, given: ExecuteToolInput): Promise<ExecuteToolResult> {
-  const { pool } = deps;
   // A session that started before the confined layout still names `orchard/<id>`: its branch moves to
   // `orchard/<id>/work` first (idempotent), and the workflow learns the new name from the result.
   let migratedTo: string | undefined;

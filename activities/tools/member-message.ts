@@ -8,7 +8,7 @@ import type { ToolOutput } from '../store/dispatch';
 import type { SessionLiveness } from '../../contract/temporal-port';
 
 /** The longest message a Member may write (the detail belongs in its worktree and its task summary). */
-export const MAX_MEMBER_MESSAGE_CHARS = 4000;
+const MAX_MEMBER_MESSAGE_CHARS = 4000;
 /** How much of the text travels in the Coordinator's wake (history); the rest is read from the Inbox. */
 const WAKE_EXCERPT_CHARS = 280;
 

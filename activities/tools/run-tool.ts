@@ -228,7 +228,7 @@ export async function runTool(name: ExecutableTool, rawArguments: string, ctx: T
 }
 
 /** What the model (and the user) reads about a hold: exactly what changed, and that nothing runs here until resolved. */
-export function heldMessage(hold: VerificationHold): string {
+function heldMessage(hold: VerificationHold): string {
   const changes = Array.isArray(hold.changes) ? describeChanges(hold.changes as ProtectedChange[]) : JSON.stringify(hold.changes);
   return [
     `VERIFICATION HOLD (${hold.heldAt}): the command \`${hold.command.length > 200 ? `${hold.command.slice(0, 200)}…` : hold.command}\` changed what this session must not change:`,

@@ -13,7 +13,7 @@ import { completion, stubModel, type ModelStub, type Reply } from '../helpers/mo
 import { makeRepo, testPool, testStackEnv, uniqueId } from '../helpers/orchard';
 import { startToxiproxy, type CuttableProxy } from '../helpers/toxiproxy';
 import { startSharedWorker } from './harness';
-import { answered, diagnose, failedWorkflowTasks, isOk, overlaps, poll, restore, retrying, retryArb, sleep, fuzzKnobs, type Outcome, type Retry } from './fuzz-kit';
+import { diagnose, failedWorkflowTasks, isOk, overlaps, poll, restore, retrying, retryArb, sleep, fuzzKnobs, type Outcome, type Retry } from './fuzz-kit';
 import type { Pool } from 'pg';
 
 /**

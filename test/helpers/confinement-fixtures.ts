@@ -19,9 +19,9 @@ import { gitIn, gitIn as git } from './git';
  * snapshot of everything outside it, the attack table and the benign table.
  */
 
-export const INSTALL = path.resolve(__dirname, '..', '..');
+const INSTALL = path.resolve(__dirname, '..', '..');
 /** The project's main checkout (the common dir's checkout of the installation; the installation itself when it is no git checkout). */
-export const PROJECT_MAIN = (() => {
+const PROJECT_MAIN = (() => {
   try {
     const common = execFileSync('git', ['rev-parse', '--path-format=absolute', '--git-common-dir'], { cwd: INSTALL, encoding: 'utf8', stdio: 'pipe' }).trim();
     return path.basename(common) === '.git' ? path.dirname(common) : INSTALL;
@@ -30,8 +30,8 @@ export const PROJECT_MAIN = (() => {
   }
 })();
 /** The child's session id in every fixture (branch orchard/c1/work); the sibling session is s1. */
-export const CHILD_ID = 'c1';
-export const SIBLING_ID = 's1';
+const CHILD_ID = 'c1';
+const SIBLING_ID = 's1';
 
 /**
  * Where fixtures live. Outside /tmp (as in production, `<state dir>/worktrees`) the main checkout and the sibling
@@ -204,7 +204,7 @@ export function removeOutsideMarkers(marker: string): void {
 }
 
 /** The child's allowance, relative to the fixture base: everything else is compared. */
-export function allowance(f: Fixture): string[] {
+function allowance(f: Fixture): string[] {
   const rel = (p: string) => path.relative(f.base, p);
   return [
     rel(f.child),
@@ -246,7 +246,7 @@ export function lostObjects(before: Map<string, string>, after: Map<string, stri
 }
 
 /** Every file, link and directory outside the allowance: type, mode and content hash (or link target). */
-export function files(f: Fixture): Record<string, string> {
+function files(f: Fixture): Record<string, string> {
   const skip = new Set(allowance(f));
   const out: Record<string, string> = {};
   const walk = (rel: string) => {
@@ -275,7 +275,7 @@ function gitOrFailure(cwd: string, ...args: string[]): string {
 }
 
 /** What git says about shared state: refs but the child's own, every HEAD, the stash, the worktree list. */
-export function gitState(f: Fixture): Record<string, string> {
+function gitState(f: Fixture): Record<string, string> {
   const git = gitOrFailure;
   const own = new RegExp(`^refs/(heads|remotes/[^/]+)/orchard/${CHILD_ID}/`);
   const refs = git(f.main, 'for-each-ref', '--format=%(refname) %(objectname) %(symref)')

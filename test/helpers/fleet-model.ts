@@ -9,7 +9,7 @@ import { waitFor } from './wait';
  * tool) are answered by the test's `decide`, from the request alone; child requests by `child` (default: a short
  * summary of the task). Either may return a promise, to hold a reply until the test releases it.
  */
-export interface OrchestratorTurnContext {
+interface OrchestratorTurnContext {
   /** The last user message (a user's words, or a manifest of child results). */
   readonly text: string;
   /** Tool results since that message, oldest first (empty on the turn's first step). */

@@ -29,7 +29,7 @@ export type Call = [string, unknown];
 const isCoordinator = (body: any) => (body.tools ?? []).some((tool: any) => tool.function.name === 'task_list');
 const taskOf = (body: any) => /^Task (\S+):/.exec(lastUserText(body))?.[1];
 
-export interface Gate {
+interface Gate {
   /** Resolves when the Member's model request for the task has arrived (and is being held). */
   arrived: Promise<void>;
   open(): void;

@@ -1,5 +1,4 @@
 import test from 'ava';
-import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
@@ -9,7 +8,7 @@ import { parseWorktreeList, prepareWorktree } from '../../activities/git/worktre
 import { WorkspaceError } from '../../activities/workspace/paths';
 import { sessionIdProblem } from '../../contract/ids';
 
-import { GIT_TEST_ENV, gitIn } from '../helpers/git';
+import { gitIn } from '../helpers/git';
 const git = gitIn;
 
 const created: string[] = [];

@@ -35,7 +35,7 @@ export function utf8Length(text: string): number {
 export const MAX_ROUTING_DESCRIPTION_CHARS = 500;
 export const MAX_ROUTING_ALIASES = 8;
 export const MAX_ROUTING_ALIAS_CHARS = 64;
-export const ROUTING_CAPS: RoutingCaps = {
+const ROUTING_CAPS: RoutingCaps = {
   descriptionChars: MAX_ROUTING_DESCRIPTION_CHARS,
   aliases: MAX_ROUTING_ALIASES,
   aliasChars: MAX_ROUTING_ALIAS_CHARS,

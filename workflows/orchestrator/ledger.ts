@@ -53,14 +53,14 @@ export const TOMBSTONE_TITLE_CHARS = 80;
 const TOMBSTONE_AGENT_CHARS = 32;
 
 /** A child as carried: its row, its last turn ids (oldest first), and whether its session's close notice was counted. */
-export type CarriedChild = LedgerChild & { readonly recentTurns?: readonly string[]; readonly closeNoticeCounted?: true };
+type CarriedChild = LedgerChild & { readonly recentTurns?: readonly string[]; readonly closeNoticeCounted?: true };
 
 /**
  * What is carried of a closed child (see `carry`): enough for `get` to answer with a closed view (a send to it is
  * refused as closed, by the relay for a cancelled one and by its closed workflow for a failed one, never
  * `session_not_found`, never a create) and for the status view. Its full row is in the routing cache.
  */
-export interface Tombstone {
+interface Tombstone {
   readonly childId: string;
   readonly status: 'failed' | 'cancelled';
   /** Cut to TOMBSTONE_TITLE_CHARS. */

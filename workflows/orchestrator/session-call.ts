@@ -8,7 +8,7 @@ import { MAX_TASK_CHARS, type Completion } from '../../contract/messages';
 import type { SessionCall } from '../../contract/orchestrator-activities';
 import { routingCapProblem, utf8Length } from './descriptions';
 
-export type { Completion };
+;
 
 export type ParsedSessionCall =
   /** `repaired` says how a malformed call was read (for the tool result), when it was. */

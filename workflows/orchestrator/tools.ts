@@ -6,7 +6,7 @@ import type { ToolDefinition } from '../../contract/tools';
 
 const SESSION_ID = { type: 'string', description: 'The child session id, as the roster lists it.' };
 
-export const sessionTool: ToolDefinition = {
+const sessionTool: ToolDefinition = {
   name: 'session',
   description:
     'Work with your child sessions. operation "send" relays a task to the child that owns its topic (an idle child ' +
@@ -48,7 +48,7 @@ export const sessionTool: ToolDefinition = {
   },
 };
 
-export const listOrchestratorAgentsTool: ToolDefinition = {
+const listOrchestratorAgentsTool: ToolDefinition = {
   name: 'list_orchestrator_agents',
   description:
     'Every child with its routing metadata and whether it can take work now: childId, title, agent, ' +
@@ -57,7 +57,7 @@ export const listOrchestratorAgentsTool: ToolDefinition = {
   parameters: { type: 'object', properties: {}, additionalProperties: false },
 };
 
-export const updateOrchestratorAgentDescriptionTool: ToolDefinition = {
+const updateOrchestratorAgentDescriptionTool: ToolDefinition = {
   name: 'update_orchestrator_agent_description',
   description:
     "Propose a change to a child's routingDescription or routingAliases. confirmed: false returns the exact change " +

@@ -4,7 +4,7 @@
  */
 
 /** Longest key kept; a topic is a short handle, not a description. */
-export const TOPIC_KEY_MAX = 80;
+const TOPIC_KEY_MAX = 80;
 
 /**
  * Case-folded (Unicode NFKC, then lower case), every run of characters that are not letters or digits collapsed

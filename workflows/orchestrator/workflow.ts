@@ -57,7 +57,7 @@ interface QueuedMessage {
   readonly stored?: boolean;
 }
 
-export interface CarriedOrchestratorState {
+interface CarriedOrchestratorState {
   readonly executionId: string;
   readonly ledger: CarriedLedger;
   readonly queue: readonly QueuedMessage[];
@@ -71,7 +71,7 @@ export interface CarriedOrchestratorState {
 }
 
 /** The input as this code reads it: its carried state is this code's. */
-export type OrchestratorWorkflowInput = OrchestratorWorkflowInputOf<CarriedOrchestratorState>;
+type OrchestratorWorkflowInput = OrchestratorWorkflowInputOf<CarriedOrchestratorState>;
 
 const DEDUPE_WINDOW = 500;
 const TURN_REFS_KEPT = 50;

@@ -72,9 +72,9 @@ export interface NewTask {
 }
 
 /** Bounds that keep state (and so every continue-as-new payload) small. */
-export const DEDUPE_WINDOW = 500;
-export const TURN_REFS_KEPT = 50;
-export const TASK_RECORDS_KEPT = 50;
+const DEDUPE_WINDOW = 500;
+const TURN_REFS_KEPT = 50;
+const TASK_RECORDS_KEPT = 50;
 const REFUSALS_KEPT = 10;
 const EXCERPT_CHARS = 120;
 

@@ -12,7 +12,7 @@ export type Actor =
   | { readonly kind: 'system' };
 
 /** Every write the team store knows. */
-export const STORE_OPERATIONS = [
+const STORE_OPERATIONS = [
   'task_create',
   'task_assign',
   'task_update',
@@ -32,7 +32,7 @@ export const STORE_OPERATIONS = [
 export type StoreOperation = (typeof STORE_OPERATIONS)[number];
 
 /** The writes each kind of actor may make. Graph administration and coordination for the Coordinator; evidence only from a Member's execution. */
-export const STORE_ALLOWLIST: Readonly<Record<Actor['kind'], readonly StoreOperation[]>> = {
+const STORE_ALLOWLIST: Readonly<Record<Actor['kind'], readonly StoreOperation[]>> = {
   coordinator: ['task_create', 'task_assign', 'task_update', 'task_cancel', 'plan_approve', 'coordinator_message', 'inbox_read', 'certificate'],
   member: ['task_output', 'task_fail', 'inbox_message'],
   user: ['user_event', 'task_cancel', 'handoff'],
@@ -76,4 +76,3 @@ export const isCoordinatorTool = (name: string): name is CoordinatorToolName => 
 
 /** Purposes a Member's message to the Coordinator may have (invariant 16). */
 export const MEMBER_MESSAGE_PURPOSES = ['blocker', 'decision_required', 'material_change', 'risk', 'requested_reply'] as const;
-export type MemberMessagePurpose = (typeof MEMBER_MESSAGE_PURPOSES)[number];

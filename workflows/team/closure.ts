@@ -127,10 +127,10 @@ export const CLOSURE_REASONS = {
   no_completed_output: 'no task is completed with output: there is no delivered work',
 } as const;
 
-export type ClosureReasonCode = keyof typeof CLOSURE_REASONS;
+type ClosureReasonCode = keyof typeof CLOSURE_REASONS;
 export type ClosureOutcome = 'delivered' | 'not_delivered' | 'not_applicable' | 'cancelled';
 /** The workflow adds `certified` once a certificate is issued. */
-export type CandidateState = 'ready' | 'blocked' | 'not_applicable';
+type CandidateState = 'ready' | 'blocked' | 'not_applicable';
 
 export interface ClosureReason {
   readonly code: ClosureReasonCode;
@@ -138,7 +138,7 @@ export interface ClosureReason {
   readonly detail: string;
 }
 
-export interface Resolution {
+interface Resolution {
   readonly taskId: string;
   readonly kind: 'completed' | 'replaced_by' | 'user_scope_removed';
   /** For `replaced_by`: the replacement that closes this task (the first link of the chain). */
@@ -147,7 +147,7 @@ export interface Resolution {
   readonly userEventId?: string;
 }
 
-export interface ClosureEvidence {
+interface ClosureEvidence {
   /** Every closed task, sorted. */
   readonly taskIds: readonly string[];
   /** The output rows of the `completed` resolutions, sorted. */

@@ -70,7 +70,7 @@ interface Wake {
   readonly events: readonly string[];
 }
 
-export interface CarriedTeamState {
+interface CarriedTeamState {
   readonly executionId: string;
   readonly generation: number;
   readonly knownRevision: number;
@@ -117,7 +117,7 @@ interface HandoffState extends ReceiptView {
 }
 
 /** The input as this code reads it: its carried state is this code's. */
-export type TeamWorkflowInput = TeamWorkflowInputOf<CarriedTeamState>;
+type TeamWorkflowInput = TeamWorkflowInputOf<CarriedTeamState>;
 
 const READY_STEER = 'completion_candidate.state is ready: call org_run_complete now, directly, without task_list first.';
 

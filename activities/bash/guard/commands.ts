@@ -16,7 +16,7 @@ import {
   zshBlindSpot,
   type Unsure,
 } from './launchers';
-import { checkWriteTarget, cwdInside, isInside, resolvePath, type Cwd, type WriteVerdict } from './paths';
+import { checkWriteTarget, cwdInside, resolvePath, type Cwd, type WriteVerdict } from './paths';
 import { refusal, type GuardReason, type HistoryClaim, type Refusal } from './reasons';
 import { arithmeticNames, provenanceOf, worst, type Provenance } from './taint';
 import { dynamicWord, exactValue, literalWord, type Word } from './words';

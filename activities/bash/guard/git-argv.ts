@@ -756,7 +756,7 @@ const PUSH: OptSpec[] = [
 ];
 
 /** `<transport>::<address>` runs the remote helper `git-remote-<transport>` (and `ext::` runs any command). */
-export function remoteHelperProblem(v: string): string | undefined {
+function remoteHelperProblem(v: string): string | undefined {
   return /^[A-Za-z][A-Za-z0-9+.-]*::/.test(v) ? `\`${v}\` makes git run the remote helper \`git-remote-${v.slice(0, v.indexOf('::'))}\` (ext:: runs any command)` : undefined;
 }
 
@@ -804,7 +804,7 @@ const push: Rule = (input) => {
 };
 
 /** Why a push refspec may not be pushed by this session, or undefined when it only updates B. */
-export function pushRefspecProblem(spec: string, scope: GitScope): string | undefined {
+function pushRefspecProblem(spec: string, scope: GitScope): string | undefined {
   let s = spec;
   if (s.startsWith('^')) return 'negative refspecs are not for push';
   if (s.startsWith('+')) s = s.slice(1);
@@ -921,7 +921,7 @@ const fetch: Rule = (input) => {
  * Why a fetch refspec from `repo` may not run, or undefined when it writes only FETCH_HEAD, this session's own
  * refs, or the faithful remote-tracking copy (`[+][refs/heads/]X:refs/remotes/<repo>/X`, `*` in the same place).
  */
-export function fetchRefspecProblem(spec: string, repo: string, scope: GitScope): string | undefined {
+function fetchRefspecProblem(spec: string, repo: string, scope: GitScope): string | undefined {
   let s = spec;
   if (s.startsWith('^')) return undefined; // negative: only excludes
   if (s.startsWith('+')) s = s.slice(1);

@@ -112,6 +112,6 @@ export function guardVerdict(decision: GuardDecision, options: { readonly confin
   };
 }
 
-export { loadBashParser, parseBash } from './parser';
-export { GUARD_REASONS, GUARD_REASON_CODES, INTEGRATION_ROUTE, isGuardReason } from './reasons';
-export type { GuardContext, GuardDecision, GuardNote, GuardReason, HistoryClaim } from './reasons';
+export { loadBashParser,  } from './parser';
+export { GUARD_REASONS, GUARD_REASON_CODES,   } from './reasons';
+export type { GuardContext, GuardDecision,  GuardReason, HistoryClaim } from './reasons';

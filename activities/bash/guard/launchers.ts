@@ -116,7 +116,7 @@ const COMPUTED_LOAD =
   /__import__|importlib|getattr\s*\(|ctypes|process\.binding|new\s+Function|\bFunction\s*\(|(require|import)\s*\(\s*(?!(?<q>['"])[^'"]*\k<q>\s*\))|\beval\s*\(\s*(?!(?<r>['"])[^'"]*\k<r>\s*\))/;
 
 /** A plain attack the text proves, or undefined (which does not make the code safe: see `Unsure`). */
-export function inlineCodeProblem(code: string): string | undefined {
+function inlineCodeProblem(code: string): string | undefined {
   const spawn = SPAWN_API.exec(code);
   const program = PROGRAM_NAMES.exec(code);
   if (spawn && program) return `the inline code starts a process (\`${spawn[0]}\`) and names \`${program[0]}\`: run git or the shell command directly instead`;
@@ -165,7 +165,6 @@ export function interpreterGrammarFor(name: string): InterpreterGrammar | undefi
 
 /** Inline code, a script file, a module, or stdin: plain attacks are refused, the rest is noted for the sandbox. */
 export function decideInterpreter(inv: Invocation, name: string, grammar: InterpreterGrammar, unsure: Unsure): Refusal | undefined {
-  const deny = (reason: Parameters<typeof refusal>[0], why: string) => refusal(reason, inv.text, why);
   const argv = inv.argv;
   if (argv.length === 2 && ['--version', '-V', '--help', '-h', '-v'].includes(argv[1].value ?? '')) return undefined;
   if (name === 'deno') {
@@ -424,7 +423,7 @@ export function decideSed(inv: Invocation, worktree: string, unsure: Unsure): Re
  * Reads a sed script far enough to find the GNU `e` command, the `s///e` flag, and file writes (`w`, `W`,
  * `s///w`). Returns a problem, or undefined. A script it cannot read is a problem too.
  */
-export function sedScriptProblem(script: string, writeProblem: (path: string) => string | undefined): { reason: 'inline_interpreter' | 'outside_worktree'; why: string } | undefined {
+function sedScriptProblem(script: string, writeProblem: (path: string) => string | undefined): { reason: 'inline_interpreter' | 'outside_worktree'; why: string } | undefined {
   const s = script;
   let i = 0;
   const unreadable = { reason: 'inline_interpreter' as const, why: 'the script uses syntax the guard cannot read' };

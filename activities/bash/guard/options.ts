@@ -38,7 +38,7 @@ export interface Parsed {
   readonly dashDash: boolean;
 }
 
-export type ParseProblem = 'unknown' | 'ambiguous' | 'dynamic' | 'missing_value';
+type ParseProblem = 'unknown' | 'ambiguous' | 'dynamic' | 'missing_value';
 export type ParseResult = { readonly ok: true; readonly parsed: Parsed } | { readonly ok: false; readonly problem: ParseProblem; readonly token: Word };
 
 export interface ParseMode {

@@ -1,7 +1,7 @@
 import { refusal, type Refusal } from './reasons';
 
 /** Longer commands are refused outright (Claude Code draws the same line). */
-export const MAX_COMMAND_LENGTH = 10_000;
+const MAX_COMMAND_LENGTH = 10_000;
 
 /**
  * Checks on the raw text, before parsing: length, control characters, and backslash-newline inside a word

@@ -204,7 +204,3 @@ export interface Refusal {
 export function refusal(reason: GuardReason, refused: string, why: string, instead?: string): Refusal {
   return { reason, refused, why, instead };
 }
-
-export function isGuardReason(value: unknown): value is GuardReason {
-  return typeof value === 'string' && Object.prototype.hasOwnProperty.call(GUARD_REASONS, value);
-}

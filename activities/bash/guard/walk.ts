@@ -15,7 +15,7 @@ import { dynamicWord, exactValue, resolveAssignmentValue, resolveWord, type Word
  * flows through the list. Text the parser did not see as code (the blind spots of GUARD.md §2.1) is refused.
  */
 
-export const MAX_SCRIPT_DEPTH = 8;
+const MAX_SCRIPT_DEPTH = 8;
 
 export interface ScriptOptions {
   readonly depth: number;

@@ -42,8 +42,6 @@ export function dynamicWord(kind: DynamicKind, text: string, prefix = '', splits
   return { text, prefix, dynamic: kind, splits, glob: false };
 }
 
-export const isStatic = (w: Word): w is Word & { value: string } => w.value !== undefined;
-
 /** Static value with no glob characters: safe to compare as a literal. */
 export function exactValue(w: Word): string | undefined {
   return w.value !== undefined && !w.glob ? w.value : undefined;
@@ -186,7 +184,7 @@ function unquoteDouble(text: string): Part[] {
 }
 
 /** Decodes `$'…'` like bash; undefined (dynamic) when the result would hold a NUL, which bash truncates at. */
-export function decodeAnsiC(body: string): string | undefined {
+function decodeAnsiC(body: string): string | undefined {
   let out = '';
   for (let i = 0; i < body.length; i++) {
     const c = body[i];

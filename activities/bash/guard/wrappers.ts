@@ -455,9 +455,6 @@ export const WRAPPERS: Readonly<Record<string, Handler>> = {
   sudo, doas, busybox, toybox: busybox, xargs, find,
 };
 
-/** Wrappers that are shell builtins or keywords, and so only mean themselves without a path. */
-export const BUILTIN_WRAPPERS = new Set(['command', 'builtin', 'exec', 'coproc']);
-
 export function unwrap(inv: Invocation, name: string, scope: GuardScope): Unwrapped | undefined {
   const handler = WRAPPERS[name];
   return handler ? handler(inv, scope) : undefined;

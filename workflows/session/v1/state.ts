@@ -49,8 +49,8 @@ export interface SessionWorkflowInput {
 }
 
 /** Bounds that keep state (and so every continue-as-new payload) small. */
-export const DEDUPE_WINDOW = 500;
-export const TURN_REFS_KEPT = 50;
+const DEDUPE_WINDOW = 500;
+const TURN_REFS_KEPT = 50;
 const EXCERPT_CHARS = 120;
 
 export class SessionState {

@@ -17,7 +17,7 @@ module.exports = {
     {
       name: 'contract-pure',
       severity: 'error',
-      comment: 'The contract (message names and shapes, ids, error codes) is what every side shares: it imports nothing but itself and Temporal\'s definitions.',
+      comment: "The contract (message names and shapes, ids, error codes) is what every side shares: it imports nothing but itself and Temporal's definitions.",
       from: { path: '^contract/' },
       to: { pathNot: ['^contract/', '^node_modules/@temporalio/(workflow|common)/'] },
     },
@@ -46,9 +46,12 @@ module.exports = {
       name: 'client-is-a-library',
       severity: 'error',
       comment:
-        'The client a service imports depends on the contract and Temporal\'s client packages only (and Node itself): never on activities, workflows or the worker.',
+        "The client a service imports depends on the contract and Temporal's client packages only (and Node itself): never on activities, workflows or the worker.",
       from: { path: '^client/' },
-      to: { dependencyTypes: ['local', 'npm', 'npm-dev', 'npm-optional', 'npm-peer', 'npm-no-pkg', 'npm-unknown', 'aliased', 'unknown', 'undetermined'], pathNot: ['^client/', '^contract/', '^node_modules/@temporalio/(client|common|envconfig|proto)/'] },
+      to: {
+        dependencyTypes: ['local', 'npm', 'npm-dev', 'npm-optional', 'npm-peer', 'npm-no-pkg', 'npm-unknown', 'aliased', 'unknown', 'undetermined'],
+        pathNot: ['^client/', '^contract/', '^node_modules/@temporalio/(client|common|envconfig|proto)/'],
+      },
     },
     {
       name: 'entry-points-on-top',

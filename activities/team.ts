@@ -122,7 +122,8 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
     const call = message?.tool_calls?.find((c) => c.id === ref.callId);
     if (!call) throw new Error(`no tool call ${ref.callId} in turn ${ref.turn} step ${ref.step}`);
     const parsed: unknown = call.function.arguments.trim() === '' ? {} : JSON.parse(call.function.arguments);
-    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new TeamStoreRefusal('tool_args_invalid', 'the arguments must be a JSON object');
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+      throw new TeamStoreRefusal('tool_args_invalid', 'the arguments must be a JSON object');
     return parsed as Record<string, unknown>;
   }
   const text = (v: unknown, field: string): string => {
@@ -157,7 +158,11 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
     // Release-if-current: the old execution's lease must not still be current (the fence moves it to the next
     // generation; a lease still held at the fenced one means the old execution may still write).
     if (input.lease && (await leaseHeldAt(deps.pool, input.lease))) {
-      return { quiescent: false, known: true, why: `the old execution's lease on ${input.lease.worktree} is still held at generation ${input.lease.generation}` };
+      return {
+        quiescent: false,
+        known: true,
+        why: `the old execution's lease on ${input.lease.worktree} is still held at generation ${input.lease.generation}`,
+      };
     }
     return { quiescent: true };
   }
@@ -291,7 +296,8 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
           }
           case 'task_create': {
             const owner = args.owner === undefined ? undefined : text(args.owner, 'owner');
-            if (owner && !input.members.includes(owner)) throw new TeamStoreRefusal('member_not_found', `no member ${owner}; members: ${input.members.join(', ')}`);
+            if (owner && !input.members.includes(owner))
+              throw new TeamStoreRefusal('member_not_found', `no member ${owner}; members: ${input.members.join(', ')}`);
             const { result, revision } = await createTask(deps.pool, teamId, actor, {
               taskId: text(args.taskId, 'taskId'),
               title: text(args.title, 'title'),
@@ -327,7 +333,8 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
             const memberId = text(args.memberId, 'memberId');
             if (!input.members.includes(memberId)) throw new TeamStoreRefusal('member_not_found', `no member ${memberId}`);
             const purpose = args.purpose ?? 'requested_reply';
-            if (!(MEMBER_MESSAGE_PURPOSES as readonly unknown[]).includes(purpose)) throw new TeamStoreRefusal('message_purpose_invalid', `purpose must be one of ${MEMBER_MESSAGE_PURPOSES.join(', ')}`);
+            if (!(MEMBER_MESSAGE_PURPOSES as readonly unknown[]).includes(purpose))
+              throw new TeamStoreRefusal('message_purpose_invalid', `purpose must be one of ${MEMBER_MESSAGE_PURPOSES.join(', ')}`);
             const sent = await deps.temporal().send(await memberSessionOf(deps.pool, teamId, memberId), {
               task: `Message from your Coordinator about task ${text(args.relatedTaskId, 'relatedTaskId')} (${String(purpose)}): ${text(args.text, 'text')}`,
               requestId: `${teamId}/${ref.turnId}/${ref.step}/${ref.callId}`,
@@ -503,7 +510,8 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
         }
       } catch (err) {
         // The old session refused to stop (a typed answer): asking again would be refused again.
-        if (err instanceof OrchardError) throw orchardFailure('handoff_yield_failed', `session ${input.sessionId} refused to stop (${err.code}): ${err.message}`);
+        if (err instanceof OrchardError)
+          throw orchardFailure('handoff_yield_failed', `session ${input.sessionId} refused to stop (${err.code}): ${err.message}`);
         throw err;
       }
       // The session closes after its cancel is answered (its close path tears its commands down and verifies
@@ -601,7 +609,8 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
  */
 export function createTeamHostActivities(deps: { pool: Pool }): TeamHostActivities {
   const typed = (err: unknown): unknown => {
-    if (err instanceof TeamStoreRefusal || err instanceof TeamGitRefusal) return orchardFailure(isErrorCode(err.code) ? err.code : 'invalid_input', err.message);
+    if (err instanceof TeamStoreRefusal || err instanceof TeamGitRefusal)
+      return orchardFailure(isErrorCode(err.code) ? err.code : 'invalid_input', err.message);
     return err;
   };
   return {
@@ -618,7 +627,8 @@ export function createTeamHostActivities(deps: { pool: Pool }): TeamHostActiviti
         const certificate = await certificateById(deps.pool, teamId, certificateId);
         if (!certificate) throw new TeamStoreRefusal('not_delivered', `team ${teamId} has no certificate ${certificateId}`);
         const result = certificate.result;
-        if (!result) throw new TeamStoreRefusal('not_delivered', `certificate ${certificateId} names no result branch (it predates them): certify the run again`);
+        if (!result)
+          throw new TeamStoreRefusal('not_delivered', `certificate ${certificateId} names no result branch (it predates them): certify the run again`);
         const { repo } = await teamRunInfo(deps.pool, teamId);
         const replan = async () =>
           savePlannedMerge(deps.pool, {

@@ -33,7 +33,19 @@ function time(file: string, args: string[], runs: number): number[] {
 /** A repository with a session worktree on orchard/s1/work, for `orchard exec` (removed by the caller). */
 function execFixture(): { base: string; worktree: string } {
   const base = mkdtempSync(path.join(os.tmpdir(), 'orchard-bench-exec-'));
-  const git = (cwd: string, ...args: string[]) => execFileSync('git', args, { cwd, stdio: 'ignore', env: { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null', GIT_AUTHOR_NAME: 'b', GIT_AUTHOR_EMAIL: 'b@b', GIT_COMMITTER_NAME: 'b', GIT_COMMITTER_EMAIL: 'b@b' } });
+  const git = (cwd: string, ...args: string[]) =>
+    execFileSync('git', args, {
+      cwd,
+      stdio: 'ignore',
+      env: {
+        ...process.env,
+        GIT_CONFIG_GLOBAL: '/dev/null',
+        GIT_AUTHOR_NAME: 'b',
+        GIT_AUTHOR_EMAIL: 'b@b',
+        GIT_COMMITTER_NAME: 'b',
+        GIT_COMMITTER_EMAIL: 'b@b',
+      },
+    });
   const repo = path.join(base, 'repo');
   mkdirSync(repo);
   git(repo, 'init', '-q', '-b', 'main');

@@ -32,7 +32,10 @@ function model(body: any): Reply {
             ...Array.from({ length: HANDOFFS }, (_, i) => ({
               id: `c${i}`,
               type: 'function',
-              function: { name: 'task_create', arguments: JSON.stringify({ taskId: `w${i + 1}`, title: `Write ${i + 1}`, description: 'write', owner: 'writer' }) },
+              function: {
+                name: 'task_create',
+                arguments: JSON.stringify({ taskId: `w${i + 1}`, title: `Write ${i + 1}`, description: 'write', owner: 'writer' }),
+              },
             })),
             { id: 'approve', type: 'function', function: { name: 'plan_approve', arguments: '{}' } },
           ],
@@ -101,7 +104,9 @@ export async function benchHandoff(after?: (orchard: Awaited<ReturnType<typeof s
     console.log(`handoff on the embedded stack (${HANDOFFS} reassigns of a running writer; SLO ${SLO_MS} ms):`);
     console.log(row('reassignTask answered (fenced)', fences));
     console.log(row('receipt released (old runtime gone)', releases));
-    console.log(`  released within the SLO: ${releases.filter((x) => x <= SLO_MS).length}/${releases.length}; p50 is ${((percentile(releases, 50) / SLO_MS) * 100).toFixed(0)}% of the SLO`);
+    console.log(
+      `  released within the SLO: ${releases.filter((x) => x <= SLO_MS).length}/${releases.length}; p50 is ${((percentile(releases, 50) / SLO_MS) * 100).toFixed(0)}% of the SLO`,
+    );
   } finally {
     if (after) await after(orchard);
     await orchard.stop();

@@ -6,13 +6,7 @@ import { buildCommandEnv } from '../activities/bash/env';
 import { decideCommand, loadBashParser } from '../activities/bash/guard';
 import { fullScanCount, SHARED_SCAN_INTERVAL_MS } from '../activities/bash/process-tree';
 import { runBash } from '../activities/bash/runner';
-import {
-  buildSandboxArgv,
-  confinedSessionBranch,
-  prepareSandboxDirs,
-  resolveSandboxLayout,
-  sandboxAvailable,
-} from '../activities/bash/sandbox';
+import { buildSandboxArgv, confinedSessionBranch, prepareSandboxDirs, resolveSandboxLayout, sandboxAvailable } from '../activities/bash/sandbox';
 import { BRANCH, CORPUS_ENTRIES, WORKTREE } from '../test/unit/guard-corpus';
 import { benchHandoff } from './handoff';
 import { benchVerify } from './verify';

@@ -45,7 +45,7 @@ program
 program
   .command('worker')
   .description('run a worker against an existing Temporal (TEMPORAL_ADDRESS / temporal.toml) and PostgreSQL (DATABASE_URL)')
-  .option('--host-only', 'poll only this host\'s worktree queue (no workflows, no model calls)')
+  .option('--host-only', "poll only this host's worktree queue (no workflows, no model calls)")
   .option('--scripted <scenario>', 'answer model calls from this scripted scenario file instead of ORCHARD_MODEL_URL (demos, tests)')
   .action(async (options: { hostOnly?: boolean; scripted?: string }) => {
     const { modelProviderFor, startOrchard } = await import('../worker/runtime');
@@ -70,7 +70,9 @@ program
         stop: async () => undefined,
       },
     });
-    log(`worker for ${describeTarget(orchard.target)}: queue ${orchard.config.taskQueue}${options.hostOnly ? ' (host only)' : ''} + orchard-host-${orchard.config.hostId}`);
+    log(
+      `worker for ${describeTarget(orchard.target)}: queue ${orchard.config.taskQueue}${options.hostOnly ? ' (host only)' : ''} + orchard-host-${orchard.config.hostId}`,
+    );
     await runUntilStopped(orchard);
   });
 
@@ -79,7 +81,7 @@ const session = program.command('session').description('create, send to, inspect
 session
   .command('create')
   .description('start a session on its own worktree of a repository')
-  .requiredOption('--repo <path>', 'git repository on the session\'s host')
+  .requiredOption('--repo <path>', "git repository on the session's host")
   .requiredOption('--title <text>', 'one line that says what the session is for')
   .option('--id <id>', 'session id (default: derived from the title)')
   .option('--task <text>', 'first task')
@@ -125,7 +127,12 @@ session
         return;
       }
       const result = await client.send(id, input);
-      if (!o.wait) return print(o.json, result, () => `${id}: task ${result.taskId} queued at position ${result.position}${result.duplicate ? ' (duplicate request, not queued again)' : ''}`);
+      if (!o.wait)
+        return print(
+          o.json,
+          result,
+          () => `${id}: task ${result.taskId} queued at position ${result.position}${result.duplicate ? ' (duplicate request, not queued again)' : ''}`,
+        );
       const before = await client.status(id);
       const view = await client.waitUntilSettled(id, { afterTurn: before.turnsCompleted + before.queued + (before.currentTask ? 1 : 0), timeoutMs: 3_600_000 });
       print(o.json, view, () => formatStatus(view));
@@ -134,7 +141,7 @@ session
 
 session
   .command('status <id>')
-  .description('show a session\'s status, current task and last turn')
+  .description("show a session's status, current task and last turn")
   .option('--json', 'print JSON')
   .action(async (id: string, o) => {
     await withClient(async (client) => {
@@ -151,16 +158,16 @@ session
     await withClient(async (client) => {
       const sessions = await client.list();
       print(o.json, sessions, () =>
-        sessions.length === 0
-          ? 'no sessions'
-          : sessions.map((s) => `${s.sessionId} | ${s.title} | ${s.agent} | ${s.status} | host ${s.host}`).join('\n'),
+        sessions.length === 0 ? 'no sessions' : sessions.map((s) => `${s.sessionId} | ${s.title} | ${s.agent} | ${s.status} | host ${s.host}`).join('\n'),
       );
     });
   });
 
 session
   .command('resolve-hold <id>')
-  .description("resolve a verification hold: a command of this isolated child changed what it must not; you dealt with it, and its worktree may run commands again")
+  .description(
+    'resolve a verification hold: a command of this isolated child changed what it must not; you dealt with it, and its worktree may run commands again',
+  )
   .option('--note <text>', 'what you did about the change (recorded on the hold)')
   .option('--by <name>', 'who decided (recorded on the hold)', 'user')
   .action(async (id: string, o) => {
@@ -222,7 +229,9 @@ orchestrator
         [
           `${id}: message ${result.messageId}: turn ${turn.turn} ${turn.outcome}${turn.finalExcerpt ? `: ${turn.finalExcerpt}` : ''}`,
           ...(turn.error ? [`  error: ${turn.error.code}: ${turn.error.message}`] : []),
-          ...(deliveries.length === 0 ? ['  delivered to no child'] : deliveries.map((d) => `  -> ${d.childId} via ${d.via}${d.taskId ? ` (task ${d.taskId})` : ''}`)),
+          ...(deliveries.length === 0
+            ? ['  delivered to no child']
+            : deliveries.map((d) => `  -> ${d.childId} via ${d.via}${d.taskId ? ` (task ${d.taskId})` : ''}`)),
         ].join('\n'),
       );
     });
@@ -241,7 +250,7 @@ orchestrator
 
 orchestrator
   .command('roster <id>')
-  .description('the exact roster text the orchestrator\'s model gets now')
+  .description("the exact roster text the orchestrator's model gets now")
   .action(async (id: string) => {
     await withClient(async (client) => {
       process.stdout.write(`${await client.roster(id)}\n`);
@@ -274,8 +283,20 @@ team
       const handoff =
         o.handoffSlo === undefined && o.handoffTimeout === undefined
           ? undefined
-          : { ...(o.handoffSlo === undefined ? {} : { sloMs: ms(o.handoffSlo) }), ...(o.handoffTimeout === undefined ? {} : { timeoutMs: ms(o.handoffTimeout) }) };
-      await client.startTeam({ teamId: id, repo, host: o.host, goal: o.goal, members: members.length > 0 ? members : undefined, model, memberModel: model, handoff });
+          : {
+              ...(o.handoffSlo === undefined ? {} : { sloMs: ms(o.handoffSlo) }),
+              ...(o.handoffTimeout === undefined ? {} : { timeoutMs: ms(o.handoffTimeout) }),
+            };
+      await client.startTeam({
+        teamId: id,
+        repo,
+        host: o.host,
+        goal: o.goal,
+        members: members.length > 0 ? members : undefined,
+        model,
+        memberModel: model,
+        handoff,
+      });
       console.log(`team ${id} is running; follow it with: orchard team status ${id}`);
     });
   });
@@ -324,7 +345,11 @@ team
   .action(async (id: string, taskId: string, o) => {
     await withClient(async (client) => {
       const receipt = await client.reassignTask(id, { taskId, newOwner: o.to, reason: o.reason });
-      print(o.json, receipt, () => `${id}: ${receipt.receiptId} ${receipt.state}: ${receipt.oldTaskId} (${receipt.oldOwner}) → ${receipt.newTaskId} (${receipt.newOwner})`);
+      print(
+        o.json,
+        receipt,
+        () => `${id}: ${receipt.receiptId} ${receipt.state}: ${receipt.oldTaskId} (${receipt.oldOwner}) → ${receipt.newTaskId} (${receipt.newOwner})`,
+      );
     });
   });
 
@@ -336,8 +361,11 @@ team
   .action(async (id: string, taskId: string, o) => {
     await withClient(async (client) => {
       const result = await client.cancelTask(id, { taskId, reason: o.reason });
-      print(o.json, result, () =>
-        `${id}: ${result.taskId} cancelled at revision ${result.workRevision}${result.receipt ? `; ${result.receipt.receiptId} ${result.receipt.state} (its execution is being stopped)` : ''}`,
+      print(
+        o.json,
+        result,
+        () =>
+          `${id}: ${result.taskId} cancelled at revision ${result.workRevision}${result.receipt ? `; ${result.receipt.receiptId} ${result.receipt.state} (its execution is being stopped)` : ''}`,
       );
     });
   });
@@ -349,9 +377,14 @@ team
   .action(async (id: string, o) => {
     await withClient(async (client) => {
       const merged = await client.mergeTeam(id);
-      const how = { already_contained: 'already contained the result', fast_forward: 'fast-forwarded', merge_commit: 'merged with a merge commit' }[merged.mode];
-      print(o.json, merged, () =>
-        `${id}: ${merged.protectedBranch} ${how}: ${merged.before.slice(0, 12)} → ${merged.after.slice(0, 12)} (result ${merged.resultBranch} at ${merged.resultHead.slice(0, 12)}, certificate ${merged.certificateId})`,
+      const how = { already_contained: 'already contained the result', fast_forward: 'fast-forwarded', merge_commit: 'merged with a merge commit' }[
+        merged.mode
+      ];
+      print(
+        o.json,
+        merged,
+        () =>
+          `${id}: ${merged.protectedBranch} ${how}: ${merged.before.slice(0, 12)} → ${merged.after.slice(0, 12)} (result ${merged.resultBranch} at ${merged.resultHead.slice(0, 12)}, certificate ${merged.certificateId})`,
       );
     });
   });
@@ -437,20 +470,38 @@ function formatOrchestratorStatus(view: OrchestratorStatusView): string {
   const lines = [`orchestrator ${view.orchestratorId} | ${view.status} | ${view.turnsCompleted} turn(s) done, ${view.queued} queued, run ${view.runIndex}`];
   lines.push('', `children (${view.children.length}):`);
   if (view.children.length === 0) lines.push('  none');
-  else lines.push(...table(['id', 'title', 'agent', 'topic', 'status'], view.children.map((c) => [c.childId, c.title, c.agent, c.topicKey ?? '-', c.status])));
+  else
+    lines.push(
+      ...table(
+        ['id', 'title', 'agent', 'topic', 'status'],
+        view.children.map((c) => [c.childId, c.title, c.agent, c.topicKey ?? '-', c.status]),
+      ),
+    );
   lines.push('', `turns (${view.turns.length} most recent):`);
   if (view.turns.length === 0) lines.push('  none');
   else {
     lines.push(
       ...table(
         ['turn', 'message', 'outcome', 'tool calls', 'answer'],
-        view.turns.map((t) => [String(t.turn), t.taskId, t.outcome, String(t.toolCalls), t.error ? `${t.error.code}: ${t.error.message}` : (t.finalExcerpt ?? '')]),
+        view.turns.map((t) => [
+          String(t.turn),
+          t.taskId,
+          t.outcome,
+          String(t.toolCalls),
+          t.error ? `${t.error.code}: ${t.error.message}` : (t.finalExcerpt ?? ''),
+        ]),
       ),
     );
   }
   lines.push('', `deliveries (${view.deliveries.length} most recent):`);
   if (view.deliveries.length === 0) lines.push('  none');
-  else lines.push(...table(['message', 'turn', 'child', 'via', 'task'], view.deliveries.map((d) => [d.messageId, String(d.turn), d.childId, d.via, d.taskId ?? '-'])));
+  else
+    lines.push(
+      ...table(
+        ['message', 'turn', 'child', 'via', 'task'],
+        view.deliveries.map((d) => [d.messageId, String(d.turn), d.childId, d.via, d.taskId ?? '-']),
+      ),
+    );
   return lines.join('\n');
 }
 
@@ -517,10 +568,7 @@ async function findTarget(): Promise<Target> {
       webUiUrl: stack.webUiUrl,
     };
   }
-  throw new OrchardError(
-    'invalid_input',
-    'no Temporal to talk to: set TEMPORAL_ADDRESS (or a temporal.toml profile), or start `orchard dev` in this project',
-  );
+  throw new OrchardError('invalid_input', 'no Temporal to talk to: set TEMPORAL_ADDRESS (or a temporal.toml profile), or start `orchard dev` in this project');
 }
 
 async function withClient(fn: (client: OrchardClient, target: Target) => Promise<void>): Promise<void> {
@@ -553,10 +601,7 @@ async function runUntilStopped(orchard: import('../worker/runtime').RunningOrcha
       return;
     }
     signalled = true;
-    log(
-      `${signal}: no new work is taken; running activities have ${orchard.config.shutdownGraceSeconds}s to finish, ` +
-        'then they are cancelled',
-    );
+    log(`${signal}: no new work is taken; running activities have ${orchard.config.shutdownGraceSeconds}s to finish, ` + 'then they are cancelled');
     orchard.shutdown();
   };
   process.on('SIGINT', onSignal);
@@ -575,7 +620,6 @@ async function runUntilStopped(orchard: import('../worker/runtime').RunningOrcha
 function print(json: boolean | undefined, value: unknown, text: () => string): void {
   console.log(json ? JSON.stringify(value, null, 2) : text());
 }
-
 
 /** `--member implementer:Implementer`, repeatable: the member id, then its role. */
 function collectMember(value: string, previous: { memberId: string; role: string }[]): { memberId: string; role: string }[] {

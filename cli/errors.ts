@@ -59,8 +59,7 @@ export function describeCliError(err: unknown, context: CliErrorContext = {}): C
     const queue = context.taskQueue ? ` on task queue ${context.taskQueue}` : '';
     return fail(
       'worker_unavailable',
-      `no worker answered${queue}: it may have just stopped or died; start \`orchard worker\` (or wait for ` +
-        'its supervisor to restart it) and retry',
+      `no worker answered${queue}: it may have just stopped or died; start \`orchard worker\` (or wait for ` + 'its supervisor to restart it) and retry',
     );
   }
   if (status === GRPC.DEADLINE_EXCEEDED) {

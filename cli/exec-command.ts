@@ -18,7 +18,9 @@ const MAX_OUTPUT_BYTES = 1024 * 1024;
 export function registerExecCommand(program: Command): Command {
   return program
     .command('exec')
-    .description("run a command as an isolated child's bash tool would (guard, sandbox, verification, backstop): exit = its status; 3 refused, 4 changed what it must not, 2 bad usage")
+    .description(
+      "run a command as an isolated child's bash tool would (guard, sandbox, verification, backstop): exit = its status; 3 refused, 4 changed what it must not, 2 bad usage",
+    )
     .requiredOption('--branch <branch>', "the child's branch, orchard/<sessionId>/work (its worktree must have it checked out)")
     .option('--worktree <path>', "the child's worktree, a linked worktree of the repository (default: the current directory)")
     .option('--timeout <seconds>', 'stop the command after this many seconds', '300')
@@ -45,7 +47,8 @@ export function registerExecCommand(program: Command): Command {
       };
       if (!command.trim()) return usage('give the command to run after --');
       if (sessionId === undefined) return usage(`--branch must be a session branch orchard/<sessionId>/work, got ${JSON.stringify(branch)}`);
-      if (!Number.isFinite(timeoutSeconds) || timeoutSeconds <= 0) return usage(`--timeout must be a positive number of seconds, got ${JSON.stringify(options.timeout)}`);
+      if (!Number.isFinite(timeoutSeconds) || timeoutSeconds <= 0)
+        return usage(`--timeout must be a positive number of seconds, got ${JSON.stringify(options.timeout)}`);
       const worktree = options.worktree === undefined ? process.cwd() : isAbsolute(options.worktree) ? options.worktree : resolve(options.worktree);
 
       // The probe and the backstop set-up touch different things: run them side by side (start time).
@@ -82,13 +85,29 @@ export function registerExecCommand(program: Command): Command {
         process.exitCode = EXEC_EXIT.refused;
         return;
       }
-      const result = await runBash({ command, argv: prepared.argv, cwd: worktree, env: prepared.env, timeoutMs: timeoutSeconds * 1000, maxOutputBytes: MAX_OUTPUT_BYTES });
+      const result = await runBash({
+        command,
+        argv: prepared.argv,
+        cwd: worktree,
+        env: prepared.env,
+        timeoutMs: timeoutSeconds * 1000,
+        maxOutputBytes: MAX_OUTPUT_BYTES,
+      });
       const changes = await verifyIsolated(prepared);
       // Verified: the command's new objects join the shared store (held ones stay in its quarantine).
       if (changes.length === 0) await settleIsolated(prepared);
       const status = result.exitCode ?? (result.signal ? 128 + (signalNumber(result.signal) ?? 0) : 1);
       if (options.json) {
-        report({ decision: 'allow', unsure: 'unsure' in admission.decision ? admission.decision.unsure : undefined, status, signal: result.signal, timedOut: result.timedOut, changes, stdout: result.stdout, stderr: result.stderr });
+        report({
+          decision: 'allow',
+          unsure: 'unsure' in admission.decision ? admission.decision.unsure : undefined,
+          status,
+          signal: result.signal,
+          timedOut: result.timedOut,
+          changes,
+          stdout: result.stdout,
+          stderr: result.stderr,
+        });
       } else {
         const notes = formatUnsure(admission.decision);
         if (notes) console.error(notes);

@@ -19,7 +19,13 @@ interface TeamBoardView {
     readonly replacesTaskId: string | null;
     readonly cancel: { by: string; kind?: string; reason?: string; userEventId?: string } | null;
   }[];
-  readonly outputs: readonly { readonly id: string; readonly taskId: string; readonly executionId: string; readonly generation: number; readonly summary: string }[];
+  readonly outputs: readonly {
+    readonly id: string;
+    readonly taskId: string;
+    readonly executionId: string;
+    readonly generation: number;
+    readonly summary: string;
+  }[];
   readonly inboxUnread: number;
 }
 
@@ -46,10 +52,9 @@ export async function readTeamRecord(pool: Pool, teamId: string): Promise<Pick<T
   } catch (err) {
     if (!(err instanceof TeamStoreRefusal && err.code === 'team_not_found')) throw err;
   }
-  const { rows } = await pool.query(
-    `SELECT certificate FROM team_certificates WHERE team_id = $1 ORDER BY generation DESC, work_revision DESC LIMIT 1`,
-    [teamId],
-  );
+  const { rows } = await pool.query(`SELECT certificate FROM team_certificates WHERE team_id = $1 ORDER BY generation DESC, work_revision DESC LIMIT 1`, [
+    teamId,
+  ]);
   return { board, certificate: (rows[0]?.certificate as RunCompletionCertificate | undefined) ?? null };
 }
 
@@ -80,11 +85,20 @@ export function formatTeamReport({ status: v, board, certificate }: TeamReport, 
       );
     }
   } else {
-    lines.push('', options.hasDatabase ? 'board: no rows for this team yet' : 'board: not shown (set DATABASE_URL, or run `orchard dev`, to read it from PostgreSQL)');
+    lines.push(
+      '',
+      options.hasDatabase ? 'board: no rows for this team yet' : 'board: not shown (set DATABASE_URL, or run `orchard dev`, to read it from PostgreSQL)',
+    );
   }
   lines.push('', `executions (${v.executions.length}):`);
   if (v.executions.length === 0) lines.push('  none');
-  else lines.push(...table(['task', 'member', 'state', 'session', 'workflow'], v.executions.map((e) => [e.taskId, e.memberId, e.state, e.sessionId, e.workflowId ?? e.executionId])));
+  else
+    lines.push(
+      ...table(
+        ['task', 'member', 'state', 'session', 'workflow'],
+        v.executions.map((e) => [e.taskId, e.memberId, e.state, e.sessionId, e.workflowId ?? e.executionId]),
+      ),
+    );
   lines.push('', `handoff receipts (${v.receipts.length}):`);
   if (v.receipts.length === 0) lines.push('  none');
   else {
@@ -111,7 +125,11 @@ export function formatTeamReport({ status: v, board, certificate }: TeamReport, 
       `certificate ${certificate.certificateId}: ${certificate.outcome} at generation ${certificate.generation}, revision ${certificate.workRevision} (${certificate.validatorVersion}, ${certificate.issuedAt})`,
       `  evidence tasks: ${certificate.evidence.taskIds.join(', ')}`,
       `  evidence outputs: ${certificate.evidence.outputIds.join(', ')}`,
-      ...(certificate.result ? [`  result: ${certificate.result.branch} at ${certificate.result.head.slice(0, 12)} (from ${certificate.result.protectedBranch} at ${certificate.result.base.slice(0, 12)}); merge it with \`orchard team merge ${certificate.teamId}\``] : []),
+      ...(certificate.result
+        ? [
+            `  result: ${certificate.result.branch} at ${certificate.result.head.slice(0, 12)} (from ${certificate.result.protectedBranch} at ${certificate.result.base.slice(0, 12)}); merge it with \`orchard team merge ${certificate.teamId}\``,
+          ]
+        : []),
       `  summary: ${oneLine(certificate.summary)}`,
     );
   } else if (v.certificate) {
@@ -130,7 +148,13 @@ export function formatTeamReport({ status: v, board, certificate }: TeamReport, 
   }
   lines.push('', `refusals (${v.refusals.length}):`);
   if (v.refusals.length === 0) lines.push('  none');
-  else lines.push(...table(['tool', 'code'], v.refusals.map((r) => [r.tool, r.code])));
+  else
+    lines.push(
+      ...table(
+        ['tool', 'code'],
+        v.refusals.map((r) => [r.tool, r.code]),
+      ),
+    );
   if (v.replies.length > 0) lines.push('', 'replies to the user:', ...v.replies.map((r) => `  ${oneLine(r)}`));
   return lines.join('\n');
 }

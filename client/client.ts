@@ -71,13 +71,7 @@ import {
 import type { ChainOptions, SessionLiveness, TemporalPort } from '../contract/temporal-port';
 import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_PARENT, ORCHARD_STATUS } from '../contract/search-attributes';
 import { sessionBranch } from '../contract/ids';
-import {
-  DEFAULT_NAMESPACE,
-  TemporalConfigError,
-  clientConnectionOptions,
-  loadTemporalSettings,
-  type TemporalSettings,
-} from './connection';
+import { DEFAULT_NAMESPACE, TemporalConfigError, clientConnectionOptions, loadTemporalSettings, type TemporalSettings } from './connection';
 import { OrchardError } from './errors';
 
 export { OrchardError } from './errors';
@@ -358,9 +352,7 @@ export class OrchardClient implements TemporalPort {
   /** Queues a task (an update: the answer says where it sits, a refusal says why). */
   async send(sessionId: string, input: SendInput | string): Promise<SendResult> {
     const send = normalizeSend(input);
-    return this.call(sessionId, (handle) =>
-      handle.executeUpdate(sendUpdate, { args: [send], updateId: send.requestId }),
-    );
+    return this.call(sessionId, (handle) => handle.executeUpdate(sendUpdate, { args: [send], updateId: send.requestId }));
   }
 
   /** Fire-and-forget send, for services that cannot wait; invalid input is refused here, before signalling. */
@@ -422,7 +414,8 @@ export class OrchardClient implements TemporalPort {
     const bounded = <T>(fn: () => Promise<T>) => (options.signal ? this.temporal.withAbortSignal(options.signal, fn) : fn());
     if (options.chain === undefined) return this.call(sessionId, (handle) => bounded(() => handle.executeUpdate(cancelUpdate, { args: [{ reason }] })));
     const live = await livenessOf(this.handle(sessionId), options.chain);
-    if (live.liveness === 'dead') throw new OrchardError('session_closed', `session ${sessionId}'s execution chain ${options.chain} is closed (${live.execution})`);
+    if (live.liveness === 'dead')
+      throw new OrchardError('session_closed', `session ${sessionId}'s execution chain ${options.chain} is closed (${live.execution})`);
     const handle = this.temporal.workflow.getHandle(sessionWorkflowId(sessionId), undefined, { firstExecutionRunId: options.chain });
     return this.mapErrors(sessionId, () => bounded(() => handle.executeUpdate(cancelUpdate, { args: [{ reason }] })));
   }

@@ -18,10 +18,7 @@ export const SESSION_BRANCH_PREFIX = 'orchard/';
 export function plainIdProblem(id: unknown): string | undefined {
   if (typeof id !== 'string') return 'session id must be a string';
   if (!SESSION_ID_PATTERN.test(id)) {
-    return (
-      `session id ${JSON.stringify(id.slice(0, 80))} is invalid: use 1-64 characters from A-Z a-z 0-9 . _ -, ` +
-      'starting with a letter or digit'
-    );
+    return `session id ${JSON.stringify(id.slice(0, 80))} is invalid: use 1-64 characters from A-Z a-z 0-9 . _ -, ` + 'starting with a letter or digit';
   }
   // git check-ref-format rules the pattern alone does not exclude (the id is the last component of a branch).
   if (id.includes('..')) return `session id ${JSON.stringify(id)} is invalid: it must not contain ".."`;
@@ -110,5 +107,11 @@ export function parseLeaseHolder(holder: string): LeaseHolderParts | undefined {
 
 /** A readable id from a title: lower case, `-` between words, at most 40 characters (`fallback` when none is left). */
 export function slugOf(text: string, fallback: string): string {
-  return text.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '').slice(0, 40) || fallback;
+  return (
+    text
+      .toLowerCase()
+      .replace(/[^a-z0-9]+/g, '-')
+      .replace(/^-|-$/g, '')
+      .slice(0, 40) || fallback
+  );
 }

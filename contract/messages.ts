@@ -315,7 +315,10 @@ export function createRequestProblem(input: unknown): Problem | undefined {
 /** Why `task` cannot be a task of `verb` (which the message names, so a caller knows which call was wrong). */
 export function taskProblem(task: unknown, verb: 'send' | 'create'): Problem | undefined {
   if (typeof task !== 'string' || task.trim() === '') {
-    const what = verb === 'create' ? 'create was given an empty task: give the first task text, or leave the task out' : 'send needs a non-empty task: say what the session should do';
+    const what =
+      verb === 'create'
+        ? 'create was given an empty task: give the first task text, or leave the task out'
+        : 'send needs a non-empty task: say what the session should do';
     return { code: 'task_empty', message: what };
   }
   if (task.length > MAX_TASK_CHARS) {
@@ -343,7 +346,11 @@ export function createSessionProblem(input: unknown): Problem | undefined {
   const i = input as Record<string, unknown>;
   // A team's Member takes exactly its own id (which may be reserved); every other session an ordinary one.
   const idProblem =
-    typeof i.sessionId !== 'string' ? 'sessionId must be a string' : i.team === undefined ? ordinarySessionIdProblem(i.sessionId) : sessionIdProblem(i.sessionId);
+    typeof i.sessionId !== 'string'
+      ? 'sessionId must be a string'
+      : i.team === undefined
+        ? ordinarySessionIdProblem(i.sessionId)
+        : sessionIdProblem(i.sessionId);
   if (idProblem) return { code: 'invalid_input', message: idProblem };
   if (typeof i.title !== 'string' || i.title.trim() === '') return { code: 'invalid_input', message: 'title must be a non-empty string' };
   const placement = placementProblem(i);
@@ -379,8 +386,7 @@ function placementProblem(i: Record<string, unknown>): Problem | undefined {
   for (const field of ['model', 'childModel'] as const) {
     const model = i[field] as Record<string, unknown> | undefined;
     if (model === undefined) continue;
-    const ok =
-      model?.provider === 'default' || (model?.provider === 'scripted' && typeof model.scenario === 'string' && model.scenario !== '');
+    const ok = model?.provider === 'default' || (model?.provider === 'scripted' && typeof model.scenario === 'string' && model.scenario !== '');
     if (!ok) return { code: 'invalid_input', message: `${field} must be { provider: "default" } or { provider: "scripted", scenario }` };
   }
   const limits = i.limits as Record<string, unknown> | undefined;

@@ -60,7 +60,9 @@ async function main(): Promise<void> {
     log(`task 2: ${describeTurn(second)}`);
     if (second.lastTurn?.outcome !== 'finished') throw new Error(`task 2 did not finish: ${JSON.stringify(second.lastTurn ?? second.error)}`);
 
-    const commits = execFileSync('git', ['log', '--format=%h %s', `orchard/${sessionId}/work`], { cwd: repo }).toString().trim();
+    const commits = execFileSync('git', ['log', '--format=%h %s', `orchard/${sessionId}/work`], { cwd: repo })
+      .toString()
+      .trim();
     log(`branch orchard/${sessionId}/work in worktree ${second.worktree}:\n${commits.replace(/^/gm, '         ')}`);
     const files = ['NOTES.md', 'CHANGELOG.md'].filter((f) => existsSync(join(second.worktree!, f)));
     if (files.length !== 2) throw new Error(`expected NOTES.md and CHANGELOG.md in the worktree, found ${files.join(', ')}`);
@@ -79,7 +81,9 @@ async function main(): Promise<void> {
     log(`Web UI: ${workflowUrl(stack.webUiUrl, stack.namespace, orchestratorWorkflowId(routed.orchestratorId))}`);
     if (routed.problems.length > 0) throw new Error(`route-first failed its check: ${routed.problems.join('; ')}`);
 
-    log('team: a Coordinator plans a poker hand evaluator; the Planner plans it, the Implementer writes it, the Tester starts testing it and the user reassigns the tests to the Reviewer while the Tester still writes; delivered with a certificate');
+    log(
+      'team: a Coordinator plans a poker hand evaluator; the Planner plans it, the Implementer writes it, the Tester starts testing it and the user reassigns the tests to the Reviewer while the Tester still writes; delivered with a certificate',
+    );
     const team = await runTeamDemo(client, orchard.pool, {
       teamId: `team-${Date.now().toString(36)}`,
       repo: makeFixtureRepo(resolve(orchard.config.stateDir, 'demo')),
@@ -90,7 +94,7 @@ async function main(): Promise<void> {
     log(`Web UI: ${workflowUrl(stack.webUiUrl, stack.namespace, teamWorkflowId(team.teamId))}`);
     if (team.problems.length > 0) throw new Error(`team failed its check: ${team.problems.join('; ')}`);
 
-    log('team-all-cancelled: the user cancels every task (the Planner\'s while it writes); org_run_complete is refused; not delivered, and why');
+    log("team-all-cancelled: the user cancels every task (the Planner's while it writes); org_run_complete is refused; not delivered, and why");
     const cancelled = await runTeamAllCancelledDemo(client, orchard.pool, {
       teamId: `team-${Date.now().toString(36)}`,
       repo: makeFixtureRepo(resolve(orchard.config.stateDir, 'demo')),
@@ -119,6 +123,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((err) => {
-  console.error(`[demo] failed: ${err instanceof Error ? err.stack ?? err.message : String(err)}`);
+  console.error(`[demo] failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
   process.exit(1);
 });

@@ -100,7 +100,16 @@ function checkRouteFirst(
     else if (!owner || first.childId !== owner.childId) {
       problems.push(`${where}: delivered to ${first.childId}, but topic ${m.topic} is owned by ${owner?.childId ?? 'no child'}`);
     }
-    return { index: index + 1, messageId: m.messageId, text: m.text, topic: m.topic, childId: first?.childId, via: first?.via, dispatches: dispatches.length, outcome: m.outcome };
+    return {
+      index: index + 1,
+      messageId: m.messageId,
+      text: m.text,
+      topic: m.topic,
+      childId: first?.childId,
+      via: first?.via,
+      dispatches: dispatches.length,
+      outcome: m.outcome,
+    };
   });
   return { children: status.children, deliveries: status.deliveries, messages, problems };
 }

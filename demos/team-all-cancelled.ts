@@ -58,10 +58,19 @@ export async function runTeamAllCancelledDemo(client: OrchardClient, pool: Pool,
     log(`the user cancels every task (${ordered.map((t) => t.taskId).join(', ')}); ${plan.taskId} has written ${lines} lines so far`);
     for (const task of ordered) {
       const cancelled = await client.cancelTask(teamId, { taskId: task.taskId, reason: plan.reason });
-      log(`cancelled ${task.taskId} at revision ${cancelled.workRevision}${cancelled.receipt ? `: receipt ${cancelled.receipt.receiptId} ${cancelled.receipt.state}` : ' before it ran'}`);
+      log(
+        `cancelled ${task.taskId} at revision ${cancelled.workRevision}${cancelled.receipt ? `: receipt ${cancelled.receipt.receiptId} ${cancelled.receipt.state}` : ' before it ran'}`,
+      );
     }
     // The cancelled execution is stopped and released; the Coordinator has read every wake.
-    await until(client, teamId, deadline, progress, 'the cancelled execution released and the Coordinator idle', (v) => quiet(v) && v.receipts.every((r) => r.state !== 'requested' && r.state !== 'yielding'));
+    await until(
+      client,
+      teamId,
+      deadline,
+      progress,
+      'the cancelled execution released and the Coordinator idle',
+      (v) => quiet(v) && v.receipts.every((r) => r.state !== 'requested' && r.state !== 'yielding'),
+    );
     const before = (await client.teamStatus(teamId)).turns.at(-1)?.turn ?? 0;
     const sent = await client.teamMessage(teamId, { text: plan.message, requestId: `${teamId}/complete` });
     log(`the user asks the Coordinator (${sent.messageId}): ${plan.message}`);
@@ -78,30 +87,41 @@ export async function runTeamAllCancelledDemo(client: OrchardClient, pool: Pool,
   const certificates = (await pool.query(`SELECT count(*)::int AS n FROM team_certificates WHERE team_id = $1`, [teamId])).rows[0].n as number;
   const found = writerSession ? await writerFacts(client, writerSession.memberId, writerSession.sessionId, plan.log) : null;
   const writer = found ? await afterPause(found) : null;
-  const userEvents = (await pool.query(`SELECT event_id, task_id FROM team_user_events WHERE team_id = $1`, [teamId])).rows as { event_id: string; task_id: string | null }[];
+  const userEvents = (await pool.query(`SELECT event_id, task_id FROM team_user_events WHERE team_id = $1`, [teamId])).rows as {
+    event_id: string;
+    task_id: string | null;
+  }[];
 
   // The check: nothing delivered, and why.
-  if (status.status === 'delivered' || status.certificate) problems.push(`the run is ${status.status}${status.certificate ? ` with certificate ${status.certificate.certificateId}` : ''}`);
+  if (status.status === 'delivered' || status.certificate)
+    problems.push(`the run is ${status.status}${status.certificate ? ` with certificate ${status.certificate.certificateId}` : ''}`);
   if (certificates !== 0) problems.push(`${certificates} certificate row(s), expected none`);
   if (closure.outcome === 'delivered') problems.push('the closure validator finds the board delivered');
-  if (!closure.reasons.some((r) => r.code === 'all_cancelled')) problems.push(`the validator's reasons do not say every task is cancelled: ${closure.reasons.map((r) => r.code).join(', ') || 'none'}`);
+  if (!closure.reasons.some((r) => r.code === 'all_cancelled'))
+    problems.push(`the validator's reasons do not say every task is cancelled: ${closure.reasons.map((r) => r.code).join(', ') || 'none'}`);
   if (board.tasks.length === 0) problems.push('the board has no task');
   for (const task of board.tasks) {
     if (task.status !== 'cancelled' || task.cancel?.by !== 'user') problems.push(`task ${task.taskId} is ${task.status}, not cancelled by the user`);
-    else if (!userEvents.some((e) => e.event_id === task.cancel!.userEventId && e.task_id === task.taskId)) problems.push(`task ${task.taskId}'s cancel cites no user event about it`);
+    else if (!userEvents.some((e) => e.event_id === task.cancel!.userEventId && e.task_id === task.taskId))
+      problems.push(`task ${task.taskId}'s cancel cites no user event about it`);
   }
   const receipt = status.receipts.find((r) => r.oldTaskId === plan.taskId);
   if (!receipt) problems.push(`no receipt for ${plan.taskId}, the task cancelled while it ran`);
   for (const r of status.receipts) {
-    if (r.kind !== 'cancel' || r.trail.join(' → ') !== 'requested → yielding → released') problems.push(`receipt ${r.receiptId} (${r.kind}) went ${r.trail.join(' → ')}, not requested → yielding → released`);
+    if (r.kind !== 'cancel' || r.trail.join(' → ') !== 'requested → yielding → released')
+      problems.push(`receipt ${r.receiptId} (${r.kind}) went ${r.trail.join(' → ')}, not requested → yielding → released`);
   }
-  const rows = (await pool.query(`SELECT receipt_id, state FROM team_handoff_receipts WHERE team_id = $1`, [teamId])).rows as { receipt_id: string; state: string }[];
+  const rows = (await pool.query(`SELECT receipt_id, state FROM team_handoff_receipts WHERE team_id = $1`, [teamId])).rows as {
+    receipt_id: string;
+    state: string;
+  }[];
   for (const row of rows) if (row.state !== 'released') problems.push(`receipt row ${row.receipt_id} is ${row.state}, not released`);
   if (!status.refusals.some((r) => r.tool === 'org_run_complete' && r.code === 'completion_refused')) {
     problems.push(`the Coordinator's org_run_complete was not refused: refusals ${JSON.stringify(status.refusals)}`);
   }
   if (!writer || writer.lines < plan.lines) problems.push(`the cancelled execution's log has ${writer?.lines ?? 0} lines (expected at least ${plan.lines})`);
-  else if (writer.linesAfterPause !== writer.lines) problems.push(`the cancelled execution is still writing: ${writer.lines} lines, then ${writer.linesAfterPause}`);
+  else if (writer.linesAfterPause !== writer.lines)
+    problems.push(`the cancelled execution is still writing: ${writer.lines} lines, then ${writer.linesAfterPause}`);
 
   return {
     teamId,
@@ -150,7 +170,9 @@ export function formatTeamAllCancelled(result: TeamAllCancelledResult): string {
   );
   lines.push('', `certificates: ${result.certificates}`);
   lines.push(`why not delivered (closure validator on the board in PostgreSQL: ${result.closure.outcome}):`);
-  lines.push(...(result.closure.reasons.length ? result.closure.reasons.map((r) => `  - ${r.code}${r.taskId ? ` (${r.taskId})` : ''}: ${r.detail}`) : ['  none']));
+  lines.push(
+    ...(result.closure.reasons.length ? result.closure.reasons.map((r) => `  - ${r.code}${r.taskId ? ` (${r.taskId})` : ''}: ${r.detail}`) : ['  none']),
+  );
   const refusal = result.status.refusals.find((r) => r.tool === 'org_run_complete');
   const answer = result.status.turns.at(-1)?.finalExcerpt;
   lines.push(`the Coordinator's org_run_complete: ${refusal ? `refused, ${refusal.code}` : 'not refused'}${answer ? `; its answer: ${answer}` : ''}`, '');

@@ -204,7 +204,15 @@ export async function writerFacts(client: OrchardClient, memberId: string, sessi
   if (!worktree) return null;
   const path = join(worktree, log);
   const stamps = stampsOf(path);
-  return { memberId, sessionId, path, lines: stamps.length, firstNs: stamps[0]?.toString() ?? null, lastNs: stamps.at(-1)?.toString() ?? null, linesAfterPause: stamps.length };
+  return {
+    memberId,
+    sessionId,
+    path,
+    lines: stamps.length,
+    firstNs: stamps[0]?.toString() ?? null,
+    lastNs: stamps.at(-1)?.toString() ?? null,
+    linesAfterPause: stamps.length,
+  };
 }
 
 /** Reads the handoff of `reassign.taskId` from the status query, Postgres and the two writers' files. */
@@ -217,19 +225,27 @@ async function readHandoffFacts(client: OrchardClient, pool: Pool, status: TeamS
   );
   const r = rowResult.rows[0];
   const row = r
-    ? { receiptId: r.receipt_id, state: r.state, oldTaskId: r.old_task_id, newTaskId: r.new_task_id, owner: r.owner, sessionId: r.session_id, sloMissed: r.slo_missed }
+    ? {
+        receiptId: r.receipt_id,
+        state: r.state,
+        oldTaskId: r.old_task_id,
+        newTaskId: r.new_task_id,
+        owner: r.owner,
+        sessionId: r.session_id,
+        sloMissed: r.slo_missed,
+      }
     : null;
   const cancel = (await pool.query(`SELECT cancel FROM team_tasks WHERE team_id = $1 AND task_id = $2`, [teamId, reassign.taskId])).rows[0]?.cancel;
   const eventRow = cancel?.userEventId
-    ? (await pool.query(`SELECT event_id, kind, task_id, text FROM team_user_events WHERE team_id = $1 AND event_id = $2`, [teamId, cancel.userEventId])).rows[0]
+    ? (await pool.query(`SELECT event_id, kind, task_id, text FROM team_user_events WHERE team_id = $1 AND event_id = $2`, [teamId, cancel.userEventId]))
+        .rows[0]
     : undefined;
   const userEvent = eventRow ? { eventId: eventRow.event_id, kind: eventRow.kind, taskId: eventRow.task_id, text: eventRow.text } : null;
   const oldWriter = row ? await writerFacts(client, row.owner, row.sessionId, reassign.log) : null;
   const replacement = row ? status.executions.find((e) => e.taskId === row.newTaskId) : undefined;
   const newWriter = replacement ? await writerFacts(client, replacement.memberId, replacement.sessionId, reassign.log) : null;
   const again = oldWriter ? await afterPause(oldWriter) : null;
-  const gapMs =
-    oldWriter?.lastNs && newWriter?.firstNs ? Number(BigInt(newWriter.firstNs) - BigInt(oldWriter.lastNs)) / 1e6 : null;
+  const gapMs = oldWriter?.lastNs && newWriter?.firstNs ? Number(BigInt(newWriter.firstNs) - BigInt(oldWriter.lastNs)) / 1e6 : null;
   return { taskId: reassign.taskId, to: reassign.to, reason: reassign.reason, receipt, row, userEvent, oldWriter: again, newWriter, gapMs };
 }
 
@@ -238,7 +254,8 @@ function checkHandoff(h: HandoffFacts, report: TeamReport): string[] {
   const problems: string[] = [];
   const { board, certificate } = report;
   if (!h.receipt) problems.push(`the status shows no receipt for ${h.taskId}`);
-  else if (h.receipt.trail.join(' → ') !== 'requested → yielding → released') problems.push(`the receipt's trail is ${h.receipt.trail.join(' → ')}, not requested → yielding → released`);
+  else if (h.receipt.trail.join(' → ') !== 'requested → yielding → released')
+    problems.push(`the receipt's trail is ${h.receipt.trail.join(' → ')}, not requested → yielding → released`);
   if (!h.row) return [...problems, `no team_handoff_receipts row for ${h.taskId}`];
   if (h.row.state !== 'released') problems.push(`the receipt row ${h.row.receiptId} is ${h.row.state}, not released`);
   if (h.receipt && h.receipt.receiptId !== h.row.receiptId) problems.push(`the status's receipt ${h.receipt.receiptId} is not the row ${h.row.receiptId}`);
@@ -289,7 +306,8 @@ async function checkTeamDemo(client: OrchardClient, pool: Pool, report: TeamRepo
   const events = (await pool.query(`SELECT event_id, task_id FROM team_user_events WHERE team_id = $1`, [status.teamId])).rows;
   for (const task of board.tasks) {
     if (task.status === 'cancelled' && task.cancel?.by === 'user') {
-      if (!events.some((e) => e.event_id === task.cancel!.userEventId && e.task_id === task.id)) problems.push(`task ${task.id} is cancelled by the user without a user event about it`);
+      if (!events.some((e) => e.event_id === task.cancel!.userEventId && e.task_id === task.id))
+        problems.push(`task ${task.id} is cancelled by the user without a user event about it`);
     } else if (task.status !== 'completed') problems.push(`task ${task.id} is ${task.status}, not completed`);
     else if (!task.outputId || !board.outputs.some((o) => o.id === task.outputId && o.taskId === task.id)) {
       problems.push(`task ${task.id} is completed without an output row of its own`);
@@ -297,11 +315,19 @@ async function checkTeamDemo(client: OrchardClient, pool: Pool, report: TeamRepo
   }
   if (certificate) {
     const same = (a: readonly string[], b: readonly string[]) => [...a].sort().join() === [...b].sort().join();
-    if (!same(certificate.evidence.taskIds, board.tasks.map((t) => t.id))) problems.push(`the certificate's tasks (${certificate.evidence.taskIds.join(', ')}) are not the board's`);
+    if (
+      !same(
+        certificate.evidence.taskIds,
+        board.tasks.map((t) => t.id),
+      )
+    )
+      problems.push(`the certificate's tasks (${certificate.evidence.taskIds.join(', ')}) are not the board's`);
     const outputs = board.tasks.filter((t) => t.status === 'completed').map((t) => t.outputId ?? '');
-    if (!same(certificate.evidence.outputIds, outputs)) problems.push(`the certificate's outputs (${certificate.evidence.outputIds.join(', ')}) are not the completed tasks' (${outputs.join(', ')})`);
+    if (!same(certificate.evidence.outputIds, outputs))
+      problems.push(`the certificate's outputs (${certificate.evidence.outputIds.join(', ')}) are not the completed tasks' (${outputs.join(', ')})`);
     const answer = status.turns.at(-1)?.finalExcerpt ?? '';
-    if (!answer.includes(certificate.certificateId)) problems.push(`the Coordinator's final answer does not cite ${certificate.certificateId}: ${JSON.stringify(answer)}`);
+    if (!answer.includes(certificate.certificateId))
+      problems.push(`the Coordinator's final answer does not cite ${certificate.certificateId}: ${JSON.stringify(answer)}`);
   } else problems.push('no certificate in PostgreSQL');
   // Each member's work is on its own branch; a branch with tests must pass them, and some branch must have them.
   // A handed-off execution was stopped before it finished: its branch need not have a commit.
@@ -314,7 +340,9 @@ async function checkTeamDemo(client: OrchardClient, pool: Pool, report: TeamRepo
       problems.push(`member session ${sessionId} has no branch`);
       continue;
     }
-    const ahead = execFileSync('git', ['rev-list', '--count', `main..${branch}`], { cwd: repo }).toString().trim();
+    const ahead = execFileSync('git', ['rev-list', '--count', `main..${branch}`], { cwd: repo })
+      .toString()
+      .trim();
     if (ahead === '0') problems.push(`${branch} has no commit of its own`);
     const files = execFileSync('git', ['ls-tree', '-r', '--name-only', branch], { cwd: repo }).toString().split('\n');
     if (!files.some((f) => f.endsWith('.test.js'))) continue;
@@ -350,10 +378,18 @@ export function isoNs(ns: string | null): string {
 
 function formatHandoff(h: HandoffFacts): string[] {
   const lines = [`handoff: the user reassigned ${h.taskId} to ${h.to} while it was writing ("${h.reason}")`];
-  if (h.receipt) lines.push(`  receipt ${h.receipt.receiptId}: ${h.receipt.trail.join(' → ')} (SLO ${h.receipt.sloMissed ? 'missed' : 'met'}); ${h.receipt.oldTaskId} (${h.receipt.oldOwner}) → ${h.receipt.newTaskId} (${h.receipt.newOwner})`);
+  if (h.receipt)
+    lines.push(
+      `  receipt ${h.receipt.receiptId}: ${h.receipt.trail.join(' → ')} (SLO ${h.receipt.sloMissed ? 'missed' : 'met'}); ${h.receipt.oldTaskId} (${h.receipt.oldOwner}) → ${h.receipt.newTaskId} (${h.receipt.newOwner})`,
+    );
   else lines.push('  receipt: none in the status');
-  lines.push(`  PostgreSQL: receipt row ${h.row ? `${h.row.receiptId} is ${h.row.state}` : 'missing'}; user event ${h.userEvent ? `${h.userEvent.eventId} (${h.userEvent.kind} of ${h.userEvent.taskId})` : 'missing'}`);
-  for (const [label, w] of [['old writer', h.oldWriter], ['new writer', h.newWriter]] as const) {
+  lines.push(
+    `  PostgreSQL: receipt row ${h.row ? `${h.row.receiptId} is ${h.row.state}` : 'missing'}; user event ${h.userEvent ? `${h.userEvent.eventId} (${h.userEvent.kind} of ${h.userEvent.taskId})` : 'missing'}`,
+  );
+  for (const [label, w] of [
+    ['old writer', h.oldWriter],
+    ['new writer', h.newWriter],
+  ] as const) {
     lines.push(w ? `  ${label}: ${w.memberId}, ${w.lines} line(s) in ${w.path}: first ${isoNs(w.firstNs)}, last ${isoNs(w.lastNs)}` : `  ${label}: not found`);
   }
   if (h.gapMs !== null) {

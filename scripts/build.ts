@@ -87,9 +87,7 @@ export async function buildCli(root = path.resolve(__dirname, '..')): Promise<Bu
   } catch (err) {
     const errors = (err as { errors?: { text: string; location?: { file: string; line: number } | null }[] }).errors;
     if (!errors) throw err;
-    throw new BuildError(
-      `esbuild failed:\n${errors.map((e) => (e.location ? `${e.location.file}:${e.location.line}: ${e.text}` : e.text)).join('\n')}`,
-    );
+    throw new BuildError(`esbuild failed:\n${errors.map((e) => (e.location ? `${e.location.file}:${e.location.line}: ${e.text}` : e.text)).join('\n')}`);
   }
 
   const wanted = new Set<string>();

@@ -43,9 +43,7 @@ const devConfigSchema = z
     /** Relative to the project root; null keeps everything in memory. */
     dbFile: z.string().min(1).nullable().default('.orchard/temporal.db'),
     logLevel: z.enum(['debug', 'info', 'warn', 'error', 'never']).default('warn'),
-    searchAttributes: z
-      .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an identifier'), z.enum(SEARCH_ATTRIBUTE_TYPES))
-      .default({}),
+    searchAttributes: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an identifier'), z.enum(SEARCH_ATTRIBUTE_TYPES)).default({}),
     dynamicConfig: z.record(z.string().regex(/^[A-Za-z0-9_.]+$/, 'must be a dotted identifier'), z.json()).default({}),
   })
   .superRefine((config, ctx) => {
@@ -79,10 +77,7 @@ export class DevConfigError extends Error {
 }
 
 /** Parses and validates the text of a temporal-dev.yaml; pure, so tests need no file. */
-export function parseDevConfig(
-  text: string,
-  opts: { file: string; projectRoot: string; overrides?: DevConfigOverrides },
-): DevConfig {
+export function parseDevConfig(text: string, opts: { file: string; projectRoot: string; overrides?: DevConfigOverrides }): DevConfig {
   const doc = parseDocument(text);
   if (doc.errors.length > 0) {
     throw new DevConfigError(
@@ -98,9 +93,7 @@ export function parseDevConfig(
   if (!parsed.success) {
     throw new DevConfigError(
       opts.file,
-      parsed.error.issues.map((issue) =>
-        issue.path.length ? `${issue.path.join('.')}: ${issue.message}` : issue.message,
-      ),
+      parsed.error.issues.map((issue) => (issue.path.length ? `${issue.path.join('.')}: ${issue.message}` : issue.message)),
     );
   }
   const config = parsed.data;
@@ -126,10 +119,7 @@ export function searchAttributeArgs(config: Pick<DevConfig, 'searchAttributes'>)
 
 /** One `--dynamic-config-value KEY=JSON` per entry (the CLI parses the value as JSON). */
 export function dynamicConfigArgs(config: Pick<DevConfig, 'dynamicConfig'>): string[] {
-  return Object.entries(config.dynamicConfig).flatMap(([key, value]) => [
-    '--dynamic-config-value',
-    `${key}=${JSON.stringify(value)}`,
-  ]);
+  return Object.entries(config.dynamicConfig).flatMap(([key, value]) => ['--dynamic-config-value', `${key}=${JSON.stringify(value)}`]);
 }
 
 /** argv for `temporal server start-dev` (flags as in CLI v1.5.1). Ports must be concrete: resolve 0 first. */
@@ -183,9 +173,7 @@ export function freePort(ip: string): Promise<number> {
     server.on('error', reject);
     server.listen(0, ip, () => {
       const address = server.address();
-      server.close(() =>
-        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
-      );
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
     });
   });
 }
@@ -267,11 +255,7 @@ export async function registerSearchAttributesOnSpawned(
  * A server this process did not start is only checked: when it lacks attributes, the error gives the commands
  * for its operator. Registering them there is not `orchard dev`'s call.
  */
-async function checkSearchAttributesOnForeign(
-  address: string,
-  namespace: string,
-  wanted: Record<string, SearchAttributeTypeName>,
-): Promise<void> {
+async function checkSearchAttributesOnForeign(address: string, namespace: string, wanted: Record<string, SearchAttributeTypeName>): Promise<void> {
   if (Object.keys(wanted).length === 0) return;
   const connection = await Connection.connect({ address });
   try {
@@ -345,10 +329,7 @@ function sdkKeys(wanted: Record<string, SearchAttributeTypeName>): { name: strin
 }
 
 function indexedValueType(type: SearchAttributeTypeName): number {
-  const name =
-    type === 'KeywordList'
-      ? 'KEYWORD_LIST'
-      : (type.toUpperCase() as Uppercase<Exclude<SearchAttributeTypeName, 'KeywordList'>>);
+  const name = type === 'KeywordList' ? 'KEYWORD_LIST' : (type.toUpperCase() as Uppercase<Exclude<SearchAttributeTypeName, 'KeywordList'>>);
   const encoded = encodeSearchAttributeIndexedValueType(name);
   if (encoded === undefined) throw new Error(`unknown search attribute type ${type}`);
   return encoded;
@@ -358,11 +339,7 @@ function indexedValueType(type: SearchAttributeTypeName): number {
  * Starts `temporal server start-dev` from `config` and waits until its frontend answers. When the configured port
  * already answers as a Temporal frontend, that server is reused instead.
  */
-export async function startDevServer(
-  config: DevConfig,
-  log: Log,
-  opts: StartDevServerOptions = {},
-): Promise<DevServer> {
+export async function startDevServer(config: DevConfig, log: Log, opts: StartDevServerOptions = {}): Promise<DevServer> {
   if (config.port !== 0) {
     const address = formatAddress(config.ip, config.port);
     if (await temporalAnswers(address)) {
@@ -445,12 +422,7 @@ export async function startDevServer(
   }
 
   try {
-    await registerSearchAttributesOnSpawned(
-      { pid: child.pid!, address, port: resolved.port },
-      resolved.namespace,
-      resolved.searchAttributes,
-      log,
-    );
+    await registerSearchAttributesOnSpawned({ pid: child.pid!, address, port: resolved.port }, resolved.namespace, resolved.searchAttributes, log);
   } catch (err) {
     await stop();
     throw err;

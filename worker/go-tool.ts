@@ -142,10 +142,7 @@ async function buildGoTool(tool: GoTool, go: string, cacheDir: string, target: s
     const started = Date.now();
     let result = await runGoInstall(tool, go, { ...env, GOBIN: staging }, log);
     if (result.code !== 0 && isChecksumDbUnreachable(result.output) && env.GOSUMDB !== 'off') {
-      log(
-        'sum.golang.org is unreachable; retrying once with GOSUMDB=off ' +
-          '(module hashes are then trusted from the Go module proxy/cache unchecked)',
-      );
+      log('sum.golang.org is unreachable; retrying once with GOSUMDB=off ' + '(module hashes are then trusted from the Go module proxy/cache unchecked)');
       result = await runGoInstall(tool, go, { ...env, GOBIN: staging, GOSUMDB: 'off' }, log);
     }
     if (result.code !== 0) {
@@ -234,9 +231,7 @@ async function acquireBuildLock(lockPath: string, tool: GoTool, log: Log): Promi
     }
     const waited = Date.now() - started;
     if (waited > LOCK_WAIT_LIMIT_MS) {
-      throw new GoToolUnavailableError(
-        `gave up waiting ${Math.round(waited / 60_000)} min for the build lock ${lockPath} (pid ${holder})`,
-      );
+      throw new GoToolUnavailableError(`gave up waiting ${Math.round(waited / 60_000)} min for the build lock ${lockPath} (pid ${holder})`);
     }
     if (lastReport === undefined || Date.now() - lastReport >= 20_000) {
       log(`another process (pid ${holder}) is building ${tool.label}; waiting… ${Math.round(waited / 1000)}s`);

@@ -8,8 +8,6 @@ import { isProcessAlive } from './pid';
 /** How often a running worker refreshes its registration. */
 const HOST_HEARTBEAT_SECONDS = 10;
 /** After this long without a heartbeat a holder is presumed dead, wherever it ran (a few missed heartbeats). */
-;
-
 /** Another live worker holds this host id: starting a second one would split the host's queue across two disks. */
 class HostIdInUseError extends Error {
   readonly code = 'host_id_in_use';
@@ -56,17 +54,14 @@ export interface HostRegistration {
  * claim fresh. `onLost` runs when another instance has taken the id over meanwhile (this one's heartbeats stopped
  * reaching the database for longer than the stale bound): the caller must stop its workers.
  */
-export async function registerHost(
-  pool: Pool,
-  hostId: string,
-  log: (line: string) => void,
-  onLost: (message: string) => void,
-): Promise<HostRegistration> {
+export async function registerHost(pool: Pool, hostId: string, log: (line: string) => void, onLost: (message: string) => void): Promise<HostRegistration> {
   const instance = currentInstance(hostId);
   const claim = await claimHost(pool, instance, { staleAfterSeconds: HOST_STALE_AFTER_SECONDS, isProcessAlive });
   if (claim.kind === 'refused') throw new HostIdInUseError(claim.holder);
   if (claim.tookOverFrom) {
-    log(`host id ${hostId}: took over from instance ${claim.tookOverFrom.instanceId} (pid ${claim.tookOverFrom.pid} on ${claim.tookOverFrom.hostname}): ${claim.reason}`);
+    log(
+      `host id ${hostId}: took over from instance ${claim.tookOverFrom.instanceId} (pid ${claim.tookOverFrom.pid} on ${claim.tookOverFrom.hostname}): ${claim.reason}`,
+    );
   }
   let lost = false;
   const timer = setInterval(() => {

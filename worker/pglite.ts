@@ -154,13 +154,9 @@ function lockDataDir(dataDir: string): () => void {
     }
     const pid = Number.parseInt(fs.readFileSync(lockPath, 'utf8'), 10);
     if (Number.isInteger(pid) && pid > 0 && isProcessAlive(pid)) {
-      throw new Error(
-        `PGlite data directory ${dataDir} is in use by pid ${pid} (another orchard dev?); ` +
-          'stop it, or share one database with DATABASE_URL',
-      );
+      throw new Error(`PGlite data directory ${dataDir} is in use by pid ${pid} (another orchard dev?); ` + 'stop it, or share one database with DATABASE_URL');
     }
     // Left by a process that died: take it over.
     fs.rmSync(lockPath, { force: true });
   }
 }
-

@@ -28,10 +28,7 @@ export { PROJECT_ROOT } from './config';
  * - `none`: a host-only worker, which runs no model calls.
  */
 export type ModelChoice =
-  | { readonly kind: 'demo' }
-  | { readonly kind: 'configured' }
-  | { readonly kind: 'scripted'; readonly scenario: string }
-  | { readonly kind: 'none' };
+  { readonly kind: 'demo' } | { readonly kind: 'configured' } | { readonly kind: 'scripted'; readonly scenario: string } | { readonly kind: 'none' };
 
 export async function modelProviderFor(choice: ModelChoice, env = process.env): Promise<ModelProvider | undefined> {
   if (choice.kind === 'none') return undefined;
@@ -89,8 +86,7 @@ export async function startOrchard(log: (line: string) => void, options: StartOr
   installSdkLogger(createLogger());
   const config = workerConfigFromEnv(process.env, PROJECT_ROOT);
   // Before anything is booted or connected: a worker without a model has nothing to start.
-  const provider =
-    options.provider ?? (await modelProviderFor(options.hostOnly ? { kind: 'none' } : (options.model ?? { kind: 'demo' })));
+  const provider = options.provider ?? (await modelProviderFor(options.hostOnly ? { kind: 'none' } : (options.model ?? { kind: 'demo' })));
   const stack = options.stack ?? (await bootStack({ projectRoot: PROJECT_ROOT, log }));
   const target = stackTarget(stack);
   const pool = createPool(stack.databaseUrl, { embedded: stack.embedded.postgres });

@@ -48,9 +48,7 @@ export class SearchAttributesMissingError extends Error {
       lines.push(
         `namespace ${namespace} lacks the search attributes Orchard writes (${problems.missing.map((a) => a.name).join(', ')}); ` +
           'register them once per namespace, then start again:',
-        ...problems.missing.map(
-          (a) => `  temporal operator search-attribute create --namespace ${namespace} --name ${a.name} --type ${a.type}`,
-        ),
+        ...problems.missing.map((a) => `  temporal operator search-attribute create --namespace ${namespace} --name ${a.name} --type ${a.type}`),
       );
     }
     for (const a of problems.wrongType) {

@@ -1,15 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import {
-  type DevConfig,
-  type DevConfigOverrides,
-  dynamicConfigArgs,
-  freePort,
-  loadDevConfig,
-  searchAttributeArgs,
-  startDevServer,
-} from './dev-server';
+import { type DevConfig, type DevConfigOverrides, dynamicConfigArgs, freePort, loadDevConfig, searchAttributeArgs, startDevServer } from './dev-server';
 import { startEmbeddedPostgres } from './pglite';
 import { TemporalCliUnavailableError } from './temporal-cli';
 import { isProcessAlive } from './pid';
@@ -240,4 +232,3 @@ export function removeStackFile(projectRoot: string, opts: { onlyIfOwnedBy?: num
   }
   fs.rmSync(file, { force: true });
 }
-

@@ -1,12 +1,6 @@
-import {
-  GoToolBuildError,
-  GoToolUnavailableError,
-  orchardCacheDir,
-  resolveGoTool,
-  type GoTool,
-} from './go-tool';
+import { GoToolBuildError, GoToolUnavailableError, orchardCacheDir, resolveGoTool, type GoTool } from './go-tool';
 
-export {  isChecksumDbUnreachable } from './go-tool';
+export { isChecksumDbUnreachable } from './go-tool';
 
 /** The Temporal CLI Go module we build when no binary is installed; pinned so every machine runs the same server. */
 export const TEMPORAL_CLI_MODULE = 'github.com/temporalio/cli/cmd/temporal@v1.5.1';

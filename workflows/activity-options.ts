@@ -7,7 +7,14 @@
  * limit, backing off to a bounded interval: none of them ever reaches a handler or a workflow's main function. Only a
  * typed business refusal (`orchardFailure`, non-retryable) ends an activity, and its caller hears the code.
  */
-import { ActivityCancellationType, ActivityFailure, ApplicationFailure, TimeoutFailure, type ActivityOptions, type LocalActivityOptions } from '@temporalio/workflow';
+import {
+  ActivityCancellationType,
+  ActivityFailure,
+  ApplicationFailure,
+  TimeoutFailure,
+  type ActivityOptions,
+  type LocalActivityOptions,
+} from '@temporalio/workflow';
 import { TimeoutType, type RetryPolicy } from '@temporalio/common';
 import { hostTaskQueue } from '../contract/messages';
 

@@ -72,14 +72,7 @@ const gitCommitTool: ToolDefinition = {
 };
 
 /** What a child session's model is offered. */
-export const CHILD_TOOLS: readonly ToolDefinition[] = [
-  bashTool,
-  readFileTool,
-  writeFileTool,
-  gitStatusTool,
-  gitDiffTool,
-  gitCommitTool,
-];
+export const CHILD_TOOLS: readonly ToolDefinition[] = [bashTool, readFileTool, writeFileTool, gitStatusTool, gitDiffTool, gitCommitTool];
 
 /**
  * A team Member's message to its Coordinator (invariant 16): about the task it is working on now, for one of the

@@ -9,10 +9,7 @@ import { sessionQuarantineDir } from '../git/quarantine';
  * - `off`: the operator set ORCHARD_SANDBOX=off; the guard alone, and every isolated session is marked unconfined.
  * - `unavailable`: the sandbox could not be built here; isolated children are refused, saying why (fail closed).
  */
-export type Confinement =
-  | { mode: 'sandbox'; bwrap: string; version: string }
-  | { mode: 'off'; reason: string }
-  | { mode: 'unavailable'; reason: string };
+export type Confinement = { mode: 'sandbox'; bwrap: string; version: string } | { mode: 'off'; reason: string } | { mode: 'unavailable'; reason: string };
 
 /** The environment variable that turns the sandbox off (`off`) or insists on it (`on`, the default). */
 const SANDBOX_SETTING = 'ORCHARD_SANDBOX';
@@ -57,7 +54,13 @@ export function sessionTmpDir(worktree: string, sessionId: string): string {
  * allowance derived from a faked file is never larger than the real one; and verification after every command
  * (verify.ts) reports a changed `.git` file and stops the session before another command runs.
  */
-export async function isolatedLayout(input: { worktree: string; branch: string; sessionId: string; home?: string; hide?: readonly string[] }): Promise<SandboxLayout> {
+export async function isolatedLayout(input: {
+  worktree: string;
+  branch: string;
+  sessionId: string;
+  home?: string;
+  hide?: readonly string[];
+}): Promise<SandboxLayout> {
   const worktree = await fs.realpath(input.worktree);
   const dotGit = await fs.readFile(path.join(worktree, '.git'), 'utf8').catch(() => undefined);
   const match = dotGit?.match(/^gitdir: (.+)\n?$/);
@@ -68,7 +71,9 @@ export async function isolatedLayout(input: { worktree: string; branch: string; 
   const inside = (p: string, dir: string) => p === dir || p.startsWith(dir + path.sep);
   const hide = (input.hide ?? []).filter(
     (dir) =>
-      path.isAbsolute(dir) && dir !== '/' && ![worktree, commonDir, tmpDir, sessionQuarantineDir(worktree, input.sessionId)].some((p) => inside(p, path.resolve(dir))),
+      path.isAbsolute(dir) &&
+      dir !== '/' &&
+      ![worktree, commonDir, tmpDir, sessionQuarantineDir(worktree, input.sessionId)].some((p) => inside(p, path.resolve(dir))),
   );
   const quarantine = sessionQuarantineDir(worktree, input.sessionId);
   const layout = await resolveSandboxLayout({ commonDir, worktree, branch: input.branch, tmpDir, quarantine, home: input.home, hide });

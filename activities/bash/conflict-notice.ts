@@ -42,11 +42,9 @@ const CONTINUE: Record<ConflictOperation, string> = {
   revert: 'git revert --continue',
 };
 
-const SEND_SHAPE =
-  `session send ${OWNER_PLACEHOLDER} "<task: which branches to integrate and which conflicts to resolve>"`;
+const SEND_SHAPE = `session send ${OWNER_PLACEHOLDER} "<task: which branches to integrate and which conflicts to resolve>"`;
 const PLACEHOLDER_NOTE =
-  `(${OWNER_PLACEHOLDER} is a placeholder: use the id of the session that owns the other branch, from the ` +
-  'roster; never make one up.)';
+  `(${OWNER_PLACEHOLDER} is a placeholder: use the id of the session that owns the other branch, from the ` + 'roster; never make one up.)';
 
 function ownershipRule(branch: string | undefined): string {
   const yours = branch ? `Your branch is ${branch}; settle` : 'Settle';
@@ -58,10 +56,7 @@ function ownershipRule(branch: string | undefined): string {
 }
 
 const COMMAND_HINT = new RegExp(
-  [
-    String.raw`\b(?:merge|rebase|cherry-pick|revert|am|pull|stash|apply|mergetool)\b`,
-    String.raw`\b(?:checkout|switch)\b[^\n;&|]*\s(?:-m|--merge)\b`,
-  ].join('|'),
+  [String.raw`\b(?:merge|rebase|cherry-pick|revert|am|pull|stash|apply|mergetool)\b`, String.raw`\b(?:checkout|switch)\b[^\n;&|]*\s(?:-m|--merge)\b`].join('|'),
 );
 const OUTPUT_HINT = /conflict|unmerged/i;
 
@@ -90,11 +85,8 @@ function git(cwd: string, args: string[]): Promise<string> {
   };
   const safe = ['-c', 'core.fsmonitor=false', '-c', 'core.hooksPath=/dev/null'];
   return new Promise((resolve, reject) => {
-    execFile(
-      'git',
-      [...safe, ...args],
-      { cwd, env, timeout: GIT_TIMEOUT_MS, maxBuffer: 16 * 1024 * 1024 },
-      (err, stdout) => (err ? reject(err) : resolve(stdout)),
+    execFile('git', [...safe, ...args], { cwd, env, timeout: GIT_TIMEOUT_MS, maxBuffer: 16 * 1024 * 1024 }, (err, stdout) =>
+      err ? reject(err) : resolve(stdout),
     );
   });
 }
@@ -156,12 +148,10 @@ export function conflictNotice(state: ConflictState, options: { branch: string }
   const shown = state.unmerged.slice(0, MAX_PATHS).map((p) => `  ${shownPath(p)}`);
   if (n > MAX_PATHS) shown.push(`  … and ${n - MAX_PATHS} more (git status lists them all)`);
   return [
-    `[orchard] A ${state.operation} stopped on conflicts in this worktree (branch ${options.branch}); ` +
-      `${n} unmerged path${n === 1 ? '' : 's'}:`,
+    `[orchard] A ${state.operation} stopped on conflicts in this worktree (branch ${options.branch}); ` + `${n} unmerged path${n === 1 ? '' : 's'}:`,
     ...shown,
     ownershipRule(options.branch),
-    `- Not yours to decide: stop it with \`${state.abort}\` (this restores the branch), then hand the conflict ` +
-      `to its owner: ${SEND_SHAPE}`,
+    `- Not yours to decide: stop it with \`${state.abort}\` (this restores the branch), then hand the conflict ` + `to its owner: ${SEND_SHAPE}`,
     `  ${PLACEHOLDER_NOTE}`,
     `- Yours: resolve the files, \`git add\` them, then \`${CONTINUE[state.operation]}\`.`,
     'This is a notice; nothing was blocked.',
@@ -170,15 +160,7 @@ export function conflictNotice(state: ConflictState, options: { branch: string }
 
 const DECIDING_SUBCOMMANDS = new Set(['merge', 'rebase', 'cherry-pick', 'revert', 'pull']);
 /** Global options of git that take the next word as their value. */
-const GLOBAL_WITH_VALUE = new Set([
-  '-C',
-  '-c',
-  '--git-dir',
-  '--work-tree',
-  '--namespace',
-  '--config-env',
-  '--super-prefix',
-]);
+const GLOBAL_WITH_VALUE = new Set(['-C', '-c', '--git-dir', '--work-tree', '--namespace', '--config-env', '--super-prefix']);
 const SIDES = new Set(['ours', 'theirs']);
 
 /**

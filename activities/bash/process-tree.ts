@@ -362,11 +362,7 @@ export async function processesCarrying(marks: ProcessMarks): Promise<ProcessInf
  * initial environment has `name=<value>` for one of `values`, by value. One read of each environ, over the
  * given scan (or a new one).
  */
-export async function markerCarriers(
-  name: string,
-  values: ReadonlySet<string>,
-  processes?: ProcessInfo[],
-): Promise<Map<string, ProcessInfo[]>> {
+export async function markerCarriers(name: string, values: ReadonlySet<string>, processes?: ProcessInfo[]): Promise<Map<string, ProcessInfo[]>> {
   const found = new Map<string, ProcessInfo[]>();
   if (values.size === 0) return found;
   const prefix = Buffer.from(`${name}=`);

@@ -1,10 +1,5 @@
 import type { Pool } from 'pg';
-import {
-  findOpenProcessGroups,
-  markProcessGroupEnded,
-  noteProcessGroupAlive,
-  type OpenProcessGroup,
-} from '../store/leases';
+import { findOpenProcessGroups, markProcessGroupEnded, noteProcessGroupAlive, type OpenProcessGroup } from '../store/leases';
 import {
   currentBootId,
   isAliveIdentity,
@@ -87,9 +82,7 @@ export function identifyGroup(
   }
   const recorded = group.startTime;
   const leader = processes.find((p) => p.pid === group.pgid);
-  const groupIsOurs = leader
-    ? leader.startTime === recorded
-    : members.length > 0 && members.every((p) => p.startTime >= recorded && p.sid === group.pgid);
+  const groupIsOurs = leader ? leader.startTime === recorded : members.length > 0 && members.every((p) => p.startTime >= recorded && p.sid === group.pgid);
   if (groupIsOurs) for (const p of members) ours.set(p.pid, p);
   return { ours: [...ours.values()], groupIsOurs, unidentified: [] };
 }
@@ -167,14 +160,13 @@ export async function reapCall(pool: Pool, hostId: string, callKey: string, opti
 }
 
 /** Reaps every open group of a worktree on this host, of every lease generation (except one call's, if given). */
-export async function reapWorktree(
-  pool: Pool,
-  hostId: string,
-  worktree: string,
-  options: ReapOptions & { exceptCallKey?: string } = {},
-): Promise<ReapResult> {
+export async function reapWorktree(pool: Pool, hostId: string, worktree: string, options: ReapOptions & { exceptCallKey?: string } = {}): Promise<ReapResult> {
   const groups = await findOpenProcessGroups(pool, hostId, { worktree });
-  return reapGroups(pool, groups.filter((g) => g.callKey !== options.exceptCallKey), options);
+  return reapGroups(
+    pool,
+    groups.filter((g) => g.callKey !== options.exceptCallKey),
+    options,
+  );
 }
 
 /**

@@ -158,7 +158,8 @@ export function sandboxLayoutProblem(layout: SandboxLayout): string | undefined 
   }
   if (layout.quarantine !== undefined) {
     const q = layout.quarantine;
-    if (!path.isAbsolute(q) || path.normalize(q) !== q || q === '/') return `quarantine must be a normalised absolute path other than /, got ${JSON.stringify(q)}`;
+    if (!path.isAbsolute(q) || path.normalize(q) !== q || q === '/')
+      return `quarantine must be a normalised absolute path other than /, got ${JSON.stringify(q)}`;
     for (const key of ['commonDir', 'worktree', 'tmpDir'] as const) {
       if (inside(q, layout[key]) || inside(layout[key], q)) return `quarantine ${q} overlaps ${key} ${layout[key]}`;
     }
@@ -195,15 +196,22 @@ export function buildSandboxArgv(layout: SandboxLayout, command: string, options
   argv.push(
     '--unshare-user', // a user namespace, so that...
     '--disable-userns', // ...the command cannot make another one and get CAP_SYS_ADMIN back in it
-    '--cap-drop', 'ALL', // bwrap keeps capabilities when the worker is root; then `mount -o remount,rw /` works
+    '--cap-drop',
+    'ALL', // bwrap keeps capabilities when the worker is root; then `mount -o remount,rw /` works
     '--unshare-pid', // cannot see or signal the worker; all of it dies with the namespace's init
     '--unshare-ipc',
     '--die-with-parent',
     '--new-session', // no TIOCSTI into a terminal the worker might hold
-    '--ro-bind', '/', '/',
-    '--dev', '/dev', // fresh: the host /dev/shm is not shared
-    '--proc', '/proc',
-    '--bind', layout.tmpDir, '/tmp',
+    '--ro-bind',
+    '/',
+    '/',
+    '--dev',
+    '/dev', // fresh: the host /dev/shm is not shared
+    '--proc',
+    '/proc',
+    '--bind',
+    layout.tmpDir,
+    '/tmp',
   );
   if (existsSync('/var/tmp')) argv.push('--bind', layout.tmpDir, '/var/tmp');
   for (const hidden of layout.hide ?? []) argv.push('--tmpfs', hidden, '--remount-ro', hidden);
@@ -315,18 +323,29 @@ async function bareLocalRemotes(commonDir: string, remotes: readonly string[], e
     if (!path.isAbsolute(url)) continue;
     const dir = await fs.realpath(url).catch(() => undefined);
     if (!dir || exclude.some((e) => inside(dir, e) || inside(e, dir))) continue;
-    const bare = await Promise.all(['objects', 'refs'].map((d) => fs.stat(path.join(dir, d)).then((s) => s.isDirectory(), () => false)));
-    const head = await fs.stat(path.join(dir, 'HEAD')).then((s) => s.isFile(), () => false);
+    const bare = await Promise.all(
+      ['objects', 'refs'].map((d) =>
+        fs.stat(path.join(dir, d)).then(
+          (s) => s.isDirectory(),
+          () => false,
+        ),
+      ),
+    );
+    const head = await fs.stat(path.join(dir, 'HEAD')).then(
+      (s) => s.isFile(),
+      () => false,
+    );
     const sessionDir = writableRemoteDirs({ branch }, dir)[1];
-    const legacy = await fs.lstat(sessionDir).then((s) => !s.isDirectory(), () => false);
+    const legacy = await fs.lstat(sessionDir).then(
+      (s) => !s.isDirectory(),
+      () => false,
+    );
     if (bare.every(Boolean) && head && !legacy && !found.includes(dir)) found.push(dir);
   }
   return found;
 }
 
-export type SandboxProbe =
-  | { ok: true; bwrap: string; version: string }
-  | { ok: false; reason: string };
+export type SandboxProbe = { ok: true; bwrap: string; version: string } | { ok: false; reason: string };
 
 /**
  * Builds a tiny sandbox with buildSandboxArgv (a fake repository layout in a temp dir) and checks its effect: the
@@ -423,7 +442,11 @@ export async function migrateSessionBranch(repo: string, sessionId: string): Pro
   const to = confinedSessionBranch(sessionId);
   const env = { GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' };
   const g = (args: string[]) => run('git', ['-C', repo, ...args], env);
-  const exists = async (ref: string) => g(['rev-parse', '--verify', '--quiet', ref]).then(() => true, () => false);
+  const exists = async (ref: string) =>
+    g(['rev-parse', '--verify', '--quiet', ref]).then(
+      () => true,
+      () => false,
+    );
   if (await exists(`refs/heads/${to}`)) return { from, to, migrated: false };
   if (!(await exists(`refs/heads/${from}`))) return { from, to, migrated: false };
   await g(['branch', '-m', from, to]);

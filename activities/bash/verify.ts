@@ -190,7 +190,10 @@ export async function snapshotProtected(layout: VerifyLayout): Promise<Protected
 
 /** Changes from `before` to `after`, ordered by kind then path; `[]` when nothing protected changed. */
 export function compareSnapshots(before: ProtectedSnapshot, after: ProtectedSnapshot): ProtectedChange[] {
-  for (const [name, snapshot] of [['before', before], ['after', after]] as const) {
+  for (const [name, snapshot] of [
+    ['before', before],
+    ['after', after],
+  ] as const) {
     const objects = [snapshot?.layout, snapshot?.refs, snapshot?.files];
     if (objects.some((o) => typeof o !== 'object' || o === null) || !Array.isArray(snapshot.layout.remotes)) {
       throw new WorkspaceError('invalid_input', `compareSnapshots: ${name} is not a ProtectedSnapshot`);

@@ -302,8 +302,7 @@ export async function markWorktreeIsolated(worktree: string, branch: string): Pr
   if (path.resolve(dirs.gitDir) === path.resolve(dirs.commonDir)) {
     throw new WorkspaceError(
       'invalid_input',
-      `${dir} is a main worktree (or a bare repository), not a linked worktree; ` +
-        'only a session worktree can be isolated',
+      `${dir} is a main worktree (or a bare repository), not a linked worktree; ` + 'only a session worktree can be isolated',
     );
   }
   await writeAtomically(path.join(dirs.gitDir, ISOLATION_MARKER), `${branch}\n`, 0o644);

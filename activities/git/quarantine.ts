@@ -89,7 +89,11 @@ async function looseVerifies(file: string, name: string): Promise<boolean> {
     const nul = raw.indexOf(0);
     const header = /^(blob|tree|commit|tag) (\d+)$/.exec(raw.subarray(0, nul).toString('latin1'));
     if (nul < 0 || !header || Number(header[2]) !== raw.length - nul - 1) return false;
-    return createHash(name.length === 64 ? 'sha256' : 'sha1').update(raw).digest('hex') === name;
+    return (
+      createHash(name.length === 64 ? 'sha256' : 'sha1')
+        .update(raw)
+        .digest('hex') === name
+    );
   } catch {
     return false;
   }
@@ -136,4 +140,8 @@ async function moveInto(source: string, target: string): Promise<'moved' | 'pres
   return outcome;
 }
 
-const exists = (p: string) => fs.stat(p).then(() => true, () => false);
+const exists = (p: string) =>
+  fs.stat(p).then(
+    () => true,
+    () => false,
+  );

@@ -112,12 +112,7 @@ export async function gitStatus(worktree: string): Promise<string> {
     }
   }
   const lines = [`On branch ${branch}`];
-  const body = [
-    ...section('Conflicted', conflicted),
-    ...section('Staged', staged),
-    ...section('Not staged', unstaged),
-    ...section('Untracked', untracked),
-  ];
+  const body = [...section('Conflicted', conflicted), ...section('Staged', staged), ...section('Not staged', unstaged), ...section('Untracked', untracked)];
   lines.push(...(body.length > 0 ? body : ['Nothing to commit, working tree clean.']));
   return lines.join('\n');
 }
@@ -176,10 +171,7 @@ function runGit(
  * The diff of the worktree against HEAD (staged and unstaged changes), or of the index against HEAD with
  * `staged`. Optionally limited to one path. Long diffs keep their head and tail with a truncation marker.
  */
-export async function gitDiff(
-  worktree: string,
-  options: { staged?: boolean; path?: string; maxBytes: number },
-): Promise<string> {
+export async function gitDiff(worktree: string, options: { staged?: boolean; path?: string; maxBytes: number }): Promise<string> {
   const args = ['diff', '--no-color', '--no-ext-diff', '--no-textconv', options.staged ? '--cached' : 'HEAD'];
   if (options.path !== undefined) {
     const { relative } = await resolveWorktreePath(worktree, options.path);
@@ -210,10 +202,7 @@ export interface GitCommitResult {
  * "Nothing to commit" is a result, not an error. `branch`, when given, must be the checked-out branch: the
  * commit is refused rather than landing on some other branch or a detached HEAD.
  */
-export async function gitCommit(
-  worktree: string,
-  options: { message: string; paths?: readonly string[]; branch?: string },
-): Promise<GitCommitResult> {
+export async function gitCommit(worktree: string, options: { message: string; paths?: readonly string[]; branch?: string }): Promise<GitCommitResult> {
   if (typeof options.message !== 'string' || options.message.trim() === '') {
     throw new WorkspaceError('tool_args_invalid', 'a commit message is required');
   }

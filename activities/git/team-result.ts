@@ -50,7 +50,8 @@ const STALE_LOCK_MARGIN_MS = 60_000;
  */
 function gitEnv(): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env };
-  for (const key of ['GIT_DIR', 'GIT_WORK_TREE', 'GIT_INDEX_FILE', 'GIT_COMMON_DIR', 'GIT_OBJECT_DIRECTORY', 'GIT_NAMESPACE', 'ORCHARD_ISOLATED_BRANCH']) delete env[key];
+  for (const key of ['GIT_DIR', 'GIT_WORK_TREE', 'GIT_INDEX_FILE', 'GIT_COMMON_DIR', 'GIT_OBJECT_DIRECTORY', 'GIT_NAMESPACE', 'ORCHARD_ISOLATED_BRANCH'])
+    delete env[key];
   return {
     ...env,
     GIT_CONFIG_NOSYSTEM: '1',

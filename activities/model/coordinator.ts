@@ -62,7 +62,8 @@ export class UnknownMemberError extends Error {}
 function fillSessions(text: string, sessions: Map<string, string>): string {
   return text.replace(/\{\{session:([a-z][a-z0-9-]*)\}\}/g, (_, member: string) => {
     const session = sessions.get(member);
-    if (!session) throw new UnknownMemberError(`{{session:${member}}}: the request lists no member ${member} (members: ${[...sessions.keys()].join(', ') || 'none'})`);
+    if (!session)
+      throw new UnknownMemberError(`{{session:${member}}}: the request lists no member ${member} (members: ${[...sessions.keys()].join(', ') || 'none'})`);
     return session;
   });
 }

@@ -1,15 +1,7 @@
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError } from 'openai';
 import type { ChatCompletionCreateParamsNonStreaming } from 'openai/resources/chat/completions';
 import { z } from 'zod';
-import {
-  describeIssues,
-  ModelError,
-  type AssistantMessage,
-  type ModelProvider,
-  type ModelRequest,
-  type ModelResponse,
-  type ToolCall,
-} from './types';
+import { describeIssues, ModelError, type AssistantMessage, type ModelProvider, type ModelRequest, type ModelResponse, type ToolCall } from './types';
 
 export interface OpenAIProviderConfig {
   /** API root including any `/v1`; requests go to `<baseURL>/chat/completions`. */
@@ -75,10 +67,7 @@ const wireCompletion = z.object({
     )
     .min(1),
   // Usage is bookkeeping: a server that reports it oddly still gave a usable answer.
-  usage: z
-    .object({ prompt_tokens: tokenCount, completion_tokens: tokenCount, total_tokens: tokenCount })
-    .nullish()
-    .catch(undefined),
+  usage: z.object({ prompt_tokens: tokenCount, completion_tokens: tokenCount, total_tokens: tokenCount }).nullish().catch(undefined),
 });
 
 /** Turns a Chat Completions response body into a ModelResponse, or says precisely what is wrong with it. */
@@ -118,11 +107,7 @@ function parseChatCompletion(body: string, requestedModel: string): ModelRespons
 }
 
 function malformed(what: string): ModelError {
-  return new ModelError(
-    'model_response_malformed',
-    `the model endpoint's chat completion is malformed: ${what}`,
-    false,
-  );
+  return new ModelError('model_response_malformed', `the model endpoint's chat completion is malformed: ${what}`, false);
 }
 
 /**
@@ -189,21 +174,13 @@ export class OpenAICompatibleProvider implements ModelProvider {
   }
 
   private timeoutError(): ModelError {
-    return new ModelError(
-      'model_timeout',
-      `the model endpoint ${this.config.baseURL} did not answer within ${this.config.timeoutMs} ms`,
-      true,
-    );
+    return new ModelError('model_timeout', `the model endpoint ${this.config.baseURL} did not answer within ${this.config.timeoutMs} ms`, true);
   }
 
   private toModelError(err: unknown): ModelError {
     if (err instanceof APIConnectionTimeoutError) return this.timeoutError();
     if (err instanceof APIConnectionError) {
-      return new ModelError(
-        'model_unavailable',
-        `cannot reach the model endpoint ${this.config.baseURL}: ${this.redact(causeChain(err))}`,
-        true,
-      );
+      return new ModelError('model_unavailable', `cannot reach the model endpoint ${this.config.baseURL}: ${this.redact(causeChain(err))}`, true);
     }
     if (err instanceof APIError && typeof err.status === 'number') {
       const status = err.status;
@@ -218,11 +195,7 @@ export class OpenAICompatibleProvider implements ModelProvider {
       return new ModelError('model_unavailable', what, true, status);
     }
     // A connection dropped while the body was being read, or similar: transient as far as we can tell.
-    return new ModelError(
-      'model_unavailable',
-      `the call to the model endpoint ${this.config.baseURL} failed: ${this.redact(causeChain(err))}`,
-      true,
-    );
+    return new ModelError('model_unavailable', `the call to the model endpoint ${this.config.baseURL} failed: ${this.redact(causeChain(err))}`, true);
   }
 
   /** Error text can echo request headers back; the key must never reach logs or workflow history. */

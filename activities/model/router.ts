@@ -30,18 +30,20 @@ export interface RosterRowText {
 
 /** What the router decided: a `session` call's arguments, or a text answer. */
 export type RouterDecision =
-  | { readonly kind: 'call'; readonly arguments: SessionCallArguments; readonly topic: RouterTopic }
-  | { readonly kind: 'text'; readonly content: string };
+  { readonly kind: 'call'; readonly arguments: SessionCallArguments; readonly topic: RouterTopic } | { readonly kind: 'text'; readonly content: string };
 
 type SessionCallArguments =
-  | { operation: 'send'; args: { sessionID: string; task: string } }
-  | { operation: 'create'; args: { title: string; task: string; topic: string } };
+  { operation: 'send'; args: { sessionID: string; task: string } } | { operation: 'create'; args: { title: string; task: string; topic: string } };
 
 const ROSTER_HEADER = 'id | title | agent | status';
 
 /** Lower case, every run of characters that are not letters or digits one space, padded: whole-word matching. */
 function words(text: string): string {
-  return ` ${text.normalize('NFKC').toLowerCase().replace(/[^\p{L}\p{N}]+/gu, ' ').trim()} `;
+  return ` ${text
+    .normalize('NFKC')
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N}]+/gu, ' ')
+    .trim()} `;
 }
 
 /**

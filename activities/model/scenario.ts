@@ -166,38 +166,40 @@ const teamDriver = z.strictObject({
     .optional(),
 });
 
-const scenarioSchema = z.strictObject({
-  name: z.string().min(1),
-  description: z.string().optional(),
-  /** Reported as the answering model; `scripted-<name>` when absent. */
-  model: z.string().min(1).optional(),
-  /** Every session's turns; with `members`, the turns of a session whose agent is not listed there. */
-  turns: scriptedTurns.optional(),
-  /** Turns per agent (a member's role lower-cased, as its system message names it: `You are <agent>, …`). */
-  members: z.record(z.string().min(1), scriptedTurns).optional(),
-  router: routerSchema.optional(),
-  coordinator: coordinatorSchema.optional(),
-  messages: z.array(scenarioMessage).optional(),
-  driver: teamDriver.optional(),
-}).superRefine((scenario, ctx) => {
-  if (!scenario.turns && !scenario.members) ctx.addIssue({ code: 'custom', path: ['turns'], message: 'a scenario needs `turns`, `members`, or both' });
-  if (scenario.coordinator) {
-    for (const p of coordinatorProblems(scenario.coordinator)) ctx.addIssue({ code: 'custom', path: ['coordinator', ...p.path], message: p.message });
-  }
-  if (scenario.router) {
-    for (const message of routerProblems(scenario.router)) ctx.addIssue({ code: 'custom', path: ['router'], message });
-  }
-  for (const action of ['reassign', 'cancelAll'] as const) {
-    const taskId = scenario.driver?.[action]?.taskId;
-    if (taskId !== undefined && !scenario.coordinator?.tasks.some((t) => t.taskId === taskId)) {
-      ctx.addIssue({ code: 'custom', path: ['driver', action, 'taskId'], message: `"${taskId}" is not a task of the coordinator's plan` });
+const scenarioSchema = z
+  .strictObject({
+    name: z.string().min(1),
+    description: z.string().optional(),
+    /** Reported as the answering model; `scripted-<name>` when absent. */
+    model: z.string().min(1).optional(),
+    /** Every session's turns; with `members`, the turns of a session whose agent is not listed there. */
+    turns: scriptedTurns.optional(),
+    /** Turns per agent (a member's role lower-cased, as its system message names it: `You are <agent>, …`). */
+    members: z.record(z.string().min(1), scriptedTurns).optional(),
+    router: routerSchema.optional(),
+    coordinator: coordinatorSchema.optional(),
+    messages: z.array(scenarioMessage).optional(),
+    driver: teamDriver.optional(),
+  })
+  .superRefine((scenario, ctx) => {
+    if (!scenario.turns && !scenario.members) ctx.addIssue({ code: 'custom', path: ['turns'], message: 'a scenario needs `turns`, `members`, or both' });
+    if (scenario.coordinator) {
+      for (const p of coordinatorProblems(scenario.coordinator)) ctx.addIssue({ code: 'custom', path: ['coordinator', ...p.path], message: p.message });
     }
-  }
-  const known = new Set(scenario.router?.topics.map((t) => t.topic) ?? []);
-  scenario.messages?.forEach((m, i) => {
-    if (!known.has(m.topic)) ctx.addIssue({ code: 'custom', path: ['messages', i, 'topic'], message: `"${m.topic}" is not a router topic` });
+    if (scenario.router) {
+      for (const message of routerProblems(scenario.router)) ctx.addIssue({ code: 'custom', path: ['router'], message });
+    }
+    for (const action of ['reassign', 'cancelAll'] as const) {
+      const taskId = scenario.driver?.[action]?.taskId;
+      if (taskId !== undefined && !scenario.coordinator?.tasks.some((t) => t.taskId === taskId)) {
+        ctx.addIssue({ code: 'custom', path: ['driver', action, 'taskId'], message: `"${taskId}" is not a task of the coordinator's plan` });
+      }
+    }
+    const known = new Set(scenario.router?.topics.map((t) => t.topic) ?? []);
+    scenario.messages?.forEach((m, i) => {
+      if (!known.has(m.topic)) ctx.addIssue({ code: 'custom', path: ['messages', i, 'topic'], message: `"${m.topic}" is not a router topic` });
+    });
   });
-});
 
 export type Scenario = z.infer<typeof scenarioSchema>;
 export type ScriptedTurn = NonNullable<Scenario['turns']>[number];

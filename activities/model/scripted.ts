@@ -1,15 +1,7 @@
 import { coordinateRequest, UnknownMemberError, type CoordinatorDecision } from './coordinator';
 import { routeRequest, type RouterDecision } from './router';
 import type { Scenario, ScriptedStep, ScriptedTurn } from './scenario';
-import {
-  ModelError,
-  type AssistantMessage,
-  type ChatMessage,
-  type ModelProvider,
-  type ModelRequest,
-  type ModelResponse,
-  type ToolCall,
-} from './types';
+import { ModelError, type AssistantMessage, type ChatMessage, type ModelProvider, type ModelRequest, type ModelResponse, type ToolCall } from './types';
 
 /**
  * Where a request stands in its scenario, read from the request alone so a retried or replayed call gets
@@ -68,11 +60,7 @@ function scriptedResponse(scenario: Scenario, request: ModelRequest): ModelRespo
   const last = turns[turns.length - 1];
   const script = turns[turn - 1] ?? (last.repeat ? last : undefined);
   if (!script) {
-    throw new ModelError(
-      'scenario_exhausted',
-      `${whose} scripts ${turns.length} turn(s); this request is turn ${turn} (it has ${turn} user messages)`,
-      false,
-    );
+    throw new ModelError('scenario_exhausted', `${whose} scripts ${turns.length} turn(s); this request is turn ${turn} (it has ${turn} user messages)`, false);
   }
   if (step === 1) checkExpectations(script, request.messages, task ?? '', `${whose}, turn ${turn}`);
   const bound = bindings(script, task ?? '', `${whose}, turn ${turn}`);
@@ -166,8 +154,7 @@ function checkExpectations(turn: ScriptedTurn, messages: readonly ChatMessage[],
     if (!texts.some((text) => text.includes(wanted))) {
       throw new ModelError(
         'scenario_expectation_failed',
-        `${where} expects the conversation to include ${JSON.stringify(wanted)}, ` +
-          `but none of the request's ${messages.length} messages does`,
+        `${where} expects the conversation to include ${JSON.stringify(wanted)}, ` + `but none of the request's ${messages.length} messages does`,
         false,
       );
     }
@@ -195,8 +182,7 @@ function assistantMessage(step: ScriptedStep, turn: number, stepNumber: number, 
     type: 'function',
     function: {
       name: call.name,
-      arguments:
-        typeof call.arguments === 'string' ? fill(call.arguments) : fillWith(JSON.stringify(call.arguments), (v) => JSON.stringify(v).slice(1, -1)),
+      arguments: typeof call.arguments === 'string' ? fill(call.arguments) : fillWith(JSON.stringify(call.arguments), (v) => JSON.stringify(v).slice(1, -1)),
     },
   }));
   return {

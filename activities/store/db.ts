@@ -135,10 +135,7 @@ function isConnectionFault(err: unknown): boolean {
  * attempt that learned it — nobody else would write it later. Any other error is thrown at once, and the last fault
  * once `giveUp` says so (the worker is shutting down: it must not wait for the database for ever).
  */
-export async function untilStored<T>(
-  write: () => Promise<T>,
-  options: { onWait?: () => void; maxDelayMs?: number; giveUp?: () => boolean } = {},
-): Promise<T> {
+export async function untilStored<T>(write: () => Promise<T>, options: { onWait?: () => void; maxDelayMs?: number; giveUp?: () => boolean } = {}): Promise<T> {
   let delay = 200;
   for (;;) {
     try {

@@ -93,12 +93,7 @@ export async function storeOutput(db: Pool | ClientBase, key: DispatchKey, tool:
  * attempt already declared `unknown` stays `unknown` (the model was told so and may have acted on it): the
  * output is kept for operators, and `settled: false` tells the caller to report the outcome as unknown too.
  */
-export async function settleDispatch(
-  pool: Pool,
-  key: DispatchKey,
-  tool: string,
-  output: ToolOutput,
-): Promise<{ outputId: number; settled: boolean }> {
+export async function settleDispatch(pool: Pool, key: DispatchKey, tool: string, output: ToolOutput): Promise<{ outputId: number; settled: boolean }> {
   return withTransaction(pool, async (client) => {
     const outputId = await storeOutput(client, key, tool, output);
     const updated = await client.query(

@@ -51,10 +51,7 @@ export async function openHold(pool: Pool, worktree: string): Promise<Verificati
 }
 
 /** Holds the worktree; when a hold is already open it stays as it was (the first change found is the one shown). */
-export async function holdWorktree(
-  pool: Pool,
-  input: { worktree: string; sessionId: string; command: string; changes: unknown },
-): Promise<VerificationHold> {
+export async function holdWorktree(pool: Pool, input: { worktree: string; sessionId: string; command: string; changes: unknown }): Promise<VerificationHold> {
   await pool.query(
     `INSERT INTO verification_holds (worktree, session_id, command, changes) VALUES ($1, $2, $3, $4::jsonb)
      ON CONFLICT (worktree) WHERE resolved_at IS NULL DO NOTHING`,
@@ -66,10 +63,7 @@ export async function holdWorktree(
 }
 
 /** Resolves the open hold of a session's worktree (a user's decision); undefined when none is open. */
-export async function resolveHold(
-  pool: Pool,
-  input: { worktree: string; by: string; note?: string },
-): Promise<VerificationHold | undefined> {
+export async function resolveHold(pool: Pool, input: { worktree: string; by: string; note?: string }): Promise<VerificationHold | undefined> {
   const { rows } = await pool.query<Row>(
     `UPDATE verification_holds SET resolved_at = now(), resolved_by = $2, note = $3
      WHERE worktree = $1 AND resolved_at IS NULL RETURNING *`,

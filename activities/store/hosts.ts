@@ -18,8 +18,7 @@ export interface HostHolder extends HostInstance {
 }
 
 export type HostClaim =
-  | { readonly kind: 'claimed'; readonly tookOverFrom?: HostHolder; readonly reason?: string }
-  | { readonly kind: 'refused'; readonly holder: HostHolder };
+  { readonly kind: 'claimed'; readonly tookOverFrom?: HostHolder; readonly reason?: string } | { readonly kind: 'refused'; readonly holder: HostHolder };
 
 export interface HostClaimOptions {
   /** A holder whose heartbeat is older than this is presumed dead, wherever it ran. */
@@ -104,10 +103,10 @@ function takeoverReason(row: Row, holder: HostHolder, me: HostInstance, options:
 
 /** False when this instance no longer holds the host id (another one took it over): the caller must stop. */
 export async function heartbeatHost(pool: Pool, hostId: string, instanceId: string): Promise<boolean> {
-  const { rowCount } = await pool.query(
-    `UPDATE worker_hosts SET heartbeat_at = now() WHERE host_id = $1 AND instance_id = $2 AND state = 'running'`,
-    [hostId, instanceId],
-  );
+  const { rowCount } = await pool.query(`UPDATE worker_hosts SET heartbeat_at = now() WHERE host_id = $1 AND instance_id = $2 AND state = 'running'`, [
+    hostId,
+    instanceId,
+  ]);
   return rowCount === 1;
 }
 

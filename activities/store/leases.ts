@@ -42,16 +42,11 @@ const lease = (row: { worktree: string; holder: string; generation: string | num
  * conflict): under READ COMMITTED it re-checks its predicate against the winner's committed row, so two
  * concurrent acquirers end with exactly one holder and the loser re-reads and binds to the winner.
  */
-export async function acquireLease(
-  pool: Pool,
-  request: { worktree: string; host: string; holder: string },
-  probe: LivenessProbe,
-): Promise<AcquireOutcome> {
+export async function acquireLease(pool: Pool, request: { worktree: string; host: string; holder: string }, probe: LivenessProbe): Promise<AcquireOutcome> {
   for (let attempt = 0; attempt < 5; attempt++) {
-    const { rows } = await pool.query<LeaseRow>(
-      'SELECT worktree, host, holder, generation, state FROM worktree_leases WHERE worktree = $1',
-      [request.worktree],
-    );
+    const { rows } = await pool.query<LeaseRow>('SELECT worktree, host, holder, generation, state FROM worktree_leases WHERE worktree = $1', [
+      request.worktree,
+    ]);
     const row = rows[0];
     if (!row) {
       const inserted = await pool.query(
@@ -98,10 +93,11 @@ export async function acquireLease(
 
 /** True while the lease is still this holder's at this generation. */
 export async function leaseIsCurrent(pool: Pool, l: Lease): Promise<boolean> {
-  const { rowCount } = await pool.query(
-    `SELECT 1 FROM worktree_leases WHERE worktree = $1 AND holder = $2 AND generation = $3 AND state = 'held'`,
-    [l.worktree, l.holder, l.generation],
-  );
+  const { rowCount } = await pool.query(`SELECT 1 FROM worktree_leases WHERE worktree = $1 AND holder = $2 AND generation = $3 AND state = 'held'`, [
+    l.worktree,
+    l.holder,
+    l.generation,
+  ]);
   return rowCount === 1;
 }
 
@@ -226,17 +222,9 @@ const openGroup = (r: OpenGroupRow): OpenProcessGroup => ({
 });
 
 /** Open groups on a host: of one call, of one worktree (every generation), or all of them. */
-export async function findOpenProcessGroups(
-  pool: Pool,
-  host: string,
-  scope: { callKey: string } | { worktree: string } | 'all',
-): Promise<OpenProcessGroup[]> {
+export async function findOpenProcessGroups(pool: Pool, host: string, scope: { callKey: string } | { worktree: string } | 'all'): Promise<OpenProcessGroup[]> {
   const [filter, params] =
-    scope === 'all'
-      ? ['', [host]]
-      : 'callKey' in scope
-        ? ['AND call_key = $2', [host, scope.callKey]]
-        : ['AND worktree = $2', [host, scope.worktree]];
+    scope === 'all' ? ['', [host]] : 'callKey' in scope ? ['AND call_key = $2', [host, scope.callKey]] : ['AND worktree = $2', [host, scope.worktree]];
   const { rows } = await pool.query<OpenGroupRow>(
     `SELECT ${OPEN_GROUP_COLUMNS} FROM lease_process_groups WHERE host = $1 AND ended_at IS NULL ${filter}
      ORDER BY started_at, pgid`,

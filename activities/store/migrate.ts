@@ -56,15 +56,10 @@ export async function migrate(pool: Pool, migrations = loadMigrations()): Promis
   for (const migration of migrations) {
     await withTransaction(pool, async (client) => {
       await client.query(LOCK);
-      const { rows } = await client.query<{ checksum: string }>(
-        'SELECT checksum FROM orchard_migrations WHERE version = $1',
-        [migration.version],
-      );
+      const { rows } = await client.query<{ checksum: string }>('SELECT checksum FROM orchard_migrations WHERE version = $1', [migration.version]);
       if (rows.length > 0) {
         if (rows[0].checksum !== migration.checksum) {
-          throw new Error(
-            `migration ${migration.name} was changed after it was applied; add a new migration instead of editing it`,
-          );
+          throw new Error(`migration ${migration.name} was changed after it was applied; add a new migration instead of editing it`);
         }
         report.alreadyApplied.push(migration.name);
         return;

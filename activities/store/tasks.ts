@@ -25,10 +25,7 @@ export async function storeTasks(pool: Pool, tasks: readonly StoredTask[]): Prom
 }
 
 export async function taskText(pool: Pool, executionId: string, taskId: string): Promise<string | undefined> {
-  const { rows } = await pool.query<{ task: string }>(
-    'SELECT task FROM session_tasks WHERE execution_id = $1 AND task_id = $2',
-    [executionId, taskId],
-  );
+  const { rows } = await pool.query<{ task: string }>('SELECT task FROM session_tasks WHERE execution_id = $1 AND task_id = $2', [executionId, taskId]);
   return rows[0]?.task;
 }
 
@@ -47,12 +44,6 @@ export async function endTasks(pool: Pool, executionId: string, ends: readonly T
     `UPDATE session_tasks t SET state = e.state, outcome = e.outcome, reason = e.reason, ended_at = now()
      FROM unnest($2::text[], $3::text[], $4::text[], $5::text[]) AS e(task_id, state, outcome, reason)
      WHERE t.execution_id = $1 AND t.task_id = e.task_id AND t.state IN ('queued', 'running')`,
-    [
-      executionId,
-      ends.map((e) => e.taskId),
-      ends.map((e) => e.state),
-      ends.map((e) => e.outcome ?? null),
-      ends.map((e) => e.reason ?? null),
-    ],
+    [executionId, ends.map((e) => e.taskId), ends.map((e) => e.state), ends.map((e) => e.outcome ?? null), ends.map((e) => e.reason ?? null)],
   );
 }

@@ -24,16 +24,18 @@ export async function findCertificate(pool: Pool, teamId: string, generation: nu
 }
 
 export async function certificateById(pool: Pool, teamId: string, certificateId: string): Promise<RunCompletionCertificate | undefined> {
-  const { rows } = await pool.query(`SELECT certificate FROM team_certificates WHERE team_id = $1 AND certificate->>'certificateId' = $2`, [teamId, certificateId]);
+  const { rows } = await pool.query(`SELECT certificate FROM team_certificates WHERE team_id = $1 AND certificate->>'certificateId' = $2`, [
+    teamId,
+    certificateId,
+  ]);
   return rows[0]?.certificate;
 }
 
 /** The team's newest certificate (highest generation, then revision): the one its result branch follows. */
 export async function latestCertificate(pool: Pool, teamId: string): Promise<RunCompletionCertificate | undefined> {
-  const { rows } = await pool.query(
-    `SELECT certificate FROM team_certificates WHERE team_id = $1 ORDER BY generation DESC, work_revision DESC LIMIT 1`,
-    [teamId],
-  );
+  const { rows } = await pool.query(`SELECT certificate FROM team_certificates WHERE team_id = $1 ORDER BY generation DESC, work_revision DESC LIMIT 1`, [
+    teamId,
+  ]);
   return rows[0]?.certificate;
 }
 
@@ -107,16 +109,21 @@ export async function savePlannedMerge(pool: Pool, plan: Omit<TeamMergeRow, 'sta
  * The branch has moved: the merge is recorded as a user event (kind `merge`) and its fact, once. A repeat finds
  * the row merged and commits nothing.
  */
-export async function completeTeamMerge(pool: Pool, teamId: string, certificateId: string, eventId: string): Promise<{ result: TeamMergeRow; revision: number }> {
+export async function completeTeamMerge(
+  pool: Pool,
+  teamId: string,
+  certificateId: string,
+  eventId: string,
+): Promise<{ result: TeamMergeRow; revision: number }> {
   return commit(pool, teamId, { kind: 'user', eventId }, 'user_event', async ({ c }) => {
     const { rows } = await c.query(`SELECT * FROM team_merges WHERE team_id = $1 AND certificate_id = $2 FOR UPDATE`, [teamId, certificateId]);
     if (!rows[0]) throw new TeamStoreRefusal('not_delivered', `no merge of certificate ${certificateId} was planned`);
     const row = toMerge(rows[0]);
     if (row.state === 'merged') return { result: row };
-    const updated = await c.query(
-      `UPDATE team_merges SET state = 'merged', merged_at = now() WHERE team_id = $1 AND certificate_id = $2 RETURNING *`,
-      [teamId, certificateId],
-    );
+    const updated = await c.query(`UPDATE team_merges SET state = 'merged', merged_at = now() WHERE team_id = $1 AND certificate_id = $2 RETURNING *`, [
+      teamId,
+      certificateId,
+    ]);
     await c.query(`INSERT INTO team_user_events (team_id, event_id, kind, task_id, text) VALUES ($1, $2, 'merge', NULL, $3) ON CONFLICT DO NOTHING`, [
       teamId,
       row.eventId,

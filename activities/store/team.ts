@@ -74,15 +74,19 @@ export async function createTeamRun(
   run: { teamId: string; repo: string; goal: string; protectedBranch?: string; members: readonly { memberId: string; role: string; sessionId: string }[] },
 ): Promise<{ memberId: string; sessionId: string }[]> {
   return withTransaction(pool, async (c) => {
-    await c.query(
-      `INSERT INTO team_runs (team_id, repo, goal, protected_branch) VALUES ($1, $2, $3, $4) ON CONFLICT (team_id) DO NOTHING`,
-      [run.teamId, run.repo, run.goal, run.protectedBranch ?? 'main'],
-    );
+    await c.query(`INSERT INTO team_runs (team_id, repo, goal, protected_branch) VALUES ($1, $2, $3, $4) ON CONFLICT (team_id) DO NOTHING`, [
+      run.teamId,
+      run.repo,
+      run.goal,
+      run.protectedBranch ?? 'main',
+    ]);
     for (const m of run.members) {
-      await c.query(
-        `INSERT INTO team_members (team_id, member_id, role, session_id) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`,
-        [run.teamId, m.memberId, m.role, m.sessionId],
-      );
+      await c.query(`INSERT INTO team_members (team_id, member_id, role, session_id) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, [
+        run.teamId,
+        m.memberId,
+        m.role,
+        m.sessionId,
+      ]);
     }
     const { rows } = await c.query(`SELECT member_id, session_id FROM team_members WHERE team_id = $1 AND member_id = ANY($2::text[])`, [
       run.teamId,
@@ -146,10 +150,10 @@ export async function commit<T>(
     const current = Number(rows[0].work_revision);
     if (GRAPH_WRITES.includes(operation)) {
       // A delivered generation's task graph is closed: its certificate is the last word on it, for everyone.
-      const { rows: certified } = await c.query(`SELECT certificate->>'certificateId' AS id FROM team_certificates WHERE team_id = $1 AND generation = $2 LIMIT 1`, [
-        teamId,
-        generation,
-      ]);
+      const { rows: certified } = await c.query(
+        `SELECT certificate->>'certificateId' AS id FROM team_certificates WHERE team_id = $1 AND generation = $2 LIMIT 1`,
+        [teamId, generation],
+      );
       if (certified[0]) throw new TeamStoreRefusal('run_delivered', `team ${teamId} is delivered (certificate ${certified[0].id}): its task graph is closed`);
     }
     const { result, fact } = await apply({ c, generation, revision: current + 1 });
@@ -271,7 +275,8 @@ export async function startTask(pool: Pool, teamId: string, taskId: string, exec
   return commit(pool, teamId, { kind: 'system' }, 'task_start', async ({ c, revision }) => {
     const task = await requireTask(c, teamId, taskId);
     if (task.status === 'in_progress') return { result: task };
-    if (task.status !== 'pending' || !task.owner) throw new TeamStoreRefusal('task_not_startable', `task ${taskId} is ${task.status}${task.owner ? '' : ' and has no owner'}`);
+    if (task.status !== 'pending' || !task.owner)
+      throw new TeamStoreRefusal('task_not_startable', `task ${taskId} is ${task.status}${task.owner ? '' : ' and has no owner'}`);
     if (owner !== undefined && owner !== task.owner) throw new TeamStoreRefusal('task_not_startable', `task ${taskId} is ${task.owner}'s now, not ${owner}'s`);
     const blocking = await c.query(`SELECT receipt_id, state FROM team_handoff_receipts WHERE team_id = $1 AND new_task_id = $2 AND state <> 'released'`, [
       teamId,
@@ -279,7 +284,10 @@ export async function startTask(pool: Pool, teamId: string, taskId: string, exec
     ]);
     if (blocking.rows[0]) {
       const { receipt_id: receiptId, state } = blocking.rows[0];
-      throw new TeamStoreRefusal('replacement_blocked', `task ${taskId} replaces fenced work: it starts once handoff ${receiptId} is released (it is ${state})`);
+      throw new TeamStoreRefusal(
+        'replacement_blocked',
+        `task ${taskId} replaces fenced work: it starts once handoff ${receiptId} is released (it is ${state})`,
+      );
     }
     await c.query(`UPDATE team_tasks SET status = 'in_progress', updated_revision = $3 WHERE team_id = $1 AND task_id = $2`, [teamId, taskId, revision]);
     return { result: { ...task, status: 'in_progress' as const }, fact: { kind: 'task_started', taskId, detail: { executionId } } };
@@ -362,19 +370,33 @@ export async function postInboxMessage(
     const task = await taskRow(c, teamId, relatedTaskId, false);
     if (!task) throw new TeamStoreRefusal('related_task_unknown', `no task ${relatedTaskId}`);
     if (task.owner !== actor.memberId || task.status !== 'in_progress') {
-      throw new TeamStoreRefusal('related_task_not_current', `task ${relatedTaskId} is ${task.status}, owned by ${task.owner ?? 'nobody'}: not your current task`);
+      throw new TeamStoreRefusal(
+        'related_task_not_current',
+        `task ${relatedTaskId} is ${task.status}, owned by ${task.owner ?? 'nobody'}: not your current task`,
+      );
     }
     const current = await currentExecutionIn(c, teamId, relatedTaskId);
     if (current !== actor.executionId) {
-      throw new TeamStoreRefusal('related_task_not_current', `task ${relatedTaskId} runs as execution ${current ?? '(none)'}, not as yours (${actor.executionId})`);
+      throw new TeamStoreRefusal(
+        'related_task_not_current',
+        `task ${relatedTaskId} runs as execution ${current ?? '(none)'}, not as yours (${actor.executionId})`,
+      );
     }
-    await c.query(
-      `INSERT INTO team_inbox (team_id, message_id, from_member, related_task_id, purpose, text) VALUES ($1, $2, $3, $4, $5, $6)`,
-      [teamId, message.messageId, actor.memberId, relatedTaskId, message.purpose, message.text],
-    );
+    await c.query(`INSERT INTO team_inbox (team_id, message_id, from_member, related_task_id, purpose, text) VALUES ($1, $2, $3, $4, $5, $6)`, [
+      teamId,
+      message.messageId,
+      actor.memberId,
+      relatedTaskId,
+      message.purpose,
+      message.text,
+    ]);
     return {
       result: { messageId: message.messageId, revision },
-      fact: { kind: 'inbox_message', taskId: relatedTaskId, detail: { messageId: message.messageId, purpose: message.purpose, executionId: actor.executionId } },
+      fact: {
+        kind: 'inbox_message',
+        taskId: relatedTaskId,
+        detail: { messageId: message.messageId, purpose: message.purpose, executionId: actor.executionId },
+      },
     };
   });
 }
@@ -425,11 +447,17 @@ export async function readInbox(pool: Pool, teamId: string, upToRevision: number
 
 export async function recordUserEvent(pool: Pool, teamId: string, event: { eventId: string; kind: string; taskId?: string; text?: string }) {
   return commit(pool, teamId, { kind: 'user', eventId: event.eventId }, 'user_event', async ({ c }) => {
-    const inserted = await c.query(
-      `INSERT INTO team_user_events (team_id, event_id, kind, task_id, text) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`,
-      [teamId, event.eventId, event.kind, event.taskId ?? null, event.text ?? ''],
-    );
-    return { result: { eventId: event.eventId }, fact: inserted.rowCount ? { kind: 'user_event', taskId: event.taskId, detail: { eventId: event.eventId, kind: event.kind } } : undefined };
+    const inserted = await c.query(`INSERT INTO team_user_events (team_id, event_id, kind, task_id, text) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`, [
+      teamId,
+      event.eventId,
+      event.kind,
+      event.taskId ?? null,
+      event.text ?? '',
+    ]);
+    return {
+      result: { eventId: event.eventId },
+      fact: inserted.rowCount ? { kind: 'user_event', taskId: event.taskId, detail: { eventId: event.eventId, kind: event.kind } } : undefined,
+    };
   });
 }
 
@@ -462,7 +490,9 @@ async function boardIn(c: PoolClient, teamId: string): Promise<BoardSnapshot> {
   const tasks = await c.query(`SELECT * FROM team_tasks WHERE team_id = $1 ORDER BY created_at, task_id`, [teamId]);
   const outputs = await c.query(`SELECT * FROM team_task_outputs WHERE team_id = $1 ORDER BY created_at`, [teamId]);
   const events = await c.query(`SELECT event_id, kind, task_id FROM team_user_events WHERE team_id = $1 ORDER BY created_at`, [teamId]);
-  const handoffs = await c.query(`SELECT old_task_id, new_task_id, state, resolution FROM team_handoff_receipts WHERE team_id = $1 ORDER BY created_at`, [teamId]);
+  const handoffs = await c.query(`SELECT old_task_id, new_task_id, state, resolution FROM team_handoff_receipts WHERE team_id = $1 ORDER BY created_at`, [
+    teamId,
+  ]);
   const unread = await c.query(`SELECT count(*)::int AS n FROM team_inbox WHERE team_id = $1 AND read_revision IS NULL`, [teamId]);
   return {
     teamId,
@@ -574,7 +604,10 @@ export async function issueCertificate(pool: Pool, teamId: string, actor: Actor,
     ]);
     if (existing.rows[0]) return { result: existing.rows[0].certificate as RunCompletionCertificate };
     if (certificate.generation !== generation || certificate.workRevision !== revision - 1) {
-      throw new TeamStoreRefusal('stale_evidence', `the board moved (generation ${generation}, revision ${revision - 1}) since it was assessed at revision ${certificate.workRevision}`);
+      throw new TeamStoreRefusal(
+        'stale_evidence',
+        `the board moved (generation ${generation}, revision ${revision - 1}) since it was assessed at revision ${certificate.workRevision}`,
+      );
     }
     // The store certifies only the closure of the board it holds (under the run row's lock: no write can slip in),
     // whoever asks: the certificate must be the validator's verdict on this board, evidence and all. Running
@@ -583,8 +616,18 @@ export async function issueCertificate(pool: Pool, teamId: string, actor: Actor,
     if (closure.outcome !== 'delivered') {
       throw new TeamStoreRefusal('completion_refused', `the run is ${closure.outcome}: ${closure.reasons.map((r) => r.code).join(', ')}`);
     }
-    const claimed = { taskIds: certificate.evidence.taskIds, outputIds: certificate.evidence.outputIds, resolutions: certificate.resolutions, validatorVersion: certificate.validatorVersion };
-    const actual = { taskIds: closure.evidence.taskIds, outputIds: closure.evidence.outputIds, resolutions: closure.evidence.resolutions, validatorVersion: closure.validatorVersion };
+    const claimed = {
+      taskIds: certificate.evidence.taskIds,
+      outputIds: certificate.evidence.outputIds,
+      resolutions: certificate.resolutions,
+      validatorVersion: certificate.validatorVersion,
+    };
+    const actual = {
+      taskIds: closure.evidence.taskIds,
+      outputIds: closure.evidence.outputIds,
+      resolutions: closure.evidence.resolutions,
+      validatorVersion: closure.validatorVersion,
+    };
     if (JSON.stringify(claimed) !== JSON.stringify(actual)) {
       throw new TeamStoreRefusal('completion_refused', "the certificate's evidence is not the board's closure");
     }
@@ -665,15 +708,21 @@ export async function fenceHandoff(
       // execution lost the race to it, and is told so instead of being handed the winner's receipt.
       const receipt = toReceipt(existing.rows[0]);
       if (receipt.reason.userEventId === input.eventId) return { result: receipt };
-      throw new TeamStoreRefusal('task_not_in_progress', `task ${input.oldTaskId} was already handed off (${receipt.reason.kind}, receipt ${receipt.receiptId})`);
+      throw new TeamStoreRefusal(
+        'task_not_in_progress',
+        `task ${input.oldTaskId} was already handed off (${receipt.reason.kind}, receipt ${receipt.receiptId})`,
+      );
     }
     const task = await requireTask(c, teamId, input.oldTaskId);
-    if (task.status !== 'in_progress' || !task.owner) throw new TeamStoreRefusal('task_not_in_progress', `task ${input.oldTaskId} is ${task.status}: only running work is handed off`);
+    if (task.status !== 'in_progress' || !task.owner)
+      throw new TeamStoreRefusal('task_not_in_progress', `task ${input.oldTaskId} is ${task.status}: only running work is handed off`);
     const replacement = input.replacement;
-    if ((input.kind === 'reassign') !== (replacement !== undefined)) throw new TeamStoreRefusal('invalid_input', 'a reassign names its replacement; a cancel has none');
+    if ((input.kind === 'reassign') !== (replacement !== undefined))
+      throw new TeamStoreRefusal('invalid_input', 'a reassign names its replacement; a cancel has none');
     if (replacement) {
       await requireMember(c, teamId, replacement.owner);
-      if (replacement.owner === task.owner) throw new TeamStoreRefusal('same_owner', `task ${input.oldTaskId} is already ${task.owner}'s: a handoff goes to another member`);
+      if (replacement.owner === task.owner)
+        throw new TeamStoreRefusal('same_owner', `task ${input.oldTaskId} is already ${task.owner}'s: a handoff goes to another member`);
     }
     const lease = await c.query(
       `SELECT worktree, holder, generation FROM worktree_leases WHERE holder = $1 || '/' || $2 || '@' || split_part(holder, '@', 2) AND state = 'held' FOR UPDATE`,
@@ -722,7 +771,11 @@ export async function fenceHandoff(
     );
     return {
       result: toReceipt(receipt.rows[0]),
-      fact: { kind: 'handoff_requested', taskId: input.oldTaskId, detail: { kind: input.kind, newTaskId: replacement?.taskId, newOwner: replacement?.owner, lease: fenced } },
+      fact: {
+        kind: 'handoff_requested',
+        taskId: input.oldTaskId,
+        detail: { kind: input.kind, newTaskId: replacement?.taskId, newOwner: replacement?.owner, lease: fenced },
+      },
     };
   });
 }
@@ -748,7 +801,10 @@ export async function moveReceipt(
        WHERE receipt_id = $1 AND team_id = $2 RETURNING *`,
       [receiptId, teamId, to, extra.sloMissed ?? false, extra.resolution === undefined ? null : JSON.stringify(extra.resolution)],
     );
-    return { result: toReceipt(updated.rows[0]), fact: { kind: `handoff_${to}`, taskId: receipt.oldTaskId, detail: { receiptId, sloMissed: extra.sloMissed, why: extra.why } } };
+    return {
+      result: toReceipt(updated.rows[0]),
+      fact: { kind: `handoff_${to}`, taskId: receipt.oldTaskId, detail: { receiptId, sloMissed: extra.sloMissed, why: extra.why } },
+    };
   });
 }
 
@@ -766,7 +822,10 @@ export async function cancelPendingTask(
     const task = await requireTask(c, teamId, input.taskId);
     if (task.status === 'cancelled' && task.cancel?.by === 'user') return { result: task };
     if (task.status !== 'pending') {
-      throw new TeamStoreRefusal('task_not_pending', `task ${input.taskId} is ${task.status}${task.status === 'in_progress' ? ': running work is cancelled through a handoff' : ''}`);
+      throw new TeamStoreRefusal(
+        'task_not_pending',
+        `task ${input.taskId} is ${task.status}${task.status === 'in_progress' ? ': running work is cancelled through a handoff' : ''}`,
+      );
     }
     const cancel = { by: 'user' as const, kind: input.kind, reason: input.reason, userEventId: input.eventId };
     await c.query(`INSERT INTO team_user_events (team_id, event_id, kind, task_id, text) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`, [
@@ -788,9 +847,9 @@ export async function cancelPendingTask(
 
 /** Whether the old execution's recorded process groups are all ended (the session's teardown verified each). */
 export async function openProcessGroups(pool: Pool, lease: { worktree: string; generation: number }): Promise<number> {
-  const { rows } = await pool.query(
-    `SELECT count(*)::int AS n FROM lease_process_groups WHERE worktree = $1 AND generation <= $2 AND ended_at IS NULL`,
-    [lease.worktree, lease.generation],
-  );
+  const { rows } = await pool.query(`SELECT count(*)::int AS n FROM lease_process_groups WHERE worktree = $1 AND generation <= $2 AND ended_at IS NULL`, [
+    lease.worktree,
+    lease.generation,
+  ]);
   return rows[0].n;
 }

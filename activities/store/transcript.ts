@@ -29,12 +29,7 @@ export const UNKNOWN_OUTCOME =
 export const NOT_EXECUTED = 'not executed: the turn ended before this tool call ran';
 
 /** Idempotent: a retried activity writes the same key again and the first write stands. */
-export async function appendEntry(
-  pool: Pool,
-  key: EntryKey,
-  message: Exclude<ChatMessage, { role: 'system' }>,
-  taskId?: string,
-): Promise<void> {
+export async function appendEntry(pool: Pool, key: EntryKey, message: Exclude<ChatMessage, { role: 'system' }>, taskId?: string): Promise<void> {
   const toolCalls = message.role === 'assistant' && message.tool_calls?.length ? JSON.stringify(message.tool_calls) : null;
   await pool.query(
     `INSERT INTO transcript_entries (session_id, execution_id, turn_id, turn, step, ordinal, role, content, tool_calls,
@@ -101,10 +96,9 @@ export async function loadConversation(pool: Pool, key: TurnKey, contextChars = 
      SELECT DISTINCT ON (turn) turn, turn_id, chars FROM attempts ORDER BY turn DESC, first_seq DESC`,
     [key.executionId, key.turn],
   );
-  const { rows: current } = await pool.query<{ chars: string }>(
-    `SELECT coalesce(sum(chars), 0) AS chars FROM transcript_entries WHERE turn_id = $1`,
-    [key.turnId],
-  );
+  const { rows: current } = await pool.query<{ chars: string }>(`SELECT coalesce(sum(chars), 0) AS chars FROM transcript_entries WHERE turn_id = $1`, [
+    key.turnId,
+  ]);
   let budget = contextChars - Number(current[0]?.chars ?? 0);
   const kept = [key.turnId];
   let omittedTurns = 0;
@@ -171,8 +165,6 @@ function toMessage(row: EntryRow): Exclude<ChatMessage, { role: 'system' }> {
     case 'tool':
       return { role: 'tool', content: row.content ?? '', tool_call_id: row.tool_call_id ?? '' };
     case 'assistant':
-      return row.tool_calls?.length
-        ? { role: 'assistant', content: row.content, tool_calls: row.tool_calls }
-        : { role: 'assistant', content: row.content };
+      return row.tool_calls?.length ? { role: 'assistant', content: row.content, tool_calls: row.tool_calls } : { role: 'assistant', content: row.content };
   }
 }

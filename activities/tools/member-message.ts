@@ -53,7 +53,10 @@ export async function sendMemberMessage(
   // would read the message, and its wake would go nowhere.
   const team = teamLiveness ? (await teamLiveness(teamId)).liveness : 'unknown';
   if (team !== 'alive') {
-    return refused('team_not_running', team === 'dead' ? `team ${teamId} is not running` : `team ${teamId} could not be confirmed running (Temporal did not answer)`);
+    return refused(
+      'team_not_running',
+      team === 'dead' ? `team ${teamId} is not running` : `team ${teamId} could not be confirmed running (Temporal did not answer)`,
+    );
   }
   const args = parsed.data;
   const relatedTaskId = typeof args.related_task_id === 'string' ? args.related_task_id : undefined;

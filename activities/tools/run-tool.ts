@@ -103,7 +103,7 @@ export async function runTool(name: ExecutableTool, rawArguments: string, ctx: T
   // A held worktree runs nothing: not bash, and not the git tools either, which run git on the host, where a `.git`
   // file or admin dir the command changed could point git at config the child wrote.
   if (ctx.isolated && HOLD_BLOCKS.has(name)) {
-    if (!ctx.holds) return refusal('verification_hold', 'this worker cannot check the worktree\'s verification hold, so no command runs');
+    if (!ctx.holds) return refusal('verification_hold', "this worker cannot check the worktree's verification hold, so no command runs");
     const hold = await ctx.holds.open();
     if (hold) return refusal('verification_hold', heldMessage(hold));
   }

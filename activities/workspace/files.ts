@@ -21,11 +21,7 @@ function fileError(err: unknown, shown: string): never {
  * when the file is longer the text ends with a marker saying how much was left out and how to read the rest.
  * Directories, missing files, non-regular files (a FIFO would block) and binary files are typed errors.
  */
-export async function readFileInWorktree(
-  worktree: string,
-  relPath: string,
-  options: { maxBytes: number },
-): Promise<string> {
+export async function readFileInWorktree(worktree: string, relPath: string, options: { maxBytes: number }): Promise<string> {
   const { absolute, relative } = await resolveWorktreePath(worktree, relPath);
   const shown = JSON.stringify(relative || '.');
   const stat = await fs.stat(absolute).catch((err: unknown) => fileError(err, shown));
@@ -88,11 +84,7 @@ export interface WriteFileResult {
  * file in the same directory which is then renamed over the target, so a reader (or a crash) never sees a
  * half-written file. An existing file keeps its permission bits (an executable script stays executable).
  */
-export async function writeFileInWorktree(
-  worktree: string,
-  relPath: string,
-  content: string,
-): Promise<WriteFileResult> {
+export async function writeFileInWorktree(worktree: string, relPath: string, content: string): Promise<WriteFileResult> {
   if (typeof content !== 'string') throw new WorkspaceError('tool_args_invalid', 'content must be a string');
   const { absolute, relative, root } = await resolveWorktreePath(worktree, relPath);
   const shown = JSON.stringify(relative || '.');

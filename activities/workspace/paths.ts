@@ -44,10 +44,7 @@ export function isInsideDir(root: string, candidate: string): boolean {
 function refuseGitDir(relPath: string, shown: string): void {
   // Any `.git` component: the worktree's gitfile, the common dir, or a nested repository's metadata.
   if (relPath.split(path.sep).some((segment) => segment.toLowerCase() === '.git')) {
-    throw new WorkspaceError(
-      'path_outside_worktree',
-      `${shown} is inside .git, which is git's own data and not part of your files; use git commands instead`,
-    );
+    throw new WorkspaceError('path_outside_worktree', `${shown} is inside .git, which is git's own data and not part of your files; use git commands instead`);
   }
 }
 
@@ -73,8 +70,7 @@ export async function resolveWorktreePath(worktree: string, relPath: string): Pr
   } catch {
     throw new WorkspaceError('invalid_input', `the worktree ${lexicalRoot} does not exist`);
   }
-  const outside = (why: string) =>
-    new WorkspaceError('path_outside_worktree', `${shown} ${why}; use a path inside your worktree (${root})`);
+  const outside = (why: string) => new WorkspaceError('path_outside_worktree', `${shown} ${why}; use a path inside your worktree (${root})`);
 
   let candidate: string;
   if (path.isAbsolute(relPath)) {

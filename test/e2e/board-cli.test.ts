@@ -61,7 +61,10 @@ test('a board with stale evidence, a timed-out handoff and a foreign user event 
 });
 
 test('a malformed board file exits 2 with one typed line naming the JSON path at fault', async (t) => {
-  for (const args of [['board', 'check', 'malformed.json'], ['board', 'check', 'malformed.json', '--json']]) {
+  for (const args of [
+    ['board', 'check', 'malformed.json'],
+    ['board', 'check', 'malformed.json', '--json'],
+  ]) {
     const r = await orchard(args);
     t.is(r.code, 2);
     t.is(r.stdout, '');

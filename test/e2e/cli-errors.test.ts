@@ -24,7 +24,10 @@ test('a namespace that does not exist is namespace_not_found with the command th
   const r = await orchard(t, ['session', 'list'], orchardEnv({ TEMPORAL_NAMESPACE: namespace }));
   t.is(r.code, 2);
   t.deepEqual(r.lines.length, 1, r.stderr);
-  t.regex(r.lines[0], new RegExp(`^orchard: namespace_not_found: namespace ${namespace} does not exist .*temporal operator namespace create --namespace ${namespace}`));
+  t.regex(
+    r.lines[0],
+    new RegExp(`^orchard: namespace_not_found: namespace ${namespace} does not exist .*temporal operator namespace create --namespace ${namespace}`),
+  );
 });
 
 test('a session whose task queue no worker polls is worker_unavailable, not a stack trace', async (t) => {

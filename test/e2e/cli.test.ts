@@ -12,7 +12,20 @@ const orchard = (args: string[]) => runOrchard(args, workerEnv(shared()));
 test('the CLI creates a session, sends it a second task and shows it in status and list', async (t) => {
   const id = uniqueId('cli');
   const repo = makeRepo();
-  const created = await orchard(['session', 'create', '--repo', repo, '--title', 'cli demo', '--id', id, '--scenario', DEMO, '--task', 'Create NOTES.md please']);
+  const created = await orchard([
+    'session',
+    'create',
+    '--repo',
+    repo,
+    '--title',
+    'cli demo',
+    '--id',
+    id,
+    '--scenario',
+    DEMO,
+    '--task',
+    'Create NOTES.md please',
+  ]);
   t.is(created.code, 0, created.stderr);
   t.regex(created.stdout, new RegExp(`created session ${id}`));
   await shared().client.waitUntilSettled(id, { afterTurn: 1 });
@@ -46,7 +59,22 @@ test('the CLI refuses a send to an unknown session with a typed error and exit c
 test('the CLI create is idempotent by --request-id and status shows every task with its terminal state', async (t) => {
   const id = uniqueId('cli-idem');
   const repo = makeRepo();
-  const args = ['session', 'create', '--repo', repo, '--title', 'idempotent', '--id', id, '--scenario', DEMO, '--task', 'Create NOTES.md please', '--request-id', 'ticket-7'];
+  const args = [
+    'session',
+    'create',
+    '--repo',
+    repo,
+    '--title',
+    'idempotent',
+    '--id',
+    id,
+    '--scenario',
+    DEMO,
+    '--task',
+    'Create NOTES.md please',
+    '--request-id',
+    'ticket-7',
+  ];
   const [a, b] = [await orchard(args), await orchard(args)];
   t.is(a.code, 0, a.stderr);
   t.regex(a.stdout, new RegExp(`created session ${id}`));

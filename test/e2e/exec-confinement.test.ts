@@ -75,9 +75,7 @@ test.after.always((t) => {
   if (outcomes.length === 0) return;
   const count = (form: Form, layer: Layer) => outcomes.filter((o) => o.form === form && o.layer === layer).length;
   const layers: Layer[] = ['guard', 'sandbox', 'verification', 'NOT stopped'];
-  const line = (['plain', 'script'] as const)
-    .map((form) => `${form}: ${layers.map((layer) => `${layer} ${count(form, layer)}`).join(', ')}`)
-    .join('; ');
+  const line = (['plain', 'script'] as const).map((form) => `${form}: ${layers.map((layer) => `${layer} ${count(form, layer)}`).join(', ')}`).join('; ');
   const summary = `orchard exec, ${outcomes.length} attack runs (${attacks.length} attacks × 2 forms) in ${Math.round((Date.now() - startedAt) / 1000)} s — ${line}`;
   t.log(summary);
   console.log(summary);
@@ -95,10 +93,7 @@ function execTest(title: string, body: (t: ExecutionContext) => Promise<void>, o
   if (options.knownGap) title = `known gap: ${title} (${options.knownGap})`;
   (options.knownGap ? test.failing : test)(title, async (t) => {
     if (probeProblem) {
-      t.fail(
-        `the sandbox is unavailable: ${probeProblem}. ` +
-          'Install bubblewrap (apt-get install bubblewrap), or set ORCHARD_TEST_NO_SANDBOX=<why> to skip',
-      );
+      t.fail(`the sandbox is unavailable: ${probeProblem}. ` + 'Install bubblewrap (apt-get install bubblewrap), or set ORCHARD_TEST_NO_SANDBOX=<why> to skip');
       return;
     }
     await inSlot(() => body(t));
@@ -143,7 +138,10 @@ function parseReport(t: ExecutionContext, run: CliRun): ExecReport {
 function sharedCommitsMoved(f: Fixture, from: string, to: string): string[] {
   if (from === to || git(f.main, 'merge-base', from, to) === to) return [];
   const others = ['--exclude=orchard/c1/*', '--branches', '--exclude=*/orchard/c1/*', '--remotes', '--tags'];
-  const list = (...args: string[]) => git(f.main, 'rev-list', ...args).split('\n').filter(Boolean);
+  const list = (...args: string[]) =>
+    git(f.main, 'rev-list', ...args)
+      .split('\n')
+      .filter(Boolean);
   const shared = (a: string, b: string) => {
     const own = new Set(list(a, `^${b}`, '--not', ...others));
     return list(a, `^${b}`).filter((c) => !own.has(c));
@@ -213,33 +211,37 @@ for (const [name, command] of attacks) {
 }
 
 for (const [name, c] of benign) {
-  execTest(`benign: ${name}`, async (t) => {
-    const f = await fixture(OUTSIDE, { backstop: true });
-    c.setup?.(f);
-    // The host's part of exec's preparation, done before every command (a setup's pack-refs deletes ref dirs).
-    await prepareSandboxDirs(f.layout);
-    const exec = async (command: string): Promise<CommandResult> => {
-      const run = await orchardExec(f, command);
-      return { status: run.code, stdout: run.stdout, stderr: run.stderr };
-    };
-    const before = snapshot(f);
-    const objectsBefore = sharedObjects(f);
-    const ownBefore = verifiedInAllowance(f);
-    const r = await exec(c.command);
-    if (c.guardPolicy) {
-      // Refused by the guard's policy before anything ran: exit 3, the reason, and (below) no change.
-      t.is(r.status, 3, r.stderr);
-      t.regex(r.stderr, new RegExp(`\\(${c.guardPolicy}\\)`));
-    } else {
-      await c.check(t, f, r, exec);
-    }
-    const after = snapshot(f);
-    // Setups may create a clone; the shared state itself must not change.
-    t.deepEqual(after.git, before.git);
-    t.deepEqual(after.files, before.files);
-    t.deepEqual(lostObjects(objectsBefore, sharedObjects(f)), [], 'shared objects removed or changed');
-    t.deepEqual(verifiedInAllowance(f), ownBefore);
-  }, { knownGap: c.knownGap });
+  execTest(
+    `benign: ${name}`,
+    async (t) => {
+      const f = await fixture(OUTSIDE, { backstop: true });
+      c.setup?.(f);
+      // The host's part of exec's preparation, done before every command (a setup's pack-refs deletes ref dirs).
+      await prepareSandboxDirs(f.layout);
+      const exec = async (command: string): Promise<CommandResult> => {
+        const run = await orchardExec(f, command);
+        return { status: run.code, stdout: run.stdout, stderr: run.stderr };
+      };
+      const before = snapshot(f);
+      const objectsBefore = sharedObjects(f);
+      const ownBefore = verifiedInAllowance(f);
+      const r = await exec(c.command);
+      if (c.guardPolicy) {
+        // Refused by the guard's policy before anything ran: exit 3, the reason, and (below) no change.
+        t.is(r.status, 3, r.stderr);
+        t.regex(r.stderr, new RegExp(`\\(${c.guardPolicy}\\)`));
+      } else {
+        await c.check(t, f, r, exec);
+      }
+      const after = snapshot(f);
+      // Setups may create a clone; the shared state itself must not change.
+      t.deepEqual(after.git, before.git);
+      t.deepEqual(after.files, before.files);
+      t.deepEqual(lostObjects(objectsBefore, sharedObjects(f)), [], 'shared objects removed or changed');
+      t.deepEqual(verifiedInAllowance(f), ownBefore);
+    },
+    { knownGap: c.knownGap },
+  );
 }
 
 execTest('the own HEAD is read-only in the kernel: writes, renames and removals fail, a commit still works', async (t) => {

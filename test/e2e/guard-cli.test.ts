@@ -38,7 +38,14 @@ test('--json prints the decision as JSON', async (t) => {
   const denied = await guard([...session, '--json', '--', 'git push origin HEAD:main']);
   t.is(denied.code, 3, denied.stderr);
   const d = JSON.parse(denied.stdout);
-  t.like(d, { decision: 'deny', allowed: false, reason: 'moves_other_ref', refused: 'git push origin HEAD:main', branch: 'orchard/s1/work', worktree: '/work/wt/s1' });
+  t.like(d, {
+    decision: 'deny',
+    allowed: false,
+    reason: 'moves_other_ref',
+    refused: 'git push origin HEAD:main',
+    branch: 'orchard/s1/work',
+    worktree: '/work/wt/s1',
+  });
   t.true(typeof d.why === 'string' && typeof d.instead === 'string');
 
   const allowed = await guard([...session, '--json', '--', 'git status']);

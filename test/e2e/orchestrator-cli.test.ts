@@ -52,14 +52,23 @@ test('orchestrator start, send --wait, status --json and roster drive and show o
   t.is(turnOf(secondId!)?.outcome, 'finished');
   t.deepEqual(
     view.deliveries.map((d: any) => [d.messageId, d.childId, d.via]),
-    [[answered.messageId, childId, 'create'], [secondId, childId, 'send']],
+    [
+      [answered.messageId, childId, 'create'],
+      [secondId, childId, 'send'],
+    ],
   );
 
   const human = await orchard(['orchestrator', 'status', id]);
   t.is(human.code, 0, human.stderr);
   const childLine = human.stdout.split('\n').find((l) => l.trim().startsWith(childId));
   t.truthy(childLine, human.stdout);
-  t.deepEqual(childLine!.trim().split(/\s{2,}/).slice(0, 4), [childId, 'Login page flaky test', 'coder', 'login-flake']);
+  t.deepEqual(
+    childLine!
+      .trim()
+      .split(/\s{2,}/)
+      .slice(0, 4),
+    [childId, 'Login page flaky test', 'coder', 'login-flake'],
+  );
 
   // Exactly the text the roster query answers (what the model gets), and it lists the child.
   const roster = await orchard(['orchestrator', 'roster', id]);
@@ -70,7 +79,11 @@ test('orchestrator start, send --wait, status --json and roster drive and show o
 
 test('an unknown orchestrator is a typed error with exit code 2 for send, status and roster', async (t) => {
   const ghost = uniqueId('ghost-orch');
-  for (const args of [['send', ghost, 'hello'], ['status', ghost], ['roster', ghost]]) {
+  for (const args of [
+    ['send', ghost, 'hello'],
+    ['status', ghost],
+    ['roster', ghost],
+  ]) {
     const r = await orchard(['orchestrator', ...args]);
     t.is(r.code, 2, args.join(' '));
     t.regex(r.stderr, new RegExp(`^orchard: orchestrator_not_found: no orchestrator ${ghost}: start it with`), args.join(' '));
@@ -121,5 +134,8 @@ test('orchard demo route-first exits non-zero and says why when a message does n
   const demoRun = demo(t, ['--scenario', mislabeled]);
   const { code } = await demoRun.exit(170_000);
   t.is(code, 1, demoRun.stderr());
-  t.regex(demoRun.stdout(), /route-first: FAILED:\n\s+- message 4 \(m\d+\): delivered to login-page-flaky-test-\w+, but topic billing-export is owned by billing-csv-export-\w+/);
+  t.regex(
+    demoRun.stdout(),
+    /route-first: FAILED:\n\s+- message 4 \(m\d+\): delivered to login-page-flaky-test-\w+, but topic billing-export is owned by billing-csv-export-\w+/,
+  );
 });

@@ -33,7 +33,10 @@ test('a worker in a namespace without Orchard search attributes refuses to start
   const keyword = encodeSearchAttributeIndexedValueType('KEYWORD')!;
   await connection.operatorService.addSearchAttributes({ namespace, searchAttributes: { OrchardKind: keyword, OrchardStatus: keyword } });
   const partial = await t.throwsAsync(() => assertSearchAttributes(connection, namespace), { instanceOf: SearchAttributesMissingError });
-  t.deepEqual(partial?.problems.missing.map((a) => a.name), ['OrchardParent', 'OrchardHost', 'OrchardHandoffSloMissed', 'OrchardUnconfined']);
+  t.deepEqual(
+    partial?.problems.missing.map((a) => a.name),
+    ['OrchardParent', 'OrchardHost', 'OrchardHandoffSloMissed', 'OrchardUnconfined'],
+  );
   const bool = encodeSearchAttributeIndexedValueType('BOOL')!;
   await connection.operatorService.addSearchAttributes({
     namespace,

@@ -20,7 +20,21 @@ test('team start --scripted, status --json and send: the board, the certificate 
   t.timeout(240_000);
   const id = uniqueId('team-cli');
   const repo = makeRepo();
-  const started = await orchard(['team', 'start', id, '--repo', repo, '--goal', 'Build a poker hand evaluator with tests', '--member', 'implementer:Implementer', '--member', 'tester:Tester', '--scripted', TEAM]);
+  const started = await orchard([
+    'team',
+    'start',
+    id,
+    '--repo',
+    repo,
+    '--goal',
+    'Build a poker hand evaluator with tests',
+    '--member',
+    'implementer:Implementer',
+    '--member',
+    'tester:Tester',
+    '--scripted',
+    TEAM,
+  ]);
   t.is(started.code, 0, started.stderr);
   await waitFor(async () => ((await shared().client.teamStatus(id)).status === 'delivered' ? true : undefined), 180_000, 'the team delivered');
 
@@ -29,14 +43,26 @@ test('team start --scripted, status --json and send: the board, the certificate 
   const report = JSON.parse(status.stdout);
   t.deepEqual(Object.keys(report).sort(), ['board', 'certificate', 'status']);
   t.is(report.status.teamId, id);
-  t.deepEqual(report.status.members.map((m: any) => [m.memberId, m.role]), [['implementer', 'Implementer'], ['tester', 'Tester']]);
+  t.deepEqual(
+    report.status.members.map((m: any) => [m.memberId, m.role]),
+    [
+      ['implementer', 'Implementer'],
+      ['tester', 'Tester'],
+    ],
+  );
   // The board as Postgres has it: each planned task with its owner, completed with its own output.
   const board = await readBoard(shared().pool, id);
   t.deepEqual(
     report.board.tasks.map((task: any) => [task.id, task.owner, task.status, task.outputId, task.replacesTaskId, task.cancel]),
     board.tasks.map((task) => [task.taskId, task.owner, 'completed', task.outputId, null, null]),
   );
-  t.deepEqual(report.board.tasks.map((task: any) => [task.id, task.owner]), [['implement-evaluator', 'implementer'], ['test-evaluator', 'tester']]);
+  t.deepEqual(
+    report.board.tasks.map((task: any) => [task.id, task.owner]),
+    [
+      ['implement-evaluator', 'implementer'],
+      ['test-evaluator', 'tester'],
+    ],
+  );
   // The certificate is the row in team_certificates, whole.
   const rows = (await shared().pool.query('SELECT certificate FROM team_certificates WHERE team_id = $1', [id])).rows;
   t.is(rows.length, 1);
@@ -44,8 +70,19 @@ test('team start --scripted, status --json and send: the board, the certificate 
   t.deepEqual([...report.certificate.evidence.outputIds].sort(), report.board.tasks.map((task: any) => task.outputId).sort());
   t.is(report.status.certificate.certificateId, report.certificate.certificateId);
   // Every execution completed; the Tester's branch holds the tested program.
-  t.deepEqual(report.status.executions.map((e: any) => [e.taskId, e.memberId, e.state]), [['implement-evaluator', 'implementer', 'completed'], ['test-evaluator', 'tester', 'completed']]);
-  t.deepEqual(git(repo, 'ls-tree', '--name-only', `orchard/${memberSessionId(id, 'tester')}/work`).split('\n').sort(), ['README.md', 'evaluator.js', 'evaluator.test.js']);
+  t.deepEqual(
+    report.status.executions.map((e: any) => [e.taskId, e.memberId, e.state]),
+    [
+      ['implement-evaluator', 'implementer', 'completed'],
+      ['test-evaluator', 'tester', 'completed'],
+    ],
+  );
+  t.deepEqual(
+    git(repo, 'ls-tree', '--name-only', `orchard/${memberSessionId(id, 'tester')}/work`)
+      .split('\n')
+      .sort(),
+    ['README.md', 'evaluator.js', 'evaluator.test.js'],
+  );
 
   // The human view: a row per task, the certificate, and the turn that cited it.
   const human = await orchard(['team', 'status', id]);
@@ -64,10 +101,14 @@ test('team start --scripted, status --json and send: the board, the certificate 
   t.false(accepted.duplicate);
   const again = await orchard(['team', 'send', id, 'anything', 'left?', '--request-id', 'q-1', '--json']);
   t.like(JSON.parse(again.stdout), { messageId: accepted.messageId, duplicate: true });
-  const after = await waitFor(async () => {
-    const v = await shared().client.teamStatus(id);
-    return v.turns.length > turnsBefore && v.status === 'delivered' ? v : undefined;
-  }, 60_000, 'the message answered');
+  const after = await waitFor(
+    async () => {
+      const v = await shared().client.teamStatus(id);
+      return v.turns.length > turnsBefore && v.status === 'delivered' ? v : undefined;
+    },
+    60_000,
+    'the message answered',
+  );
   t.is(after.turns.length, turnsBefore + 1);
   t.is(after.turns.at(-1)!.outcome, 'waiting_for_org_event');
   t.is((await shared().pool.query('SELECT count(*)::int AS n FROM team_certificates WHERE team_id = $1', [id])).rows[0].n, 1);
@@ -80,7 +121,11 @@ test('team start --scripted, status --json and send: the board, the certificate 
 
 test('an unknown team is team_not_found with exit code 2 for send and status; a malformed --member is refused', async (t) => {
   const ghost = uniqueId('ghost-team');
-  for (const args of [['send', ghost, 'hello'], ['status', ghost], ['status', ghost, '--json']]) {
+  for (const args of [
+    ['send', ghost, 'hello'],
+    ['status', ghost],
+    ['status', ghost, '--json'],
+  ]) {
     const r = await orchard(['team', ...args]);
     t.is(r.code, 2, args.join(' '));
     t.regex(r.stderr, new RegExp(`^orchard: team_not_found: no team ${ghost}: start it with`), args.join(' '));
@@ -137,7 +182,10 @@ test('orchard demo team --json: a task reassigned while its execution writes; re
   t.like(event, { kind: 'reassign', taskId: 'test-evaluator' });
   t.like(task('test-evaluator-r1'), { status: 'completed', owner: 'reviewer', replacesTaskId: 'test-evaluator' });
   for (const id of ['plan-evaluator', 'implement-evaluator', 'test-evaluator-r1']) {
-    t.true(board.outputs.some((o) => o.outputId === task(id).outputId && o.taskId === id), id);
+    t.true(
+      board.outputs.some((o) => o.outputId === task(id).outputId && o.taskId === id),
+      id,
+    );
   }
   t.deepEqual(board.handoffs, [{ oldTaskId: 'test-evaluator', newTaskId: 'test-evaluator-r1', state: 'released' }]);
   // The receipt as the JSON reports it is the workflow's and the row's.
@@ -162,11 +210,19 @@ test('orchard demo team --json: a task reassigned while its execution writes; re
   t.deepEqual(result.certificate, certificate);
   t.deepEqual([...certificate.evidence.taskIds].sort(), board.tasks.map((x) => x.taskId).sort());
   t.deepEqual([...certificate.evidence.outputIds].sort(), ['plan-evaluator', 'implement-evaluator', 'test-evaluator-r1'].map((id) => task(id).outputId).sort());
-  t.deepEqual(certificate.resolutions.find((r: any) => r.taskId === 'test-evaluator'), { taskId: 'test-evaluator', kind: 'replaced_by', by: 'test-evaluator-r1' });
+  t.deepEqual(
+    certificate.resolutions.find((r: any) => r.taskId === 'test-evaluator'),
+    { taskId: 'test-evaluator', kind: 'replaced_by', by: 'test-evaluator-r1' },
+  );
   t.is(task('test-evaluator').cancel?.userEventId, event!.id);
   // The Reviewer's branch holds the tested program; the Tester's branch has no commit (it was stopped).
   const worktree = dirname(newWriter.path);
-  t.deepEqual(git(worktree, 'ls-tree', '--name-only', `orchard/${memberSessionId(teamId, 'reviewer')}/work`).split('\n').sort(), ['README.md', 'evaluator.js', 'evaluator.test.js']);
+  t.deepEqual(
+    git(worktree, 'ls-tree', '--name-only', `orchard/${memberSessionId(teamId, 'reviewer')}/work`)
+      .split('\n')
+      .sort(),
+    ['README.md', 'evaluator.js', 'evaluator.test.js'],
+  );
   t.is(git(worktree, 'rev-list', '--count', `main..orchard/${memberSessionId(teamId, 'tester')}/work`), '0');
   t.regex(demoRun.stderr(), /\[demo\] the user reassigns test-evaluator from tester to reviewer while it writes/);
 });
@@ -187,16 +243,30 @@ test('orchard demo team-all-cancelled --json: every task cancelled by the user, 
   t.is((await pool.query('SELECT count(*)::int AS n FROM team_certificates WHERE team_id = $1', [teamId])).rows[0].n, 0);
   // Every task on the board is cancelled by the user, each citing a user event about it.
   const board = await readBoard(pool, teamId);
-  t.deepEqual(board.tasks.map((task) => [task.taskId, task.status, task.cancel?.by]), [
-    ['plan-evaluator', 'cancelled', 'user'],
-    ['implement-evaluator', 'cancelled', 'user'],
-    ['test-evaluator', 'cancelled', 'user'],
-  ]);
-  for (const task of board.tasks) t.like(board.userEvents.find((e) => e.id === task.cancel!.userEventId), { taskId: task.taskId }, task.taskId);
+  t.deepEqual(
+    board.tasks.map((task) => [task.taskId, task.status, task.cancel?.by]),
+    [
+      ['plan-evaluator', 'cancelled', 'user'],
+      ['implement-evaluator', 'cancelled', 'user'],
+      ['test-evaluator', 'cancelled', 'user'],
+    ],
+  );
+  for (const task of board.tasks)
+    t.like(
+      board.userEvents.find((e) => e.id === task.cancel!.userEventId),
+      { taskId: task.taskId },
+      task.taskId,
+    );
   t.deepEqual(board.outputs, []);
   // The Planner was cancelled while it wrote: a receipt of kind cancel, released; its log stopped growing.
-  t.deepEqual(result.status.receipts.map((r: any) => [r.kind, r.oldTaskId, r.newTaskId ?? null, r.trail]), [['cancel', 'plan-evaluator', null, ['requested', 'yielding', 'released']]]);
-  t.deepEqual(board.handoffs.map((h) => [h.oldTaskId, h.state]), [['plan-evaluator', 'released']]);
+  t.deepEqual(
+    result.status.receipts.map((r: any) => [r.kind, r.oldTaskId, r.newTaskId ?? null, r.trail]),
+    [['cancel', 'plan-evaluator', null, ['requested', 'yielding', 'released']]],
+  );
+  t.deepEqual(
+    board.handoffs.map((h) => [h.oldTaskId, h.state]),
+    [['plan-evaluator', 'released']],
+  );
   const lines = readFileSync(result.writer.path, 'utf8').split('\n').filter(Boolean).length;
   t.true(lines >= 5 && lines < 600, `${lines} lines`);
   t.is(result.writer.lines, lines);
@@ -205,7 +275,10 @@ test('orchard demo team-all-cancelled --json: every task cancelled by the user, 
   const closure = validateClosure(closureInputOf(board, 0));
   t.is(closure.outcome, 'cancelled');
   t.deepEqual(result.closure, { outcome: closure.outcome, reasons: closure.reasons });
-  t.deepEqual(result.closure.reasons.map((r: any) => r.code), ['all_cancelled']);
+  t.deepEqual(
+    result.closure.reasons.map((r: any) => r.code),
+    ['all_cancelled'],
+  );
   t.deepEqual(result.status.refusals, [{ tool: 'org_run_complete', code: 'completion_refused' }]);
   t.regex(result.status.turns.at(-1).finalExcerpt, /completion_refused\): the run is cancelled: all_cancelled/);
 });
@@ -219,7 +292,15 @@ test('orchard demo team exits 1 and says why when the tested program does not pa
     ...turn,
     steps: turn.steps.map((step) =>
       step.tool_calls?.[0]?.name === 'write_file'
-        ? { ...step, tool_calls: [{ name: 'write_file', arguments: { path: 'evaluator.test.js', content: "require('node:test')('wrong', () => require('node:assert').strictEqual(1, 2));\n" } }] }
+        ? {
+            ...step,
+            tool_calls: [
+              {
+                name: 'write_file',
+                arguments: { path: 'evaluator.test.js', content: "require('node:test')('wrong', () => require('node:assert').strictEqual(1, 2));\n" },
+              },
+            ],
+          }
         : step,
     ),
   }));
@@ -234,7 +315,21 @@ test('orchard demo team exits 1 and says why when the tested program does not pa
 test('team reassign and resolve-handoff refuse what they cannot do with typed errors and exit 2', async (t) => {
   const id = uniqueId('team-cli-refuse');
   const repo = makeRepo();
-  const started = await orchard(['team', 'start', id, '--repo', repo, '--goal', 'Build a poker hand evaluator with tests', '--member', 'implementer:Implementer', '--member', 'tester:Tester', '--scripted', TEAM]);
+  const started = await orchard([
+    'team',
+    'start',
+    id,
+    '--repo',
+    repo,
+    '--goal',
+    'Build a poker hand evaluator with tests',
+    '--member',
+    'implementer:Implementer',
+    '--member',
+    'tester:Tester',
+    '--scripted',
+    TEAM,
+  ]);
   t.is(started.code, 0, started.stderr);
   const cases: [string[], RegExp][] = [
     [['team', 'reassign', id, 'no-such-task', '--to', 'tester', '--reason', 'x'], /^orchard: task_not_in_progress: /],
@@ -242,7 +337,10 @@ test('team reassign and resolve-handoff refuse what they cannot do with typed er
     [['team', 'resolve-handoff', id, 'handoff-x', 'shrug'], /^orchard: invalid_input: action must be keep_stopped or release/],
     [['team', 'reassign', uniqueId('no-team'), 't1', '--to', 'tester', '--reason', 'x'], /^orchard: team_not_found: /],
     [['team', 'start', `${id}-bad`, '--repo', repo, '--goal', 'g', '--handoff-slo', 'soon'], /^orchard: invalid_input: handoff\.sloMs must be a whole number/],
-    [['team', 'start', `${id}-bad`, '--repo', repo, '--goal', 'g', '--handoff-slo', '5000', '--handoff-timeout', '100'], /^orchard: invalid_input: handoff\.sloMs \(5000\) must not be later than handoff\.timeoutMs \(100\)/],
+    [
+      ['team', 'start', `${id}-bad`, '--repo', repo, '--goal', 'g', '--handoff-slo', '5000', '--handoff-timeout', '100'],
+      /^orchard: invalid_input: handoff\.sloMs \(5000\) must not be later than handoff\.timeoutMs \(100\)/,
+    ],
     [['team', 'start', `${id}-bad`, '--repo', repo, '--goal', 'g', '--handoff-timeout', '0'], /^orchard: invalid_input: handoff\.timeoutMs must be/],
   ];
   for (const [args, expected] of cases) {
@@ -261,11 +359,25 @@ async function startSweepingTeam(t: import('ava').ExecutionContext, prefix: stri
   const id = uniqueId(prefix);
   const members = ['planner:Planner', 'implementer:Implementer', 'reviewer:Reviewer', 'tester:Tester'].flatMap((m) => ['--member', m]);
   const goal = 'Build a poker hand evaluator with tests';
-  const started = await orchard(['team', 'start', id, '--repo', makeRepo(), '--goal', goal, ...members, '--scripted', join(__dirname, '../../scenarios/team-handoff.json'), ...extra]);
+  const started = await orchard([
+    'team',
+    'start',
+    id,
+    '--repo',
+    makeRepo(),
+    '--goal',
+    goal,
+    ...members,
+    '--scripted',
+    join(__dirname, '../../scenarios/team-handoff.json'),
+    ...extra,
+  ]);
   t.is(started.code, 0, started.stderr);
   await waitFor(
     async () => {
-      const s = await shared().client.status(memberSessionId(id, 'tester')).catch(() => undefined);
+      const s = await shared()
+        .client.status(memberSessionId(id, 'tester'))
+        .catch(() => undefined);
       const log = s?.worktree ? join(s.worktree, 'sweep.log') : undefined;
       return log && existsSync(log) && readFileSync(log, 'utf8').split('\n').length > 3 ? true : undefined;
     },
@@ -300,7 +412,10 @@ test('team resolve-handoff from the CLI: a timed-out reassign (short --handoff-*
   t.is(kept.code, 0, kept.stderr);
   t.like(JSON.parse(kept.stdout), { receiptId, state: 'timeout', resolution: 'keep_stopped' });
   const board = await readBoard(shared().pool, id);
-  t.like(board.tasks.find((task) => task.taskId === 'test-evaluator-r1'), { status: 'cancelled', cancel: { by: 'user', kind: 'keep_stopped', reason: 'not needed after all' } });
+  t.like(
+    board.tasks.find((task) => task.taskId === 'test-evaluator-r1'),
+    { status: 'cancelled', cancel: { by: 'user', kind: 'keep_stopped', reason: 'not needed after all' } },
+  );
   t.deepEqual((await shared().client.teamStatus(id)).waiting, []);
 
   // Once the old runtime is quiescent, release: the receipt is released, the replacement stays cancelled.
@@ -314,7 +429,10 @@ test('team resolve-handoff from the CLI: a timed-out reassign (short --handoff-*
     'a release with proof',
   );
   t.like(JSON.parse(released.stdout), { receiptId, state: 'released', resolution: 'release' });
-  t.like((await readBoard(shared().pool, id)).tasks.find((task) => task.taskId === 'test-evaluator-r1'), { status: 'cancelled' });
+  t.like(
+    (await readBoard(shared().pool, id)).tasks.find((task) => task.taskId === 'test-evaluator-r1'),
+    { status: 'cancelled' },
+  );
   const human = await orchard(['team', 'resolve-handoff', id, receiptId, 'keep_stopped']);
   t.is(human.code, 2);
   t.regex(human.stderr, /^orchard: handoff_not_blocked: /);

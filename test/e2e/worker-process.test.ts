@@ -23,7 +23,10 @@ test('orchard worker is one process: a SIGKILL of the pid the supervisor started
 
   // The pid we started is node running the CLI itself, and the only process carrying this worker's arguments.
   const cmdline = readFileSync(`/proc/${worker.pid}/cmdline`, 'utf8').split('\0');
-  t.true(cmdline.some((arg) => arg.endsWith('dist/cli/cli.js')), cmdline.join(' '));
+  t.true(
+    cmdline.some((arg) => arg.endsWith('dist/cli/cli.js')),
+    cmdline.join(' '),
+  );
   t.deepEqual(processesWithCommandLine(scenario), [worker.pid]);
 
   worker.child.kill('SIGKILL');
@@ -44,7 +47,14 @@ async function sessionOnWorkerProcess(t: import('ava').ExecutionContext, graceSe
     turns: [{ steps: [{ tool_calls: [{ name: 'bash', arguments: { command } }] }, { content: 'after the deploy' }] }],
   });
   const sessionId = uniqueId('deploy');
-  await shared().client.createSession({ sessionId, title: 'deploy', repo: makeRepo(), host: hostId, model: { provider: 'scripted', scenario }, task: 'build it' });
+  await shared().client.createSession({
+    sessionId,
+    title: 'deploy',
+    repo: makeRepo(),
+    host: hostId,
+    model: { provider: 'scripted', scenario },
+    task: 'build it',
+  });
   const runsLog = join(worktreeRoot, sessionId, 'runs.log');
   await until(() => existsSync(runsLog), 60_000, 'the command started');
   return { worker, sessionId, runsLog };

@@ -96,7 +96,8 @@ export async function diagnose(temporal: Client, workflowId: string): Promise<st
   const d = await temporal.workflow.getHandle(workflowId).describe();
   const raw = d.raw as any;
   const activities = (raw.pendingActivities ?? []).map(
-    (a: any) => `${a.activityType?.name} (state ${a.state}, attempt ${a.attempt}${a.lastFailure ? `, last failure: ${String(a.lastFailure.message).slice(0, 160)}` : ''})`,
+    (a: any) =>
+      `${a.activityType?.name} (state ${a.state}, attempt ${a.attempt}${a.lastFailure ? `, last failure: ${String(a.lastFailure.message).slice(0, 160)}` : ''})`,
   );
   const task = raw.pendingWorkflowTask ? `workflow task ${raw.pendingWorkflowTask.state} attempt ${raw.pendingWorkflowTask.attempt}` : 'no workflow task';
   return `${workflowId} ${d.status.name}; ${task}; pending activities: ${activities.join('; ') || 'none'}`;

@@ -54,10 +54,9 @@ async function groupsOf(orchard: TestOrchard, sessionId: string): Promise<Group[
 }
 
 async function toolResults(orchard: TestOrchard, sessionId: string): Promise<string[]> {
-  const { rows } = await orchard.pool.query(
-    `SELECT content FROM transcript_entries WHERE session_id = $1 AND role = 'tool' ORDER BY turn, step, ordinal`,
-    [sessionId],
-  );
+  const { rows } = await orchard.pool.query(`SELECT content FROM transcript_entries WHERE session_id = $1 AND role = 'tool' ORDER BY turn, step, ordinal`, [
+    sessionId,
+  ]);
   return rows.map((r) => r.content);
 }
 

@@ -16,9 +16,7 @@ const WAIT_MS = Number(process.env.ORCHARD_TEST_FAULT_WAIT_MS ?? 30_000);
 
 // PGlite serves every connection from one backend session, so one connection cannot be terminated on its own.
 const realPg = (title: string, fn: (t: ExecutionContext) => Promise<void>) =>
-  testStackEnv().embedded
-    ? test.skip(`${title} (skipped: needs a real PostgreSQL to terminate one backend; CI runs on one)`, fn)
-    : test(title, fn);
+  testStackEnv().embedded ? test.skip(`${title} (skipped: needs a real PostgreSQL to terminate one backend; CI runs on one)`, fn) : test(title, fn);
 
 async function connect(t: ExecutionContext, url: string): Promise<Client> {
   const client = new Client({ connectionString: url });
@@ -45,10 +43,9 @@ async function blockedBy(admin: Client, applicationName: string, holderPid: numb
 }
 
 async function terminateAll(admin: Client, applicationName: string): Promise<number> {
-  const { rows } = await admin.query(
-    `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND pid <> pg_backend_pid()`,
-    [applicationName],
-  );
+  const { rows } = await admin.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND pid <> pg_backend_pid()`, [
+    applicationName,
+  ]);
   return rows.length;
 }
 

@@ -51,10 +51,14 @@ faultTest('an outage while messages arrive (update, signal, a retried update) fa
   const [first, again] = await Promise.all([update, retry]);
   t.is(again.messageId, first.messageId, 'the retry is answered with the first message id');
   t.deepEqual([first.duplicate, again.duplicate], [false, true]);
-  const view = await waitFor(async () => {
-    const v = await orchard.client.orchestratorStatus(id);
-    return v.turnsCompleted >= 3 && v.status === 'idle' ? v : undefined;
-  }, 120_000, 'both outage messages answered');
+  const view = await waitFor(
+    async () => {
+      const v = await orchard.client.orchestratorStatus(id);
+      return v.turnsCompleted >= 3 && v.status === 'idle' ? v : undefined;
+    },
+    120_000,
+    'both outage messages answered',
+  );
   t.is((await handle.describe()).status.name, 'RUNNING');
   // Three messages, three turns: each answered exactly once, none lost, none doubled, no signal refused.
   t.is(warm.messageId, 'm1');
@@ -66,7 +70,10 @@ faultTest('an outage while messages arrive (update, signal, a retried update) fa
   t.is(answers.filter((text) => text === 'signalled during the outage').length, 1);
   // The retry stored nothing of its own.
   const rows = await orchard.pool.query(`SELECT task_id FROM session_tasks WHERE session_id = $1 ORDER BY task_id`, [id]);
-  t.deepEqual(rows.rows.map((r) => r.task_id), ['m1', 'm2', 'm3']);
+  t.deepEqual(
+    rows.rows.map((r) => r.task_id),
+    ['m1', 'm2', 'm3'],
+  );
   await fleet.keepHistory('orchestrator-messages-during-outage');
 });
 
@@ -156,7 +163,13 @@ faultTest('an outage between fence and release: the team keeps answering, the re
       throw new Error(`${err.message}; receipt ${JSON.stringify(settled.receipts[0])}; last refusal: ${refused}`);
     });
   }
-  const done = await untilTeam(orchard, teamId, 'the replacement completed', (v) => v.executions.some((e) => e.taskId === receipt.newTaskId && e.state === 'completed'), 150_000);
+  const done = await untilTeam(
+    orchard,
+    teamId,
+    'the replacement completed',
+    (v) => v.executions.some((e) => e.taskId === receipt.newTaskId && e.state === 'completed'),
+    150_000,
+  );
   t.is(done.receipts[0].state, 'released');
   t.is((await handle.describe()).status.name, 'RUNNING');
   const newSession = await orchard.client.status(memberSessionId(teamId, 'reviewer'));
@@ -173,10 +186,10 @@ faultTest('an outage between fence and release: the team keeps answering, the re
 async function cutAfterCall(pool: import('pg').Pool, pg: { cutFor(ms: number): Promise<void> }, sessionId: string, tool: string): Promise<void> {
   await waitFor(
     async () => {
-      const { rows } = await pool.query(
-        `SELECT 1 FROM transcript_entries WHERE session_id = $1 AND role = 'assistant' AND tool_calls::text LIKE $2 LIMIT 1`,
-        [sessionId, `%"${tool}"%`],
-      );
+      const { rows } = await pool.query(`SELECT 1 FROM transcript_entries WHERE session_id = $1 AND role = 'assistant' AND tool_calls::text LIKE $2 LIMIT 1`, [
+        sessionId,
+        `%"${tool}"%`,
+      ]);
       return rows.length > 0 || undefined;
     },
     150_000,
@@ -200,16 +213,27 @@ faultTest('an outage while the orchestrator creates a child: one child, its task
   await orchard.client.message(id, { text: 'create a worker' });
   // The dispatch (reading the call, the child's create and the store write of its task) meets the outage.
   await cutAfterCall(orchard.pool, pg, id, 'session');
-  const view = await waitFor(async () => {
-    const v = await orchard.client.orchestratorStatus(id);
-    return v.children.length === 1 && v.children[0].turnEnds >= 1 && v.status === 'idle' && v.turnsCompleted >= 2 ? v : undefined;
-  }, 150_000, 'the child created, its turn ended and reported');
+  const view = await waitFor(
+    async () => {
+      const v = await orchard.client.orchestratorStatus(id);
+      return v.children.length === 1 && v.children[0].turnEnds >= 1 && v.status === 'idle' && v.turnsCompleted >= 2 ? v : undefined;
+    },
+    150_000,
+    'the child created, its turn ended and reported',
+  );
   t.is((await orchard.temporal.workflow.getHandle(orchestratorWorkflowId(id)).describe()).status.name, 'RUNNING');
   t.is(view.deliveries.length, 1, 'one dispatch');
-  t.false(fleet.toolResults().some((r) => r.startsWith('error')), 'the model was told of no failure');
+  t.false(
+    fleet.toolResults().some((r) => r.startsWith('error')),
+    'the model was told of no failure',
+  );
   const childId = view.children[0].childId;
   const tasks = await orchard.pool.query(`SELECT task_id, state FROM session_tasks WHERE session_id = $1`, [childId]);
-  t.deepEqual(tasks.rows.map((r) => r.state), ['done'], 'the child got its task once and finished it');
+  t.deepEqual(
+    tasks.rows.map((r) => r.state),
+    ['done'],
+    'the child got its task once and finished it',
+  );
 });
 
 faultTest('an outage as the Coordinator requests completion: one certificate, delivered, nothing failed', async (t) => {
@@ -232,7 +256,10 @@ faultTest('an outage as the Coordinator requests completion: one certificate, de
     if (text.includes('completion_candidate.state is ready')) return calls(['org_run_complete', { summary: 'work.txt is committed.' }]);
     return final('Noted.');
   });
-  const orchard = await startOrchard(t, { defaultProvider: new OpenAICompatibleProvider({ baseURL: stub.url, model: 'stub', timeoutMs: 30_000 }), databaseUrl: pg.url });
+  const orchard = await startOrchard(t, {
+    defaultProvider: new OpenAICompatibleProvider({ baseURL: stub.url, model: 'stub', timeoutMs: 30_000 }),
+    databaseUrl: pg.url,
+  });
   const teamId = uniqueId('team');
   await orchard.client.startTeam({ teamId, repo: makeRepo(), goal: 'Build it', members: [{ memberId: 'implementer', role: 'Implementer' }] });
   // The certification (the board read, the result branch, the certificate's transaction) meets the outage.

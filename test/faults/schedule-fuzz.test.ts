@@ -8,7 +8,21 @@ import { final, isOrchestratorRequest, lastUserText } from '../helpers/fleet-mod
 import { completion, stubModel, type ModelStub, type Reply } from '../helpers/model-stub';
 import { makeRepo, startOrchard, testStackEnv, uniqueId, type TestOrchard } from '../helpers/orchard';
 import { startToxiproxy, type CuttableProxy } from '../helpers/toxiproxy';
-import { answered, diagnose, failedWorkflowTasks, isOk, overlaps, poll, restore, retrying, retryArb, sleep, fuzzKnobs, type Outcome, type Retry } from './fuzz-kit';
+import {
+  answered,
+  diagnose,
+  failedWorkflowTasks,
+  isOk,
+  overlaps,
+  poll,
+  restore,
+  retrying,
+  retryArb,
+  sleep,
+  fuzzKnobs,
+  type Outcome,
+  type Retry,
+} from './fuzz-kit';
 
 /**
  * A randomized fault schedule (issue 18, deliverable 7). Per case, fast-check draws a schedule of operations against
@@ -66,7 +80,10 @@ interface Schedule {
 
 const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 4, arbitrary: fc.record({ kind: fc.constant('message' as const), retry: retryArb }) },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant('signal' as const), mode: fc.constantFrom('plain' as const, 'keyed' as const, 'keyed-twice' as const) }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({ kind: fc.constant('signal' as const), mode: fc.constantFrom('plain' as const, 'keyed' as const, 'keyed-twice' as const) }),
+  },
   { weight: 4, arbitrary: fc.record({ kind: fc.constant('send' as const), retry: retryArb }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('cut' as const), ms: fc.integer({ min: 500, max: MAX_CUT_MS }) }) },
   { weight: 1, arbitrary: fc.constant({ kind: 'restart' as const }) },
@@ -331,7 +348,8 @@ async function checkOrchestrator(orchard: TestOrchard, run: Run, deadline: numbe
   }
   for (const taskId of turns.keys()) if (!rows.some((r) => r.task_id === taskId)) problems.push(`orchestrator turn for unknown message ${taskId}`);
   if (status.turnsCompleted !== rows.length) problems.push(`orchestrator completed ${status.turnsCompleted} turns for ${rows.length} messages`);
-  for (const turn of status.turns) if (turn.outcome !== 'finished') problems.push(`orchestrator turn ${turn.turn} (${turn.taskId}) ${turn.outcome}: ${JSON.stringify(turn.error)}`);
+  for (const turn of status.turns)
+    if (turn.outcome !== 'finished') problems.push(`orchestrator turn ${turn.turn} (${turn.taskId}) ${turn.outcome}: ${JSON.stringify(turn.error)}`);
   // (3) With unbounded retries no signal is refused.
   if (status.refusedSignals) problems.push(`orchestrator refused ${status.refusedSignals} signal(s)`);
   // (2) Still running, no workflow task failed.
@@ -376,7 +394,9 @@ async function checkSession(orchard: TestOrchard, run: Run, deadline: number, ch
   }, deadline);
   const view = await orchard.client.status(id);
   if (!quiet) {
-    problems.push(`session not quiet in time: ${view.status}, ${view.queued} queued, current ${JSON.stringify(view.currentTask)}, worktree ${view.worktree ?? 'none'}`);
+    problems.push(
+      `session not quiet in time: ${view.status}, ${view.queued} queued, current ${JSON.stringify(view.currentTask)}, worktree ${view.worktree ?? 'none'}`,
+    );
     problems.push(`  ${await diagnose(orchard.temporal, sessionWorkflowId(id))}`);
   }
 
@@ -384,10 +404,12 @@ async function checkSession(orchard: TestOrchard, run: Run, deadline: number, ch
   const turns = await turnsPerTask(orchard, id);
   for (const [requestId, taskId] of accepted) {
     const stored = rows.filter((r) => r.request_id === requestId);
-    if (stored.length !== 1 || stored[0].task_id !== taskId) problems.push(`send ${requestId} (answered ${taskId}) stored as ${JSON.stringify(stored.map((r) => r.task_id))}`);
+    if (stored.length !== 1 || stored[0].task_id !== taskId)
+      problems.push(`send ${requestId} (answered ${taskId}) stored as ${JSON.stringify(stored.map((r) => r.task_id))}`);
   }
   for (const r of rows) {
-    if (!r.request_id || (!accepted.has(r.request_id) && !uncertain.has(r.request_id))) problems.push(`session task ${r.task_id} (${r.request_id}) was never sent`);
+    if (!r.request_id || (!accepted.has(r.request_id) && !uncertain.has(r.request_id)))
+      problems.push(`session task ${r.task_id} (${r.request_id}) was never sent`);
     const n = turns.get(r.task_id) ?? 0;
     // Without a cancel every task is done by exactly one finished turn; with one, a task may end cancelled (run or not).
     const ok = r.state === 'done' ? n === 1 && r.outcome === 'finished' : run.cancelled && r.state === 'cancelled' && n <= 1;
@@ -448,7 +470,10 @@ async function runCase(s: Stack, schedule: Schedule): Promise<void> {
     // Nothing of this case keeps running into the next (a failed check leaves the ids for a look in the Web UI).
     if (check.problems.length === 0) {
       for (const workflowId of [orchestratorWorkflowId(run.orchestratorId), sessionWorkflowId(run.sessionId)]) {
-        await orchard.temporal.workflow.getHandle(workflowId).terminate('schedule-fuzz case over').catch(() => undefined);
+        await orchard.temporal.workflow
+          .getHandle(workflowId)
+          .terminate('schedule-fuzz case over')
+          .catch(() => undefined);
       }
     }
   }
@@ -459,33 +484,39 @@ async function runCase(s: Stack, schedule: Schedule): Promise<void> {
   console.log(`schedule-fuzz ${summary}`);
   if (check.problems.length > 0) {
     throw new Error(
-      [`schedule-fuzz: the checker found ${check.problems.length} problem(s) (orchestrator ${run.orchestratorId}, session ${run.sessionId}):`, ...check.problems.map((p) => `  - ${p}`)].join('\n'),
+      [
+        `schedule-fuzz: the checker found ${check.problems.length} problem(s) (orchestrator ${run.orchestratorId}, session ${run.sessionId}):`,
+        ...check.problems.map((p) => `  - ${p}`),
+      ].join('\n'),
     );
   }
 }
 
-fuzzTest('a randomized schedule of messages, sends, cancels, PostgreSQL cuts, worker restarts and lost responses loses nothing, doubles nothing, fails nothing', async (t) => {
-  t.timeout(RUNS * CASE_MS + 120_000);
-  const s = stack!;
-  const replay = `ORCHARD_FUZZ_SEED=${SEED}${PATH ? ` ORCHARD_FUZZ_PATH=${PATH}` : ''} ORCHARD_FUZZ_RUNS=${RUNS} ORCHARD_FUZZ_MAX_CUT_MS=${MAX_CUT_MS}`;
-  console.log(`schedule-fuzz: seed ${SEED}, ${RUNS} case(s), cuts up to ${MAX_CUT_MS} ms; replay with ${replay}`);
-  const started = Date.now();
-  try {
-    await fc.assert(
-      fc.asyncProperty(scheduleArb, (schedule) => runCase(s, schedule)),
-      { seed: SEED, numRuns: RUNS, path: PATH, verbose: 1, endOnFailure: !SHRINK, includeErrorInReport: true },
-    );
-  } catch (err) {
-    // fast-check's report carries the seed, the path and the failing schedule; say how to replay that case alone. A
-    // replay runs the same schedule; the interleaving with the workers is the machine's, so a race may need a few.
-    const message = (err as Error).message;
-    const failedPath = /path: "([^"]+)"/.exec(message)?.[1];
-    const again = `ORCHARD_FUZZ_SEED=${SEED}${failedPath ? ` ORCHARD_FUZZ_PATH=${failedPath} ORCHARD_FUZZ_RUNS=1` : ` ORCHARD_FUZZ_RUNS=${RUNS}`} ORCHARD_FUZZ_MAX_CUT_MS=${MAX_CUT_MS}`;
-    t.fail(`${message}\nreplay the failing case: ${again} npm test -- test/faults/schedule-fuzz.test.ts`);
-  } finally {
-    // A failed case must not leave the database cut for whatever runs next.
-    await restore(s.pg).catch(() => undefined);
-  }
-  t.log(`${cases} case(s) in ${((Date.now() - started) / 1000).toFixed(0)} s (seed ${SEED})`);
-  t.pass();
-});
+fuzzTest(
+  'a randomized schedule of messages, sends, cancels, PostgreSQL cuts, worker restarts and lost responses loses nothing, doubles nothing, fails nothing',
+  async (t) => {
+    t.timeout(RUNS * CASE_MS + 120_000);
+    const s = stack!;
+    const replay = `ORCHARD_FUZZ_SEED=${SEED}${PATH ? ` ORCHARD_FUZZ_PATH=${PATH}` : ''} ORCHARD_FUZZ_RUNS=${RUNS} ORCHARD_FUZZ_MAX_CUT_MS=${MAX_CUT_MS}`;
+    console.log(`schedule-fuzz: seed ${SEED}, ${RUNS} case(s), cuts up to ${MAX_CUT_MS} ms; replay with ${replay}`);
+    const started = Date.now();
+    try {
+      await fc.assert(
+        fc.asyncProperty(scheduleArb, (schedule) => runCase(s, schedule)),
+        { seed: SEED, numRuns: RUNS, path: PATH, verbose: 1, endOnFailure: !SHRINK, includeErrorInReport: true },
+      );
+    } catch (err) {
+      // fast-check's report carries the seed, the path and the failing schedule; say how to replay that case alone. A
+      // replay runs the same schedule; the interleaving with the workers is the machine's, so a race may need a few.
+      const message = (err as Error).message;
+      const failedPath = /path: "([^"]+)"/.exec(message)?.[1];
+      const again = `ORCHARD_FUZZ_SEED=${SEED}${failedPath ? ` ORCHARD_FUZZ_PATH=${failedPath} ORCHARD_FUZZ_RUNS=1` : ` ORCHARD_FUZZ_RUNS=${RUNS}`} ORCHARD_FUZZ_MAX_CUT_MS=${MAX_CUT_MS}`;
+      t.fail(`${message}\nreplay the failing case: ${again} npm test -- test/faults/schedule-fuzz.test.ts`);
+    } finally {
+      // A failed case must not leave the database cut for whatever runs next.
+      await restore(s.pg).catch(() => undefined);
+    }
+    t.log(`${cases} case(s) in ${((Date.now() - started) / 1000).toFixed(0)} s (seed ${SEED})`);
+    t.pass();
+  },
+);

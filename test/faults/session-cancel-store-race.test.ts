@@ -13,10 +13,10 @@ test('a task whose row lands after the cancel closed the session still ends canc
   // Hold the store of task t1: an uncommitted row with its key makes the worker's INSERT … ON CONFLICT wait.
   const blocker = await orchard.pool.connect();
   await blocker.query('BEGIN');
-  await blocker.query(
-    `INSERT INTO session_tasks (execution_id, task_id, session_id, task, state) VALUES ($1, 't1', $2, 'blocker', 'queued')`,
-    [executionId, sessionId],
-  );
+  await blocker.query(`INSERT INTO session_tasks (execution_id, task_id, session_id, task, state) VALUES ($1, 't1', $2, 'blocker', 'queued')`, [
+    executionId,
+    sessionId,
+  ]);
   const send = orchard.client.send(sessionId, { task: 'do it', requestId: 'send-1' });
   await waitFor(async () => (await orchard.client.status(sessionId)).queued === 1 || undefined, 30_000, 'the send reserved');
   const cancelled = orchard.client.cancel(sessionId, 'cancel while the send is being stored');
@@ -32,5 +32,9 @@ test('a task whose row lands after the cancel closed the session still ends canc
   const described = await orchard.temporal.workflow.getHandle(`session/${sessionId}`).describe();
   t.log('workflow', described.status.name);
   t.is(ack.taskState, 'cancelled');
-  t.deepEqual(rows.map((r) => [r.task_id, r.state]), [['t1', 'cancelled']], 'the stored task ends cancelled, as the session says');
+  t.deepEqual(
+    rows.map((r) => [r.task_id, r.state]),
+    [['t1', 'cancelled']],
+    'the stored task ends cancelled, as the session says',
+  );
 });

@@ -186,7 +186,9 @@ function killWorker(c: Case): void {
 
 /** The task a person would act on now: the one in progress (read from the board). */
 async function taskInProgress(s: Stack, teamId: string): Promise<string | undefined> {
-  const { rows } = await s.pool.query(`SELECT task_id FROM team_tasks WHERE team_id = $1 AND status = 'in_progress' ORDER BY created_at DESC LIMIT 1`, [teamId]);
+  const { rows } = await s.pool.query(`SELECT task_id FROM team_tasks WHERE team_id = $1 AND status = 'in_progress' ORDER BY created_at DESC LIMIT 1`, [
+    teamId,
+  ]);
   return rows[0]?.task_id;
 }
 
@@ -220,7 +222,9 @@ async function execute(s: Stack, c: Case, ops: Op[], deadline: number): Promise<
           const requestId = `${c.teamId}-resolve-${i}`;
           const outcomes: Outcome<ReceiptView>[] = [];
           c.resolves.set(requestId, outcomes);
-          withRetry('none', outcomes, () => c.client.resolveHandoff(c.teamId, { receiptId: receipt.receiptId, action: 'release', reason: 'checked', requestId }));
+          withRetry('none', outcomes, () =>
+            c.client.resolveHandoff(c.teamId, { receiptId: receipt.receiptId, action: 'release', reason: 'checked', requestId }),
+          );
           break;
         }
         case 'message': {
@@ -274,7 +278,14 @@ async function quiesce(s: Stack, c: Case, deadline: number): Promise<TeamStatusV
     if (!v) return undefined;
     const waiting = v.receipts.find((r) => ['timeout', 'unknown'].includes(r.state));
     if (waiting) {
-      await c.client.resolveHandoff(c.teamId, { receiptId: waiting.receiptId, action: 'release', reason: 'after the schedule', requestId: `${c.teamId}-quiesce-${released++}` }).catch(() => undefined);
+      await c.client
+        .resolveHandoff(c.teamId, {
+          receiptId: waiting.receiptId,
+          action: 'release',
+          reason: 'after the schedule',
+          requestId: `${c.teamId}-quiesce-${released++}`,
+        })
+        .catch(() => undefined);
       return undefined;
     }
     if (v.receipts.some((r) => ['requested', 'yielding'].includes(r.state))) return undefined;
@@ -289,7 +300,10 @@ async function quiesce(s: Stack, c: Case, deadline: number): Promise<TeamStatusV
 
 async function check(s: Stack, c: Case, quiet: TeamStatusView | undefined, problems: string[], notes: string[]): Promise<void> {
   const workflowId = teamWorkflowId(c.teamId);
-  if (!quiet) problems.push(`the team did not settle in time: ${await diagnose(s.temporal, workflowId).catch((e) => String(e))}; status ${JSON.stringify(await c.client.teamStatus(c.teamId).catch(() => 'unavailable')).slice(0, 1500)}`);
+  if (!quiet)
+    problems.push(
+      `the team did not settle in time: ${await diagnose(s.temporal, workflowId).catch((e) => String(e))}; status ${JSON.stringify(await c.client.teamStatus(c.teamId).catch(() => 'unavailable')).slice(0, 1500)}`,
+    );
   const v = await c.client.teamStatus(c.teamId);
 
   // (1) Requests: answered; retries with the same receipt; a typed refusal only when no attempt was accepted.
@@ -397,7 +411,12 @@ async function runCase(s: Stack, ops: Op[]): Promise<void> {
   const notes: string[] = [];
   try {
     await startWorker(s, c, deadline);
-    await c.client.startTeam({ teamId: c.teamId, repo: makeRepo(), goal: 'Build the work', members: MEMBERS.map((memberId) => ({ memberId, role: memberId })) });
+    await c.client.startTeam({
+      teamId: c.teamId,
+      repo: makeRepo(),
+      goal: 'Build the work',
+      members: MEMBERS.map((memberId) => ({ memberId, role: memberId })),
+    });
     // The schedule starts once the Member writes (a handoff has something to fence).
     await poll(async () => ((await taskInProgress(s, c.teamId)) ? true : undefined), deadline);
     await execute(s, c, ops, deadline);
@@ -407,32 +426,41 @@ async function runCase(s: Stack, ops: Op[]): Promise<void> {
   } finally {
     await restore(s.pg).catch(() => undefined);
     killWorker(c);
-    if (problems.length === 0) await s.temporal.workflow.getHandle(teamWorkflowId(c.teamId)).terminate('team-schedule-fuzz case over').catch(() => undefined);
+    if (problems.length === 0)
+      await s.temporal.workflow
+        .getHandle(teamWorkflowId(c.teamId))
+        .terminate('team-schedule-fuzz case over')
+        .catch(() => undefined);
   }
   cases += 1;
   s.stub.requests.length = 0;
   console.log(`team-schedule-fuzz case ${cases}: ${ops.map(describeOp).join(' ')} — ${((Date.now() - started) / 1000).toFixed(1)} s; ${notes.join('; ')}`);
   if (problems.length > 0) {
-    throw new Error([`team-schedule-fuzz: ${problems.length} problem(s) (team ${c.teamId}, queue ${c.taskQueue}):`, ...problems.map((p) => `  - ${p}`)].join('\n'));
+    throw new Error(
+      [`team-schedule-fuzz: ${problems.length} problem(s) (team ${c.teamId}, queue ${c.taskQueue}):`, ...problems.map((p) => `  - ${p}`)].join('\n'),
+    );
   }
 }
 
-fuzzTest('a randomized schedule of reassigns, cancels, resolves, messages, PostgreSQL cuts and worker kills (SIGKILL) keeps one writer, settles every receipt, loses and doubles nothing', async (t) => {
-  t.timeout(RUNS * CASE_MS + 120_000);
-  const s = stack!;
-  console.log(`team-schedule-fuzz: seed ${SEED}, ${RUNS} case(s), cuts up to ${MAX_CUT_MS} ms`);
-  const started = Date.now();
-  try {
-    await fc.assert(
-      fc.asyncProperty(scheduleArb, (ops) => runCase(s, ops)),
-      { seed: SEED, numRuns: RUNS, path: PATH, verbose: 1, endOnFailure: true, includeErrorInReport: true },
-    );
-  } catch (err) {
-    const message = (err as Error).message;
-    const failedPath = /path: "([^"]+)"/.exec(message)?.[1];
-    const again = `ORCHARD_TEAM_FUZZ_SEED=${SEED}${failedPath ? ` ORCHARD_TEAM_FUZZ_PATH=${failedPath} ORCHARD_TEAM_FUZZ_RUNS=1` : ` ORCHARD_TEAM_FUZZ_RUNS=${RUNS}`}`;
-    t.fail(`${message}\nreplay the failing case: ${again} npm test -- test/faults/team-schedule-fuzz.test.ts`);
-  }
-  t.log(`${cases} case(s) in ${((Date.now() - started) / 1000).toFixed(0)} s (seed ${SEED})`);
-  t.pass();
-});
+fuzzTest(
+  'a randomized schedule of reassigns, cancels, resolves, messages, PostgreSQL cuts and worker kills (SIGKILL) keeps one writer, settles every receipt, loses and doubles nothing',
+  async (t) => {
+    t.timeout(RUNS * CASE_MS + 120_000);
+    const s = stack!;
+    console.log(`team-schedule-fuzz: seed ${SEED}, ${RUNS} case(s), cuts up to ${MAX_CUT_MS} ms`);
+    const started = Date.now();
+    try {
+      await fc.assert(
+        fc.asyncProperty(scheduleArb, (ops) => runCase(s, ops)),
+        { seed: SEED, numRuns: RUNS, path: PATH, verbose: 1, endOnFailure: true, includeErrorInReport: true },
+      );
+    } catch (err) {
+      const message = (err as Error).message;
+      const failedPath = /path: "([^"]+)"/.exec(message)?.[1];
+      const again = `ORCHARD_TEAM_FUZZ_SEED=${SEED}${failedPath ? ` ORCHARD_TEAM_FUZZ_PATH=${failedPath} ORCHARD_TEAM_FUZZ_RUNS=1` : ` ORCHARD_TEAM_FUZZ_RUNS=${RUNS}`}`;
+      t.fail(`${message}\nreplay the failing case: ${again} npm test -- test/faults/team-schedule-fuzz.test.ts`);
+    }
+    t.log(`${cases} case(s) in ${((Date.now() - started) / 1000).toFixed(0)} s (seed ${SEED})`);
+    t.pass();
+  },
+);

@@ -27,7 +27,12 @@ test('a Temporal server restart mid-command: the workers reconnect, the turn fin
   const scenario = writeScenario({
     name: 'restart',
     turns: [
-      { steps: [{ tool_calls: [{ name: 'bash', arguments: { command: 'echo started >> runs.log; sleep 4; echo done >> runs.log' } }] }, { content: 'first done' }] },
+      {
+        steps: [
+          { tool_calls: [{ name: 'bash', arguments: { command: 'echo started >> runs.log; sleep 4; echo done >> runs.log' } }] },
+          { content: 'first done' },
+        ],
+      },
       { steps: [{ tool_calls: [{ name: 'bash', arguments: { command: 'echo second >> runs.log' } }] }, { content: 'second done' }] },
     ],
   });

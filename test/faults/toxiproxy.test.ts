@@ -43,7 +43,15 @@ test('cutFor refuses connections for a while, then restores the proxy by itself'
   const pg = await toxiproxy().proxyDatabase(testStackEnv().databaseUrl);
   const restored = pg.cutFor(CUT_MS);
   // A refused connection fails at once, so the cut is seen long before it ends.
-  await waitFor(() => queryOnce(pg.url).then(() => false, () => true), CUT_MS, 'a refused connection during the cut');
+  await waitFor(
+    () =>
+      queryOnce(pg.url).then(
+        () => false,
+        () => true,
+      ),
+    CUT_MS,
+    'a refused connection during the cut',
+  );
   await restored;
   t.is(await queryOnce(pg.url), 42);
 });

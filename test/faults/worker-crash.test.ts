@@ -33,7 +33,7 @@ test('a worker killed mid-command: the retried tool call reports unknown and nev
   first.kill('SIGKILL');
   // The dead worker's command lingers as an orphan until the next worker's start-up sweep reaps it.
   await startHostWorker(t, hostId, worktreeRoot);
-  t.deepEqual(pidsWithCommandLine(`sleep ${seconds}`), [], 'the orphaned command outlived the new worker\'s start');
+  t.deepEqual(pidsWithCommandLine(`sleep ${seconds}`), [], "the orphaned command outlived the new worker's start");
 
   // The activity's heartbeat timeout expires, the retry lands on the new worker and finds only the claim.
   const view = await orchard.client.waitUntilSettled(sessionId, { afterTurn: 1, timeoutMs: 90_000 });

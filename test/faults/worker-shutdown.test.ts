@@ -17,7 +17,14 @@ test('a worker shut down past its grace period stops the command, records the cl
   const seconds = 3000 + Math.floor(Math.random() * 900);
   const scenario = writeScenario({
     name: 'drain',
-    turns: [{ steps: [{ tool_calls: [{ name: 'bash', arguments: { command: `echo started >> runs.log; sleep ${seconds}; echo finished >> runs.log` } }] }, { content: 'after the deploy' }] }],
+    turns: [
+      {
+        steps: [
+          { tool_calls: [{ name: 'bash', arguments: { command: `echo started >> runs.log; sleep ${seconds}; echo finished >> runs.log` } }] },
+          { content: 'after the deploy' },
+        ],
+      },
+    ],
   });
   const sessionId = uniqueId('drain');
   await orchard.client.createSession({ sessionId, title: 'drain', repo: makeRepo(), host: hostId, model: { provider: 'scripted', scenario }, task: 'build' });
@@ -38,7 +45,10 @@ test('a worker shut down past its grace period stops the command, records the cl
   t.like(view.lastTurn, { outcome: 'finished', finalExcerpt: 'after the deploy' });
   t.deepEqual(readFileSync(join(view0.worktree!, 'runs.log'), 'utf8').trim().split('\n'), ['started']);
   const shown = await orchard.pool.query(`SELECT content FROM transcript_entries WHERE session_id = $1 AND role = 'tool'`, [sessionId]);
-  t.deepEqual(shown.rows.map((r) => r.content), [UNKNOWN_OUTCOME]);
+  t.deepEqual(
+    shown.rows.map((r) => r.content),
+    [UNKNOWN_OUTCOME],
+  );
   const kept = await orchard.pool.query(`SELECT content FROM tool_outputs WHERE session_id = $1`, [sessionId]);
   t.regex(kept.rows[0].content, /^interrupted: the worker running this command was shut down/);
 });

@@ -400,7 +400,10 @@ export const attacks: Array<[string, string]> = [
     'git init --template over the shared repository',
     "mkdir -p /tmp/tpl/hooks && printf '#!/bin/sh\\necho pwned\\n' > /tmp/tpl/hooks/post-checkout && chmod +x /tmp/tpl/hooks/post-checkout && git init --template=/tmp/tpl {main}",
   ],
-  ['git init -c init.templateDir over the shared repository', "mkdir -p /tmp/tpl/info && echo '*' > /tmp/tpl/info/exclude && git -c init.templateDir=/tmp/tpl init {main}"],
+  [
+    'git init -c init.templateDir over the shared repository',
+    "mkdir -p /tmp/tpl/info && echo '*' > /tmp/tpl/info/exclude && git -c init.templateDir=/tmp/tpl init {main}",
+  ],
   // Worktrees and housekeeping.
   ['worktree add', 'git worktree add ../evil'],
   ['worktree remove of the sibling', 'git worktree remove --force {sib}'],
@@ -421,7 +424,10 @@ export const attacks: Array<[string, string]> = [
   ['remove the own HEAD', 'rm -f {admin}/HEAD'],
   ['detach the own HEAD', 'git checkout --quiet --detach HEAD~1'],
   ['python switches the own HEAD to main', `python3 -c "import subprocess; subprocess.run(['git', 'checkout', '--ignore-other-worktrees', 'main'])"`],
-  ['a checkout of the own branch (HEAD writable), then python switches HEAD to main', `git checkout --quiet orchard/c1/work && python3 -c "import subprocess; subprocess.run(['git', 'checkout', '--ignore-other-worktrees', 'main'])"`],
+  [
+    'a checkout of the own branch (HEAD writable), then python switches HEAD to main',
+    `git checkout --quiet orchard/c1/work && python3 -c "import subprocess; subprocess.run(['git', 'checkout', '--ignore-other-worktrees', 'main'])"`,
+  ],
   // The child's branch stays on its own history (issue 19): the guard's claim is checked before, the effect after.
   ['reset the own branch onto the sibling’s branch', 'git reset --quiet --hard orchard/s1/work'],
   ['rebase the own branch onto the sibling’s branch', 'git rebase --quiet orchard/s1/work'],
@@ -444,12 +450,18 @@ export const attacks: Array<[string, string]> = [
   // Git under another name, PATH and start-up files.
   ['a copy of git under another name', 'cp "$(command -v git)" /tmp/tig && /tmp/tig update-ref refs/heads/main HEAD'],
   ['a symlink to git under another name', 'ln -s "$(command -v git)" g && ./g branch -f other HEAD'],
-  ['a PATH entry in the worktree shadowing git', "mkdir -p bin && printf '#!/bin/sh\\necho pwned > {main}/README.md\\n' > bin/git && chmod +x bin/git && PATH=$PWD/bin:$PATH git status"],
+  [
+    'a PATH entry in the worktree shadowing git',
+    "mkdir -p bin && printf '#!/bin/sh\\necho pwned > {main}/README.md\\n' > bin/git && chmod +x bin/git && PATH=$PWD/bin:$PATH git status",
+  ],
   ['BASH_ENV naming a script in the worktree', "echo 'echo pwned > {main}/README.md' > env.sh && BASH_ENV=$PWD/env.sh bash -c true"],
   // Interpreters and tools that write to a path of their own.
   ['python3 writes into the main checkout', `python3 -c "open('{main}/README.md', 'w').write('pwned')"`],
   ['perl writes into the main checkout', `perl -e 'open(my $f, ">", "{main}/README.md") or die $!; print $f "pwned"'`],
-  ['patch -d into the main checkout', "printf -- '--- a/README.md\\n+++ b/README.md\\n@@ -1 +1 @@\\n-# demo\\n+pwned\\n' > p.diff && patch -d {main} -p1 < p.diff"],
+  [
+    'patch -d into the main checkout',
+    "printf -- '--- a/README.md\\n+++ b/README.md\\n@@ -1 +1 @@\\n-# demo\\n+pwned\\n' > p.diff && patch -d {main} -p1 < p.diff",
+  ],
   ['tar -C into the main checkout', 'echo pwned > README.md && tar -cf /tmp/t.tar README.md && tar -C {main} -xf /tmp/t.tar'],
   ['cp -t into the main checkout', 'cp -t {main} c1.txt'],
   ['tee into the main checkout', 'echo pwned | tee {main}/README.md'],
@@ -656,7 +668,8 @@ export const benign: Array<[string, Benign]> = [
     'switch to a new branch inside the session directory, commit there, switch back',
     {
       guardPolicy: 'switches_branch',
-      command: 'git switch --quiet -c orchard/c1/scratch && echo s > s.txt && git add s.txt && git commit --quiet -m scratch && git switch --quiet orchard/c1/work',
+      command:
+        'git switch --quiet -c orchard/c1/scratch && echo s > s.txt && git add s.txt && git commit --quiet -m scratch && git switch --quiet orchard/c1/work',
       check: (t, f, r) => {
         t.is(r.status, 0, r.stderr);
         t.is(git(f.main, 'log', '-1', '--format=%s', 'orchard/c1/scratch'), 'scratch');

@@ -44,13 +44,19 @@ export function fleetModel(decide: Decide, child?: (body: any) => Reply | Promis
     if (!isOrchestratorRequest(body)) return child ? child(body) : completion({ content: `child done: ${lastUserText(body).slice(0, 60)}` });
     const messages: any[] = body.messages;
     const lastUser = messages.map((m) => m.role).lastIndexOf('user');
-    const results = messages.slice(lastUser + 1).filter((m) => m.role === 'tool').map((m) => String(m.content));
+    const results = messages
+      .slice(lastUser + 1)
+      .filter((m) => m.role === 'tool')
+      .map((m) => String(m.content));
     return decide({ text: String(messages[lastUser].content), results, body });
   };
 }
 
 /** One decision per turn: the first step calls what `first` returns; any later step ends the turn. */
-export const oneCallPerTurn = (first: (text: string) => Reply): Decide => (ctx) => (ctx.results.length === 0 ? first(ctx.text) : final('Done.'));
+export const oneCallPerTurn =
+  (first: (text: string) => Reply): Decide =>
+  (ctx) =>
+    ctx.results.length === 0 ? first(ctx.text) : final('Done.');
 
 export interface Fleet {
   stub: ModelStub;
@@ -90,23 +96,29 @@ export async function startFleet(
     id,
     repo,
     orchestratorRequests,
-    toolResults: () => [
-      ...new Set(orchestratorRequests().flatMap((b) => b.messages.filter((m: any) => m.role === 'tool').map((m: any) => String(m.content)))),
-    ],
+    toolResults: () => [...new Set(orchestratorRequests().flatMap((b) => b.messages.filter((m: any) => m.role === 'tool').map((m: any) => String(m.content))))],
     keepHistory: (name) => keepHistory(orchard, orchestratorWorkflowId(id), name),
     say: async (text) => {
       const { messageId } = await orchard.client.message(id, { text });
-      const view = await waitFor(async () => {
-        const v = await orchard.client.orchestratorStatus(id);
-        return v.turns.some((turn) => turn.taskId === messageId) ? v : undefined;
-      }, 60_000, `the turn answering ${messageId}`);
+      const view = await waitFor(
+        async () => {
+          const v = await orchard.client.orchestratorStatus(id);
+          return v.turns.some((turn) => turn.taskId === messageId) ? v : undefined;
+        },
+        60_000,
+        `the turn answering ${messageId}`,
+      );
       return { ...view, messageId };
     },
     settled: (turns) =>
-      waitFor(async () => {
-        const v = await orchard.client.orchestratorStatus(id);
-        return v.turnsCompleted >= turns && v.status === 'idle' ? v : undefined;
-      }, 60_000, `orchestrator ${id} settled after ${turns} turns`),
+      waitFor(
+        async () => {
+          const v = await orchard.client.orchestratorStatus(id);
+          return v.turnsCompleted >= turns && v.status === 'idle' ? v : undefined;
+        },
+        60_000,
+        `orchestrator ${id} settled after ${turns} turns`,
+      ),
   };
 }
 

@@ -18,10 +18,7 @@ export interface ModelStub {
  * A local server speaking the Chat Completions wire protocol, answering from a script of replies, or from a
  * function of the request body (a scripted model that decides only from the bytes it receives).
  */
-export async function stubModel(
-  t: { teardown(fn: () => unknown): void },
-  replies: Reply[] | ((body: any) => Reply | Promise<Reply>),
-): Promise<ModelStub> {
+export async function stubModel(t: { teardown(fn: () => unknown): void }, replies: Reply[] | ((body: any) => Reply | Promise<Reply>)): Promise<ModelStub> {
   const waiters: { n: number; resolve: () => void }[] = [];
   const stub: ModelStub = {
     url: '',

@@ -41,7 +41,9 @@ export function eventLines(history: { events?: any[] | null }): string[] {
       ev.activityTaskScheduledEventAttributes?.activityType?.name ??
       markerOf(ev) ??
       (ev.timerStartedEventAttributes ? `timer ${ev.timerStartedEventAttributes.timerId}` : undefined) ??
-      (ev.workflowExecutionUpdateAcceptedEventAttributes ? `update ${ev.workflowExecutionUpdateAcceptedEventAttributes.acceptedRequest?.input?.name}` : undefined) ??
+      (ev.workflowExecutionUpdateAcceptedEventAttributes
+        ? `update ${ev.workflowExecutionUpdateAcceptedEventAttributes.acceptedRequest?.input?.name}`
+        : undefined) ??
       (ev.workflowExecutionUpdateCompletedEventAttributes ? `update done ${ev.workflowExecutionUpdateCompletedEventAttributes.meta?.updateId}` : undefined) ??
       (ev.workflowExecutionSignaledEventAttributes ? `signal ${ev.workflowExecutionSignaledEventAttributes.signalName}` : undefined) ??
       (ev.activityTaskCompletedEventAttributes ? `scheduled ${ev.activityTaskCompletedEventAttributes.scheduledEventId}` : undefined) ??

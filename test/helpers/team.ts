@@ -87,7 +87,10 @@ export async function startScriptedTeam(
     const messages: any[] = body.messages;
     const lastUser = messages.map((m) => m.role).lastIndexOf('user');
     const text = String(messages[lastUser].content);
-    const results = messages.slice(lastUser + 1).filter((m) => m.role === 'tool').map((m) => String(m.content));
+    const results = messages
+      .slice(lastUser + 1)
+      .filter((m) => m.role === 'tool')
+      .map((m) => String(m.content));
     const match = /^script (\S+) /.exec(text);
     const script = match ? scripts.get(match[1]) : undefined;
     if (!script) return final('noted');
@@ -126,10 +129,14 @@ export async function startScriptedTeam(
   const status = () => orchard.client.teamStatus(teamId);
   const until: TeamHarness['until'] = async (what, probe, timeoutMs = TEAM_WAIT_MS) => {
     try {
-      return await waitFor(async () => {
-        const v = await status();
-        return probe(v) ? v : undefined;
-      }, timeoutMs, what);
+      return await waitFor(
+        async () => {
+          const v = await status();
+          return probe(v) ? v : undefined;
+        },
+        timeoutMs,
+        what,
+      );
     } catch (err) {
       // Say where the team stood, for whoever reads the failure.
       throw new Error(`${(err as Error).message}; status: ${JSON.stringify(await status().catch(() => undefined))}`);
@@ -173,14 +180,19 @@ export async function startScriptedTeam(
     },
     gate: gateOf,
     async writing(taskId, memberId) {
-      return waitFor(async () => {
-        const s = await orchard.client.status(memberSessionId(teamId, memberId)).catch(() => undefined);
-        const path = s?.worktree ? join(s.worktree, `${taskId}.log`) : undefined;
-        return path && existsSync(path) && readFileSync(path, 'utf8').split('\n').length > 3 ? path : undefined;
-      }, TEAM_WAIT_MS, `${memberId} writing ${taskId}`);
+      return waitFor(
+        async () => {
+          const s = await orchard.client.status(memberSessionId(teamId, memberId)).catch(() => undefined);
+          const path = s?.worktree ? join(s.worktree, `${taskId}.log`) : undefined;
+          return path && existsSync(path) && readFileSync(path, 'utf8').split('\n').length > 3 ? path : undefined;
+        },
+        TEAM_WAIT_MS,
+        `${memberId} writing ${taskId}`,
+      );
     },
     stick: (memberId) => stickRuntime(orchard, memberSessionId(teamId, memberId)),
-    certificates: async () => (await orchard.pool.query(`SELECT generation, work_revision, certificate FROM team_certificates WHERE team_id = $1`, [teamId])).rows,
+    certificates: async () =>
+      (await orchard.pool.query(`SELECT generation, work_revision, certificate FROM team_certificates WHERE team_id = $1`, [teamId])).rows,
     count: async (sql, params = [teamId]) => Number((await orchard.pool.query(sql, params)).rows[0].n),
     history: async () => (await orchard.temporal.workflow.getHandle(teamWorkflowId(teamId)).fetchHistory()).events ?? [],
   };
@@ -191,7 +203,9 @@ export async function startScriptedTeam(
  * not kill, on another host): its runtime is not quiescent until `unstick()`.
  */
 export async function stickRuntime(orchard: { pool: Pool }, sessionId: string): Promise<{ unstick(): Promise<void> }> {
-  const holder = (await orchard.pool.query(`SELECT worktree, generation FROM worktree_leases WHERE holder LIKE $1 AND state = 'held'`, [`%session/${sessionId}@%`])).rows[0];
+  const holder = (
+    await orchard.pool.query(`SELECT worktree, generation FROM worktree_leases WHERE holder LIKE $1 AND state = 'held'`, [`%session/${sessionId}@%`])
+  ).rows[0];
   if (!holder) throw new Error(`no held lease of ${sessionId}`);
   const callKey = uniqueId('stuck');
   await orchard.pool.query(`INSERT INTO lease_process_groups (worktree, generation, host, pgid, call_key) VALUES ($1, $2, 'elsewhere', 999999, $3)`, [
@@ -246,7 +260,7 @@ export async function holdRunRow(t: ExecutionContext, teamId: string) {
 export async function waitingBehind(pool: Pool, pid: number): Promise<number[]> {
   const { rows } = await pool.query(`SELECT pid, pg_blocking_pids(pid) AS blockers FROM pg_stat_activity WHERE wait_event_type = 'Lock'`);
   const behind = new Set<number>([pid]);
-  for (let grew = true; grew; ) {
+  for (let grew = true; grew;) {
     grew = false;
     for (const r of rows) {
       if (!behind.has(r.pid) && (r.blockers as number[]).some((b) => behind.has(b))) {
@@ -269,12 +283,22 @@ export async function waitingBehind(pool: Pool, pid: number): Promise<number[]> 
  */
 export const TEAM_WAIT_MS = 150_000;
 
-export async function untilTeam(orchard: TestOrchard, teamId: string, what: string, probe: (v: TeamStatusView) => boolean, timeoutMs = TEAM_WAIT_MS): Promise<TeamStatusView> {
+export async function untilTeam(
+  orchard: TestOrchard,
+  teamId: string,
+  what: string,
+  probe: (v: TeamStatusView) => boolean,
+  timeoutMs = TEAM_WAIT_MS,
+): Promise<TeamStatusView> {
   try {
-    return await waitFor(async () => {
-      const v = await orchard.client.teamStatus(teamId);
-      return probe(v) ? v : undefined;
-    }, timeoutMs, what);
+    return await waitFor(
+      async () => {
+        const v = await orchard.client.teamStatus(teamId);
+        return probe(v) ? v : undefined;
+      },
+      timeoutMs,
+      what,
+    );
   } catch (err) {
     throw new Error(`${(err as Error).message}; status: ${JSON.stringify(await orchard.client.teamStatus(teamId).catch(() => 'unavailable'))}`);
   }
@@ -291,7 +315,10 @@ export function writerTeamModel(body: any): Reply {
   if (isCoordinator(body)) {
     const last = body.messages.at(-1);
     if (last.role === 'user' && String(last.content).startsWith('Build')) {
-      return calls(['task_create', { taskId: 'implement', title: 'Implement', description: 'write the evaluator', owner: 'implementer' }], ['plan_approve', {}]);
+      return calls(
+        ['task_create', { taskId: 'implement', title: 'Implement', description: 'write the evaluator', owner: 'implementer' }],
+        ['plan_approve', {}],
+      );
     }
     return final('ok');
   }

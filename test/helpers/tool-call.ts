@@ -20,11 +20,15 @@ export async function recordToolCall(
   call: { name: string; args: unknown },
 ): Promise<(attempt?: number) => ReturnType<Host['executeTool']>> {
   const { sessionId, prepared } = session;
-  await appendEntry(pool, { ...turnKeyOf({ sessionId, turn: 1 }), step, ordinal: 0 }, {
-    role: 'assistant',
-    content: null,
-    tool_calls: [{ id: `c${step}`, type: 'function', function: { name: call.name, arguments: JSON.stringify(call.args) } }],
-  });
+  await appendEntry(
+    pool,
+    { ...turnKeyOf({ sessionId, turn: 1 }), step, ordinal: 0 },
+    {
+      role: 'assistant',
+      content: null,
+      tool_calls: [{ id: `c${step}`, type: 'function', function: { name: call.name, arguments: JSON.stringify(call.args) } }],
+    },
+  );
   return (attempt = 1) =>
     new MockActivityEnvironment({ attempt }).run(host.executeTool, {
       sessionId,

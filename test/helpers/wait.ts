@@ -2,11 +2,7 @@
  * Polls `probe` until it gives a value (anything but undefined or false) and returns it; fails after `timeoutMs`.
  * For tests only: they wait on what the system did, never on a fixed sleep.
  */
-export async function waitFor<T>(
-  probe: () => T | undefined | false | Promise<T | undefined | false>,
-  timeoutMs = 20_000,
-  what = 'condition',
-): Promise<T> {
+export async function waitFor<T>(probe: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 20_000, what = 'condition'): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await probe();

@@ -12,10 +12,7 @@ import { waitFor } from '../helpers/wait';
  * The children answer from a scripted scenario, so only the orchestrator's decisions cost model calls.
  */
 const config = process.env.ORCHARD_LIVE === '1' ? openAIConfigFromEnv() : undefined;
-const why =
-  process.env.ORCHARD_LIVE !== '1'
-    ? 'ORCHARD_LIVE=1 is not set'
-    : 'ORCHARD_MODEL_URL and ORCHARD_MODEL are not set';
+const why = process.env.ORCHARD_LIVE !== '1' ? 'ORCHARD_LIVE=1 is not set' : 'ORCHARD_MODEL_URL and ORCHARD_MODEL are not set';
 /** Each live test, or the same test skipped with the reason in its title (ava prints skipped titles). */
 const live = (title: string, fn: (t: import('ava').ExecutionContext) => Promise<void>) =>
   config ? test.serial(title, fn) : test.serial.skip(`${title} [skipped: ${why}]`, fn);
@@ -29,10 +26,14 @@ async function fleet(t: import('ava').ExecutionContext) {
   /** Sends a user message and returns the orchestrator's state once that message's turn has ended. */
   const say = async (text: string): Promise<{ view: OrchestratorStatusView; messageId: string }> => {
     const { messageId } = await orchard.client.message(id, { text });
-    const view = await waitFor(async () => {
-      const v = await orchard.client.orchestratorStatus(id);
-      return v.turns.some((turn) => turn.taskId === messageId) ? v : undefined;
-    }, 110_000, `the turn answering ${messageId}`);
+    const view = await waitFor(
+      async () => {
+        const v = await orchard.client.orchestratorStatus(id);
+        return v.turns.some((turn) => turn.taskId === messageId) ? v : undefined;
+      },
+      110_000,
+      `the turn answering ${messageId}`,
+    );
     return { view, messageId };
   };
   return { orchard, id, say };
@@ -46,14 +47,20 @@ live('routes a follow-up to the existing owner and recognises a paraphrased topi
   t.is(first.view.children.length, 1, 'the first request created one child');
   const owner = first.view.children[0].childId;
   const follow = await say('On PR 1741, also add a retry around the login call.');
-  t.deepEqual(deliveredFor(follow.view, follow.messageId).map((d) => d.childId), [owner]);
+  t.deepEqual(
+    deliveredFor(follow.view, follow.messageId).map((d) => d.childId),
+    [owner],
+  );
   const paraphrase = await say('That flaky sign-in test we talked about: it failed again on main, have a look.');
-  t.deepEqual(deliveredFor(paraphrase.view, paraphrase.messageId).map((d) => d.childId), [owner]);
+  t.deepEqual(
+    deliveredFor(paraphrase.view, paraphrase.messageId).map((d) => d.childId),
+    [owner],
+  );
   t.is(paraphrase.view.children.length, 1, 'no second child for the same topic');
 });
 
 live('dispatches on a raw symptom report without asking first', async (t) => {
   const { say } = await fleet(t);
-  const report = await say('Customers get HTTP 500 on /checkout since this morning\'s deploy. Stack trace ends in PriceFormatter.round.');
+  const report = await say("Customers get HTTP 500 on /checkout since this morning's deploy. Stack trace ends in PriceFormatter.round.");
   t.true(deliveredFor(report.view, report.messageId).length >= 1, 'the model dispatched work in the same turn');
 });

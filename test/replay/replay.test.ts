@@ -20,8 +20,6 @@ for (const file of files) {
   test(`replays ${file} without non-determinism`, async (t) => {
     const history = historyFromJSON(JSON.parse(readFileSync(join(dir, file), 'utf8')));
     const bundle = testStackEnv().workflowBundle;
-    await t.notThrowsAsync(
-      Worker.runReplayHistory(bundle ? { workflowBundle: bundle } : { workflowsPath: require.resolve('../../workflows') }, history, file),
-    );
+    await t.notThrowsAsync(Worker.runReplayHistory(bundle ? { workflowBundle: bundle } : { workflowsPath: require.resolve('../../workflows') }, history, file));
   });
 }

@@ -61,7 +61,10 @@ test('the command runs in the worktree with stdin closed', async (t) => {
 
 test('the command gets its own process group and session', async (t) => {
   const r = await run('ps -o pgid= -p $$; ps -o sid= -p $$; echo $$');
-  const [pgid, sid, pid] = r.stdout.trim().split('\n').map((s) => Number(s.trim()));
+  const [pgid, sid, pid] = r.stdout
+    .trim()
+    .split('\n')
+    .map((s) => Number(s.trim()));
   t.is(pgid, pid);
   t.is(sid, pid);
   t.is(r.pgid, pid);
@@ -74,9 +77,7 @@ test('long output keeps head and tail with a truncation marker', async (t) => {
   t.true(r.stdout.endsWith('line 20000\ntail-end\n'));
   const marker = /\[… (\d+) bytes truncated …\]/.exec(r.stdout);
   t.truthy(marker);
-  const total = Buffer.byteLength(
-    Array.from({ length: 20000 }, (_, i) => `line ${i + 1}\n`).join('') + 'tail-end\n',
-  );
+  const total = Buffer.byteLength(Array.from({ length: 20000 }, (_, i) => `line ${i + 1}\n`).join('') + 'tail-end\n');
   const kept = Buffer.byteLength(r.stdout.replace(/\n?\[… \d+ bytes truncated …\]\n/, ''));
   t.is(Number(marker?.[1]), total - kept);
   t.true(kept <= 1000);

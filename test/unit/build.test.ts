@@ -29,14 +29,13 @@ function fixture(): string {
     'client/main.ts',
     "import { KIND, type Shape } from '../workflows/types';\nimport { migrations } from '../activities/store/migrate';\n" +
       "async function main(): Promise<void> {\n  const { late } = await import('../worker/late');\n" +
-      "  const shape: Shape = { name: KIND };\n  console.log(JSON.stringify({ late: late(), shape, migrations: migrations() }));\n}\n" +
+      '  const shape: Shape = { name: KIND };\n  console.log(JSON.stringify({ late: late(), shape, migrations: migrations() }));\n}\n' +
       'void main();\n',
   );
   return root;
 }
 
-const runMain = (root: string) =>
-  JSON.parse(execFileSync(process.execPath, [path.join(root, 'dist/client/main.js')], { encoding: 'utf8' })) as unknown;
+const runMain = (root: string) => JSON.parse(execFileSync(process.execPath, [path.join(root, 'dist/client/main.js')], { encoding: 'utf8' })) as unknown;
 
 test('the build mirrors the sources under dist/: lazy imports, __dirname-relative files and type-only imports work', async (t) => {
   const root = fixture();

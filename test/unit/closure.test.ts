@@ -86,7 +86,14 @@ test('all cancelled ends cancelled, never delivered, even when every cancel cite
 });
 
 test('all failed is not delivered, and says which tasks failed', (t) => {
-  const r = validateClosure(board({ tasks: [{ id: 'a', status: 'failed' }, { id: 'b', status: 'failed' }] }));
+  const r = validateClosure(
+    board({
+      tasks: [
+        { id: 'a', status: 'failed' },
+        { id: 'b', status: 'failed' },
+      ],
+    }),
+  );
   t.is(r.outcome, 'not_delivered');
   t.is(r.candidate, 'blocked');
   t.deepEqual(codes(r), ['all_failed', 'task_failed', 'task_failed']);
@@ -152,7 +159,10 @@ test('replacement chain: a cancelled or failed task counts when its replacement 
 
   // A coordinator cancel with no replacement never counts.
   const extra = allValid();
-  const dropped = validateClosure({ ...extra, tasks: [...extra.tasks, { id: 'docs', status: 'cancelled', cancel: { by: 'coordinator', reason: 'not needed' } }] });
+  const dropped = validateClosure({
+    ...extra,
+    tasks: [...extra.tasks, { id: 'docs', status: 'cancelled', cancel: { by: 'coordinator', reason: 'not needed' } }],
+  });
   t.is(dropped.outcome, 'not_delivered');
   t.deepEqual(codes(dropped), ['cancelled_by_coordinator']);
 
@@ -165,7 +175,13 @@ test('replacement chain: a cancelled or failed task counts when its replacement 
 test('an open task is not closed by a completed replacement: it may still write', (t) => {
   const end = done('new');
   const r = validateClosure(
-    board({ tasks: [{ id: 'old', status: 'in_progress' }, { ...end.task, replacesTaskId: 'old' }], outputs: [end.output] }),
+    board({
+      tasks: [
+        { id: 'old', status: 'in_progress' },
+        { ...end.task, replacesTaskId: 'old' },
+      ],
+      outputs: [end.output],
+    }),
   );
   t.is(r.outcome, 'not_delivered');
   t.deepEqual(codes(r), ['task_open']);
@@ -224,7 +240,10 @@ test('a chain may end in a user scope removal, but delivery still needs one comp
   const withWork = done('c');
   const delivered = validateClosure(board({ tasks: [...tasks, withWork.task], outputs: [withWork.output], userEvents }));
   t.is(delivered.outcome, 'delivered');
-  t.deepEqual(delivered.evidence.resolutions.find((x) => x.taskId === 'a'), { taskId: 'a', kind: 'replaced_by', by: 'b' });
+  t.deepEqual(
+    delivered.evidence.resolutions.find((x) => x.taskId === 'a'),
+    { taskId: 'a', kind: 'replaced_by', by: 'b' },
+  );
 });
 
 test('a handoff that is not released blocks delivery, whatever its other state', (t) => {
@@ -266,7 +285,10 @@ test('a reassigned task counts through its replacement, not as a scope removal, 
     { taskId: 'impl-r1', kind: 'completed' },
   ]);
   // Its replacement failed: the reassign's user event does not close the old task either.
-  const failed = validateClosure({ ...reassigned, tasks: reassigned.tasks.map((x) => (x.id === 'impl-r1' ? { id: 'impl-r1', status: 'failed', replacesTaskId: 'impl' } : x)) });
+  const failed = validateClosure({
+    ...reassigned,
+    tasks: reassigned.tasks.map((x) => (x.id === 'impl-r1' ? { id: 'impl-r1', status: 'failed', replacesTaskId: 'impl' } : x)),
+  });
   t.is(failed.outcome, 'not_delivered');
   t.deepEqual(codesOf(failed, 'impl'), ['replacement_chain_broken']);
   t.deepEqual(codesOf(failed, 'impl-r1'), ['task_failed']);
@@ -275,7 +297,11 @@ test('a reassigned task counts through its replacement, not as a scope removal, 
   const other = done('docs');
   const kept = validateClosure({
     ...reassigned,
-    tasks: [reassigned.tasks[0], { id: 'impl-r1', status: 'cancelled', replacesTaskId: 'impl', cancel: { by: 'user', kind: 'keep_stopped', userEventId: 'ev-keep' } }, other.task],
+    tasks: [
+      reassigned.tasks[0],
+      { id: 'impl-r1', status: 'cancelled', replacesTaskId: 'impl', cancel: { by: 'user', kind: 'keep_stopped', userEventId: 'ev-keep' } },
+      other.task,
+    ],
     outputs: [other.output],
     handoffs: [{ oldTaskId: 'impl', newTaskId: 'impl-r1', state: 'timeout', resolution: 'keep_stopped' }],
     userEvents: [reassign, keep],
@@ -323,11 +349,7 @@ test('cycles of replacesTaskId are never delivered, even when a task on the cycl
   // A cycle with nothing counted on it closes nothing.
   const idle = validateClosure(
     board({
-      tasks: [
-        { id: 'x', status: 'cancelled', replacesTaskId: 'y', cancel: { by: 'coordinator' } },
-        { id: 'y', status: 'failed', replacesTaskId: 'x' },
-        a.task,
-      ],
+      tasks: [{ id: 'x', status: 'cancelled', replacesTaskId: 'y', cancel: { by: 'coordinator' } }, { id: 'y', status: 'failed', replacesTaskId: 'x' }, a.task],
       outputs: [a.output],
     }),
   );
@@ -384,7 +406,10 @@ const boardArb: fc.Arbitrary<BoardSnapshot> = fc
       // Every task's own output row, most of them current; a missing or foreign row now and then.
       outputs: fc.tuple(
         ...ids.map((id) =>
-          sometimes(fc.record({ id: fc.constant(`out-${id}`), taskId: often(id, fc.constantFrom(...IDS)), generation: often(GEN, fc.constantFrom(GEN - 1, GEN + 1)) }), 64),
+          sometimes(
+            fc.record({ id: fc.constant(`out-${id}`), taskId: often(id, fc.constantFrom(...IDS)), generation: often(GEN, fc.constantFrom(GEN - 1, GEN + 1)) }),
+            64,
+          ),
         ),
       ),
       handoffs: fc.array(
@@ -399,7 +424,17 @@ const boardArb: fc.Arbitrary<BoardSnapshot> = fc
         { maxLength: 2 },
       ),
       userEvents: fc.tuple(
-        ...ids.map((id) => sometimes(fc.record({ id: fc.constant(`ev-${id}`), teamId: often(TEAM, fc.constant('team-b')), kind: fc.constant('cancel_task'), taskId: often(id, fc.constantFrom(...IDS)) }), 32)),
+        ...ids.map((id) =>
+          sometimes(
+            fc.record({
+              id: fc.constant(`ev-${id}`),
+              teamId: often(TEAM, fc.constant('team-b')),
+              kind: fc.constant('cancel_task'),
+              taskId: often(id, fc.constantFrom(...IDS)),
+            }),
+            32,
+          ),
+        ),
       ),
       stale: fc.nat(15),
       inboxUnread: often(0, fc.nat(3)),
@@ -453,11 +488,13 @@ function certificateProblems(b: BoardSnapshot, r: ClosureResult): string[] {
       const ok = atTask.status === 'completed' && rows.length === 1 && rows[0].taskId === atTask.id && rows[0].generation === b.generation;
       if (!ok || !r.evidence.outputIds.includes(rows[0].id)) problems.push(`${atTask.id}: completed without a current output of its own`);
     }
-    if (rs[0].kind === 'user_scope_removed' && b.tasks.some((x) => x.replacesTaskId === task.id)) problems.push(`${task.id}: removed from scope, but a replacement carries it`);
+    if (rs[0].kind === 'user_scope_removed' && b.tasks.some((x) => x.replacesTaskId === task.id))
+      problems.push(`${task.id}: removed from scope, but a replacement carries it`);
     if (at?.kind === 'user_scope_removed') {
       const events = b.userEvents.filter((e) => e.id === at.userEventId);
       const ok = atTask.status === 'cancelled' && atTask.cancel?.by === 'user' && atTask.cancel.userEventId === at.userEventId;
-      if (!ok || events.length !== 1 || events[0].teamId !== b.teamId || events[0].taskId !== atTask.id) problems.push(`${atTask.id}: removal without a real user event`);
+      if (!ok || events.length !== 1 || events[0].teamId !== b.teamId || events[0].taskId !== atTask.id)
+        problems.push(`${atTask.id}: removal without a real user event`);
     }
   }
   if (!r.evidence.resolutions.some((x) => x.kind === 'completed')) problems.push('no completed task');
@@ -551,9 +588,9 @@ test('property: the result is deterministic and does not depend on the order of 
   const shuffled = <T>(xs: readonly T[]) => fc.shuffledSubarray([...xs], { minLength: xs.length, maxLength: xs.length });
   fc.assert(
     fc.property(
-      fc.oneof(boardArb, deliveredArb).chain((b) =>
-        fc.tuple(fc.constant(b), shuffled(b.tasks), shuffled(b.outputs), shuffled(b.handoffs), shuffled(b.userEvents)),
-      ),
+      fc
+        .oneof(boardArb, deliveredArb)
+        .chain((b) => fc.tuple(fc.constant(b), shuffled(b.tasks), shuffled(b.outputs), shuffled(b.handoffs), shuffled(b.userEvents))),
       ([b, tasks, outputs, handoffs, userEvents]) => {
         const first = validateClosure(b);
         return (

@@ -10,12 +10,10 @@ import { maxCommandsFromEnv, workerConfigFromEnv } from '../../worker/config';
 const root = mkdtempSync(path.join(tmpdir(), 'orchard-slots-'));
 test.after.always(() => rmSync(root, { recursive: true, force: true }));
 const env = buildCommandEnv({ worktree: root, sessionId: 'slots', branch: 'orchard/slots' });
-const run = (command: string, extra: Partial<RunBashInput> = {}) =>
-  runBash({ command, cwd: root, env, timeoutMs: 20_000, maxOutputBytes: 4096, ...extra });
+const run = (command: string, extra: Partial<RunBashInput> = {}) => runBash({ command, cwd: root, env, timeoutMs: 20_000, maxOutputBytes: 4096, ...extra });
 
 /** Each command writes its own start and end time (ns, from `date`) to the log: the commands' own view. */
-const timed = (log: string, name: string) =>
-  `echo "${name} start $(date +%s%N)" >> ${log}; sleep 0.6; echo "${name} end $(date +%s%N)" >> ${log}`;
+const timed = (log: string, name: string) => `echo "${name} start $(date +%s%N)" >> ${log}; sleep 0.6; echo "${name} end $(date +%s%N)" >> ${log}`;
 
 function intervals(log: string): Map<string, { start: bigint; end: bigint }> {
   const out = new Map<string, { start: bigint; end: bigint }>();
@@ -42,9 +40,15 @@ test('with one slot, two concurrent commands never overlap; the waiting one hear
   t.is(b.exitCode, 0);
   const runs = intervals(log);
   t.is(runs.size, 2);
-  t.false(overlap(runs.get('a')!, runs.get('b')!), JSON.stringify([...runs], (_, v) => (typeof v === 'bigint' ? String(v) : v)));
+  t.false(
+    overlap(runs.get('a')!, runs.get('b')!),
+    JSON.stringify([...runs], (_, v) => (typeof v === 'bigint' ? String(v) : v)),
+  );
   // b waited for a's slot (a's run is about 0.6 s): it heartbeat while a waiter was queued.
-  t.true(ticks.some((x) => x === 'b:1'), ticks.join(' '));
+  t.true(
+    ticks.some((x) => x === 'b:1'),
+    ticks.join(' '),
+  );
   t.is(slots.running, 0);
 });
 

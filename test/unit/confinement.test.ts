@@ -52,7 +52,7 @@ test('a layout believes the worktree’s .git only when it names an admin dir th
   await t.throwsAsync(isolatedLayout({ worktree, branch: 'orchard/s1/work', sessionId: 's1' }), { message: /is not a linked worktree/ });
 });
 
-test('a bare remote on this disk takes a push of the child\'s own branch, and nothing else', async (t) => {
+test("a bare remote on this disk takes a push of the child's own branch, and nothing else", async (t) => {
   const confinement = await resolveConfinement({});
   if (confinement.mode !== 'sandbox') return t.fail(`this machine cannot confine: ${'reason' in confinement ? confinement.reason : ''}`);
   const base = mkdtempSync(path.join(tmpdir(), 'orchard-remote-'));

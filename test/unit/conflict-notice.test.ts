@@ -175,8 +175,18 @@ test.serial('probeConflict outside a repository finds nothing', async (t) => {
 
 test.serial('the hint', (t) => {
   const quiet = { stdout: '', stderr: '' };
-  for (const command of ['git merge x', 'git pull', 'git rebase -i main', 'git cherry-pick a', 'git am x.patch',
-    'git stash pop', 'git apply --3way p', 'git checkout -m other', 'git switch --merge b', 'git revert HEAD']) {
+  for (const command of [
+    'git merge x',
+    'git pull',
+    'git rebase -i main',
+    'git cherry-pick a',
+    'git am x.patch',
+    'git stash pop',
+    'git apply --3way p',
+    'git checkout -m other',
+    'git switch --merge b',
+    'git revert HEAD',
+  ]) {
     t.true(mightHaveConflicts(command, quiet), command);
   }
   for (const command of ['ls', 'npm test', 'git status', 'git checkout other', 'git commit -m wip']) {

@@ -2,13 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
-import {
-  TemporalConfigError,
-  clientConnectionOptions,
-  describeTarget,
-  loadTemporalSettings,
-  type TemporalTarget,
-} from '../../client/connection';
+import { TemporalConfigError, clientConnectionOptions, describeTarget, loadTemporalSettings, type TemporalTarget } from '../../client/connection';
 import { nativeConnectionOptions } from '../../worker/runtime';
 
 /** A temp dir holding a temporal.toml, and an environment that sees only it (no ~/.config of the machine). */

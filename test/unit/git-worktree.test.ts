@@ -108,9 +108,7 @@ test('a directory that is not a repository is repository_not_found', async (t) =
   const err = await t.throwsAsync(prepareWorktree({ repo: base, sessionId: 's1', worktreeRoot }));
   t.true(err instanceof WorkspaceError);
   t.is((err as WorkspaceError).code, 'repository_not_found');
-  const missing = await t.throwsAsync(
-    prepareWorktree({ repo: path.join(base, 'missing'), sessionId: 's1', worktreeRoot }),
-  );
+  const missing = await t.throwsAsync(prepareWorktree({ repo: path.join(base, 'missing'), sessionId: 's1', worktreeRoot }));
   t.is((missing as WorkspaceError).code, 'repository_not_found');
 });
 

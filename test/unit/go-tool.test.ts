@@ -39,7 +39,10 @@ test('a tool whose go install names it differently is renamed into the cache und
 test('with build: false a missing tool is an error that says how to build it, and nothing is built', async (t) => {
   const s = sandbox();
   const tool: GoTool = { module: 'example.com/x/cmd/server@v1.0.0', binary: 'x-server', builtName: 'server', label: 'X', unavailableHint: 'run make x' };
-  const err = await t.throwsAsync(resolveGoTool(tool, () => undefined, { env: s.env, build: false }), { instanceOf: GoToolUnavailableError });
+  const err = await t.throwsAsync(
+    resolveGoTool(tool, () => undefined, { env: s.env, build: false }),
+    { instanceOf: GoToolUnavailableError },
+  );
   t.regex(err?.message ?? '', /no x-server binary on PATH or at .*x-server; run make x/);
   t.false(fs.existsSync(path.join(s.env.PATH!, 'go-runs')));
   // Once built, build: false finds it in the cache.

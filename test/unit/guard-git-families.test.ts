@@ -67,7 +67,7 @@ const ATTACKS: Record<string, readonly Row[]> = {
     ['git merge-file /work/main/a b c', 'outside_worktree'],
     ['git fast-export --export-marks=/work/main/m HEAD', 'outside_worktree'],
   ],
-  'refs other than the child\'s': [
+  "refs other than the child's": [
     ['git push origin HEAD:main', 'moves_other_ref'],
     ['git push origin :refs/tags/x', 'moves_other_ref'],
     ['git push origin --tags', 'moves_other_ref'],
@@ -334,7 +334,17 @@ const quote = fc.constantFrom<(s: string) => string>(
 
 // Write targets: spelled as paths outside the worktree (absolute, `..`-relative, sibling prefix, `~`, through
 // .git) or inside it (relative, absolute, `./`, the private temp dir).
-const OUTSIDE_PATHS = ['/work/main/x', '../s2/x', '../../etc/x', '/srv/wt/s1/../s2/x', '/srv/wt/s1x/y', 'src/../../main/x', '~/x', '.git/hooks/post-checkout', '/srv/wt/s1/.git/x'];
+const OUTSIDE_PATHS = [
+  '/work/main/x',
+  '../s2/x',
+  '../../etc/x',
+  '/srv/wt/s1/../s2/x',
+  '/srv/wt/s1x/y',
+  'src/../../main/x',
+  '~/x',
+  '.git/hooks/post-checkout',
+  '/srv/wt/s1/.git/x',
+];
 const INSIDE_PATHS = ['out/x', '/srv/wt/s1/out/x', './out/x', 'src/../out/x', '/tmp/x'];
 
 /** Each spelling of a writing option, given the target (quoted as a whole word or after `=`). */
@@ -379,11 +389,23 @@ test('property: a git option that writes a path outside the worktree is never al
 const SOURCES = ['HEAD', '@', BRANCH, `refs/heads/${BRANCH}`, 'HEAD~1', 'main', 'abc1234'];
 const OWN_DESTINATIONS = [BRANCH, `refs/heads/${BRANCH}`];
 const OTHER_DESTINATIONS = [
-  'main', 'refs/heads/main', 'refs/tags/v1', 'v1', 'refs/notes/commits', `${BRANCH}2`, 'orchard/s2/work', `refs/heads/${BRANCH}/x`,
-  'refs/remotes/origin/main', `refs/remotes/origin/${BRANCH}`, 'refs/replace/abc1234', 'refs/heads/*', 'refs/for/main', 'HEAD',
+  'main',
+  'refs/heads/main',
+  'refs/tags/v1',
+  'v1',
+  'refs/notes/commits',
+  `${BRANCH}2`,
+  'orchard/s2/work',
+  `refs/heads/${BRANCH}/x`,
+  'refs/remotes/origin/main',
+  `refs/remotes/origin/${BRANCH}`,
+  'refs/replace/abc1234',
+  'refs/heads/*',
+  'refs/for/main',
+  'HEAD',
 ];
 
-test('property: a push refspec that writes any remote ref but the child\'s branch is never allowed; its own is', (t) => {
+test("property: a push refspec that writes any remote ref but the child's branch is never allowed; its own is", (t) => {
   fc.assert(
     fc.property(
       fc.constantFrom(...SOURCES),
@@ -406,7 +428,7 @@ test('property: a push refspec that writes any remote ref but the child\'s branc
   t.pass();
 });
 
-test('property: commands that create or move refs by name never allow a name other than the child\'s branch', (t) => {
+test("property: commands that create or move refs by name never allow a name other than the child's branch", (t) => {
   const name = fc.constantFrom('main', 'v1', 'refs/heads/main', 'refs/tags/v1', `${BRANCH}2`, 'orchard/s2/work', 'refs/notes/commits', 'x/y');
   const writers: readonly ((n: string) => string)[] = [
     (n) => `git tag ${n}`,
@@ -435,7 +457,10 @@ test('property: commands that create or move refs by name never allow a name oth
 test('property: fetch writes only faithful remote-tracking refs, never tags or shallow', (t) => {
   const remote = fc.constantFrom('origin', 'upstream');
   const branch = fc.constantFrom('main', 'feature/x', BRANCH, '*');
-  const srcForm = fc.constantFrom((b: string) => b, (b: string) => `refs/heads/${b}`);
+  const srcForm = fc.constantFrom(
+    (b: string) => b,
+    (b: string) => `refs/heads/${b}`,
+  );
   const bad = fc.constantFrom(
     (r: string, b: string) => `refs/heads/${b}`,
     (r: string, b: string) => `refs/tags/${b}`,
@@ -446,30 +471,75 @@ test('property: fetch writes only faithful remote-tracking refs, never tags or s
   );
   const harmless = fc.constantFrom('', '--prune ', '-q ', '--no-tags ', '--progress ', '-v ');
   const badOption = fc.constantFrom(
-    '--tags ', '-t ', '--ta ', '--depth=1 ', '--depth 1 ', '--dept=3 ', '--deepen=2 ', '--unshallow ', '--shallow-since=2020-01-01 ',
-    '--shallow-exclude=main ', '--update-shallow ', '--update-head-ok ', '-u ', '--update-h ', '--prune-tags ', '-P ', '--force ', '-f ',
+    '--tags ',
+    '-t ',
+    '--ta ',
+    '--depth=1 ',
+    '--depth 1 ',
+    '--dept=3 ',
+    '--deepen=2 ',
+    '--unshallow ',
+    '--shallow-since=2020-01-01 ',
+    '--shallow-exclude=main ',
+    '--update-shallow ',
+    '--update-head-ok ',
+    '-u ',
+    '--update-h ',
+    '--prune-tags ',
+    '-P ',
+    '--force ',
+    '-f ',
   );
   fc.assert(
-    fc.property(remote, branch, srcForm, fc.boolean(), bad, fc.boolean(), harmless, badOption, fc.boolean(), (r, b, sf, faithful, dstOf, plus, opt, badOpt, useBad) => {
-      const dst = faithful ? `refs/remotes/${r}/${b}` : dstOf(r, b);
-      const spec = `'${plus ? '+' : ''}${sf(b)}:${dst}'`;
-      const command = `git fetch ${useBad ? badOpt : opt}${r} ${spec}`;
-      const d = decide(command);
-      // The child's own branch and its own tracking ref may be written whatever the source.
-      const own = [`refs/remotes/${r}/${BRANCH}`, `refs/heads/${BRANCH}`, BRANCH].includes(dst);
-      const ok = faithful && !useBad ? d.allowed : useBad ? !d.allowed : own || !d.allowed;
-      if (!ok) t.log(`${show(d)}: ${command}`);
-      return ok;
-    }),
+    fc.property(
+      remote,
+      branch,
+      srcForm,
+      fc.boolean(),
+      bad,
+      fc.boolean(),
+      harmless,
+      badOption,
+      fc.boolean(),
+      (r, b, sf, faithful, dstOf, plus, opt, badOpt, useBad) => {
+        const dst = faithful ? `refs/remotes/${r}/${b}` : dstOf(r, b);
+        const spec = `'${plus ? '+' : ''}${sf(b)}:${dst}'`;
+        const command = `git fetch ${useBad ? badOpt : opt}${r} ${spec}`;
+        const d = decide(command);
+        // The child's own branch and its own tracking ref may be written whatever the source.
+        const own = [`refs/remotes/${r}/${BRANCH}`, `refs/heads/${BRANCH}`, BRANCH].includes(dst);
+        const ok = faithful && !useBad ? d.allowed : useBad ? !d.allowed : own || !d.allowed;
+        if (!ok) t.log(`${show(d)}: ${command}`);
+        return ok;
+      },
+    ),
     RUNS,
   );
   t.pass();
 });
 
 const EXEC_KEYS = [
-  'core.hooksPath', 'core.fsmonitor', 'core.sshCommand', 'core.editor', 'core.pager', 'diff.x.command', 'diff.external', 'alias.st',
-  'filter.x.clean', 'credential.helper', 'include.path', 'includeIf.gitdir:/x/.path', 'core.gitProxy', 'uploadpack.packObjectsHook',
-  'pager.log', 'sequence.editor', 'gpg.program', 'merge.x.driver', 'diff.x.textconv', 'core.askPass', 'core.alternateRefsCommand',
+  'core.hooksPath',
+  'core.fsmonitor',
+  'core.sshCommand',
+  'core.editor',
+  'core.pager',
+  'diff.x.command',
+  'diff.external',
+  'alias.st',
+  'filter.x.clean',
+  'credential.helper',
+  'include.path',
+  'includeIf.gitdir:/x/.path',
+  'core.gitProxy',
+  'uploadpack.packObjectsHook',
+  'pager.log',
+  'sequence.editor',
+  'gpg.program',
+  'merge.x.driver',
+  'diff.x.textconv',
+  'core.askPass',
+  'core.alternateRefsCommand',
 ];
 const REDIRECT_KEYS = ['core.worktree', 'core.bare', 'remote.origin.url', 'url.x.insteadOf', 'init.templateDir', 'core.excludesFile'];
 const HARMLESS_KEYS = ['user.name', 'user.email', 'color.ui', 'core.quotepath', 'log.date', 'diff.renames'];
@@ -511,9 +581,23 @@ test('property: config that runs programs or redirects git never passes, by any 
 
 test('property: GIT_CONFIG_* and other redirecting variables are refused in every assignment form', (t) => {
   const names = fc.constantFrom(
-    'GIT_CONFIG_COUNT', 'GIT_CONFIG_KEY_0', 'GIT_CONFIG_VALUE_0', 'GIT_CONFIG_PARAMETERS', 'GIT_CONFIG', 'GIT_CONFIG_GLOBAL', 'GIT_CONFIG_SYSTEM',
-    'GIT_COMMON_DIR', 'GIT_INDEX_FILE', 'GIT_OBJECT_DIRECTORY', 'GIT_ALTERNATE_OBJECT_DIRECTORIES', 'GIT_NAMESPACE', 'GIT_EXEC_PATH',
-    'GIT_TEMPLATE_DIR', 'GIT_SSH_COMMAND', 'GIT_EXTERNAL_DIFF', 'GIT_ASKPASS',
+    'GIT_CONFIG_COUNT',
+    'GIT_CONFIG_KEY_0',
+    'GIT_CONFIG_VALUE_0',
+    'GIT_CONFIG_PARAMETERS',
+    'GIT_CONFIG',
+    'GIT_CONFIG_GLOBAL',
+    'GIT_CONFIG_SYSTEM',
+    'GIT_COMMON_DIR',
+    'GIT_INDEX_FILE',
+    'GIT_OBJECT_DIRECTORY',
+    'GIT_ALTERNATE_OBJECT_DIRECTORIES',
+    'GIT_NAMESPACE',
+    'GIT_EXEC_PATH',
+    'GIT_TEMPLATE_DIR',
+    'GIT_SSH_COMMAND',
+    'GIT_EXTERNAL_DIFF',
+    'GIT_ASKPASS',
   );
   const forms: readonly ((n: string, v: string) => string)[] = [
     (n, v) => `${n}=${v} git status`,
@@ -536,7 +620,9 @@ test('property: --template in any spelling is refused for init and clone; withou
       fc.constantFrom('--template=/tmp/t', '--template /tmp/t', '--templ=/tmp/t', '--te /tmp/t', "'--template=sub/t'", '--template=sub/t'),
       fc.boolean(),
       (cmd, option, withTemplate) => {
-        const d = decide(`git ${cmd.startsWith('init') ? 'init' : 'clone'} ${withTemplate ? `${option} ` : ''}${cmd.startsWith('clone') ? 'https://x/y ' : ''}newrepo`);
+        const d = decide(
+          `git ${cmd.startsWith('init') ? 'init' : 'clone'} ${withTemplate ? `${option} ` : ''}${cmd.startsWith('clone') ? 'https://x/y ' : ''}newrepo`,
+        );
         return withTemplate ? !d.allowed && d.reason === 'git_config_exec' : d.allowed;
       },
     ),
@@ -546,7 +632,19 @@ test('property: --template in any spelling is refused for init and clone; withou
 });
 
 // Another repository: each way of pointing git at a directory, given inside or outside paths.
-const REPO_OUTSIDE = ['/work/main', '/work/main/.git', '..', '../s2', '/srv/wt/s1/..', 'src/../..', '.git/..', '.git', '.git/worktrees/s2', 'sub/..', '/srv/wt/s1x'];
+const REPO_OUTSIDE = [
+  '/work/main',
+  '/work/main/.git',
+  '..',
+  '../s2',
+  '/srv/wt/s1/..',
+  'src/../..',
+  '.git/..',
+  '.git',
+  '.git/worktrees/s2',
+  'sub/..',
+  '/srv/wt/s1x',
+];
 const REPO_INSIDE = ['src', '/srv/wt/s1/src', './src', 'vendor/lib'];
 
 test('property: git pointed at a directory outside the worktree (or through .git) is never allowed; inside it is', (t) => {
@@ -580,13 +678,10 @@ test('property: git pointed at a directory outside the worktree (or through .git
 
 test('property: worktree administration and repositories created outside the worktree are refused', (t) => {
   fc.assert(
-    fc.property(
-      fc.constantFrom('add ../x', 'add sub/x', 'move . /tmp/x', 'remove ../s2', 'prune', 'repair', 'lock .', 'unlock .'),
-      (action) => {
-        const d = decide(`git worktree ${action}`);
-        return !d.allowed && d.reason === 'shared_state';
-      },
-    ),
+    fc.property(fc.constantFrom('add ../x', 'add sub/x', 'move . /tmp/x', 'remove ../s2', 'prune', 'repair', 'lock .', 'unlock .'), (action) => {
+      const d = decide(`git worktree ${action}`);
+      return !d.allowed && d.reason === 'shared_state';
+    }),
     { numRuns: 50, seed: 20261203 },
   );
   fc.assert(
@@ -632,15 +727,25 @@ test('property: ordinary read-only git with varied options passes', (t) => {
 // to `git show` is `--output=<file>`, which the kernel layer confines, so with an `unsure` channel the guard says
 // so and allows; without one it refuses. Options that run programs are refused either way.
 const xargsCall = (sub: string[], unsure?: (why: string) => void) =>
-  decideGit({ argv: sub.map((w) => literalWord(w)), trailingDynamic: true, cwd: { kind: 'known', path: WORKTREE }, text: `xargs git ${sub.join(' ')}`, unsure }, { branch: BRANCH, worktree: WORKTREE });
+  decideGit(
+    { argv: sub.map((w) => literalWord(w)), trailingDynamic: true, cwd: { kind: 'known', path: WORKTREE }, text: `xargs git ${sub.join(' ')}`, unsure },
+    { branch: BRANCH, worktree: WORKTREE },
+  );
 
 test('xargs git show: allowed with a note through the unsure channel, refused without it', (t) => {
   const notes: string[] = [];
-  t.is(xargsCall(['show'], (why) => notes.push(why)), undefined);
+  t.is(
+    xargsCall(['show'], (why) => notes.push(why)),
+    undefined,
+  );
   t.is(notes.length, 1);
   t.regex(notes[0], /--output/);
   t.is(xargsCall(['show'])?.reason, 'dynamic_argument');
-  t.is(xargsCall(['log', '--stat', '--'], (why) => notes.push(why)), undefined, 'after -- the input is paths');
+  t.is(
+    xargsCall(['log', '--stat', '--'], (why) => notes.push(why)),
+    undefined,
+    'after -- the input is paths',
+  );
   t.is(notes.length, 1, 'no note when the input can only be paths');
   t.is(xargsCall(['grep', 'foo'], (why) => notes.push(why))?.reason, 'dynamic_argument', 'grep input could be -O<program>');
   t.is(xargsCall(['diff', '--output=/work/main/x'], (why) => notes.push(why))?.reason, 'outside_worktree');
@@ -650,11 +755,17 @@ test('xargs git show: allowed with a note through the unsure channel, refused wi
 // `--git-dir`/`--work-tree`, including the `.git/…` and `dir/..` paths the lexical environment model lets by.
 const gitWithEnv = (name: string, value: string) =>
   decideGit(
-    { argv: [literalWord('log')], trailingDynamic: false, cwd: { kind: 'known', path: WORKTREE }, text: `${name}=${value} git log`, env: [{ name, value: literalWord(value) }] },
+    {
+      argv: [literalWord('log')],
+      trailingDynamic: false,
+      cwd: { kind: 'known', path: WORKTREE },
+      text: `${name}=${value} git log`,
+      env: [{ name, value: literalWord(value) }],
+    },
     { branch: BRANCH, worktree: WORKTREE },
   );
 
-test('GIT_DIR and GIT_WORK_TREE in git\'s environment: the same table as --git-dir and --work-tree', (t) => {
+test("GIT_DIR and GIT_WORK_TREE in git's environment: the same table as --git-dir and --work-tree", (t) => {
   const rows: readonly [string, string, GuardReason | 'allow'][] = [
     ['GIT_DIR', '.git/worktrees/s2', 'outside_worktree'],
     ['GIT_DIR', '/work/main/.git', 'outside_worktree'],

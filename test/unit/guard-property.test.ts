@@ -54,14 +54,14 @@ const WRAPPERS: Record<string, (c: string) => string> = {
   '$(…)': (c) => `echo "$( ${c}\n)"`,
   'x=$(…)': (c) => `x=$( ${c}\n)`,
   '<(…)': (c) => `cat <( ${c}\n)`,
-  'if': (c) => `if true; then ${c}\nfi`,
-  'while': (c) => `while true; do ${c}\nbreak; done`,
+  if: (c) => `if true; then ${c}\nfi`,
+  while: (c) => `while true; do ${c}\nbreak; done`,
   xargs: (c) => `echo | xargs -0 sh -c ${shQuote(c)} _`,
   env: (c) => `env sh -c ${shQuote(c)}`,
   'env -i': (c) => `env -i PATH=/usr/bin bash -c ${shQuote(c)}`,
   'timeout 5': (c) => `timeout 5 sh -c ${shQuote(c)}`,
   'nice -n 5': (c) => `nice -n 5 bash -c ${shQuote(c)}`,
-  'command': (c) => `command bash -c ${shQuote(c)}`,
+  command: (c) => `command bash -c ${shQuote(c)}`,
   'find -exec': (c) => `find . -maxdepth 0 -exec sh -c ${shQuote(c)} \\;`,
 };
 const BACKTICK = (c: string) => `echo \`${backtickEscape(c)}\``;
@@ -163,36 +163,91 @@ test('whatever bash actually runs under an allowed decision, the guard allows di
     const log = join(root, 'git.log');
     const worktree = join(root, 'wt', 's1');
     mkdirSync(stub, { recursive: true });
-    writeFileSync(join(stub, 'git'), `#!/bin/bash\n{ printf '%s' "$PWD"; for a in "$@"; do printf '\\x1f%s' "$a"; done; printf '\\x1e'; } >> ${shQuote(log)}\n`);
+    writeFileSync(
+      join(stub, 'git'),
+      `#!/bin/bash\n{ printf '%s' "$PWD"; for a in "$@"; do printf '\\x1f%s' "$a"; done; printf '\\x1e'; } >> ${shQuote(log)}\n`,
+    );
     chmodSync(join(stub, 'git'), 0o755);
     const ctx = { branch: BRANCH, worktree, isolated: true };
     const tokens = [
-      'echo', ' ', ' ', '"', "'", '\\', '$(', '`', '{', '}', '(', ')', ';', '&&', '|', '\n', '#', '<<EOF\n', '\nEOF\n', "<<'EOF'\n",
-      "$'", '${x:-', '}', '$((', '))', '<(', '>', '<<<', 'cat', 'x=', '$x', '\\\n', '\t', 'true', 'if', 'then', 'fi', 'do', 'done',
-      'while', '!', '&', 'time', '\\"', '\\`', '\\$', '\n\\', '<<-EOF\n\t', '\n\tEOF\n', '"\n"',
+      'echo',
+      ' ',
+      ' ',
+      '"',
+      "'",
+      '\\',
+      '$(',
+      '`',
+      '{',
+      '}',
+      '(',
+      ')',
+      ';',
+      '&&',
+      '|',
+      '\n',
+      '#',
+      '<<EOF\n',
+      '\nEOF\n',
+      "<<'EOF'\n",
+      "$'",
+      '${x:-',
+      '}',
+      '$((',
+      '))',
+      '<(',
+      '>',
+      '<<<',
+      'cat',
+      'x=',
+      '$x',
+      '\\\n',
+      '\t',
+      'true',
+      'if',
+      'then',
+      'fi',
+      'do',
+      'done',
+      'while',
+      '!',
+      '&',
+      'time',
+      '\\"',
+      '\\`',
+      '\\$',
+      '\n\\',
+      '<<-EOF\n\t',
+      '\n\tEOF\n',
+      '"\n"',
     ];
     const payloads = ['git merge main', 'cd .. && git status', 'git push origin HEAD:main', 'git -C .. status', 'git checkout main', 'git stash'];
     let executed = 0;
     fc.assert(
-      fc.property(fc.constantFrom(...payloads), fc.array(fc.constantFrom(...tokens), { maxLength: 5 }), fc.array(fc.constantFrom(...tokens), { maxLength: 5 }), (payload, pre, post) => {
-        const command = pre.join('') + payload + post.join('');
-        if (!decideCommand(parser, command, ctx).allowed) return true;
-        rmSync(join(root, 'wt'), { recursive: true, force: true });
-        mkdirSync(worktree, { recursive: true });
-        writeFileSync(log, '');
-        spawnSync('bash', ['-c', command], { cwd: worktree, env: { PATH: `${stub}:/usr/bin:/bin`, HOME: root }, timeout: 3000, stdio: 'ignore' });
-        executed++;
-        for (const record of readFileSync(log, 'utf8').split('\x1e').filter(Boolean)) {
-          const [cwd, ...argv] = record.split('\x1f');
-          const direct = `git -C ${ansiQuote(cwd)} ${argv.map(ansiQuote).join(' ')}`;
-          const d = decideCommand(parser, direct, ctx);
-          if (!d.allowed) {
-            t.log(`allowed ${JSON.stringify(command)}, but bash ran: ${direct} (${d.reason})`);
-            return false;
+      fc.property(
+        fc.constantFrom(...payloads),
+        fc.array(fc.constantFrom(...tokens), { maxLength: 5 }),
+        fc.array(fc.constantFrom(...tokens), { maxLength: 5 }),
+        (payload, pre, post) => {
+          const command = pre.join('') + payload + post.join('');
+          if (!decideCommand(parser, command, ctx).allowed) return true;
+          rmSync(join(root, 'wt'), { recursive: true, force: true });
+          mkdirSync(worktree, { recursive: true });
+          writeFileSync(log, '');
+          spawnSync('bash', ['-c', command], { cwd: worktree, env: { PATH: `${stub}:/usr/bin:/bin`, HOME: root }, timeout: 3000, stdio: 'ignore' });
+          executed++;
+          for (const record of readFileSync(log, 'utf8').split('\x1e').filter(Boolean)) {
+            const [cwd, ...argv] = record.split('\x1f');
+            const direct = `git -C ${ansiQuote(cwd)} ${argv.map(ansiQuote).join(' ')}`;
+            const d = decideCommand(parser, direct, ctx);
+            if (!d.allowed) {
+              t.log(`allowed ${JSON.stringify(command)}, but bash ran: ${direct} (${d.reason})`);
+              return false;
+            }
           }
-        }
-        return true;
-      }),
+          return true;
+        },
+      ),
       { numRuns: 3000, seed: 20260604 },
     );
     t.log(`${executed} allowed commands run through bash`);

@@ -23,8 +23,7 @@ test.before(async () => {
 
 type Outcome = 'allowed' | 'unsure' | GuardReason;
 const outcome = (d: GuardDecision): Outcome => (d.allowed ? (d.unsure?.length ? 'unsure' : 'allowed') : d.reason);
-const show = (d: GuardDecision) =>
-  d.allowed ? (d.unsure?.length ? `unsure: ${d.unsure.map((n) => n.why).join(' | ')}` : 'allowed') : `${d.reason}: ${d.why}`;
+const show = (d: GuardDecision) => (d.allowed ? (d.unsure?.length ? `unsure: ${d.unsure.map((n) => n.why).join(' | ')}` : 'allowed') : `${d.reason}: ${d.why}`);
 const decide = (command: string) => decideCommand(parser, command, context);
 
 const FAMILIES: Record<string, readonly (readonly [string, Outcome])[]> = {
@@ -129,7 +128,7 @@ const FAMILIES: Record<string, readonly (readonly [string, Outcome])[]> = {
     ['rsync -a src/ /work/main/src/', 'outside_worktree'],
     ['patch -d /work/main -p1 < fix.patch', 'outside_worktree'],
     ['patch -p0 < fix.patch', 'unsure'],
-    ['patch -p0 <<\'EOF\'\n--- a\n+++ ../main/a\n@@ -1 +1 @@\n-x\n+y\nEOF', 'outside_worktree'],
+    ["patch -p0 <<'EOF'\n--- a\n+++ ../main/a\n@@ -1 +1 @@\n-x\n+y\nEOF", 'outside_worktree'],
     ['iconv -f latin1 -t utf8 -o /work/main/a a', 'outside_worktree'],
     ['xxd -r dump /work/main/bin', 'outside_worktree'],
     ['gcc -o /work/main/a.out a.c', 'outside_worktree'],
@@ -160,13 +159,13 @@ const FAMILIES: Record<string, readonly (readonly [string, Outcome])[]> = {
   ],
   'interpreters that run programs': [
     ['python3 -c "import os; os.system(\'git push origin HEAD:main\')"', 'unsure'],
-    ['python3.11 -c "import subprocess; subprocess.run([\'git\', \'merge\', \'main\'])"', 'unsure'],
+    ["python3.11 -c \"import subprocess; subprocess.run(['git', 'merge', 'main'])\"", 'unsure'],
     ["node20 -e \"require('child_process').execSync('git merge main')\"", 'unsure'],
     ["node -e \"require('child_'+'process')\"", 'unsure'],
-    ["perl5.36 -e 'system(\"sh -c id\")'", 'unsure'],
+    ['perl5.36 -e \'system("sh -c id")\'', 'unsure'],
     ["ruby -e '`git merge main`'", 'unsure'],
     ["python3 - <<'EOF'\nimport os\nos.system('git merge main')\nEOF", 'unsure'],
-    ["awk 'BEGIN { system(\"git merge main\") }'", 'unsure'],
+    ['awk \'BEGIN { system("git merge main") }\'', 'unsure'],
     ["gawk -l ordchr '{print}' f", 'unsure'],
     ["sed 's/x/git merge main/e' f", 'inline_interpreter'],
     ["ed -s f <<< '!git merge main'", 'inline_interpreter'],
@@ -176,8 +175,8 @@ const FAMILIES: Record<string, readonly (readonly [string, Outcome])[]> = {
     ["script -qc 'git merge main' /dev/null", 'integration_policy'],
     ["watch -n 1 'git merge main'", 'integration_policy'],
     ['watch -x git merge main', 'integration_policy'],
-    ["python3 -c 'print(\"git\")'", 'unsure'],
-    ["node -e 'console.log(\"child_process\")'", 'unsure'],
+    ['python3 -c \'print("git")\'', 'unsure'],
+    ['node -e \'console.log("child_process")\'', 'unsure'],
     ['python3 -c "$CODE"', 'unsure'],
     ['echo "$CODE" | python3', 'unsure'],
     ["node <<'EOF'\nconsole.log(1)\nEOF", 'unsure'],
@@ -186,7 +185,7 @@ const FAMILIES: Record<string, readonly (readonly [string, Outcome])[]> = {
     ['NODE_OPTIONS="--require ./hook.js" node -v', 'unsure'],
     ['PERL5OPT=-Mhook perl -v', 'unsure'],
     ['PYTHONSTARTUP=x.py python3 -V', 'unsure'],
-    ["awk '{ print | \"sort\" }' f", 'unsure'],
+    ['awk \'{ print | "sort" }\' f', 'unsure'],
     ["vim -c 'set ts=2' f", 'unsure'],
     ['NODE_OPTIONS=--max-old-space-size=4096 node --version', 'allowed'],
     ["awk '/git/ { print $1 }' f", 'allowed'],
@@ -225,8 +224,8 @@ const BENIGN: readonly (readonly [string, 'allowed' | 'unsure'])[] = [
   ['time (ls src)', 'allowed'],
   ['time { ls; git status; }', 'allowed'],
   ['time -p ls', 'allowed'],
-  ["python3 -c 'print(\"git\")'", 'unsure'],
-  ["node -e 'console.log(\"child_process\")'", 'unsure'],
+  ['python3 -c \'print("git")\'', 'unsure'],
+  ['node -e \'console.log("child_process")\'', 'unsure'],
   ['git ls-files | xargs git show', 'unsure'],
   ['npm test', 'unsure'],
   ['npm run build', 'unsure'],
@@ -558,11 +557,42 @@ const quote = (s: string, how: number) => (how === 0 ? s : how === 1 ? `'${s}'` 
 
 /** How each writer takes its target: `{T}` is the target path. */
 const WRITER_FORMS = [
-  'cp a.ts {T}', 'cp -t {T} a.ts', 'cp --target-directory={T} a.ts', 'mv a.ts {T}', 'mv --target-directory {T} a.ts', 'install -m 644 a.ts {T}',
-  'tee {T}', 'tee -a {T}', 'dd if=a of={T}', 'sort -o {T} a', 'sort --output={T} a', 'split a {T}', 'tar -C {T} -xf a.tar', 'tar cf {T} .',
-  'rsync -a src/ {T}', 'patch -d {T} -p1', 'iconv -f a -t b -o {T} f', 'xxd -r f {T}', 'gcc -o {T} a.c', 'clang -o {T} a.c', 'history -w {T}',
-  'touch {T}', 'rm -rf {T}', 'mkdir -p {T}', 'truncate -s 0 {T}', 'echo x > {T}', 'echo x >> {T}', 'ln -s {T} l', 'ln {T} l', 'cp -l {T} l',
-  'link {T} l', 'curl -o {T} https://x', "sed -i s/a/b/ {T}", "awk '{print > \"{T}\"}' f", 'time -o {T} ls', 'csplit -f {T} f 1',
+  'cp a.ts {T}',
+  'cp -t {T} a.ts',
+  'cp --target-directory={T} a.ts',
+  'mv a.ts {T}',
+  'mv --target-directory {T} a.ts',
+  'install -m 644 a.ts {T}',
+  'tee {T}',
+  'tee -a {T}',
+  'dd if=a of={T}',
+  'sort -o {T} a',
+  'sort --output={T} a',
+  'split a {T}',
+  'tar -C {T} -xf a.tar',
+  'tar cf {T} .',
+  'rsync -a src/ {T}',
+  'patch -d {T} -p1',
+  'iconv -f a -t b -o {T} f',
+  'xxd -r f {T}',
+  'gcc -o {T} a.c',
+  'clang -o {T} a.c',
+  'history -w {T}',
+  'touch {T}',
+  'rm -rf {T}',
+  'mkdir -p {T}',
+  'truncate -s 0 {T}',
+  'echo x > {T}',
+  'echo x >> {T}',
+  'ln -s {T} l',
+  'ln {T} l',
+  'cp -l {T} l',
+  'link {T} l',
+  'curl -o {T} https://x',
+  'sed -i s/a/b/ {T}',
+  'awk \'{print > "{T}"}\' f',
+  'time -o {T} ls',
+  'csplit -f {T} f 1',
 ];
 
 test('property: any writer with a target under a path outside the worktree is never allowed without notes', (t) => {
@@ -594,8 +624,24 @@ test('property: the same writers aimed inside the worktree or /tmp are allowed',
 });
 
 const ident = fc.stringMatching(/^[a-z][a-z0-9_]{0,6}$/).filter((s) => !['do', 'done', 'if', 'fi', 'in', 'for', 'then', 'esac', 'case'].includes(s));
-const ARITH_USES = ['echo $(({v} + {n}))', '(( {v} > {n} )) && echo y', 'let "{v} = {v} * {n}"', '[[ ${v} -gt {n} ]] && echo y', 'a[{v}]={n}; echo ${a[{v}]}', 'echo $(( {v} % {n} ))', 'echo ${s:{v}}'];
-const LITERAL_ASSIGN = ['{v}={n}', 'for {v} in {n} 2 3; do :; done', 'for (({v}=0; {v}<{n}; {v}++)); do :; done', '{v}=$(({n} * 2))', '{v}=$#', 'declare {v}={n}', 'local {v}={n}'];
+const ARITH_USES = [
+  'echo $(({v} + {n}))',
+  '(( {v} > {n} )) && echo y',
+  'let "{v} = {v} * {n}"',
+  '[[ ${v} -gt {n} ]] && echo y',
+  'a[{v}]={n}; echo ${a[{v}]}',
+  'echo $(( {v} % {n} ))',
+  'echo ${s:{v}}',
+];
+const LITERAL_ASSIGN = [
+  '{v}={n}',
+  'for {v} in {n} 2 3; do :; done',
+  'for (({v}=0; {v}<{n}; {v}++)); do :; done',
+  '{v}=$(({n} * 2))',
+  '{v}=$#',
+  'declare {v}={n}',
+  'local {v}={n}',
+];
 
 test('property: arithmetic over variables assigned literals in the script is allowed without notes', (t) => {
   fc.assert(
@@ -642,16 +688,34 @@ test('property: a literal holding code, evaluated arithmetically through any cha
 });
 
 const NAME_FROM_EXPANSION = ['$g', '${g}', '"$g"', '${g}t', 'g${x}', '$(echo git)', '`echo git`', 'g?t', 'gi[t]', '"${a[0]}"', '${g:-git}'];
-const NAME_WRAPPERS = ['', 'command ', 'env ', 'exec ', 'nice ', 'timeout 5 ', 'nohup ', 'builtin command ', 'env -i ', 'stdbuf -oL ', 'find . -exec ', 'xargs '];
+const NAME_WRAPPERS = [
+  '',
+  'command ',
+  'env ',
+  'exec ',
+  'nice ',
+  'timeout 5 ',
+  'nohup ',
+  'builtin command ',
+  'env -i ',
+  'stdbuf -oL ',
+  'find . -exec ',
+  'xargs ',
+];
 
 test('property: a command name built from an expansion is never allowed without notes', (t) => {
   fc.assert(
-    fc.property(fc.constantFrom(...NAME_FROM_EXPANSION), fc.constantFrom(...NAME_WRAPPERS), fc.constantFrom('status', 'merge main', 'log'), (name, wrapper, args) => {
-      const command = `${wrapper}${name} ${args}${wrapper.startsWith('find') ? ' \\;' : ''}`;
-      const d = decide(command);
-      if (d.allowed && !d.unsure?.length) t.log(`allowed: ${command}`);
-      return !d.allowed || !!d.unsure?.length;
-    }),
+    fc.property(
+      fc.constantFrom(...NAME_FROM_EXPANSION),
+      fc.constantFrom(...NAME_WRAPPERS),
+      fc.constantFrom('status', 'merge main', 'log'),
+      (name, wrapper, args) => {
+        const command = `${wrapper}${name} ${args}${wrapper.startsWith('find') ? ' \\;' : ''}`;
+        const d = decide(command);
+        if (d.allowed && !d.unsure?.length) t.log(`allowed: ${command}`);
+        return !d.allowed || !!d.unsure?.length;
+      },
+    ),
     { numRuns: 500, seed: 20261006 },
   );
   t.pass();
@@ -661,7 +725,13 @@ const INTERPRETERS = ['python3', 'python3.11', 'python', 'pypy3', 'node', 'node2
 const flagFor = (name: string) => (/^(python|pypy)/.test(name) ? '-c' : '-e');
 
 test('property: inline interpreter code, under any versioned name, is unsure whatever its strings say; alone the guard refuses what spawns git', (t) => {
-  const attacks = ['os.system("git merge main")', 'subprocess.run(["git","push","origin","HEAD:main"])', 'require("child_process").execSync("git merge main")', 'system("sh -c id")', '`git merge main`'];
+  const attacks = [
+    'os.system("git merge main")',
+    'subprocess.run(["git","push","origin","HEAD:main"])',
+    'require("child_process").execSync("git merge main")',
+    'system("sh -c id")',
+    '`git merge main`',
+  ];
   const benign = ['print(1)', 'console.log("git")', 'x = "child_process"', 'print("subprocess")', '1 + 1'];
   fc.assert(
     fc.property(fc.constantFrom(...INTERPRETERS), fc.boolean(), fc.nat(), fc.integer({ min: 1, max: 2 }), (name, attack, pick, how) => {
@@ -670,7 +740,8 @@ test('property: inline interpreter code, under any versioned name, is unsure wha
       const d = decide(`${name} ${flagFor(name)} ${quoted}`);
       // Confined, the sandbox decides; with the guard alone, code that starts git is refused for what it is.
       const alone = guardVerdict(d, { confined: false });
-      const ok = outcome(d) === 'unsure' && (attack ? !alone.allowed && alone.reason === 'inline_interpreter' : !alone.allowed && alone.reason === 'guard_cannot_judge');
+      const ok =
+        outcome(d) === 'unsure' && (attack ? !alone.allowed && alone.reason === 'inline_interpreter' : !alone.allowed && alone.reason === 'guard_cannot_judge');
       if (!ok) t.log(`${name} ${flagFor(name)} ${quoted}: ${show(d)}`);
       return ok;
     }),
@@ -749,7 +820,10 @@ test('formatUnsure lists each thing the guard could not judge once, and nothing 
   const lines = text.split('\n');
   t.regex(lines[0], /could not judge.*the sandbox decides/);
   t.is(lines.filter((l) => l.includes('`npm`')).length, 1, text);
-  t.true(lines.some((l) => l.includes('inline `python` code')), text);
+  t.true(
+    lines.some((l) => l.includes('inline `python` code')),
+    text,
+  );
   t.is(formatUnsure(decide('git status')), '');
   t.is(formatUnsure(decide('git merge main')), '');
 });

@@ -140,7 +140,21 @@ test('formatRefusal renders the tool result', (t) => {
 
 test('the corpus groups cover every construct the issue lists', (t) => {
   const groups = Object.keys(CORPUS).join('\n');
-  for (const needle of ['wrappers', 'spellings of git', 'nesting', 'blind spots', 'hidden execution', 'stdin', 'interpreters', 'dynamic command', 'computed arguments', 'outside the worktree', 'shared state', 'push of B', 'fetch']) {
+  for (const needle of [
+    'wrappers',
+    'spellings of git',
+    'nesting',
+    'blind spots',
+    'hidden execution',
+    'stdin',
+    'interpreters',
+    'dynamic command',
+    'computed arguments',
+    'outside the worktree',
+    'shared state',
+    'push of B',
+    'fetch',
+  ]) {
     t.true(groups.includes(needle), needle);
   }
 });

@@ -30,8 +30,7 @@ async function setup(t: ExecutionContext, reap?: ReapOptions) {
   const key = leaseKey(hostId, first.worktree);
   const takeOver = () => prepare('new');
   const lease = async () => (await pool.query(`SELECT holder, generation FROM worktree_leases WHERE worktree = $1`, [key])).rows[0];
-  const groups = async () =>
-    (await pool.query(`SELECT ended_at IS NOT NULL AS ended, end_reason FROM lease_process_groups WHERE worktree = $1`, [key])).rows;
+  const groups = async () => (await pool.query(`SELECT ended_at IS NOT NULL AS ended, end_reason FROM lease_process_groups WHERE worktree = $1`, [key])).rows;
   return { pool, hostId, first, takeOver, lease, groups };
 }
 

@@ -146,7 +146,10 @@ const report = (problems: Problem[]) => problems.map((p) => `${p.file}:${p.line}
 test('every relative link in the repository’s Markdown files points at something that exists', (t) => {
   const { files, problems } = checkTree(ROOT);
   t.true(files.includes(join(ROOT, 'README.md')), 'the walk finds README.md');
-  t.true(files.some((f) => f.startsWith(join(ROOT, 'docs') + sep)), 'the walk finds docs/');
+  t.true(
+    files.some((f) => f.startsWith(join(ROOT, 'docs') + sep)),
+    'the walk finds docs/',
+  );
   t.is(problems.length, 0, `broken links:\n${report(problems)}`);
 });
 

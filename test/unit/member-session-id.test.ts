@@ -41,7 +41,15 @@ const hexArb = fc.stringMatching(/^[0-9a-f]{6}$/);
 const ORCHESTRATOR_CHILD_ID = /^[a-z0-9-]{1,40}-[0-9a-f]{6}$/;
 
 const memberCreate = (sessionId: string, team?: { teamId: string; memberId: string }) =>
-  createSessionProblem({ sessionId, title: 'Implementer of a team', repo: '/srv/repo', host: 'h1', isolated: true, requestId: 'r1', ...(team ? { team } : {}) });
+  createSessionProblem({
+    sessionId,
+    title: 'Implementer of a team',
+    repo: '/srv/repo',
+    host: 'h1',
+    isolated: true,
+    requestId: 'r1',
+    ...(team ? { team } : {}),
+  });
 
 test('the legacy encoding collides across teams; the encoded ids of the same Members do not', (t) => {
   t.is(legacyMemberSessionId('a', 'b-c'), legacyMemberSessionId('a-b', 'c'));

@@ -170,9 +170,7 @@ test('a base URL with a trailing slash still posts to <base>/chat/completions', 
 
 const httpStatusMaps = test.macro({
   async exec(t, status: number, code: ModelErrorCode, retryable: boolean) {
-    const server = await endpoint(t, (_req, res) =>
-      json(res, status, { error: { message: `status ${status} from the test server`, type: 'test' } }),
-    );
+    const server = await endpoint(t, (_req, res) => json(res, status, { error: { message: `status ${status} from the test server`, type: 'test' } }));
     const provider = new OpenAICompatibleProvider({
       baseURL: server.baseURL,
       model: 'm',
@@ -214,21 +212,9 @@ const malformedBody = test.macro({
 
 test('body is HTML', malformedBody, 'text/html', '<html>Bad gateway</html>', 'not JSON');
 test('body is truncated JSON', malformedBody, 'application/json', '{"choices": [', 'not JSON');
-test(
-  'choices are empty',
-  malformedBody,
-  'application/json',
-  JSON.stringify(completion({}, { choices: [] })),
-  'choices',
-);
+test('choices are empty', malformedBody, 'application/json', JSON.stringify(completion({}, { choices: [] })), 'choices');
 test('choices are missing', malformedBody, 'application/json', JSON.stringify({ id: 'x' }), 'choices');
-test(
-  'choice has no message',
-  malformedBody,
-  'application/json',
-  JSON.stringify({ choices: [{ index: 0, finish_reason: 'stop' }] }),
-  'choices[0].message',
-);
+test('choice has no message', malformedBody, 'application/json', JSON.stringify({ choices: [{ index: 0, finish_reason: 'stop' }] }), 'choices[0].message');
 test(
   'tool call lacks function.name',
   malformedBody,
@@ -240,9 +226,7 @@ test(
   'tool call arguments are not a string',
   malformedBody,
   'application/json',
-  JSON.stringify(
-    completion({ tool_calls: [{ id: 'c', type: 'function', function: { name: 'bash', arguments: {} } }] }),
-  ),
+  JSON.stringify(completion({ tool_calls: [{ id: 'c', type: 'function', function: { name: 'bash', arguments: {} } }] })),
   'choices[0].message.tool_calls[0].function.arguments',
 );
 test(
@@ -309,9 +293,7 @@ test("the caller's abort surfaces as the signal's reason, not as a model failure
 
 test('the API key never appears in an error message, even when the server echoes it', async (t) => {
   const apiKey = 'sk-very-secret-key-0123456789';
-  const server = await endpoint(t, (req, res) =>
-    json(res, 401, { error: { message: `Incorrect API key provided: ${req.headers.authorization}` } }),
-  );
+  const server = await endpoint(t, (req, res) => json(res, 401, { error: { message: `Incorrect API key provided: ${req.headers.authorization}` } }));
   const provider = new OpenAICompatibleProvider({ baseURL: server.baseURL, model: 'm', apiKey, timeoutMs: 5_000 });
   const err = await modelError(t, provider.complete(request));
   t.is(err.code, 'model_auth_failed');

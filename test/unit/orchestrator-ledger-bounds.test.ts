@@ -2,14 +2,7 @@ import test from 'ava';
 import fc from 'fast-check';
 import type { ChildTurnEnded } from '../../contract/messages';
 import { MAX_ROUTING_ALIAS_CHARS, MAX_ROUTING_ALIASES, MAX_ROUTING_DESCRIPTION_CHARS } from '../../workflows/orchestrator/descriptions';
-import {
-  Ledger,
-  TOMBSTONES_KEPT,
-  TOMBSTONE_TITLE_CHARS,
-  TURN_WINDOW,
-  type CarriedLedger,
-  type LedgerChild,
-} from '../../workflows/orchestrator/ledger';
+import { Ledger, TOMBSTONES_KEPT, TOMBSTONE_TITLE_CHARS, TURN_WINDOW, type CarriedLedger, type LedgerChild } from '../../workflows/orchestrator/ledger';
 import { renderRoster } from '../../workflows/orchestrator/roster';
 import { MAX_AGENT_CHARS, MAX_TITLE_CHARS, MAX_TOPIC_CHARS } from '../../workflows/orchestrator/session-call';
 import { topicKey } from '../../workflows/orchestrator/topic';
@@ -250,7 +243,11 @@ test('a failed child whose close notice is in the old global list is carried as 
       { ...row('open', { status: 'failed' }), lastActivity: 3, turnEnds: 1 },
     ],
     clock: 3,
-    seenTurnEnds: [['closed', 't1'], ['open', 't1'], ['closed', 'closed/exec-1']],
+    seenTurnEnds: [
+      ['closed', 't1'],
+      ['open', 't1'],
+      ['closed', 'closed/exec-1'],
+    ],
     groups: [],
     proposals: [],
     unprojected: [],
@@ -258,8 +255,14 @@ test('a failed child whose close notice is in the old global list is carried as 
   const ledger = new Ledger(old);
   t.is(ledger.turnEnded(ended('closed', 'closed/exec-1', { closed: true, outcome: 'failed' })), undefined, 'a redelivered close');
   const carried = ledger.carry();
-  t.deepEqual(carried.tombstones?.map((c) => c.childId), ['closed']);
-  t.deepEqual(carried.children.map((c) => c.childId), ['open']);
+  t.deepEqual(
+    carried.tombstones?.map((c) => c.childId),
+    ['closed'],
+  );
+  t.deepEqual(
+    carried.children.map((c) => c.childId),
+    ['open'],
+  );
 });
 
 test('a closed child is carried as a tombstone: get answers closed, routing never picks it, its close counts once', (t) => {
@@ -273,8 +276,14 @@ test('a closed child is carried as a tombstone: get answers closed, routing neve
   ledger.takeUnprojected();
   ledger = continueAsNew(ledger);
   const carried = ledger.carry();
-  t.deepEqual(carried.children.map((c) => c.childId), ['live']);
-  t.deepEqual(carried.tombstones?.map((c) => c.childId), ['gone', 'cut']);
+  t.deepEqual(
+    carried.children.map((c) => c.childId),
+    ['live'],
+  );
+  t.deepEqual(
+    carried.tombstones?.map((c) => c.childId),
+    ['gone', 'cut'],
+  );
   t.like(ledger.get('gone'), { status: 'failed', topicKey: 'pr-1741', routingAliases: [] });
   t.true(ledger.get('gone')!.title.length <= TOMBSTONE_TITLE_CHARS);
   t.true(longTitle.startsWith(ledger.get('gone')!.title.slice(0, -1)));
@@ -318,8 +327,20 @@ test('a failed turn, a pending group or proposal, or an unprojected change keeps
   t.is(ledger.turnEnded(ended('other', 't1'))?.length, 1);
   ledger.applyProposal('confirm-1');
   ledger.takeUnprojected();
-  t.deepEqual(ledger.carry().tombstones?.map((c) => c.childId).sort(), ['fresh', 'member', 'proposed']);
-  t.deepEqual(ledger.carry().children.map((c) => c.childId).sort(), ['flaky', 'other']);
+  t.deepEqual(
+    ledger
+      .carry()
+      .tombstones?.map((c) => c.childId)
+      .sort(),
+    ['fresh', 'member', 'proposed'],
+  );
+  t.deepEqual(
+    ledger
+      .carry()
+      .children.map((c) => c.childId)
+      .sort(),
+    ['flaky', 'other'],
+  );
 });
 
 test(`tombstones are capped at the ${TOMBSTONES_KEPT} most recently active; an older id is unknown again`, (t) => {

@@ -56,12 +56,18 @@ test('a group is delivered once, when sealed and every member is terminal, whate
         [events[a], events[b]] = [events[b], events[a]];
       }
       for (const e of events) {
-        const ready = e === 'seal' ? ledger.sealGroups() : ledger.turnEnded(ended(e, `turn-${e}`)) ?? [];
+        const ready = e === 'seal' ? ledger.sealGroups() : (ledger.turnEnded(ended(e, `turn-${e}`)) ?? []);
         delivered.push(...ready);
       }
       if (delivered.length !== 1) return false;
       const group = delivered[0] as { kind: string; notices: ChildTurnEnded[] };
-      return group.kind === 'group' && group.notices.map((n) => n.childId).sort().join() === members.join();
+      return (
+        group.kind === 'group' &&
+        group.notices
+          .map((n) => n.childId)
+          .sort()
+          .join() === members.join()
+      );
     }),
   );
   t.pass();
@@ -136,7 +142,9 @@ test('description calls: routing metadata over its caps is refused invalid_input
     }
   }
   // A confirmation is parsed with the same caps, so it can never name more than a proposal could.
-  t.like(parseDescriptionCall({ sessionID: 'a', confirmed: true, confirmationToken: 'c', routingDescription: 'd'.repeat(MAX_ROUTING_DESCRIPTION_CHARS + 1) }), { ok: false });
+  t.like(parseDescriptionCall({ sessionID: 'a', confirmed: true, confirmationToken: 'c', routingDescription: 'd'.repeat(MAX_ROUTING_DESCRIPTION_CHARS + 1) }), {
+    ok: false,
+  });
   // Workflow tasks recorded before the caps are parsed with the caps they had.
   t.like(parseDescriptionCall({ sessionID: 'a', confirmed: false, routingDescription: 'd'.repeat(2_000) }, ROUTING_CAPS_BEFORE_ISSUE_18), { ok: true });
   t.like(parseDescriptionCall({ sessionID: 'a', confirmed: false, routingDescription: 'd'.repeat(2_001) }, ROUTING_CAPS_BEFORE_ISSUE_18), { ok: false });

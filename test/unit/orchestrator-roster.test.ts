@@ -57,9 +57,15 @@ test('the roster lists every running child, the most recently active idle ones, 
     child('stopped', 'cancelled', 1001),
     child('janitor', 'running', 1002, { system: true }),
   ];
-  const rows = renderRoster(children).split('\n').filter((line) => / \| /.test(line)).slice(1);
+  const rows = renderRoster(children)
+    .split('\n')
+    .filter((line) => / \| /.test(line))
+    .slice(1);
   const ids = rows.map((row) => row.split(' | ')[0]);
-  t.deepEqual(ids.slice(0, 7).sort(), Array.from({ length: 7 }, (_, i) => `run-${i}`));
+  t.deepEqual(
+    ids.slice(0, 7).sort(),
+    Array.from({ length: 7 }, (_, i) => `run-${i}`),
+  );
   t.deepEqual(ids.slice(7), ['idle-7', 'idle-6', 'idle-5', 'idle-4', 'idle-3']);
   t.deepEqual(rows[7].split(' | '), ['idle-7', 'title of idle-7', 'coder', 'idle']);
 });
@@ -87,7 +93,10 @@ test('property: the routable set keeps every running child and only the newest i
     fc.property(fc.uniqueArray(arbChild, { selector: (c) => c.childId, maxLength: 30 }), (children) => {
       const picked = routableChildren(children);
       const running = children.filter((c) => c.status === 'running' && !c.system);
-      const idle = children.filter((c) => c.status === 'idle' && !c.system).map((c) => c.lastActivity).sort((a, b) => b - a);
+      const idle = children
+        .filter((c) => c.status === 'idle' && !c.system)
+        .map((c) => c.lastActivity)
+        .sort((a, b) => b - a);
       const pickedIdle = picked.filter((c) => c.status === 'idle');
       return (
         running.every((c) => picked.includes(c)) &&

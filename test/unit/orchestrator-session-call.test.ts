@@ -6,13 +6,34 @@ import { MAX_AGENT_CHARS, MAX_TITLE_CHARS, MAX_TOPIC_CHARS, dispatchRequestId, p
 import { ORCHESTRATOR_TOOLS } from '../../workflows/orchestrator/tools';
 
 const cases: [string, unknown, unknown][] = [
-  ['a well-formed send', { operation: 'send', args: { sessionID: 'pr-1741', task: 'rerun CI' } }, { operation: 'send', sessionID: 'pr-1741', task: 'rerun CI' }],
-  ['sessionID and task at the top level', { operation: 'send', sessionID: 'pr-1741', task: 'rerun CI' }, { operation: 'send', sessionID: 'pr-1741', task: 'rerun CI' }],
+  [
+    'a well-formed send',
+    { operation: 'send', args: { sessionID: 'pr-1741', task: 'rerun CI' } },
+    { operation: 'send', sessionID: 'pr-1741', task: 'rerun CI' },
+  ],
+  [
+    'sessionID and task at the top level',
+    { operation: 'send', sessionID: 'pr-1741', task: 'rerun CI' },
+    { operation: 'send', sessionID: 'pr-1741', task: 'rerun CI' },
+  ],
   ['no operation, an id and a task', { sessionID: 'pr-1741', task: 'rerun CI' }, { operation: 'send', sessionID: 'pr-1741', task: 'rerun CI' }],
   ['sessionId spelled differently', { operation: 'send', args: { sessionId: 'pr-1741', task: 'x' } }, { operation: 'send', sessionID: 'pr-1741', task: 'x' }],
   ['a JSON string', '{"operation":"status","args":{"sessionID":"a"}}', { operation: 'status', sessionID: 'a' }],
   ['list', { operation: 'list', args: {} }, { operation: 'list' }],
-  ['a create', { operation: 'create', args: { title: 'PR 1741', task: 'fix it', topic: 'PR 1741' } }, { operation: 'create', title: 'PR 1741', task: 'fix it', topic: 'PR 1741', agent: undefined, routingDescription: undefined, routingAliases: undefined, completion: { policy: 'each' } }],
+  [
+    'a create',
+    { operation: 'create', args: { title: 'PR 1741', task: 'fix it', topic: 'PR 1741' } },
+    {
+      operation: 'create',
+      title: 'PR 1741',
+      task: 'fix it',
+      topic: 'PR 1741',
+      agent: undefined,
+      routingDescription: undefined,
+      routingAliases: undefined,
+      completion: { policy: 'each' },
+    },
+  ],
 ];
 
 const create = (extra: Record<string, unknown>) => ({ operation: 'create', args: { title: 't', task: 'x', ...extra } });
@@ -94,7 +115,11 @@ const overCap: [string, Record<string, unknown>, RegExp][] = [
   ['a topic', { topic: 'p'.repeat(MAX_TOPIC_CHARS + 1) }, /^topic is \d+ bytes[^;]*; the limit is/],
   ['an agent', { agent: 'a'.repeat(MAX_AGENT_CHARS + 1) }, /^agent is \d+ bytes[^;]*; the limit is/],
   ['a routingDescription', { routingDescription: 'd'.repeat(MAX_ROUTING_DESCRIPTION_CHARS + 1) }, /^routingDescription is \d+ bytes[^;]*; the limit is/],
-  ['too many routingAliases', { routingAliases: Array.from({ length: MAX_ROUTING_ALIASES + 1 }, (_, i) => `a${i}`) }, /^routingAliases has \d+ aliases; the limit is/],
+  [
+    'too many routingAliases',
+    { routingAliases: Array.from({ length: MAX_ROUTING_ALIASES + 1 }, (_, i) => `a${i}`) },
+    /^routingAliases has \d+ aliases; the limit is/,
+  ],
   ['a routingAlias', { routingAliases: ['ok', 'x'.repeat(MAX_ROUTING_ALIAS_CHARS + 1)] }, /^routingAliases\[1\] is \d+ bytes[^;]*; the limit is/],
 ];
 for (const [name, extra, why] of overCap) {
@@ -140,7 +165,7 @@ test('property: nothing parses as a create unless it says operation create and n
       const input: Record<string, unknown> = args === undefined ? top : { ...top, args };
       const parsed = parseSessionCall(input);
       if (!parsed.ok || parsed.call.operation !== 'create') return true;
-      const said = typeof top.operation === "string" && top.operation.trim().toLowerCase() === "create";
+      const said = typeof top.operation === 'string' && top.operation.trim().toLowerCase() === 'create';
       const named = [top, args ?? {}].some((o) => o.sessionID !== undefined || o.sessionId !== undefined);
       return said && !named;
     }),
@@ -150,21 +175,30 @@ test('property: nothing parses as a create unless it says operation create and n
 });
 
 test('the orchestrator is offered exactly its three tools, with object schemas', (t) => {
-  t.deepEqual(ORCHESTRATOR_TOOLS.map((d) => d.name), ['session', 'list_orchestrator_agents', 'update_orchestrator_agent_description']);
+  t.deepEqual(
+    ORCHESTRATOR_TOOLS.map((d) => d.name),
+    ['session', 'list_orchestrator_agents', 'update_orchestrator_agent_description'],
+  );
   for (const d of ORCHESTRATOR_TOOLS) t.is(d.parameters.type, 'object');
 });
 
 test('property: a dispatch request id is stable, distinct per call, and within the request-id limit', (t) => {
   fc.assert(
-    fc.property(fc.uuid(), fc.integer({ min: 1, max: 999 }), fc.string({ minLength: 1, maxLength: 500 }), fc.string({ minLength: 1, maxLength: 500 }), (turnId, step, a, b) => {
-      const wf = `orchestrator/${'o'.repeat(64)}`;
-      const idA = dispatchRequestId(wf, { turnId, step, callId: a });
-      return (
-        idA === dispatchRequestId(wf, { turnId, step, callId: a }) &&
-        idA.length <= 200 &&
-        (a === b || idA !== dispatchRequestId(wf, { turnId, step, callId: b }) || (a.length > 64 && b.length > 64))
-      );
-    }),
+    fc.property(
+      fc.uuid(),
+      fc.integer({ min: 1, max: 999 }),
+      fc.string({ minLength: 1, maxLength: 500 }),
+      fc.string({ minLength: 1, maxLength: 500 }),
+      (turnId, step, a, b) => {
+        const wf = `orchestrator/${'o'.repeat(64)}`;
+        const idA = dispatchRequestId(wf, { turnId, step, callId: a });
+        return (
+          idA === dispatchRequestId(wf, { turnId, step, callId: a }) &&
+          idA.length <= 200 &&
+          (a === b || idA !== dispatchRequestId(wf, { turnId, step, callId: b }) || (a.length > 64 && b.length > 64))
+        );
+      },
+    ),
   );
   t.not(dispatchRequestId('o', { turnId: 't', step: 1, callId: 'x'.repeat(100) }), dispatchRequestId('o', { turnId: 't', step: 1, callId: 'x'.repeat(101) }));
 });

@@ -102,12 +102,21 @@ test('claims: a reset or rebase within its own commits holds; onto another branc
     claimProblem(r.scope, { construct, ...c });
   t.is(await claim('git reset --soft HEAD~1', { kind: 'move', target: 'HEAD~1' }), undefined);
   t.is(await claim('git reset x.txt', { kind: 'move', target: 'x.txt' }), undefined, 'a path, not a commit: git unstages it');
-  t.regex((await claim('git reset --hard main', { kind: 'move', target: 'main' })) ?? '', /^`git reset --hard main` moves orchard\/c1\/work to main \(\w{12}\): it brings 1 commit/);
+  t.regex(
+    (await claim('git reset --hard main', { kind: 'move', target: 'main' })) ?? '',
+    /^`git reset --hard main` moves orchard\/c1\/work to main \(\w{12}\): it brings 1 commit/,
+  );
   t.is(await claim('git rebase -i HEAD~3', { kind: 'rewrite', upstream: 'HEAD~3', onto: 'HEAD~3' }), undefined);
   t.is(await claim('git rebase --onto HEAD~3 HEAD~1', { kind: 'rewrite', upstream: 'HEAD~1', onto: 'HEAD~3' }), undefined);
   t.is(await claim('git rebase -i --keep-base main', { kind: 'rewrite', upstream: 'main' }), undefined, '--keep-base replays onto the merge base');
-  t.regex((await claim('git rebase main', { kind: 'rewrite', upstream: 'main', onto: 'main' })) ?? '', /replays orchard\/c1\/work onto main, bringing in 1 commit/);
-  t.regex((await claim('git rebase -i HEAD~4', { kind: 'rewrite', upstream: 'HEAD~4', onto: 'HEAD~4' })) ?? '', /rewrites 1 commit that orchard\/c1\/work shares/);
+  t.regex(
+    (await claim('git rebase main', { kind: 'rewrite', upstream: 'main', onto: 'main' })) ?? '',
+    /replays orchard\/c1\/work onto main, bringing in 1 commit/,
+  );
+  t.regex(
+    (await claim('git rebase -i HEAD~4', { kind: 'rewrite', upstream: 'HEAD~4', onto: 'HEAD~4' })) ?? '',
+    /rewrites 1 commit that orchard\/c1\/work shares/,
+  );
   t.is(await claim('git rebase --continue', { kind: 'rewrite' }), undefined, 'checked by its effect after the command');
   t.is(await claim('git checkout orchard/c1/work', { kind: 'reattach' }), undefined);
 });

@@ -40,12 +40,20 @@ test('identity: the leader with its start time makes the group ours; a reused le
   const group = { pgid: 500, startTime: 1000 };
   const members = [info(500), info(501, { pgid: 500, sid: 500, startTime: 1200 })];
   t.like(identifyGroup(group, members), { groupIsOurs: true });
-  t.deepEqual(identifyGroup(group, members).ours.map((p) => p.pid).sort(), [500, 501]);
+  t.deepEqual(
+    identifyGroup(group, members)
+      .ours.map((p) => p.pid)
+      .sort(),
+    [500, 501],
+  );
   const reused = [info(500, { startTime: 9000 }), info(501, { pgid: 500, sid: 500, startTime: 9100 })];
   t.like(identifyGroup(group, reused), { groupIsOurs: false, ours: [] });
   // A marker carrier is ours wherever it is, even beside a reused group.
   const carrier = info(777, { pgid: 777, sid: 777, startTime: 9500 });
-  t.deepEqual(identifyGroup(group, [...reused, carrier], [carrier]).ours.map((p) => p.pid), [777]);
+  t.deepEqual(
+    identifyGroup(group, [...reused, carrier], [carrier]).ours.map((p) => p.pid),
+    [777],
+  );
 });
 
 test('identity without the leader: members count only when none started before it and all are in its session', (t) => {
@@ -53,10 +61,10 @@ test('identity without the leader: members count only when none started before i
   t.like(identifyGroup(group, [info(501, { pgid: 500, sid: 500, startTime: 1000 })]), { groupIsOurs: true });
   t.like(identifyGroup(group, [info(501, { pgid: 500, sid: 500, startTime: 999 })]), { groupIsOurs: false, ours: [] });
   t.like(identifyGroup(group, [info(501, { pgid: 500, sid: 400, startTime: 2000 })]), { groupIsOurs: false, ours: [] });
-  t.like(
-    identifyGroup(group, [info(501, { pgid: 500, sid: 500, startTime: 2000 }), info(502, { pgid: 500, sid: 500, startTime: 10 })]),
-    { groupIsOurs: false, ours: [] },
-  );
+  t.like(identifyGroup(group, [info(501, { pgid: 500, sid: 500, startTime: 2000 }), info(502, { pgid: 500, sid: 500, startTime: 10 })]), {
+    groupIsOurs: false,
+    ours: [],
+  });
   // Zombies run nothing: they are never targets.
   t.like(identifyGroup(group, [info(500), info(501, { pgid: 500, state: 'Z', startTime: 2000 })]), { groupIsOurs: true });
   t.is(identifyGroup(group, [info(500), info(501, { pgid: 500, state: 'Z', startTime: 2000 })]).ours.length, 1);
@@ -66,16 +74,12 @@ test('identity without the leader: members count only when none started before i
 
 test('reapCall kills an orphaned command, its escapees by marker and ancestry, verifies them gone and ends the row', async (t) => {
   const { pool, host, lease, rows } = await setup(t);
-  const o = orphan(
-    t,
-    'sleep 300 & echo "pid=$!"; (setsid sleep 300 & echo "pid=$!"); setsid env -i sleep 300 & echo "pid=$!"; ' +
-      'while :; do sleep 1; done',
-  );
+  const o = orphan(t, 'sleep 300 & echo "pid=$!"; (setsid sleep 300 & echo "pid=$!"); setsid env -i sleep 300 & echo "pid=$!"; ' + 'while :; do sleep 1; done');
   const [child, marked, envless] = await o.pids(3);
   await sleep(100);
   t.not(stat(marked)?.pgid, o.identity.pgid, 'the setsid child left the group');
   await recordProcessGroup(pool, lease, host, o.identity, 'call-1', await deadWorker());
-  await recordProcessGroup(pool, lease, host, (orphan(t, 'sleep 300')).identity, 'call-2', await deadWorker());
+  await recordProcessGroup(pool, lease, host, orphan(t, 'sleep 300').identity, 'call-2', await deadWorker());
 
   const r = await reapCall(pool, host, 'call-1', { graceMs: 200 });
   t.true(r.verified);
@@ -84,7 +88,10 @@ test('reapCall kills an orphaned command, its escapees by marker and ancestry, v
     t.false(alive(pid), `pid ${pid} survived`);
     t.true(r.killed.includes(pid), `pid ${pid} not reported killed`);
   }
-  t.like(await rows(), [{ call_key: 'call-1', ended: true, end_reason: 'reaped' }, { call_key: 'call-2', ended: false }]);
+  t.like(await rows(), [
+    { call_key: 'call-1', ended: true, end_reason: 'reaped' },
+    { call_key: 'call-2', ended: false },
+  ]);
   // Another call's group is not this call's business.
   t.true(alive((await pool.query(`SELECT pgid FROM lease_process_groups WHERE host = $1 AND call_key = 'call-2'`, [host])).rows[0].pgid));
   t.like(await reapCall(pool, host, 'call-1'), { verified: true, killed: [] }, 'a second reap finds nothing open');
@@ -94,19 +101,36 @@ test('reapCall never signals a stranger that reused the pid: a leader with anoth
   const { pool, host, lease, rows } = await setup(t);
   // The recorded leader started earlier than the process now at its pid: that process is a stranger.
   const stranger = orphan(t, 'sleep 300');
-  await recordProcessGroup(pool, lease, host, { ...stranger.identity, startTime: stranger.identity.startTime - 1, marker: randomUUID() }, 'reused-leader', await deadWorker());
+  await recordProcessGroup(
+    pool,
+    lease,
+    host,
+    { ...stranger.identity, startTime: stranger.identity.startTime - 1, marker: randomUUID() },
+    'reused-leader',
+    await deadWorker(),
+  );
   // The leader is gone and the member left in its group started before the recorded leader: strangers again.
   const leaderless = orphan(t, 'sleep 300 & echo "pid=$!"; exit 0');
   const [member] = await leaderless.pids(1);
   await leaderless.exited;
-  await recordProcessGroup(pool, lease, host, { ...leaderless.identity, startTime: stat(member)!.startTime + 100, marker: randomUUID() }, 'reused-group', await deadWorker());
+  await recordProcessGroup(
+    pool,
+    lease,
+    host,
+    { ...leaderless.identity, startTime: stat(member)!.startTime + 100, marker: randomUUID() },
+    'reused-group',
+    await deadWorker(),
+  );
 
   for (const call of ['reused-leader', 'reused-group']) {
     t.like(await reapCall(pool, host, call, { graceMs: 100 }), { verified: true, killed: [], remaining: [] });
   }
   t.true(alive(stranger.identity.pgid), 'a stranger at the recorded pid was killed');
   t.true(alive(member), 'a stranger in the recorded group was killed');
-  t.like(await rows(), [{ ended: true, end_reason: 'gone' }, { ended: true, end_reason: 'gone' }]);
+  t.like(await rows(), [
+    { ended: true, end_reason: 'gone' },
+    { ended: true, end_reason: 'gone' },
+  ]);
 });
 
 test('a leaderless group of the command (members no older than the leader, same session) is reaped', async (t) => {
@@ -140,7 +164,10 @@ test('a group that cannot be killed stays open, names its pids and blocks the wo
 
   const r = await reapCall(pool, host, 'stuck', cannotKill);
   t.false(r.verified);
-  t.deepEqual(r.remaining, [o.identity.pgid, child].sort((a, b) => a - b));
+  t.deepEqual(
+    r.remaining,
+    [o.identity.pgid, child].sort((a, b) => a - b),
+  );
   t.deepEqual(r.killed, []);
   const [row] = await rows();
   t.like(row, { ended: false });
@@ -175,5 +202,8 @@ test('sweepHost reaps the orphans of dead workers on its host and leaves a live 
   t.false(alive(orphaned.identity.pgid));
   t.true(alive(supervised.identity.pgid));
   t.true(alive(elsewhere.identity.pgid), 'another host’s group was touched');
-  t.like(await rows(), [{ call_key: 'a-orphaned', ended: true }, { call_key: 'b-supervised', ended: false }]);
+  t.like(await rows(), [
+    { call_key: 'a-orphaned', ended: true },
+    { call_key: 'b-supervised', ended: false },
+  ]);
 });

@@ -211,7 +211,12 @@ test('a foreign reference-transaction hook is chained and keeps seeing every tra
   // A refused transaction never reaches the foreign hook as prepared; git reports it aborted.
   writeFileSync(log, '');
   t.not(script(child, 'git branch -f other HEAD').status, 0);
-  t.is(readFileSync(log, 'utf8').match(/^state \w+/gm)?.join(','), 'state aborted');
+  t.is(
+    readFileSync(log, 'utf8')
+      .match(/^state \w+/gm)
+      ?.join(','),
+    'state aborted',
+  );
 
   // The foreign hook's own refusal still counts.
   writeFileSync(chained, '#!/bin/sh\necho "foreign says no" >&2\nexit 1\n');

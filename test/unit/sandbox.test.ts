@@ -76,10 +76,7 @@ function sandboxTest(title: string, body: (t: ExecutionContext) => Promise<void>
   if (options.knownGap) title = `known gap: ${title} (${options.knownGap})`;
   (options.knownGap ? test.serial.failing : test.serial)(title, async (t) => {
     if (probeProblem) {
-      t.fail(
-        `the sandbox is unavailable: ${probeProblem}. ` +
-          'Install bubblewrap (apt-get install bubblewrap), or set ORCHARD_TEST_NO_SANDBOX=<why> to skip',
-      );
+      t.fail(`the sandbox is unavailable: ${probeProblem}. ` + 'Install bubblewrap (apt-get install bubblewrap), or set ORCHARD_TEST_NO_SANDBOX=<why> to skip');
       return;
     }
     await body(t);
@@ -87,23 +84,24 @@ function sandboxTest(title: string, body: (t: ExecutionContext) => Promise<void>
 }
 if (noSandbox) console.log(`sandbox tests skipped: ${noSandbox}`);
 
-for (const [where, root] of ROOTS) for (const [name, command] of attacks) {
-  sandboxTest(`attack (${where}): ${name} changes nothing outside the allowance`, async (t) => {
-    const f = await fixture(root);
-    await prepareSandboxDirs(f.layout);
-    const marker = newMarker();
-    const before = snapshot(f);
-    const objectsBefore = sharedObjects(f);
-    const r = await sandboxed(f, fill(f, command, marker));
-    t.log(`exit ${r.status}: ${r.stderr.trim().split('\n').slice(-2).join(' | ')}`);
-    const after = snapshot(f);
-    t.deepEqual(after.git, before.git);
-    t.deepEqual(after.files, before.files);
-    t.deepEqual(lostObjects(objectsBefore, sharedObjects(f)), [], 'shared objects removed or changed');
-    for (const p of outsideMarkers(marker)) t.false(existsSync(p), p);
-    removeOutsideMarkers(marker);
-  });
-}
+for (const [where, root] of ROOTS)
+  for (const [name, command] of attacks) {
+    sandboxTest(`attack (${where}): ${name} changes nothing outside the allowance`, async (t) => {
+      const f = await fixture(root);
+      await prepareSandboxDirs(f.layout);
+      const marker = newMarker();
+      const before = snapshot(f);
+      const objectsBefore = sharedObjects(f);
+      const r = await sandboxed(f, fill(f, command, marker));
+      t.log(`exit ${r.status}: ${r.stderr.trim().split('\n').slice(-2).join(' | ')}`);
+      const after = snapshot(f);
+      t.deepEqual(after.git, before.git);
+      t.deepEqual(after.files, before.files);
+      t.deepEqual(lostObjects(objectsBefore, sharedObjects(f)), [], 'shared objects removed or changed');
+      for (const p of outsideMarkers(marker)) t.false(existsSync(p), p);
+      removeOutsideMarkers(marker);
+    });
+  }
 
 sandboxTest('attack: /tmp, /var/tmp and /dev/shm writes stay private', async (t) => {
   const f = await fixture();
@@ -141,18 +139,22 @@ const benign: Array<[string, Benign]> = [
 ];
 
 for (const [name, c] of benign) {
-  sandboxTest(`benign: ${name}`, async (t) => {
-    const f = await fixture();
-    c.setup?.(f);
-    await prepareSandboxDirs(f.layout);
-    const before = snapshot(f);
-    const r = await sandboxed(f, c.command);
-    await c.check(t, f, r, (command) => sandboxed(f, command));
-    const after = snapshot(f);
-    // Setups may create a clone; the shared state itself must not change.
-    t.deepEqual(after.git, before.git);
-    t.deepEqual(after.files, before.files);
-  }, { knownGap: c.knownGap });
+  sandboxTest(
+    `benign: ${name}`,
+    async (t) => {
+      const f = await fixture();
+      c.setup?.(f);
+      await prepareSandboxDirs(f.layout);
+      const before = snapshot(f);
+      const r = await sandboxed(f, c.command);
+      await c.check(t, f, r, (command) => sandboxed(f, command));
+      const after = snapshot(f);
+      // Setups may create a clone; the shared state itself must not change.
+      t.deepEqual(after.git, before.git);
+      t.deepEqual(after.files, before.files);
+    },
+    { knownGap: c.knownGap },
+  );
 }
 
 sandboxTest('the objects the child wrote are in the shared store: the main checkout can merge its branch', async (t) => {
@@ -190,7 +192,10 @@ sandboxTest('a commit in the sandbox writes its objects to the quarantine; after
   const moved = await settleIsolated({ layout: f.layout });
   t.true((moved?.moved ?? 0) >= 3, JSON.stringify(moved));
   t.is(spawnSync('git', ['cat-file', '-e', blob], { cwd: f.main, env: GIT_TEST_ENV }).status, 0);
-  t.deepEqual(readdirSync(f.layout.quarantine!).filter((d) => /^[0-9a-f]{2}$/.test(d) && readdirSync(path.join(f.layout.quarantine!, d)).length > 0), []);
+  t.deepEqual(
+    readdirSync(f.layout.quarantine!).filter((d) => /^[0-9a-f]{2}$/.test(d) && readdirSync(path.join(f.layout.quarantine!, d)).length > 0),
+    [],
+  );
   // Again (a retry after a crash): nothing left to move, nothing changed.
   t.like(await settleIsolated({ layout: f.layout }), { moved: 0, rejected: [] });
 });

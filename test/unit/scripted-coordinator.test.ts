@@ -24,14 +24,22 @@ const scenario: Scenario = parseScenario({
     tester: [
       {
         bind: { branch: 'on (orchard/[a-z0-9-]+)' },
-        steps: [{ content: 'testing {{branch}}', tool_calls: [{ name: 'bash', arguments: { command: 'git show {{branch}}:a.js' } }] }, { content: 'tested {{branch}}' }],
+        steps: [
+          { content: 'testing {{branch}}', tool_calls: [{ name: 'bash', arguments: { command: 'git show {{branch}}:a.js' } }] },
+          { content: 'tested {{branch}}' },
+        ],
       },
     ],
   },
 });
 
 /** The member rows a team's Coordinator request carries under its prompt (as the team workflow renders them). */
-const ROSTER = ['Your members (give each task to one of them):', 'member | role | session', 'implementer | Implementer | t1-implementer', 'tester | Tester | t1-tester'].join('\n');
+const ROSTER = [
+  'Your members (give each task to one of them):',
+  'member | role | session',
+  'implementer | Implementer | t1-implementer',
+  'tester | Tester | t1-tester',
+].join('\n');
 
 function coordinatorRequest(conversation: ChatMessage[]): ModelRequest {
   const system = coordinatorPrompt({ title: 'Build it', agent: 'coordinator', worktree: '', branch: '', roster: ROSTER });
@@ -80,7 +88,9 @@ test('after tool results it ends the turn: the summary cites the certificate whe
   t.deepEqual(ended.message, { role: 'assistant', content: 'Done: did plan_approve' });
   t.is(ended.finishReason, 'stop');
 
-  const wake = user('Work facts changed (revision 7):\n- task test completed by tester: ok\n- completion_candidate.state is ready: call org_run_complete now, directly, without task_list first.');
+  const wake = user(
+    'Work facts changed (revision 7):\n- task test completed by tester: ok\n- completion_candidate.state is ready: call org_run_complete now, directly, without task_list first.',
+  );
   const complete = await answer(coordinatorRequest([...(await firstTurn()), wake]));
   const certified: ChatMessage = {
     role: 'tool',
@@ -92,14 +102,18 @@ test('after tool results it ends the turn: the summary cites the certificate whe
 });
 
 test('a wake that says the candidate is ready is answered with org_run_complete, first and only', async (t) => {
-  const wake = user('Work facts changed (revision 7):\n- task test completed by tester: ok\n- completion_candidate.state is ready: call org_run_complete now, directly, without task_list first.');
+  const wake = user(
+    'Work facts changed (revision 7):\n- task test completed by tester: ok\n- completion_candidate.state is ready: call org_run_complete now, directly, without task_list first.',
+  );
   const message = await answer(coordinatorRequest([...(await firstTurn()), wake]));
   t.deepEqual(callsOf(message), [['call_t2_s1_1', 'org_run_complete', { summary: 'Every planned task is completed with evidence.' }]]);
 });
 
 test('a wake that reports a task completed assigns the tasks planned after it; nothing else assigns them', async (t) => {
   const done = user('Work facts changed (revision 4):\n- task implement completed by implementer: implemented');
-  t.deepEqual(callsOf(await answer(coordinatorRequest([...(await firstTurn()), done]))), [['call_t2_s1_1', 'task_assign', { taskId: 'test', owner: 'tester' }]]);
+  t.deepEqual(callsOf(await answer(coordinatorRequest([...(await firstTurn()), done]))), [
+    ['call_t2_s1_1', 'task_assign', { taskId: 'test', owner: 'tester' }],
+  ]);
   // Another task's id that merely starts with it, a failure, a user message: no tool call, the turn ends.
   for (const text of [
     'Work facts changed (revision 4):\n- task implement-more completed by implementer: x',
@@ -120,12 +134,19 @@ test('completeOn: a user message with one of its phrases is answered with org_ru
   ]);
   // The refusal that comes back ends the turn with the reply, which quotes it.
   const complete = await answer(coordinatorRequest([...(await firstTurn()), ask]), asking);
-  const refused: ChatMessage = { role: 'tool', tool_call_id: complete.tool_calls![0].id, content: 'error (completion_refused): the run is cancelled: all_cancelled; nothing was changed' };
+  const refused: ChatMessage = {
+    role: 'tool',
+    tool_call_id: complete.tool_calls![0].id,
+    content: 'error (completion_refused): the run is cancelled: all_cancelled; nothing was changed',
+  };
   t.deepEqual(await answer(coordinatorRequest([...(await firstTurn()), ask, complete, refused]), asking), {
     role: 'assistant',
     content: 'Done: error (completion_refused): the run is cancelled: all_cancelled; nothing was changed',
   });
-  for (const [s, text] of [[scenario, 'Every task is cancelled: complete the run now.'], [asking, 'Work facts changed (revision 9):\n- the user cancelled task test (not needed) before it ran']] as const) {
+  for (const [s, text] of [
+    [scenario, 'Every task is cancelled: complete the run now.'],
+    [asking, 'Work facts changed (revision 9):\n- the user cancelled task test (not needed) before it ran'],
+  ] as const) {
     t.deepEqual(await answer(coordinatorRequest([...(await firstTurn()), user(text)]), s), { role: 'assistant', content: 'Waiting.' }, text);
   }
 });
@@ -146,7 +167,10 @@ test('driver.reassign and driver.cancelAll name a planned task and a relative lo
 });
 
 test('a planned description naming a member the request does not list is scenario_expectation_failed', async (t) => {
-  const ghost = parseScenario({ ...scenario, coordinator: { tasks: [{ taskId: 'a', title: 'A', description: 'on {{session:ghost}}', owner: 'implementer' }] } });
+  const ghost = parseScenario({
+    ...scenario,
+    coordinator: { tasks: [{ taskId: 'a', title: 'A', description: 'on {{session:ghost}}', owner: 'implementer' }] },
+  });
   const err = await modelError(t, new ScriptedProvider(ghost).complete(coordinatorRequest([user('Build it')])), 'scenario_expectation_failed');
   t.regex(err.message, /\{\{session:ghost\}\}: the request lists no member ghost \(members: implementer, tester\)/);
 });
@@ -163,7 +187,10 @@ test('bind reads a value from the task into the steps (JSON-escaped in arguments
   const message = await answer(memberRequest('tester', 'Test what is on orchard/t1-implementer now'));
   t.is(message.content, 'testing orchard/t1-implementer');
   t.deepEqual(callsOf(message), [['call_t1_s1_1', 'bash', { command: 'git show orchard/t1-implementer:a.js' }]]);
-  const quoting = parseScenario({ name: 'q', turns: [{ bind: { v: 'say (.*)$' }, steps: [{ tool_calls: [{ name: 'bash', arguments: { command: 'echo {{v}}' } }] }] }] });
+  const quoting = parseScenario({
+    name: 'q',
+    turns: [{ bind: { v: 'say (.*)$' }, steps: [{ tool_calls: [{ name: 'bash', arguments: { command: 'echo {{v}}' } }] }] }],
+  });
   const quoted = await answer(memberRequest('coder', 'say "hi" \\ there'), quoting);
   t.deepEqual(callsOf(quoted)[0][2], { command: 'echo "hi" \\ there' });
   const err = await modelError(t, new ScriptedProvider(scenario).complete(memberRequest('tester', 'no branch here')), 'scenario_expectation_failed');
@@ -178,17 +205,34 @@ test('invalid coordinator, members and bind definitions are scenario_invalid, na
     /coordinator\.tasks\[0\]\.after: "zzz" is not another planned task/,
   );
   t.regex(
-    invalid({ ...scenario, coordinator: { tasks: [{ taskId: 'a', title: 'A', description: 'd', owner: 'o' }, { taskId: 'a', title: 'B', description: 'd', owner: 'o' }] } }),
+    invalid({
+      ...scenario,
+      coordinator: {
+        tasks: [
+          { taskId: 'a', title: 'A', description: 'd', owner: 'o' },
+          { taskId: 'a', title: 'B', description: 'd', owner: 'o' },
+        ],
+      },
+    }),
     /coordinator\.tasks\[1\]\.taskId: "a" is listed twice/,
   );
-  t.regex(invalid({ name: 'x', members: { tester: [{ bind: { v: '(' }, steps: [{ content: 'x' }] }] } }), /members\.tester\[0\]\.bind\.v: not a regular expression/);
+  t.regex(
+    invalid({ name: 'x', members: { tester: [{ bind: { v: '(' }, steps: [{ content: 'x' }] }] } }),
+    /members\.tester\[0\]\.bind\.v: not a regular expression/,
+  );
 });
 
-test('scenarios/team.json plays a whole run: the plan, the Tester reading the Implementer\'s branch named in its task, the completion', async (t) => {
+test("scenarios/team.json plays a whole run: the plan, the Tester reading the Implementer's branch named in its task, the completion", async (t) => {
   const team = await loadScenario(TEAM);
   const plan = await answer(coordinatorRequest([user('Build a poker hand evaluator with tests')]), team);
   const creates = callsOf(plan).filter(([, name]) => name === 'task_create');
-  t.deepEqual(creates.map(([, , args]) => [args.taskId, args.owner]), [['implement-evaluator', 'implementer'], ['test-evaluator', undefined]]);
+  t.deepEqual(
+    creates.map(([, , args]) => [args.taskId, args.owner]),
+    [
+      ['implement-evaluator', 'implementer'],
+      ['test-evaluator', undefined],
+    ],
+  );
   // The Tester's task is the description the Coordinator wrote; its first command takes evaluator.js from that branch.
   const testTask = `Task test-evaluator: Test the poker hand evaluator\n\n${creates[1][2].description}`;
   const first = await answer(memberRequest('tester', testTask), team);

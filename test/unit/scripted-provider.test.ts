@@ -94,13 +94,10 @@ test('the step is the number of assistant messages since the last user message',
     [null, 'Checking.', 'Done with turn 1.'],
   );
   const second = assistants[1];
-  t.deepEqual(
-    second.role === 'assistant' ? second.tool_calls?.map((c) => [c.id, c.function.name, c.function.arguments]) : [],
-    [
-      ['call_t1_s2_1', 'bash', '{"command":"cat NOTES.md"}'],
-      ['call_t1_s2_2', 'git_status', '{}'],
-    ],
-  );
+  t.deepEqual(second.role === 'assistant' ? second.tool_calls?.map((c) => [c.id, c.function.name, c.function.arguments]) : [], [
+    ['call_t1_s2_1', 'bash', '{"command":"cat NOTES.md"}'],
+    ['call_t1_s2_2', 'git_status', '{}'],
+  ]);
   const last = await provider.complete(conversation({ task: 'Create NOTES.md', answered: answered.slice(0, 5) }));
   t.is(last.finishReason, 'stop');
 });
@@ -137,18 +134,10 @@ test('a repeating last turn answers every later turn; a repeat on an earlier tur
 test('a step beyond the script is scenario_exhausted, naming the turn and step', async (t) => {
   const provider = new ScriptedProvider(scenario);
   const turn1 = await play(provider, conversation({ task: 'Create NOTES.md', answered: [] }), 3);
-  const beyond = await modelError(
-    t,
-    provider.complete(conversation({ task: 'Create NOTES.md', answered: turn1 })),
-    'scenario_exhausted',
-  );
+  const beyond = await modelError(t, provider.complete(conversation({ task: 'Create NOTES.md', answered: turn1 })), 'scenario_exhausted');
   t.regex(beyond.message, /turn 1 scripts 3 step\(s\); this request asks for step 4/);
 
-  const three = conversation(
-    { task: 'NOTES.md', answered: [] },
-    { task: 'Done with turn 1.', answered: [] },
-    { task: 'again', answered: [] },
-  );
+  const three = conversation({ task: 'NOTES.md', answered: [] }, { task: 'Done with turn 1.', answered: [] }, { task: 'again', answered: [] });
   const noTurn = await modelError(t, provider.complete(three), 'scenario_exhausted');
   t.regex(noTurn.message, /scripts 2 turn\(s\); this request is turn 3/);
   const noUser: ModelRequest = { messages: [{ role: 'system', content: 's' }], tools: [] };
@@ -157,11 +146,7 @@ test('a step beyond the script is scenario_exhausted, naming the turn and step',
 
 test('a task missing a taskIncludes string is scenario_expectation_failed, saying which string', async (t) => {
   const provider = new ScriptedProvider(scenario);
-  const err = await modelError(
-    t,
-    provider.complete(conversation({ task: 'Write a README', answered: [] })),
-    'scenario_expectation_failed',
-  );
+  const err = await modelError(t, provider.complete(conversation({ task: 'Write a README', answered: [] })), 'scenario_expectation_failed');
   t.true(err.message.includes('"NOTES.md"'), err.message);
   t.true(err.message.includes('Write a README'), err.message);
 });
@@ -181,9 +166,7 @@ test('a conversation missing a historyIncludes string is scenario_expectation_fa
 test('expectations are checked on the first step of a turn only', async (t) => {
   const provider = new ScriptedProvider(scenario);
   // Step 2 of turn 1 with a task that would fail the expectation: no check, the step is answered.
-  const response = await provider.complete(
-    conversation({ task: 'Write a README', answered: [{ role: 'assistant', content: 'hm' }] }),
-  );
+  const response = await provider.complete(conversation({ task: 'Write a README', answered: [{ role: 'assistant', content: 'hm' }] }));
   t.is(response.message.content, 'Checking.');
 });
 
@@ -200,9 +183,7 @@ test('an aborted signal rejects with its reason', async (t) => {
   const controller = new AbortController();
   const reason = new Error('cancelled');
   controller.abort(reason);
-  const err = await t.throwsAsync(
-    new ScriptedProvider(scenario).complete(conversation({ task: 'NOTES.md', answered: [] }), controller.signal),
-  );
+  const err = await t.throwsAsync(new ScriptedProvider(scenario).complete(conversation({ task: 'NOTES.md', answered: [] }), controller.signal));
   t.is(err, reason);
 });
 
@@ -211,19 +192,10 @@ test('an invalid scenario is scenario_invalid, naming the path of the bad field'
     [{ turns: [] }, /name: /],
     [{ name: 'x', turns: [] }, /turns: Too small/],
     [{ name: 'x', turns: [{ steps: [{}] }] }, /turns\[0\]\.steps\[0\]: a step needs/],
-    [
-      { name: 'x', turns: [{ steps: [{ tool_calls: [{ arguments: {} }] }] }] },
-      /turns\[0\]\.steps\[0\]\.tool_calls\[0\]\.name/,
-    ],
+    [{ name: 'x', turns: [{ steps: [{ tool_calls: [{ arguments: {} }] }] }] }, /turns\[0\]\.steps\[0\]\.tool_calls\[0\]\.name/],
     [{ name: 'x', turns: [{ steps: [{ toolcalls: [] }] }] }, /turns\[0\]\.steps\[0\].*toolcalls/],
-    [
-      { name: 'x', turns: [{ steps: [{ content: 'a', repeat: true }, { content: 'b' }] }] },
-      /turns\[0\]\.steps\[0\]\.repeat: only the last/,
-    ],
-    [
-      { name: 'x', turns: [{ steps: [{ content: 'a' }], expect: { taskIncludes: 'NOTES' } }] },
-      /turns\[0\]\.expect\.taskIncludes/,
-    ],
+    [{ name: 'x', turns: [{ steps: [{ content: 'a', repeat: true }, { content: 'b' }] }] }, /turns\[0\]\.steps\[0\]\.repeat: only the last/],
+    [{ name: 'x', turns: [{ steps: [{ content: 'a' }], expect: { taskIncludes: 'NOTES' } }] }, /turns\[0\]\.expect\.taskIncludes/],
   ];
   for (const [value, pattern] of cases) {
     const err = t.throws(() => parseScenario(value), { instanceOf: ModelError });
@@ -273,10 +245,7 @@ test('scenarios/demo.json loads, validates and plays both turns with the demo to
   const turn1 = await play(provider, conversation({ task: task1, answered: [] }), 4);
   const turn2 = await play(
     provider,
-    conversation(
-      { task: task1, answered: turn1 },
-      { task: 'Now add a CHANGELOG that references the notes', answered: [] },
-    ),
+    conversation({ task: task1, answered: turn1 }, { task: 'Now add a CHANGELOG that references the notes', answered: [] }),
     4,
   );
   const calls = [...turn1, ...turn2].flatMap((m) => (m.role === 'assistant' ? (m.tool_calls ?? []) : []));
@@ -296,9 +265,7 @@ test('scenarios/demo.json loads, validates and plays both turns with the demo to
   // Turn 2 insists on turn 1's history: a fresh session asked for the changelog fails loudly.
   await modelError(
     t,
-    provider.complete(
-      conversation({ task: 'Create NOTES.md', answered: [] }, { task: 'Now add a CHANGELOG', answered: [] }),
-    ),
+    provider.complete(conversation({ task: 'Create NOTES.md', answered: [] }, { task: 'Now add a CHANGELOG', answered: [] })),
     'scenario_expectation_failed',
   );
 });

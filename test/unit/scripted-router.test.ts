@@ -102,7 +102,7 @@ test('router: the owner is whatever the roster in this request says, not what an
   t.is(message.tool_calls![0].id, 'call_t2_s1_1');
 });
 
-test('router: after a tool result the answer is text with the result\'s first line, no tool call', async (t) => {
+test("router: after a tool result the answer is text with the result's first line, no tool call", async (t) => {
   const provider = new ScriptedProvider(scenario);
   const conversation: ChatMessage[] = [
     user('login is flaky'),
@@ -128,7 +128,10 @@ test('router: a manifest of child results, or a message about no topic, is answe
 
 test('router: a child request (no session tool) is answered from turns, not routed', async (t) => {
   const provider = new ScriptedProvider(scenario);
-  const request: ModelRequest = { messages: [{ role: 'system', content: 'You are coder' }, user('login is flaky'), { role: 'assistant', content: 'x' }, user('again')], tools: CHILD_TOOLS };
+  const request: ModelRequest = {
+    messages: [{ role: 'system', content: 'You are coder' }, user('login is flaky'), { role: 'assistant', content: 'x' }, user('again')],
+    tools: CHILD_TOOLS,
+  };
   const { message } = await provider.complete(request);
   t.deepEqual(message, { role: 'assistant', content: 'child did task 2' });
 });
@@ -151,14 +154,17 @@ test('router: keywords match whole words, case-folded, across punctuation', (t) 
 
 test('router: a topic whose title is not about itself, a duplicate topic, or a message naming no topic is scenario_invalid', (t) => {
   const base = { name: 'bad', turns: [{ steps: [{ content: 'x' }] }] };
-  const titleErr = t.throws(() =>
-    parseScenario({ ...base, router: { topics: [{ title: 'Search speed', topic: 's', keywords: ['latency'] }] } }),
-  );
+  const titleErr = t.throws(() => parseScenario({ ...base, router: { topics: [{ title: 'Search speed', topic: 's', keywords: ['latency'] }] } }));
   t.regex(String(titleErr), /router: topics\[0\]\.title: "Search speed" is not recognised as its own topic/);
   const dupErr = t.throws(() =>
     parseScenario({
       ...base,
-      router: { topics: [{ title: 'a b', topic: 'x', keywords: ['a'] }, { title: 'c d', topic: 'X', keywords: ['c'] }] },
+      router: {
+        topics: [
+          { title: 'a b', topic: 'x', keywords: ['a'] },
+          { title: 'c d', topic: 'X', keywords: ['c'] },
+        ],
+      },
     }),
   );
   t.regex(String(dupErr), /"X" is listed twice/);

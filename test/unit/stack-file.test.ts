@@ -2,14 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import test from 'ava';
-import {
-  type Stack,
-  readStackFile,
-  redactUrl,
-  removeStackFile,
-  stackFilePath,
-  writeStackFile,
-} from '../../worker/stack';
+import { type Stack, readStackFile, redactUrl, removeStackFile, stackFilePath, writeStackFile } from '../../worker/stack';
 
 test('printed database URLs never carry the password', (t) => {
   t.is(redactUrl('postgres://orchard:s3cret@db.internal/orchard'), 'postgres://orchard:***@db.internal/orchard');

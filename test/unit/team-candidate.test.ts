@@ -30,17 +30,23 @@ test('an answer without candidateRevision (older histories) is placed at its fac
 });
 
 test('property: whatever order the answers arrive in, the candidate kept is the newest one read', (t) => {
-  const answers = fc.uniqueArray(fc.record({ candidate: fc.constantFrom('ready', 'blocked', 'not_applicable'), candidateRevision: fc.nat(50), revision: fc.nat(50) }), {
-    minLength: 1,
-    maxLength: 8,
-    selector: (a) => a.candidateRevision,
-  });
+  const answers = fc.uniqueArray(
+    fc.record({ candidate: fc.constantFrom('ready', 'blocked', 'not_applicable'), candidateRevision: fc.nat(50), revision: fc.nat(50) }),
+    {
+      minLength: 1,
+      maxLength: 8,
+      selector: (a) => a.candidateRevision,
+    },
+  );
   fc.assert(
-    fc.property(answers.chain((list) => fc.tuple(fc.constant(list), fc.shuffledSubarray(list, { minLength: list.length, maxLength: list.length }))), ([list, order]) => {
-      const end = order.reduce<CandidateState>((c, a: Assessment) => takeAssessment(c, a), NO_CANDIDATE);
-      const newest = [...list].sort((a, b) => b.candidateRevision - a.candidateRevision)[0];
-      return end.state === newest.candidate && end.revision === newest.candidateRevision;
-    }),
+    fc.property(
+      answers.chain((list) => fc.tuple(fc.constant(list), fc.shuffledSubarray(list, { minLength: list.length, maxLength: list.length }))),
+      ([list, order]) => {
+        const end = order.reduce<CandidateState>((c, a: Assessment) => takeAssessment(c, a), NO_CANDIDATE);
+        const newest = [...list].sort((a, b) => b.candidateRevision - a.candidateRevision)[0];
+        return end.state === newest.candidate && end.revision === newest.candidateRevision;
+      },
+    ),
   );
   t.pass();
 });

@@ -54,7 +54,16 @@ test('the result integrates every evidence commit onto the protected branch (fas
     ],
   });
   t.is(built.base, main);
-  t.deepEqual(built.steps.map((s) => [s.taskId, s.how]), [['implement', 'fast_forward'], ['test', 'merged'], ['again', 'contained'], ['review', 'contained'], ['plan', 'no_commit']]);
+  t.deepEqual(
+    built.steps.map((s) => [s.taskId, s.how]),
+    [
+      ['implement', 'fast_forward'],
+      ['test', 'merged'],
+      ['again', 'contained'],
+      ['review', 'contained'],
+      ['plan', 'no_commit'],
+    ],
+  );
   t.deepEqual(tree(dir, built.head), ['README.md', 'impl.js', 'impl.test.js']);
   t.deepEqual(git(dir, 'rev-list', '--parents', '-n', '1', built.head).split(' ').slice(1), [a, b]);
   t.is(refs(dir), before, 'objects only: no ref moved');
@@ -72,7 +81,14 @@ test('evidence that conflicts refuses the result with merge_conflict, naming the
   const before = refs(dir);
   const err = await refusal(
     t,
-    buildResult(dir, { protectedBranch: 'main', teamId: 't', evidence: [{ taskId: 'ta', outputId: 'o1', commitSha: a }, { taskId: 'tb', outputId: 'o2', commitSha: b }] }),
+    buildResult(dir, {
+      protectedBranch: 'main',
+      teamId: 't',
+      evidence: [
+        { taskId: 'ta', outputId: 'o1', commitSha: a },
+        { taskId: 'tb', outputId: 'o2', commitSha: b },
+      ],
+    }),
     'merge_conflict',
   );
   t.regex(err.message, /task tb's commit .* in shared\.txt$/);
@@ -92,7 +108,11 @@ test('merging into the checked-out protected branch fast-forwards it and its che
   t.is(readFileSync(join(dir, 'impl.js'), 'utf8'), 'impl\n', 'the checkout follows the branch');
   t.is(git(dir, 'status', '--porcelain'), '');
   t.is(await moveProtectedBranch(dir, 'main', plan), 'already');
-  t.deepEqual(await planMerge(dir, { protectedBranch: 'main', resultHead: result, message: 'm' }), { before: result, after: result, mode: 'already_contained' });
+  t.deepEqual(await planMerge(dir, { protectedBranch: 'main', resultHead: result, message: 'm' }), {
+    before: result,
+    after: result,
+    mode: 'already_contained',
+  });
   t.is(git(dir, 'rev-parse', 'main'), result);
 });
 

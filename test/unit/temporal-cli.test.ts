@@ -2,13 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import test from 'ava';
-import {
-  TEMPORAL_CLI_MODULE,
-  TemporalCliUnavailableError,
-  isChecksumDbUnreachable,
-  resolveTemporalCli,
-  temporalCacheDir,
-} from '../../worker/temporal-cli';
+import { TEMPORAL_CLI_MODULE, TemporalCliUnavailableError, isChecksumDbUnreachable, resolveTemporalCli, temporalCacheDir } from '../../worker/temporal-cli';
 
 /** A scratch HOME/XDG cache, a PATH of our own, and a log. */
 function sandbox() {
@@ -58,13 +52,9 @@ test('the cache follows XDG_CACHE_HOME, else ~/.cache', (t) => {
 });
 
 test('an unreachable checksum database is told apart from other build failures', (t) => {
-  t.true(
-    isChecksumDbUnreachable('verifying m@v: Get "https://sum.golang.org/lookup/m@v": dial tcp: lookup sum.golang.org: no such host'),
-  );
+  t.true(isChecksumDbUnreachable('verifying m@v: Get "https://sum.golang.org/lookup/m@v": dial tcp: lookup sum.golang.org: no such host'));
   t.false(isChecksumDbUnreachable('go: github.com/x@v1: reading https://proxy.golang.org/...: 404 Not Found'));
-  t.false(
-    isChecksumDbUnreachable('verifying m@v: checksum mismatch\n\tdownloaded: h1:a\n\tsum.golang.org: h1:b\nSECURITY ERROR'),
-  );
+  t.false(isChecksumDbUnreachable('verifying m@v: checksum mismatch\n\tdownloaded: h1:a\n\tsum.golang.org: h1:b\nSECURITY ERROR'));
 });
 
 test('a temporal on PATH wins', async (t) => {

@@ -19,13 +19,7 @@ import {
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import fc from 'fast-check';
-import {
-  compareSnapshots,
-  describeChanges,
-  snapshotProtected,
-  type ProtectedChange,
-  type VerifyLayout,
-} from '../../activities/bash/verify';
+import { compareSnapshots, describeChanges, snapshotProtected, type ProtectedChange, type VerifyLayout } from '../../activities/bash/verify';
 import { ISOLATION_MARKER, markWorktreeIsolated } from '../../activities/git/backstop';
 import { WorkspaceError } from '../../activities/workspace/paths';
 import { gitIn as git } from '../helpers/git';
@@ -329,7 +323,9 @@ const PROTECTED: Case[] = [
     name: "a sibling's HEAD switched (checkout other in the sibling)",
     run: (f) => {
       git(f.sib, 'checkout', '--quiet', 'other');
-      return [{ kind: 'head', path: path.join(f.sibAdmin, 'HEAD'), change: 'modified', before: 'ref: refs/heads/orchard/s2/work', after: 'ref: refs/heads/other' }];
+      return [
+        { kind: 'head', path: path.join(f.sibAdmin, 'HEAD'), change: 'modified', before: 'ref: refs/heads/orchard/s2/work', after: 'ref: refs/heads/other' },
+      ];
     },
   },
   {
@@ -343,7 +339,15 @@ const PROTECTED: Case[] = [
     name: "the child's HEAD on another branch, even one of its own (checkout orchard/s1/tmp)",
     run: (f) => {
       git(f.child, 'checkout', '--quiet', '-b', 'orchard/s1/tmp');
-      return [{ kind: 'head', path: path.join(f.admin, 'HEAD'), change: 'modified', before: 'ref: refs/heads/orchard/s1/work', after: 'ref: refs/heads/orchard/s1/tmp' }];
+      return [
+        {
+          kind: 'head',
+          path: path.join(f.admin, 'HEAD'),
+          change: 'modified',
+          before: 'ref: refs/heads/orchard/s1/work',
+          after: 'ref: refs/heads/orchard/s1/tmp',
+        },
+      ];
     },
   },
   {
@@ -513,7 +517,11 @@ const PROTECTED: Case[] = [
   },
   {
     name: 'objects/info/alternates written',
-    run: (f) => [fileChange('repository', path.join(f.common, 'objects', 'info', 'alternates'), () => writeFileSync(path.join(f.common, 'objects', 'info', 'alternates'), '/elsewhere/objects\n'))],
+    run: (f) => [
+      fileChange('repository', path.join(f.common, 'objects', 'info', 'alternates'), () =>
+        writeFileSync(path.join(f.common, 'objects', 'info', 'alternates'), '/elsewhere/objects\n'),
+      ),
+    ],
   },
   {
     name: 'shallow written',
@@ -551,7 +559,11 @@ const OWN_WORK: Array<{ name: string; run: (f: Fixture) => void }> = [
       commitFile(f.child, 'r.txt', 'one\n');
       commitFile(f.child, 'r.txt', 'two\n');
       // Dropping the first makes the second conflict: the rebase stops with HEAD detached.
-      const r = spawnSync('git', ['rebase', '--quiet', '-i', 'HEAD~2'], { cwd: f.child, env: { ...process.env, GIT_SEQUENCE_EDITOR: 'sed -i 1d' }, encoding: 'utf8' });
+      const r = spawnSync('git', ['rebase', '--quiet', '-i', 'HEAD~2'], {
+        cwd: f.child,
+        env: { ...process.env, GIT_SEQUENCE_EDITOR: 'sed -i 1d' },
+        encoding: 'utf8',
+      });
       if (r.status === 0) throw new Error('the rebase did not stop');
     },
   },
@@ -563,8 +575,14 @@ const OWN_WORK: Array<{ name: string; run: (f: Fixture) => void }> = [
       git(f.child, 'checkout', '--quiet', 'orchard/s1/work');
     },
   },
-  { name: 'reset --hard and commit --amend', run: (f) => (git(f.child, 'reset', '--quiet', '--hard', 'HEAD~1'), git(f.child, 'commit', '--quiet', '--amend', '-m', 'amended')) },
-  { name: 'a push of its branch (its own tracking ref)', run: (f) => (commitFile(f.child, 'p.txt', 'p\n'), git(f.child, 'push', '--quiet', 'origin', 'orchard/s1/work')) },
+  {
+    name: 'reset --hard and commit --amend',
+    run: (f) => (git(f.child, 'reset', '--quiet', '--hard', 'HEAD~1'), git(f.child, 'commit', '--quiet', '--amend', '-m', 'amended')),
+  },
+  {
+    name: 'a push of its branch (its own tracking ref)',
+    run: (f) => (commitFile(f.child, 'p.txt', 'p\n'), git(f.child, 'push', '--quiet', 'origin', 'orchard/s1/work')),
+  },
   { name: 'files in its worktree', run: (f) => writeFileSync(path.join(f.child, 'scratch.txt'), 'scratch\n') },
   { name: 'pack-refs --all in the main checkout (values unchanged)', run: (f) => git(f.main, 'pack-refs', '--all') },
   { name: 'a commit after its branch was packed', run: (f) => (git(f.main, 'pack-refs', '--all'), commitFile(f.child, 'after.txt', 'after\n')) },
@@ -664,7 +682,10 @@ test('property: any sequence of allowed operations compares equal', async (t) =>
 });
 
 test('property: a sequence with protected mutations reports exactly the mutated paths', async (t) => {
-  const op = fc.oneof(allowedOp.map((name) => ({ allowed: name })), fc.constantFrom(...Object.keys(MUTATIONS)).map((name) => ({ mutation: name })));
+  const op = fc.oneof(
+    allowedOp.map((name) => ({ allowed: name })),
+    fc.constantFrom(...Object.keys(MUTATIONS)).map((name) => ({ mutation: name })),
+  );
   await fc.assert(
     fc.asyncProperty(fc.array(op, { maxLength: 5 }), fc.constantFrom(...Object.keys(MUTATIONS)), fc.nat(), async (ops, forced, at) => {
       const sequence: Array<{ allowed?: string; mutation?: string }> = [...ops];
@@ -722,7 +743,12 @@ test('describeChanges names every path with its old → new value, and config li
   t.like(rendered.get('refs/tags/x'), { kind: 'ref', change: 'created', old: '(absent)', new: sha(f, 'HEAD') });
   t.like(rendered.get('refs/tags/v1'), { kind: 'ref', change: 'deleted', old: sha(f, 'main'), new: '(absent)' });
   t.like(rendered.get(dotGit), { kind: 'worktrees', change: 'modified', old: dotGitWas, new: `gitdir: ${f.sibAdmin}` });
-  t.like(rendered.get(path.join(f.common, 'config')), { kind: 'config', change: 'modified', lost: [], gained: ['[core] hooksPath = /nonexistent-orchard-hooks'] });
+  t.like(rendered.get(path.join(f.common, 'config')), {
+    kind: 'config',
+    change: 'modified',
+    lost: [],
+    gained: ['[core] hooksPath = /nonexistent-orchard-hooks'],
+  });
 });
 
 test('describeChanges quotes values that would be ambiguous and lists lost and gained lines', (t) => {

@@ -83,7 +83,10 @@ async function cancelAndCheck(t: import('ava').ExecutionContext, sessionId: stri
   t.false((await leaseStates(sessionId)).includes('held'));
   t.is(view.tasks!.queued + view.tasks!.running, 0, JSON.stringify(view.tasks));
   const { rows } = await orchard.pool.query(`SELECT state FROM session_tasks WHERE session_id = $1`, [sessionId]);
-  t.true(rows.every((r) => ['done', 'failed', 'cancelled'].includes(r.state)), JSON.stringify(rows));
+  t.true(
+    rows.every((r) => ['done', 'failed', 'cancelled'].includes(r.state)),
+    JSON.stringify(rows),
+  );
   return view;
 }
 
@@ -96,7 +99,10 @@ test('cancel during worktree preparation (before the lease) closes the session a
   await preparing;
   const view = await cancelAndCheck(t, sessionId);
   t.is(view.worktree, undefined);
-  t.deepEqual(view.recentTasks?.map((r) => [r.taskId, r.state]), [['t1', 'cancelled']]);
+  t.deepEqual(
+    view.recentTasks?.map((r) => [r.taskId, r.state]),
+    [['t1', 'cancelled']],
+  );
 });
 
 test('cancel after the lease was taken but before preparation returned releases the lease by holder', async (t) => {
@@ -128,7 +134,10 @@ test('preparation failing while a cancel is pending still closes the session and
   const view = await cancelled;
   t.is(view.status, 'cancelled');
   t.deepEqual(await leaseStates(sessionId), ['released']);
-  t.deepEqual(view.recentTasks?.map((r) => r.state), ['cancelled']);
+  t.deepEqual(
+    view.recentTasks?.map((r) => r.state),
+    ['cancelled'],
+  );
 });
 
 test('cancel during a model call aborts the request and closes the session', async (t) => {
@@ -143,8 +152,14 @@ test('cancel during a model call aborts the request and closes the session', asy
   t.is(view.lastTurn?.outcome, 'cancelled');
   await until(() => stub.abandoned === 1 || undefined);
   const { rows } = await own.pool.query(`SELECT state FROM worktree_leases WHERE holder LIKE $1`, [`%session/${sessionId}@%`]);
-  t.deepEqual(rows.map((r) => r.state), ['released']);
-  t.deepEqual(view.recentTasks?.map((r) => [r.taskId, r.state, r.outcome]), [['t1', 'cancelled', 'cancelled']]);
+  t.deepEqual(
+    rows.map((r) => r.state),
+    ['released'],
+  );
+  t.deepEqual(
+    view.recentTasks?.map((r) => [r.taskId, r.state, r.outcome]),
+    [['t1', 'cancelled', 'cancelled']],
+  );
 });
 
 test('two concurrent cancels during bash both return the closed session; queued sends end cancelled; later sends are refused', async (t) => {
@@ -172,9 +187,21 @@ test('two concurrent cancels during bash both return the closed session; queued 
   // The second cancel either waited for the same close or arrived after it (then the session was already closed).
   t.true((other as SessionStatusView).status === 'cancelled' || (other as OrchardError).code === 'session_closed', String(other));
   t.deepEqual(liveProcesses(`sleep ${seconds}`), []);
-  t.deepEqual(view.recentTasks?.map((r) => [r.taskId, r.state]), [['t1', 'cancelled'], ['t2', 'cancelled']]);
+  t.deepEqual(
+    view.recentTasks?.map((r) => [r.taskId, r.state]),
+    [
+      ['t1', 'cancelled'],
+      ['t2', 'cancelled'],
+    ],
+  );
   const { rows } = await orchard.pool.query(`SELECT task_id, state, reason FROM session_tasks WHERE session_id = $1 ORDER BY task_id`, [sessionId]);
-  t.deepEqual(rows.map((r) => [r.task_id, r.state, r.reason]), [['t1', 'cancelled', 'first'], ['t2', 'cancelled', 'first']]);
+  t.deepEqual(
+    rows.map((r) => [r.task_id, r.state, r.reason]),
+    [
+      ['t1', 'cancelled', 'first'],
+      ['t2', 'cancelled', 'first'],
+    ],
+  );
 });
 
 test('a signalled send during the cancel is recorded as refused, never queued', async (t) => {
@@ -196,7 +223,10 @@ test('a signalled send during the cancel is recorded as refused, never queued', 
   const view = await cancelled;
   t.is(view.refusedSignals?.count, 1);
   t.is(view.refusedSignals?.recent[0].code, 'session_closing');
-  t.deepEqual(view.recentTasks?.map((r) => r.taskId), ['t1']);
+  t.deepEqual(
+    view.recentTasks?.map((r) => r.taskId),
+    ['t1'],
+  );
 });
 
 test('cancel between turns closes an idle session', async (t) => {
@@ -204,7 +234,10 @@ test('cancel between turns closes an idle session', async (t) => {
   await orchard.client.createSession({ sessionId, title: 'idle', repo: makeRepo(), model: scripted([{ steps: [{ content: 'done' }] }]), task: 'one' });
   await orchard.client.waitUntilSettled(sessionId, { afterTurn: 1 });
   const view = await cancelAndCheck(t, sessionId);
-  t.deepEqual(view.recentTasks?.map((r) => [r.taskId, r.state]), [['t1', 'done']]);
+  t.deepEqual(
+    view.recentTasks?.map((r) => [r.taskId, r.state]),
+    [['t1', 'done']],
+  );
 });
 
 test('a Temporal cancellation answers a waiting cancel update before the workflow ends', async (t) => {
@@ -212,7 +245,13 @@ test('a Temporal cancellation answers a waiting cancel update before the workflo
   const sessionId = uniqueId('cancel-both');
   // The preparation stays in its cancellation until released: the Temporal cancel surely arrives while closing.
   const preparing = heldUntilReleased(sessionId);
-  await orchard.client.createSession({ sessionId, title: 'both', repo: makeRepo(), model: scripted([{ steps: [{ content: 'x' }] }]), task: `sleep ${seconds}` });
+  await orchard.client.createSession({
+    sessionId,
+    title: 'both',
+    repo: makeRepo(),
+    model: scripted([{ steps: [{ content: 'x' }] }]),
+    task: `sleep ${seconds}`,
+  });
   await preparing.arrived;
   const handle = orchard.temporal.workflow.getHandle(sessionWorkflowId(sessionId));
   const update = orchard.client.cancel(sessionId, 'by update');

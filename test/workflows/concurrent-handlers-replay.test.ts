@@ -37,7 +37,11 @@ const historyOf = async (orchard: TestOrchard, workflowId: string) => eventLines
 /** Every history this orchard produced replays; the ones that do not are shown with their events. */
 async function assertEveryHistoryReplays(t: import('ava').ExecutionContext, orchard: TestOrchard, expected: string[]) {
   const outcomes = await replayEveryHistory(orchard);
-  for (const id of expected) t.true(outcomes.some((o) => o.workflowId === id), `${id} was replayed`);
+  for (const id of expected)
+    t.true(
+      outcomes.some((o) => o.workflowId === id),
+      `${id} was replayed`,
+    );
   const failed = outcomes.filter((o) => o.error);
   for (const o of failed) t.log(`${o.workflowId} (${o.type}):\n${(await historyOf(orchard, o.workflowId)).join('\n')}`);
   t.deepEqual(
@@ -84,7 +88,11 @@ holdingTest('sends whose store writes finish one at a time leave a session histo
   await held.release('t3');
   await held.release('t4');
   const answers = await Promise.all(sends);
-  t.deepEqual(answers.map((a) => [a.taskId, a.taskState]).sort(), [['t2', 'queued'], ['t3', 'queued'], ['t4', 'queued']]);
+  t.deepEqual(answers.map((a) => [a.taskId, a.taskState]).sort(), [
+    ['t2', 'queued'],
+    ['t3', 'queued'],
+    ['t4', 'queued'],
+  ]);
   const done = await orchard.client.waitUntilSettled(sessionId, { afterTurn: 4 });
   t.deepEqual(done.tasks, { queued: 0, running: 0, done: 4, failed: 0, cancelled: 0 });
 
@@ -134,7 +142,10 @@ holdingTest('a message burst stored one write at a time, while a child reports, 
   t.deepEqual(accepted.map((a) => a.messageId).sort(), ['m2', 'm3', 'm4']);
   const settled = await fleet.settled(5);
   // Arrival order, whatever order the writes finished in; the child's result (the manifest) after the user's words.
-  t.deepEqual(settled.turns.map((turn) => turn.taskId), ['m1', 'm2', 'm3', 'm4', 'm5']);
+  t.deepEqual(
+    settled.turns.map((turn) => turn.taskId),
+    ['m1', 'm2', 'm3', 'm4', 'm5'],
+  );
   t.true(fleet.orchestratorRequests().some((b) => lastUserText(b).startsWith('Child results')));
 
   await assertEveryHistoryReplays(t, orchard, [workflowId, sessionWorkflowId(childId)]);
@@ -147,7 +158,13 @@ function watchStatus(orchard: TestOrchard, sessionId: string): () => Promise<num
   let answered = 0;
   const loop = (async () => {
     while (!stopped) {
-      if (await orchard.client.status(sessionId).then(() => true, () => false)) answered++;
+      if (
+        await orchard.client.status(sessionId).then(
+          () => true,
+          () => false,
+        )
+      )
+        answered++;
     }
   })();
   return async () => {
@@ -173,7 +190,10 @@ test('sessions created, sent to and cancelled during a long bash command while w
         orchard.client.send(sessionId, 'sent as the cancel lands'),
       ]);
       const answered = await Promise.all(watchers.map((stop) => stop()));
-      t.true(answered.every((n) => n > 0), 'the watchers were answered');
+      t.true(
+        answered.every((n) => n > 0),
+        'the watchers were answered',
+      );
       t.is(cancelled.status === 'fulfilled' && cancelled.value.status, 'cancelled');
       // A racing send is accepted (and then ends cancelled with the session) or refused because the session closes.
       for (const send of [first, second]) {

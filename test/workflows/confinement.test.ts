@@ -43,16 +43,15 @@ async function runAttack(orchard: TestOrchard, repo: string) {
   });
   await orchard.client.createSession({ sessionId, title: 'attack', repo, isolated: true, model: { provider: 'scripted', scenario }, task: 'build' });
   const view = await orchard.client.waitUntilSettled(sessionId, { afterTurn: 1 });
-  const { rows } = await orchard.pool.query(
-    `SELECT content FROM transcript_entries WHERE session_id = $1 AND role = 'tool' ORDER BY turn, step, ordinal`,
-    [sessionId],
-  );
+  const { rows } = await orchard.pool.query(`SELECT content FROM transcript_entries WHERE session_id = $1 AND role = 'tool' ORDER BY turn, step, ordinal`, [
+    sessionId,
+  ]);
   const handle = orchard.temporal.workflow.getHandle(`session/${sessionId}`);
   const unconfinedAttribute = (await handle.describe()).typedSearchAttributes.get(ORCHARD_UNCONFINED);
   return { sessionId, view, bashResult: String(rows[1]?.content ?? ''), unconfinedAttribute };
 }
 
-test('confined: a script the guard cannot read changes nothing outside the allowance; the child\'s own commit lands', async (t) => {
+test("confined: a script the guard cannot read changes nothing outside the allowance; the child's own commit lands", async (t) => {
   const confinement = await testConfinement();
   if (confinement.mode !== 'sandbox') return t.fail(`this machine cannot confine: ${'reason' in confinement ? confinement.reason : ''}`);
   const orchard = await startOrchard(t, { confinement });
@@ -95,11 +94,19 @@ test('a host that cannot build the sandbox refuses isolated children, saying why
   // The create is accepted (it returns before the worktree exists); the session then fails at preparation.
   const refused = uniqueId('refused');
   await orchard.client.createSession({ sessionId: refused, title: 'x', repo, isolated: true, model: { provider: 'scripted', scenario }, task: 'x' });
-  const view = await until(() => orchard.client.status(refused), (v) => v.error !== undefined);
+  const view = await until(
+    () => orchard.client.status(refused),
+    (v) => v.error !== undefined,
+  );
   t.is(view.error?.code, 'sandbox_unavailable');
   t.regex(view.error?.message ?? '', /bwrap not found \(test\)/);
   // No worktree was made for it.
-  t.deepEqual(git(repo, 'worktree', 'list', '--porcelain').split('\n').filter((l) => l.startsWith('worktree ')).length, 1);
+  t.deepEqual(
+    git(repo, 'worktree', 'list', '--porcelain')
+      .split('\n')
+      .filter((l) => l.startsWith('worktree ')).length,
+    1,
+  );
   const plain = uniqueId('plain');
   await orchard.client.createSession({ sessionId: plain, title: 'x', repo, model: { provider: 'scripted', scenario }, task: 'x' });
   t.is((await orchard.client.waitUntilSettled(plain, { afterTurn: 1 })).lastTurn?.outcome, 'finished');
@@ -152,11 +159,16 @@ test('verification after every command: a change the sandbox lets through (HEAD,
   t.regex(hacked, new RegExp(`head .*HEAD.*ref: refs/heads/orchard/${sessionId}/work.* → .*ref: refs/heads/main; put back by Orchard`));
   t.regex(refused, /^error \(verification_hold\)/);
   t.false(existsSync(join(worktree, 'after.txt')), 'the command after the change did not run');
-  const { rows } = await orchard.pool.query(`SELECT session_id, command, changes, resolved_at FROM verification_holds WHERE worktree LIKE $1`, [`%:${worktree}`]);
+  const { rows } = await orchard.pool.query(`SELECT session_id, command, changes, resolved_at FROM verification_holds WHERE worktree LIKE $1`, [
+    `%:${worktree}`,
+  ]);
   t.is(rows.length, 1);
   t.is(rows[0].command, `git checkout -q orchard/${sessionId}/work && bash hack.sh; echo ran`);
   t.is(rows[0].resolved_at, null);
-  t.deepEqual(rows[0].changes.map((c: { kind: string; change: string }) => [c.kind, c.change]), [['head', 'modified']]);
+  t.deepEqual(
+    rows[0].changes.map((c: { kind: string; change: string }) => [c.kind, c.change]),
+    [['head', 'modified']],
+  );
 
   // A send does not lift the hold: the command stays refused.
   // Orchard put HEAD back already; the user looks and resolves the hold; the next task's command runs.

@@ -46,7 +46,12 @@ test('search attributes are registered only on the dev server process this proce
   const server = await foreignServer(t);
   // This test process is alive, but it is not what listens on the server's port.
   const err = await t.throwsAsync(() =>
-    registerSearchAttributesOnSpawned({ pid: process.pid, address: server.address, port: server.port }, server.namespace, { OrchardKind: 'Keyword' }, () => undefined),
+    registerSearchAttributesOnSpawned(
+      { pid: process.pid, address: server.address, port: server.port },
+      server.namespace,
+      { OrchardKind: 'Keyword' },
+      () => undefined,
+    ),
   );
   t.regex(err?.message ?? '', /refusing to register search attributes .* not the dev server this process started/);
   t.false((await server.attributes()).includes('OrchardKind'));

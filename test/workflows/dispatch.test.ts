@@ -73,9 +73,7 @@ test('a stale attempt after the lease moved to a new generation is refused and c
   const { callOnce, pool, sessionId, counter, prepared } = await setup(t);
   const attempt = await callOnce(3);
   // Another execution took the worktree over (what a handoff or a re-created session does).
-  await pool.query(`UPDATE worktree_leases SET holder = 'session/other@run-2', generation = generation + 1 WHERE worktree = $1`, [
-    prepared.lease.worktree,
-  ]);
+  await pool.query(`UPDATE worktree_leases SET holder = 'session/other@run-2', generation = generation + 1 WHERE worktree = $1`, [prepared.lease.worktree]);
   const err = await t.throwsAsync(attempt(1));
   t.is((err as { type?: string }).type, 'lease_stale');
   t.false(existsSync(counter), 'the command never ran');
@@ -98,7 +96,10 @@ test('a claim declared unknown by a retry stays unknown when the first attempt s
   const claim = await pool.query(`SELECT state, unknown_reason FROM tool_dispatches WHERE session_id = $1 AND step = 4`, [sessionId]);
   t.is(claim.rows[0].state, 'unknown');
   const shown = await pool.query(`SELECT content FROM transcript_entries WHERE session_id = $1 AND step = 4 AND role = 'tool'`, [sessionId]);
-  t.deepEqual(shown.rows.map((r) => r.content), [UNKNOWN_OUTCOME]);
+  t.deepEqual(
+    shown.rows.map((r) => r.content),
+    [UNKNOWN_OUTCOME],
+  );
   // The late output (the command was stopped) is kept for operators.
   const output = await pool.query(`SELECT ok FROM tool_outputs WHERE session_id = $1 AND step = 4`, [sessionId]);
   t.deepEqual(output.rows, [{ ok: false }]);
@@ -117,11 +118,15 @@ test('the rebuilt transcript says unknown for a claimed call without a result an
   const pool = await testPool(t);
   const key = { sessionId: uniqueId('rebuild'), executionId: uniqueId('exec'), turnId: uniqueId('turn'), turn: 1 };
   await appendEntry(pool, { ...key, step: 0, ordinal: 0 }, { role: 'user', content: 'do two things' });
-  await appendEntry(pool, { ...key, step: 1, ordinal: 0 }, {
-    role: 'assistant',
-    content: null,
-    tool_calls: ['claimed', 'never'].map((id) => ({ id, type: 'function' as const, function: { name: 'bash', arguments: '{"command":"true"}' } })),
-  });
+  await appendEntry(
+    pool,
+    { ...key, step: 1, ordinal: 0 },
+    {
+      role: 'assistant',
+      content: null,
+      tool_calls: ['claimed', 'never'].map((id) => ({ id, type: 'function' as const, function: { name: 'bash', arguments: '{"command":"true"}' } })),
+    },
+  );
   await claimDispatch(pool, { ...key, step: 1, callId: 'claimed' }, 'bash', 'gone-host');
   // The next turn (or the next run after continue-as-new) rebuilds the conversation from Postgres.
   const { messages } = await loadConversation(pool, { ...key, turnId: uniqueId('turn'), turn: 2 });
@@ -131,4 +136,3 @@ test('the rebuilt transcript says unknown for a claimed call without a result an
     ['never', NOT_EXECUTED],
   ]);
 });
-

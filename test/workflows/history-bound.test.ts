@@ -81,10 +81,7 @@ test('1,000 sends of 100 KB all run, across continue-as-new, and no run of the s
   t.true(largest <= BOUND, `a run's history reached ${largest} bytes`);
 
   // Nothing was lost across continue-as-new: every task is stored once, done, and opened exactly one turn.
-  const tasks = await orchard.pool.query(
-    `SELECT state, count(*)::int AS n FROM session_tasks WHERE execution_id = $1 GROUP BY state`,
-    [view.executionId],
-  );
+  const tasks = await orchard.pool.query(`SELECT state, count(*)::int AS n FROM session_tasks WHERE execution_id = $1 GROUP BY state`, [view.executionId]);
   t.deepEqual(tasks.rows, [{ state: 'done', n: SENDS }]);
   const opened = await orchard.pool.query(
     `SELECT count(DISTINCT task_id)::int AS n, count(*)::int AS rows FROM transcript_entries WHERE execution_id = $1 AND role = 'user'`,

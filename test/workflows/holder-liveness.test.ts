@@ -4,7 +4,7 @@ import { holderLivenessFrom } from '../../worker/holder-liveness';
 import { leaseHolder } from '../../contract/ids';
 import { testStackEnv, uniqueId } from '../helpers/orchard';
 
-test('holder liveness answers for its own namespace only: another namespace\'s holder is unknown', async (t) => {
+test("holder liveness answers for its own namespace only: another namespace's holder is unknown", async (t) => {
   const { temporalAddress, namespace } = testStackEnv();
   const connection = await Connection.connect({ address: temporalAddress });
   t.teardown(() => connection.close());

@@ -26,13 +26,41 @@ test('same boot and pid namespace: a dead holder pid is taken over at once, a li
   const first = instance(hostId, { pid: 1000 });
   await claimHost(pool, first, options());
   const restarted = instance(hostId, { pid: 1001 });
-  t.is((await claimHost(pool, restarted, options((pid) => pid !== 1000))).kind, 'claimed', 'pid 1000 is gone: a supervisor restart');
+  t.is(
+    (
+      await claimHost(
+        pool,
+        restarted,
+        options((pid) => pid !== 1000),
+      )
+    ).kind,
+    'claimed',
+    'pid 1000 is gone: a supervisor restart',
+  );
   t.false(await heartbeatHost(pool, hostId, first.instanceId), 'the old instance lost it');
 
   // Same boot but the recorded pid still runs: refused.
-  t.is((await claimHost(pool, instance(hostId, { pid: 1002 }), options(() => true))).kind, 'refused');
+  t.is(
+    (
+      await claimHost(
+        pool,
+        instance(hostId, { pid: 1002 }),
+        options(() => true),
+      )
+    ).kind,
+    'refused',
+  );
   // Same boot id, another pid namespace (another container on the machine): its pid says nothing here.
-  t.is((await claimHost(pool, instance(hostId, { pid: 1003, pidNamespace: 'pid:[2]' }), options(() => false))).kind, 'refused');
+  t.is(
+    (
+      await claimHost(
+        pool,
+        instance(hostId, { pid: 1003, pidNamespace: 'pid:[2]' }),
+        options(() => false),
+      )
+    ).kind,
+    'refused',
+  );
 });
 
 test('a stale heartbeat is taken over from anywhere; a released id is free; stale calls change nothing', async (t) => {

@@ -11,7 +11,12 @@ const scenario = () =>
     turns: [
       {
         steps: [
-          { tool_calls: [{ name: 'write_file', arguments: { path: 'a.txt', content: 'a\n' } }, { name: 'bash', arguments: { command: 'pwd' } }] },
+          {
+            tool_calls: [
+              { name: 'write_file', arguments: { path: 'a.txt', content: 'a\n' } },
+              { name: 'bash', arguments: { command: 'pwd' } },
+            ],
+          },
           { tool_calls: [{ name: 'git_commit', arguments: { message: 'add a' } }] },
           { content: 'done' },
         ],
@@ -19,19 +24,30 @@ const scenario = () =>
     ],
   });
 
-test('two workers on one server: each session\'s worktree activities stay on the host that owns the worktree', async (t) => {
+test("two workers on one server: each session's worktree activities stay on the host that owns the worktree", async (t) => {
   const orchard = shared();
   const hostA = orchard.hostId;
   const hostB = `${hostA}-b`;
   await orchard.startHost(hostB);
   const onA = uniqueId('on-a');
   const onB = uniqueId('on-b');
-  await orchard.client.createSession({ sessionId: onA, title: 'a', repo: makeRepo(), host: hostA, model: { provider: 'scripted', scenario: scenario() }, task: 'go' });
-  await orchard.client.createSession({ sessionId: onB, title: 'b', repo: makeRepo(), host: hostB, model: { provider: 'scripted', scenario: scenario() }, task: 'go' });
-  const [a, b] = await Promise.all([
-    orchard.client.waitUntilSettled(onA, { afterTurn: 1 }),
-    orchard.client.waitUntilSettled(onB, { afterTurn: 1 }),
-  ]);
+  await orchard.client.createSession({
+    sessionId: onA,
+    title: 'a',
+    repo: makeRepo(),
+    host: hostA,
+    model: { provider: 'scripted', scenario: scenario() },
+    task: 'go',
+  });
+  await orchard.client.createSession({
+    sessionId: onB,
+    title: 'b',
+    repo: makeRepo(),
+    host: hostB,
+    model: { provider: 'scripted', scenario: scenario() },
+    task: 'go',
+  });
+  const [a, b] = await Promise.all([orchard.client.waitUntilSettled(onA, { afterTurn: 1 }), orchard.client.waitUntilSettled(onB, { afterTurn: 1 })]);
   t.is(a.lastTurn?.outcome, 'finished');
   t.is(b.lastTurn?.outcome, 'finished');
   t.true(a.worktree!.includes(join(hostA, onA)), a.worktree);

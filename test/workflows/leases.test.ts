@@ -14,15 +14,16 @@ const closed: LivenessProbe = { holderLiveness: async () => 'closed', aliveProce
 test('concurrent acquires of one worktree end with exactly one holder; the others bind to it', async (t) => {
   const pool = await testPool(t);
   const worktree = `test:${uniqueId('/wt/race')}`;
-  const outcomes = await Promise.all(
-    Array.from({ length: 8 }, (_, i) => acquireLease(pool, { worktree, host: 'test', holder: `holder-${i}` }, running)),
-  );
+  const outcomes = await Promise.all(Array.from({ length: 8 }, (_, i) => acquireLease(pool, { worktree, host: 'test', holder: `holder-${i}` }, running)));
   const winners = outcomes.filter((o) => o.kind === 'created');
   t.is(winners.length, 1);
   const winner = winners[0].kind === 'created' ? winners[0].lease.holder : '';
   t.true(outcomes.filter((o) => o.kind !== 'created').every((o) => o.kind === 'bound' && o.holder === winner));
   const { rows } = await pool.query(`SELECT holder, generation FROM worktree_leases WHERE worktree = $1`, [worktree]);
-  t.deepEqual(rows.map((r) => [r.holder, Number(r.generation)]), [[winner, 1]]);
+  t.deepEqual(
+    rows.map((r) => [r.holder, Number(r.generation)]),
+    [[winner, 1]],
+  );
 });
 
 test('a closed holder with no live process is taken over with a new generation, and its lease goes stale', async (t) => {
@@ -75,7 +76,17 @@ test('a cancelled session started again re-enters its worktree: same branch and 
   const scenario = writeScenario({
     name: 'reenter',
     turns: [
-      { steps: [{ tool_calls: [{ name: 'write_file', arguments: { path: 'a.txt', content: 'a\n' } }, { name: 'git_commit', arguments: { message: 'first run' } }] }, { content: 'ok' }] },
+      {
+        steps: [
+          {
+            tool_calls: [
+              { name: 'write_file', arguments: { path: 'a.txt', content: 'a\n' } },
+              { name: 'git_commit', arguments: { message: 'first run' } },
+            ],
+          },
+          { content: 'ok' },
+        ],
+      },
     ],
   });
   const repo = makeRepo();

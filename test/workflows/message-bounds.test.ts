@@ -136,101 +136,137 @@ function largest(runs: MeasuredRun[]) {
   return { history, carried: inputs.length > 0 ? Math.max(...inputs) : 0 };
 }
 
-test.serial('orchestrator: 1,000 messages during one long turn: past the cap refused queue_full and never written; every accepted one answered once, across continue-as-new', async (t) => {
-  t.timeout(WAIT_MS + 120_000);
-  const held = gate();
-  const decide: Decide = async (ctx) => {
-    if (ctx.text === HOLD) await held.promise;
-    return final(`answered: ${ctx.text}`);
-  };
-  const limits: Partial<SessionLimits> = { maxQueuedTasks: QUEUE_CAP, turnsPerRun: TURNS_PER_RUN, historyBudgetBytes: HISTORY_BUDGET };
-  const fleet = await startFleet(t, fleetModel(decide), { limits });
-  const { orchard, id } = fleet;
-  const workflowId = orchestratorWorkflowId(id);
-  const running = watchRunning(t, orchard, workflowId);
+test.serial(
+  'orchestrator: 1,000 messages during one long turn: past the cap refused queue_full and never written; every accepted one answered once, across continue-as-new',
+  async (t) => {
+    t.timeout(WAIT_MS + 120_000);
+    const held = gate();
+    const decide: Decide = async (ctx) => {
+      if (ctx.text === HOLD) await held.promise;
+      return final(`answered: ${ctx.text}`);
+    };
+    const limits: Partial<SessionLimits> = { maxQueuedTasks: QUEUE_CAP, turnsPerRun: TURNS_PER_RUN, historyBudgetBytes: HISTORY_BUDGET };
+    const fleet = await startFleet(t, fleetModel(decide), { limits });
+    const { orchard, id } = fleet;
+    const workflowId = orchestratorWorkflowId(id);
+    const running = watchRunning(t, orchard, workflowId);
 
-  await orchard.client.message(id, { text: HOLD, requestId: 'hold' });
-  await waitFor(() => openingTexts(fleet.orchestratorRequests()).includes(HOLD), 120_000, 'the long turn at the model');
+    await orchard.client.message(id, { text: HOLD, requestId: 'hold' });
+    await waitFor(() => openingTexts(fleet.orchestratorRequests()).includes(HOLD), 120_000, 'the long turn at the model');
 
-  const started = Date.now();
-  const sent: Sent = { accepted: new Map(), refused: new Map() };
-  await sendAll((m) => orchard.client.message(id, m), 0, MESSAGES, sent, MESSAGE_BYTES);
-  const sendMs = Date.now() - started;
-  const byCap = [...sent.refused.values()].filter((m) => m.includes('messages queued')).length;
-  const byBudget = [...sent.refused.values()].filter((m) => m.includes('history budget')).length;
-  t.log(`${MESSAGES} messages sent in ${sendMs} ms during the held turn: ${sent.accepted.size} accepted, ${sent.refused.size} refused queue_full (${byCap} at the cap of ${QUEUE_CAP}, ${byBudget} at the history budget)`);
+    const started = Date.now();
+    const sent: Sent = { accepted: new Map(), refused: new Map() };
+    await sendAll((m) => orchard.client.message(id, m), 0, MESSAGES, sent, MESSAGE_BYTES);
+    const sendMs = Date.now() - started;
+    const byCap = [...sent.refused.values()].filter((m) => m.includes('messages queued')).length;
+    const byBudget = [...sent.refused.values()].filter((m) => m.includes('history budget')).length;
+    t.log(
+      `${MESSAGES} messages sent in ${sendMs} ms during the held turn: ${sent.accepted.size} accepted, ${sent.refused.size} refused queue_full (${byCap} at the cap of ${QUEUE_CAP}, ${byBudget} at the history budget)`,
+    );
 
-  t.is(sent.accepted.size + sent.refused.size, MESSAGES);
-  t.is(byCap + byBudget, sent.refused.size, 'every refusal says why: the cap or the budget');
-  t.true(sent.accepted.size > 0, 'messages are accepted up to the cap');
-  t.true(sent.accepted.size <= QUEUE_CAP, `no more than the cap is queued (${sent.accepted.size} accepted)`);
-  if (byBudget === 0) t.is(sent.accepted.size, QUEUE_CAP, 'refusals begin exactly at the cap');
-  t.is(new Set(sent.accepted.values()).size, sent.accepted.size, 'each accepted message has its own id');
+    t.is(sent.accepted.size + sent.refused.size, MESSAGES);
+    t.is(byCap + byBudget, sent.refused.size, 'every refusal says why: the cap or the budget');
+    t.true(sent.accepted.size > 0, 'messages are accepted up to the cap');
+    t.true(sent.accepted.size <= QUEUE_CAP, `no more than the cap is queued (${sent.accepted.size} accepted)`);
+    if (byBudget === 0) t.is(sent.accepted.size, QUEUE_CAP, 'refusals begin exactly at the cap');
+    t.is(new Set(sent.accepted.values()).size, sent.accepted.size, 'each accepted message has its own id');
 
-  // While the turn is still held: everything accepted is queued, and only that is stored.
-  const during = await orchard.client.orchestratorStatus(id);
-  t.is(during.queued, sent.accepted.size);
-  t.is(during.turnsCompleted, 0);
-  const stored = new Map(
-    (await orchard.pool.query(`SELECT request_id, task_id FROM session_tasks WHERE session_id = $1 AND request_id LIKE 'bounds-request-%'`, [id])).rows.map(
-      (r) => [r.request_id as string, r.task_id as string],
-    ),
-  );
-  t.is(stored.size, sent.accepted.size, 'one stored row per accepted message');
-  for (const [i, messageId] of sent.accepted) t.is(stored.get(requestOf(i)), messageId);
-  t.deepEqual([...sent.refused.keys()].filter((i) => stored.has(requestOf(i))), [], 'no refused message has a session_tasks row');
+    // While the turn is still held: everything accepted is queued, and only that is stored.
+    const during = await orchard.client.orchestratorStatus(id);
+    t.is(during.queued, sent.accepted.size);
+    t.is(during.turnsCompleted, 0);
+    const stored = new Map(
+      (await orchard.pool.query(`SELECT request_id, task_id FROM session_tasks WHERE session_id = $1 AND request_id LIKE 'bounds-request-%'`, [id])).rows.map(
+        (r) => [r.request_id as string, r.task_id as string],
+      ),
+    );
+    t.is(stored.size, sent.accepted.size, 'one stored row per accepted message');
+    for (const [i, messageId] of sent.accepted) t.is(stored.get(requestOf(i)), messageId);
+    t.deepEqual(
+      [...sent.refused.keys()].filter((i) => stored.has(requestOf(i))),
+      [],
+      'no refused message has a session_tasks row',
+    );
 
-  held.open();
-  const expectedTurns = 1 + sent.accepted.size;
-  const view = await waitFor(async () => {
-    const v = await orchard.client.orchestratorStatus(id);
-    return v.turnsCompleted >= expectedTurns && v.status === 'idle' ? v : undefined;
-  }, WAIT_MS, `${expectedTurns} turns answered`);
-  t.log(`${expectedTurns} turns ran in ${Date.now() - started - sendMs} ms after the gate opened; runIndex ${view.runIndex}`);
-  t.is(view.turnsCompleted, expectedTurns, 'one turn per accepted message (and the held one), no more');
-  t.is(view.queued, 0);
+    held.open();
+    const expectedTurns = 1 + sent.accepted.size;
+    const view = await waitFor(
+      async () => {
+        const v = await orchard.client.orchestratorStatus(id);
+        return v.turnsCompleted >= expectedTurns && v.status === 'idle' ? v : undefined;
+      },
+      WAIT_MS,
+      `${expectedTurns} turns answered`,
+    );
+    t.log(`${expectedTurns} turns ran in ${Date.now() - started - sendMs} ms after the gate opened; runIndex ${view.runIndex}`);
+    t.is(view.turnsCompleted, expectedTurns, 'one turn per accepted message (and the held one), no more');
+    t.is(view.queued, 0);
 
-  // Answered exactly once: each accepted message opened one turn at the model, a refused one none.
-  const opened = counts(openingTexts(fleet.orchestratorRequests()));
-  t.deepEqual([...sent.accepted.keys()].filter((i) => opened.get(textOf(i, MESSAGE_BYTES)) !== 1), [], 'every accepted message opens exactly one turn');
-  t.deepEqual([...sent.refused.keys()].filter((i) => opened.has(textOf(i, MESSAGE_BYTES))), [], 'no refused message reaches the model');
-  // …and in the transcript: one user entry, in one turn, per accepted message id.
-  const transcript = new Map(
-    (
-      await orchard.pool.query(
-        `SELECT task_id, count(*)::int AS n, count(DISTINCT turn_id)::int AS turns FROM transcript_entries WHERE session_id = $1 AND role = 'user' GROUP BY task_id`,
-        [id],
-      )
-    ).rows.map((r) => [r.task_id as string, [r.n, r.turns]]),
-  );
-  t.deepEqual([...sent.accepted.values()].filter((m) => JSON.stringify(transcript.get(m)) !== '[1,1]'), [], 'one transcript user entry per accepted message');
+    // Answered exactly once: each accepted message opened one turn at the model, a refused one none.
+    const opened = counts(openingTexts(fleet.orchestratorRequests()));
+    t.deepEqual(
+      [...sent.accepted.keys()].filter((i) => opened.get(textOf(i, MESSAGE_BYTES)) !== 1),
+      [],
+      'every accepted message opens exactly one turn',
+    );
+    t.deepEqual(
+      [...sent.refused.keys()].filter((i) => opened.has(textOf(i, MESSAGE_BYTES))),
+      [],
+      'no refused message reaches the model',
+    );
+    // …and in the transcript: one user entry, in one turn, per accepted message id.
+    const transcript = new Map(
+      (
+        await orchard.pool.query(
+          `SELECT task_id, count(*)::int AS n, count(DISTINCT turn_id)::int AS turns FROM transcript_entries WHERE session_id = $1 AND role = 'user' GROUP BY task_id`,
+          [id],
+        )
+      ).rows.map((r) => [r.task_id as string, [r.n, r.turns]]),
+    );
+    t.deepEqual(
+      [...sent.accepted.values()].filter((m) => JSON.stringify(transcript.get(m)) !== '[1,1]'),
+      [],
+      'one transcript user entry per accepted message',
+    );
 
-  const { looks, errors, notRunning } = await running.stop();
-  t.deepEqual(notRunning, [], `the orchestrator was RUNNING at every look (${looks}; ${errors} describe calls failed)`);
-  t.log(`described while it worked: RUNNING at all ${looks} looks (${errors} describe calls failed)`);
-  if (expectedTurns > TURNS_PER_RUN) t.true(view.runIndex >= 1, 'it continued-as-new past its turn bound');
+    const { looks, errors, notRunning } = await running.stop();
+    t.deepEqual(notRunning, [], `the orchestrator was RUNNING at every look (${looks}; ${errors} describe calls failed)`);
+    t.log(`described while it worked: RUNNING at all ${looks} looks (${errors} describe calls failed)`);
+    if (expectedTurns > TURNS_PER_RUN) t.true(view.runIndex >= 1, 'it continued-as-new past its turn bound');
 
-  const runs = await measureRunChain(orchard.temporal, workflowId);
-  assertChain(t, runs);
-  t.is(runs.length, view.runIndex + 1);
-  // Refused messages left nothing in any run's history: neither their update nor their text.
-  const inHistory = markersIn(runs);
-  t.deepEqual([...sent.refused.keys()].filter((i) => inHistory.has(i)), [], 'no refused message in history');
-  t.deepEqual([...sent.accepted.keys()].filter((i) => !inHistory.has(i)), [], 'every accepted message is in history');
+    const runs = await measureRunChain(orchard.temporal, workflowId);
+    assertChain(t, runs);
+    t.is(runs.length, view.runIndex + 1);
+    // Refused messages left nothing in any run's history: neither their update nor their text.
+    const inHistory = markersIn(runs);
+    t.deepEqual(
+      [...sent.refused.keys()].filter((i) => inHistory.has(i)),
+      [],
+      'no refused message in history',
+    );
+    t.deepEqual(
+      [...sent.accepted.keys()].filter((i) => !inHistory.has(i)),
+      [],
+      'every accepted message is in history',
+    );
 
-  const { history, carried } = largest(runs);
-  t.log(
-    `orchestrator, ${runs.length} runs: largest run history ${kib(history.encodedBytes)} encoded (${kib(history.serverBytes)} by the server), ${history.events} events; ` +
-      `largest continue-as-new input ${kib(carried)}; limits ${kib(TEMPORAL_LIMITS.historyBytes)}, ${TEMPORAL_LIMITS.historyEvents} events, ${kib(TEMPORAL_LIMITS.payloadBytes)} per payload`,
-  );
-  // The run's own bound: its budget, plus what the updates in flight when it was reached carry (each text twice:
-  // the update and its store activity's input), plus one turn's events.
-  const bound = HISTORY_BUDGET + 2 * BATCH * (MESSAGE_BYTES + 100) + 512 * 1024;
-  t.true(history.serverBytes <= bound, `the largest run's history (${history.serverBytes} bytes) is within its budget's bound (${bound})`);
-  t.true(history.encodedBytes < TEMPORAL_LIMITS.historyBytes / 10 && history.serverBytes < TEMPORAL_LIMITS.historyBytes / 10, 'largest history well under 50 MB');
-  t.true(Math.max(...runs.map((r) => r.events)) < TEMPORAL_LIMITS.historyEvents / 10, 'largest history well under 51,200 events');
-  t.true(carried < TEMPORAL_LIMITS.payloadBytes / 4, 'largest carried input well under 2 MB');
-});
+    const { history, carried } = largest(runs);
+    t.log(
+      `orchestrator, ${runs.length} runs: largest run history ${kib(history.encodedBytes)} encoded (${kib(history.serverBytes)} by the server), ${history.events} events; ` +
+        `largest continue-as-new input ${kib(carried)}; limits ${kib(TEMPORAL_LIMITS.historyBytes)}, ${TEMPORAL_LIMITS.historyEvents} events, ${kib(TEMPORAL_LIMITS.payloadBytes)} per payload`,
+    );
+    // The run's own bound: its budget, plus what the updates in flight when it was reached carry (each text twice:
+    // the update and its store activity's input), plus one turn's events.
+    const bound = HISTORY_BUDGET + 2 * BATCH * (MESSAGE_BYTES + 100) + 512 * 1024;
+    t.true(history.serverBytes <= bound, `the largest run's history (${history.serverBytes} bytes) is within its budget's bound (${bound})`);
+    t.true(
+      history.encodedBytes < TEMPORAL_LIMITS.historyBytes / 10 && history.serverBytes < TEMPORAL_LIMITS.historyBytes / 10,
+      'largest history well under 50 MB',
+    );
+    t.true(Math.max(...runs.map((r) => r.events)) < TEMPORAL_LIMITS.historyEvents / 10, 'largest history well under 51,200 events');
+    t.true(carried < TEMPORAL_LIMITS.payloadBytes / 4, 'largest carried input well under 2 MB');
+  },
+);
 
 /** A team whose Coordinator answers every wake with one plain reply; its first turn (the goal) is held until `held.open()`. */
 async function startTeam(t: ExecutionContext, limits: Partial<SessionLimits>) {
@@ -253,19 +289,31 @@ async function startTeam(t: ExecutionContext, limits: Partial<SessionLimits>) {
 
 /** Waits until every message in `sent.accepted` has been answered by a Coordinator turn and the team is idle. */
 async function allAnswered(orchard: TestOrchard, teamId: string, coordinatorRequests: () => any[], sent: Sent) {
-  return waitFor(async () => {
-    const opened = counts(openingTexts(coordinatorRequests()));
-    if (![...sent.accepted.keys()].every((i) => opened.has(textOf(i)))) return undefined;
-    const v = await orchard.client.teamStatus(teamId);
-    return v.status === 'waiting_for_org_event' && v.queuedMessages === 0 ? v : undefined;
-  }, WAIT_MS, `${sent.accepted.size} team messages answered`);
+  return waitFor(
+    async () => {
+      const opened = counts(openingTexts(coordinatorRequests()));
+      if (![...sent.accepted.keys()].every((i) => opened.has(textOf(i)))) return undefined;
+      const v = await orchard.client.teamStatus(teamId);
+      return v.status === 'waiting_for_org_event' && v.queuedMessages === 0 ? v : undefined;
+    },
+    WAIT_MS,
+    `${sent.accepted.size} team messages answered`,
+  );
 }
 
 /** Each accepted message opened exactly one Coordinator turn (at the model, and in the transcript); a refused one none. */
 async function answeredOnce(t: ExecutionContext, orchard: TestOrchard, teamId: string, coordinatorRequests: () => any[], sent: Sent) {
   const opened = counts(openingTexts(coordinatorRequests()));
-  t.deepEqual([...sent.accepted.keys()].filter((i) => opened.get(textOf(i)) !== 1), [], 'every accepted message opens exactly one Coordinator turn');
-  t.deepEqual([...sent.refused.keys()].filter((i) => opened.has(textOf(i))), [], 'no refused message reaches the Coordinator');
+  t.deepEqual(
+    [...sent.accepted.keys()].filter((i) => opened.get(textOf(i)) !== 1),
+    [],
+    'every accepted message opens exactly one Coordinator turn',
+  );
+  t.deepEqual(
+    [...sent.refused.keys()].filter((i) => opened.has(textOf(i))),
+    [],
+    'no refused message reaches the Coordinator',
+  );
   const transcript = new Map(
     (
       await orchard.pool.query(
@@ -274,7 +322,11 @@ async function answeredOnce(t: ExecutionContext, orchard: TestOrchard, teamId: s
       )
     ).rows.map((r) => [r.task_id as string, [r.n, r.turns]]),
   );
-  t.deepEqual([...sent.accepted.values()].filter((m) => JSON.stringify(transcript.get(m)) !== '[1,1]'), [], 'one transcript user entry per accepted message');
+  t.deepEqual(
+    [...sent.accepted.values()].filter((m) => JSON.stringify(transcript.get(m)) !== '[1,1]'),
+    [],
+    'one transcript user entry per accepted message',
+  );
   return transcript;
 }
 
@@ -289,16 +341,25 @@ test.serial('team: messages past its queue cap are refused queue_full and never 
   t.log(`team: ${3 * TEAM_CAP} messages during the held turn: ${sent.accepted.size} accepted, ${sent.refused.size} refused queue_full`);
   t.is(sent.accepted.size, TEAM_CAP, 'accepted up to the cap');
   t.is(sent.refused.size, 2 * TEAM_CAP, 'refused past it');
-  t.true([...sent.refused.values()].every((m) => m.includes(`(limit ${TEAM_CAP})`)), 'refused for the queue cap');
+  t.true(
+    [...sent.refused.values()].every((m) => m.includes(`(limit ${TEAM_CAP})`)),
+    'refused for the queue cap',
+  );
   t.true([...sent.accepted.values()].every((m) => /^u\d+$/.test(m)));
 
   const during = await client.teamStatus(teamId);
   t.is(during.queuedMessages, TEAM_CAP);
   const stored = new Set(
-    (await orchard.pool.query(`SELECT request_id FROM session_tasks WHERE session_id = $1 AND request_id LIKE 'bounds-request-%'`, [teamId])).rows.map((r) => r.request_id as string),
+    (await orchard.pool.query(`SELECT request_id FROM session_tasks WHERE session_id = $1 AND request_id LIKE 'bounds-request-%'`, [teamId])).rows.map(
+      (r) => r.request_id as string,
+    ),
   );
   t.is(stored.size, TEAM_CAP, 'one stored row per accepted message');
-  t.deepEqual([...sent.refused.keys()].filter((i) => stored.has(requestOf(i))), [], 'no refused message has a session_tasks row');
+  t.deepEqual(
+    [...sent.refused.keys()].filter((i) => stored.has(requestOf(i))),
+    [],
+    'no refused message has a session_tasks row',
+  );
 
   held.open();
   await allAnswered(orchard, teamId, coordinatorRequests, sent);
@@ -309,7 +370,11 @@ test.serial('team: messages past its queue cap are refused queue_full and never 
   const runs = await measureRunChain(orchard.temporal, teamWorkflowId(teamId));
   assertChain(t, runs);
   const inHistory = markersIn(runs);
-  t.deepEqual([...sent.refused.keys()].filter((i) => inHistory.has(i)), [], 'no refused message in history');
+  t.deepEqual(
+    [...sent.refused.keys()].filter((i) => inHistory.has(i)),
+    [],
+    'no refused message in history',
+  );
 });
 
 test.serial('a busy team continues-as-new at its turn bound with a wake always pending, carrying its wakes: every message answered once', async (t) => {
@@ -340,7 +405,9 @@ test.serial('a busy team continues-as-new at its turn bound with a wake always p
   const runs = await measureRunChain(orchard.temporal, workflowId);
   assertChain(t, runs);
   // Turns per run, from the turn count each run carried to the next (and the current run's status).
-  const carried = runs.flatMap((r) => (r.continuedAsNew ? [r.continuedAsNew.input as { carried: { turnsCompleted: number; wake: { userMessages: { messageId: string }[] } } }] : []));
+  const carried = runs.flatMap((r) =>
+    r.continuedAsNew ? [r.continuedAsNew.input as { carried: { turnsCompleted: number; wake: { userMessages: { messageId: string }[] } } }] : [],
+  );
   const ends = [...carried.map((c) => c.carried.turnsCompleted), view.turns.at(-1)?.turn ?? 0];
   const perRun = ends.map((end, k) => end - (k === 0 ? 0 : ends[k - 1]));
   const pendingAtHandover = carried.map((c) => c.carried.wake.userMessages.length);
@@ -350,10 +417,21 @@ test.serial('a busy team continues-as-new at its turn bound with a wake always p
       `user messages carried at each hand-over: ${pendingAtHandover.join(', ')}; largest run history ${kib(history.encodedBytes)}, ${history.events} events; largest carried input ${kib(largestInput)}`,
   );
   t.true(runs.length >= Math.ceil(firstWave / TEAM_TURNS_PER_RUN), `the run chain advanced under load (${runs.length} runs)`);
-  t.deepEqual(perRun.filter((n) => n > TEAM_TURNS_PER_RUN), [], `no run did more than ${TEAM_TURNS_PER_RUN} Coordinator turns`);
-  t.true(pendingAtHandover.some((n) => n > 0), 'it handed over with user messages still waiting');
+  t.deepEqual(
+    perRun.filter((n) => n > TEAM_TURNS_PER_RUN),
+    [],
+    `no run did more than ${TEAM_TURNS_PER_RUN} Coordinator turns`,
+  );
+  t.true(
+    pendingAtHandover.some((n) => n > 0),
+    'it handed over with user messages still waiting',
+  );
   // Nothing carried was lost: every message a hand-over carried was answered, once, in a later run.
   const carriedIds = new Set(carried.flatMap((c) => c.carried.wake.userMessages.map((m) => m.messageId)));
-  t.deepEqual([...carriedIds].filter((m) => JSON.stringify(transcript.get(m)) !== '[1,1]'), [], 'every carried message answered once');
+  t.deepEqual(
+    [...carriedIds].filter((m) => JSON.stringify(transcript.get(m)) !== '[1,1]'),
+    [],
+    'every carried message answered once',
+  );
   t.true(largestInput < TEMPORAL_LIMITS.payloadBytes / 4);
 });

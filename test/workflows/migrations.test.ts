@@ -39,9 +39,7 @@ test('applying the migrations twice is a no-op the second time', async (t) => {
   const first = await migrate(pool);
   t.deepEqual(first, { applied: all, alreadyApplied: [] });
   const tables = async () =>
-    (await pool.query(`SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1`, [schema])).rows.map(
-      (r) => r.table_name,
-    );
+    (await pool.query(`SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1`, [schema])).rows.map((r) => r.table_name);
   const before = await tables();
   t.true(before.includes('transcript_entries') && before.includes('tool_dispatches'));
   const second = await migrate(pool);
@@ -66,9 +64,12 @@ test('a migration edited after it was applied is refused, not skipped', async (t
   await t.throwsAsync(migrate(pool, edited), { message: /changed after it was applied/ });
 });
 
-test('013: certificates the per-revision code of 2026-12-03 left beside a generation\'s first are kept, marked, and left out of the uniqueness', async (t) => {
+test("013: certificates the per-revision code of 2026-12-03 left beside a generation's first are kept, marked, and left out of the uniqueness", async (t) => {
   const { pool } = await freshSchema(t);
-  await migrate(pool, loadMigrations().filter((m) => m.version < 13));
+  await migrate(
+    pool,
+    loadMigrations().filter((m) => m.version < 13),
+  );
   await pool.query(`INSERT INTO team_runs (team_id, repo, goal) VALUES ('old', '/srv/repo', 'g')`);
   for (const [generation, revision] of [
     [1, 4],

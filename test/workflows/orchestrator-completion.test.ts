@@ -10,8 +10,7 @@ import { waitFor } from '../helpers/wait';
  * untrusted routing cache (item 8), against the real workflows with the model played over HTTP.
  */
 
-const firstUserTexts = (requests: any[]) =>
-  requests.filter((b) => b.messages.at(-1).role === 'user').map((b) => String(b.messages.at(-1).content));
+const firstUserTexts = (requests: any[]) => requests.filter((b) => b.messages.at(-1).role === 'user').map((b) => String(b.messages.at(-1).content));
 
 test('a group is delivered once, as one result, when every member is terminal; a late member is refused', async (t) => {
   const slow = gate();
@@ -48,22 +47,32 @@ test('a group is delivered once, as one result, when every member is terminal; a
     t.true(echo.includes(ROUTE_FIRST));
   }
   t.true(echoes[1].includes(`${one} | reviewer one`), 'the second echo lists the first child too');
-  t.deepEqual(spawned.children.map((c) => c.completion), [
-    { policy: 'group', groupId: 'review' },
-    { policy: 'group', groupId: 'review' },
-  ]);
+  t.deepEqual(
+    spawned.children.map((c) => c.completion),
+    [
+      { policy: 'group', groupId: 'review' },
+      { policy: 'group', groupId: 'review' },
+    ],
+  );
   // The quick member is done; the group waits for the slow one and tells the model nothing yet.
-  const waiting = await waitFor(async () => {
-    const v = await orchard.client.orchestratorStatus(id);
-    return v.groups[0]?.terminal.includes(one) ? v : undefined;
-  }, 60_000, 'the first member is terminal');
+  const waiting = await waitFor(
+    async () => {
+      const v = await orchard.client.orchestratorStatus(id);
+      return v.groups[0]?.terminal.includes(one) ? v : undefined;
+    },
+    60_000,
+    'the first member is terminal',
+  );
   t.like(waiting.groups[0], { groupId: 'review', sealed: true, delivered: false, members: [one, two], openedTurn: 1 });
 
   await orchard.client.message(id, { text: 'one more reviewer' });
   const late = await fleet.settled(2);
   t.is(late.children.length, 2, 'no late member was created');
   t.truthy(fleet.toolResults().find((r) => r.startsWith('error (completion_group_sealed)')));
-  t.false(firstUserTexts(fleet.orchestratorRequests()).some((text) => text.startsWith('Child results')), 'nothing delivered while a member works');
+  t.false(
+    firstUserTexts(fleet.orchestratorRequests()).some((text) => text.startsWith('Child results')),
+    'nothing delivered while a member works',
+  );
 
   slow.open();
   const delivered = await fleet.settled(3);
@@ -110,14 +119,21 @@ test('results arriving mid-turn coalesce into one manifest at the next idle; a u
   await waitFor(() => firstUserTexts(fleet.orchestratorRequests()).includes('think slowly') || undefined, 60_000, 'turn 2 is at the model');
   // Both children finish while turn 2 waits for the model; then the user speaks.
   children.open();
-  await waitFor(async () => {
-    const v = await orchard.client.orchestratorStatus(id);
-    return v.children.every((c) => c.turnEnds === 1) || undefined;
-  }, 60_000, 'both turn ends counted');
+  await waitFor(
+    async () => {
+      const v = await orchard.client.orchestratorStatus(id);
+      return v.children.every((c) => c.turnEnds === 1) || undefined;
+    },
+    60_000,
+    'both turn ends counted',
+  );
   await orchard.client.message(id, { text: 'and now this' });
   turn.open();
   const view = await fleet.settled(4);
-  t.deepEqual(view.turns.map((r) => r.taskId), ['m1', 'm2', 'm3', 'm4']);
+  t.deepEqual(
+    view.turns.map((r) => r.taskId),
+    ['m1', 'm2', 'm3', 'm4'],
+  );
   const texts = firstUserTexts(fleet.orchestratorRequests());
   t.deepEqual(texts.slice(0, 3), ['two workers', 'think slowly', 'and now this']);
   t.regex(texts[3], /^Child results \(2\):\n/);
@@ -141,7 +157,8 @@ test('a routing change needs a token from a later user message: the model cannot
       return final('Please confirm.');
     }
     if (ctx.text.startsWith('confirm')) {
-      if (r.length === 0) return calls(['update_orchestrator_agent_description', { sessionID: childId, confirmed: true, confirmationToken: 'confirm-00000000' }]);
+      if (r.length === 0)
+        return calls(['update_orchestrator_agent_description', { sessionID: childId, confirmed: true, confirmationToken: 'confirm-00000000' }]);
       if (r.length === 1) {
         return calls(['update_orchestrator_agent_description', { sessionID: childId, routingAliases: ['other'], confirmed: true, confirmationToken: token }]);
       }
@@ -149,7 +166,8 @@ test('a routing change needs a token from a later user message: the model cannot
       if (r.length === 3) return calls(['update_orchestrator_agent_description', { sessionID: childId, confirmed: true, confirmationToken: token }]);
       return final('Done.');
     }
-    if (ctx.text === 'route auth') return r.length ? final('ok') : calls(session('create', { title: 'auth', task: 'the auth flake again', topic: 'Auth_Flake' }));
+    if (ctx.text === 'route auth')
+      return r.length ? final('ok') : calls(session('create', { title: 'auth', task: 'the auth flake again', topic: 'Auth_Flake' }));
     return final('?');
   };
   const fleet = await startFleet(t, fleetModel(decide));
@@ -204,10 +222,14 @@ test('the routing cache is a projection nobody trusts: a row without authority i
   await orchard.client.message(id, { text: 'start' });
   const childId = (await fleet.settled(1)).children[0].childId;
   // The ledger is projected into Postgres.
-  const projected = await waitFor(async () => {
-    const { rows } = await orchard.pool.query('SELECT * FROM orchestrator_routing_cache WHERE orchestrator_id = $1', [id]);
-    return rows.length === 1 && rows[0].status === 'idle' ? rows[0] : undefined;
-  }, 60_000, 'the cache row');
+  const projected = await waitFor(
+    async () => {
+      const { rows } = await orchard.pool.query('SELECT * FROM orchestrator_routing_cache WHERE orchestrator_id = $1', [id]);
+      return rows.length === 1 && rows[0].status === 'idle' ? rows[0] : undefined;
+    },
+    60_000,
+    'the cache row',
+  );
   t.like(projected, { child_id: childId, title: 'api', topic_key: 'api' });
   // Someone writes to the cache: a row for a child the ledger never had, and a tampered row for the real one.
   await orchard.pool.query(
@@ -234,7 +256,10 @@ test('the routing cache is a projection nobody trusts: a row without authority i
   t.truthy(fleet.toolResults().find((r) => r.startsWith('error (session_not_found): no child intruder-1')));
   await t.throwsAsync(orchard.temporal.workflow.getHandle(sessionWorkflowId('intruder-1')).describe());
   // The cache's alias routed nothing: "evil" got a child of its own.
-  t.deepEqual(view.deliveries.map((d) => d.via), ['create', 'create']);
+  t.deepEqual(
+    view.deliveries.map((d) => d.via),
+    ['create', 'create'],
+  );
   t.is(view.children.length, 2);
   await fleet.keepHistory('orchestrator-agents-and-cache');
 });

@@ -69,10 +69,14 @@ test('a send to an idle child resumes that same session with its history; no new
   const { orchard, id, stub } = fleet;
   await orchard.client.message(id, { text: 'create billing: find why invoices round wrong' });
   const childId = (await fleet.settled(1)).children[0].childId;
-  const idle = await waitFor(async () => {
-    const v = await orchard.client.orchestratorStatus(id);
-    return v.children[0].status === 'idle' ? v : undefined;
-  }, 60_000, 'the child went idle');
+  const idle = await waitFor(
+    async () => {
+      const v = await orchard.client.orchestratorStatus(id);
+      return v.children[0].status === 'idle' ? v : undefined;
+    },
+    60_000,
+    'the child went idle',
+  );
   const { runId } = await orchard.temporal.workflow.getHandle(sessionWorkflowId(childId)).describe();
 
   await orchard.client.message(id, { text: `send ${childId}: now fix the rounding` });
@@ -102,8 +106,18 @@ test('malformed session calls: a flattened send is read as the send it means; wh
   await orchard.client.message(id, { text: `raw ${JSON.stringify({ operation: 'create', args: { sessionID: childId, title: 'x', task: 'y' } })}` });
   await orchard.client.message(id, { text: 'raw {"operation": "send", "args": ' });
   const view = await fleet.settled(5);
-  t.deepEqual(view.children.map((c) => c.childId), [childId], 'no child was created by a malformed call');
-  t.deepEqual(view.deliveries.map((d) => [d.messageId, d.via]), [['m1', 'create'], ['m2', 'send']]);
+  t.deepEqual(
+    view.children.map((c) => c.childId),
+    [childId],
+    'no child was created by a malformed call',
+  );
+  t.deepEqual(
+    view.deliveries.map((d) => [d.messageId, d.via]),
+    [
+      ['m1', 'create'],
+      ['m2', 'send'],
+    ],
+  );
   const results = fleet.toolResults();
   t.truthy(results.find((r) => r.startsWith('(read sessionID, task as args; no operation given: read as a send)\nsent to ')));
   t.is(results.filter((r) => r.startsWith('error (session_call_invalid)')).length, 3);
@@ -116,22 +130,35 @@ test('a closed child leaves the roster; a send to it or to an unknown id is an e
   await orchard.client.waitUntilSettled(childId, { afterTurn: 1 });
   await orchard.client.cancel(childId, 'user closed it');
   // The child tells its orchestrator it closed, though it was idle: the ledger and roster follow.
-  const closed = await waitFor(async () => {
-    const v = await orchard.client.orchestratorStatus(id);
-    return v.children[0].status === 'cancelled' ? v : undefined;
-  }, 60_000, 'the close notice');
+  const closed = await waitFor(
+    async () => {
+      const v = await orchard.client.orchestratorStatus(id);
+      return v.children[0].status === 'cancelled' ? v : undefined;
+    },
+    60_000,
+    'the close notice',
+  );
   t.is(closed.children[0].turnEnds, 1, 'a close is not a turn end');
   t.false((await orchard.client.roster(id)).includes(childId));
   await fleet.say(`send ${childId}: one more thing`);
   const view = await fleet.say('send no-such-child: hello');
   t.is(view.children.length, 1);
-  t.deepEqual(view.deliveries.map((d) => d.via), ['create']);
+  t.deepEqual(
+    view.deliveries.map((d) => d.via),
+    ['create'],
+  );
   const results = fleet.toolResults();
   t.truthy(results.find((r) => r.startsWith(`error (session_closed): child ${childId} is closed`)));
   t.truthy(results.find((r) => r.startsWith('error (session_not_found): no child no-such-child')));
   // The close reached the model as a child result (after the user's messages, which always go first).
-  const manifests = () => fleet.orchestratorRequests().map((b) => String(b.messages.at(-1).content)).filter((c) => c.startsWith('Child results'));
-  t.truthy(await waitFor(() => manifests().find((m) => m.includes(`- ${childId}: session closed (cancelled) — user closed it`)), 150_000, 'the close in a manifest'));
+  const manifests = () =>
+    fleet
+      .orchestratorRequests()
+      .map((b) => String(b.messages.at(-1).content))
+      .filter((c) => c.startsWith('Child results'));
+  t.truthy(
+    await waitFor(() => manifests().find((m) => m.includes(`- ${childId}: session closed (cancelled) — user closed it`)), 150_000, 'the close in a manifest'),
+  );
   await t.throwsAsync(orchard.temporal.workflow.getHandle(sessionWorkflowId('no-such-child')).describe());
 });
 
@@ -148,7 +175,10 @@ test('a repeated message request id is accepted once; a bad message is refused b
   // A later message is numbered right after the first: the duplicates took no number.
   t.is((await orchard.client.message(id, { text: 'echo bye' })).messageId, 'm2');
   const view = await fleet.settled(2);
-  t.deepEqual(view.turns.map((turn) => turn.taskId), ['m1', 'm2']);
+  t.deepEqual(
+    view.turns.map((turn) => turn.taskId),
+    ['m1', 'm2'],
+  );
 });
 
 test('text shown to the user never carries the roster header, route lines or markers, even when the model echoes them', async (t) => {
@@ -180,23 +210,37 @@ test('children survive the orchestrator continuing as new, and the ledger carrie
   const first = await fleet.settled(1);
   const childId = first.children[0].childId;
   const childRun = (await orchard.temporal.workflow.getHandle(sessionWorkflowId(childId)).describe()).runId;
-  const handed = await waitFor(async () => {
-    const v = await orchard.client.orchestratorStatus(id);
-    return v.runIndex >= 1 ? v : undefined;
-  }, 60_000, 'the orchestrator continued as new');
-  t.deepEqual(handed.children.map((c) => c.childId), [childId]);
+  const handed = await waitFor(
+    async () => {
+      const v = await orchard.client.orchestratorStatus(id);
+      return v.runIndex >= 1 ? v : undefined;
+    },
+    60_000,
+    'the orchestrator continued as new',
+  );
+  t.deepEqual(
+    handed.children.map((c) => c.childId),
+    [childId],
+  );
   const child = await orchard.temporal.workflow.getHandle(sessionWorkflowId(childId)).describe();
   t.is(child.status.name, 'RUNNING');
   t.is(child.runId, childRun, 'the child was not restarted or terminated');
 
   await orchard.client.message(id, { text: `create search: also index the changelog` });
   await fleet.settled(2);
-  const routed = await waitFor(async () => {
-    const v = await orchard.client.orchestratorStatus(id);
-    return v.children[0].turnEnds >= 2 && v.runIndex >= 2 ? v : undefined;
-  }, 60_000, 'the second turn end reached a later run');
+  const routed = await waitFor(
+    async () => {
+      const v = await orchard.client.orchestratorStatus(id);
+      return v.children[0].turnEnds >= 2 && v.runIndex >= 2 ? v : undefined;
+    },
+    60_000,
+    'the second turn end reached a later run',
+  );
   t.is(routed.children.length, 1);
-  t.deepEqual(routed.deliveries.map((d) => d.via), ['create', 'topic']);
+  t.deepEqual(
+    routed.deliveries.map((d) => d.via),
+    ['create', 'topic'],
+  );
   await fleet.keepHistory('orchestrator-continued-as-new');
 });
 
@@ -209,11 +253,18 @@ test('children survive a worker restart; the orchestrator routes to them afterwa
   await orchard.restartWorkers();
   await orchard.client.message(id, { text: `send ${childId}: and the database` });
   await fleet.settled(2);
-  const view = await waitFor(async () => {
-    const v = await orchard.client.orchestratorStatus(id);
-    return v.children[0].turnEnds >= 2 ? v : undefined;
-  }, 60_000, 'the child turn end after the restart');
-  t.deepEqual(view.children.map((c) => c.childId), [childId]);
+  const view = await waitFor(
+    async () => {
+      const v = await orchard.client.orchestratorStatus(id);
+      return v.children[0].turnEnds >= 2 ? v : undefined;
+    },
+    60_000,
+    'the child turn end after the restart',
+  );
+  t.deepEqual(
+    view.children.map((c) => c.childId),
+    [childId],
+  );
   t.is((await orchard.client.status(childId)).turnsCompleted, 2);
   t.is((await orchard.temporal.workflow.getHandle(orchestratorWorkflowId(id)).describe()).status.name, 'RUNNING');
 });
@@ -255,10 +306,14 @@ test('a retried or replayed dispatch is delivered once: its request id comes fro
   const childId = (await fleet.settled(1)).children[0].childId;
   const sent = await orchard.client.message(id, { text: `send ${childId}: then purge it` });
   // The send's turn is found by its message: the child's first result may take a turn before or after it.
-  const view = await waitFor(async () => {
-    const v = await orchard.client.orchestratorStatus(id);
-    return v.status === 'idle' && v.deliveries.some((d) => d.messageId === sent.messageId) ? v : undefined;
-  }, 60_000, 'the send delivered');
+  const view = await waitFor(
+    async () => {
+      const v = await orchard.client.orchestratorStatus(id);
+      return v.status === 'idle' && v.deliveries.some((d) => d.messageId === sent.messageId) ? v : undefined;
+    },
+    60_000,
+    'the send delivered',
+  );
   const child = await orchard.client.waitUntilSettled(childId, { afterTurn: 2 });
   const delivery = view.deliveries.find((d) => d.messageId === sent.messageId)!;
   t.is(delivery.via, 'send');

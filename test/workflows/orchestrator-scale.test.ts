@@ -41,22 +41,34 @@ test(`${CHILDREN} children × ${TURN_ENDS} turn ends: the largest carried input 
   for (let from = 0; from < CHILDREN; from += CREATES_PER_MESSAGE) {
     await orchard.client.message(id, { text: `create ${from}..${Math.min(CHILDREN, from + CREATES_PER_MESSAGE)}` });
   }
-  const created = await waitFor(async () => {
-    const v = await orchard.client.orchestratorStatus(id);
-    return v.children.length === CHILDREN && v.children.every((c) => c.turnEnds >= 1) ? v : undefined;
-  }, TIMEOUT_MS, `${CHILDREN} children created, each with its first turn ended`);
+  const created = await waitFor(
+    async () => {
+      const v = await orchard.client.orchestratorStatus(id);
+      return v.children.length === CHILDREN && v.children.every((c) => c.turnEnds >= 1) ? v : undefined;
+    },
+    TIMEOUT_MS,
+    `${CHILDREN} children created, each with its first turn ended`,
+  );
   // The rest of each child's turn ends: tasks sent to it directly (as a user or a service would), a few at a time.
   for (let round = 1; round < TURN_ENDS; round++) {
     await Promise.all(created.children.map((c) => orchard.client.send(c.childId, { task: `round ${round}`, requestId: `${c.childId}-r${round}` })));
-    await waitFor(async () => {
-      const v = await orchard.client.orchestratorStatus(id);
-      return v.children.every((c) => c.turnEnds >= round + 1) ? v : undefined;
-    }, TIMEOUT_MS, `round ${round}: every child's turn ended`);
+    await waitFor(
+      async () => {
+        const v = await orchard.client.orchestratorStatus(id);
+        return v.children.every((c) => c.turnEnds >= round + 1) ? v : undefined;
+      },
+      TIMEOUT_MS,
+      `round ${round}: every child's turn ended`,
+    );
   }
-  const settled = await waitFor(async () => {
-    const v = await orchard.client.orchestratorStatus(id);
-    return v.status === 'idle' && v.queued === 0 && v.children.every((c) => c.turnEnds === TURN_ENDS) ? v : undefined;
-  }, TIMEOUT_MS, 'every turn end counted and answered');
+  const settled = await waitFor(
+    async () => {
+      const v = await orchard.client.orchestratorStatus(id);
+      return v.status === 'idle' && v.queued === 0 && v.children.every((c) => c.turnEnds === TURN_ENDS) ? v : undefined;
+    },
+    TIMEOUT_MS,
+    'every turn end counted and answered',
+  );
   const elapsed = Date.now() - started;
 
   // Every run of the chain: the input it was started with (run 1: the start; later: what continue-as-new carried) and

@@ -14,7 +14,8 @@ function routingModel(body: any): Reply {
   const names = (body.tools ?? []).map((tool: any) => tool.function.name);
   const messages: any[] = body.messages;
   const last = messages[messages.length - 1];
-  if (!names.includes('session')) return completion({ content: `child done: ${String(messages.filter((m) => m.role === 'user').at(-1)?.content).slice(0, 40)}` });
+  if (!names.includes('session'))
+    return completion({ content: `child done: ${String(messages.filter((m) => m.role === 'user').at(-1)?.content).slice(0, 40)}` });
   if (last.role !== 'user') return completion({ content: 'Routed.' });
   const text: string = last.content;
   if (text.startsWith('Child results')) return completion({ content: 'Noted.' });
@@ -22,7 +23,7 @@ function routingModel(body: any): Reply {
     .split('\n')
     .filter((line) => / \| .* \| .* \| (running|idle)$/.test(line))
     .map((line) => line.split(' | '));
-  const topic = /ghost/.test(text) ? "ghost" : /pr[\s_-]?1741/i.test(text) ? "PR 1741" : "login page";
+  const topic = /ghost/.test(text) ? 'ghost' : /pr[\s_-]?1741/i.test(text) ? 'PR 1741' : 'login page';
   const call = (args: unknown) =>
     completion({ tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'session', arguments: JSON.stringify(args) } }] }, 'tool_calls');
   if (topic === 'ghost') return call({ operation: 'send', args: { sessionID: 'ghost-child', task: text } });
@@ -45,7 +46,11 @@ test('a second message on the same topic is routed to the child the first one cr
   await orchard.client.message(id, { text: 'pr-1741 again: also add a changelog entry' });
   await waitFor(async () => (await orchard.client.status(child.childId)).turnsCompleted >= 2 || undefined, 60_000);
   const after = await orchard.client.orchestratorStatus(id);
-  t.deepEqual(after.children.map((c) => c.childId), [child.childId], 'no second child for the same topic');
+  t.deepEqual(
+    after.children.map((c) => c.childId),
+    [child.childId],
+    'no second child for the same topic',
+  );
 
   // The orchestrator's next model call after the send carries its result.
   await waitFor(() => JSON.stringify(orchestratorRequests()).includes('sent to ') || undefined, 60_000, 'the send result reached the model');

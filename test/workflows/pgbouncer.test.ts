@@ -67,7 +67,10 @@ if (skipReason) {
     t.teardown(() => pool.end());
 
     const report = await migrate(pool);
-    t.deepEqual(report.applied, loadMigrations().map((m) => m.name));
+    t.deepEqual(
+      report.applied,
+      loadMigrations().map((m) => m.name),
+    );
 
     const probe = { holderLiveness: async () => 'closed' as const, aliveProcesses: async () => [] };
     const request = { worktree: `/wt/${database}`, host: 'h1', holder: 'default/session/s1@r1' };

@@ -7,7 +7,7 @@ import { waitFor } from '../helpers/wait';
 
 const ROUTE_FIRST = join(__dirname, '../../scenarios/route-first.json');
 
-test('route-first through the real orchestrator: 8 messages, exactly 3 children, each message delivered to its topic\'s owner', async (t) => {
+test("route-first through the real orchestrator: 8 messages, exactly 3 children, each message delivered to its topic's owner", async (t) => {
   const orchard = await startOrchard(t);
   const scenario = await loadScenario(ROUTE_FIRST);
   const script = scenario.messages!;
@@ -39,10 +39,14 @@ test('route-first through the real orchestrator: 8 messages, exactly 3 children,
   for (const topic of new Set(script.map((m) => m.topic))) {
     const expected = script.filter((m) => m.topic === topic).length;
     const child = ownerOf(topic)!;
-    const view = await waitFor(async () => {
-      const v = await orchard.client.status(child.childId);
-      return v.turnsCompleted >= expected && v.status === 'idle' ? v : undefined;
-    }, 60_000, `child ${child.childId} finished ${expected} tasks`);
+    const view = await waitFor(
+      async () => {
+        const v = await orchard.client.status(child.childId);
+        return v.turnsCompleted >= expected && v.status === 'idle' ? v : undefined;
+      },
+      60_000,
+      `child ${child.childId} finished ${expected} tasks`,
+    );
     t.is(view.turnsCompleted, expected, topic);
     t.is(view.tasks?.done, expected, topic);
   }

@@ -108,7 +108,10 @@ test('tool calls that share an id from the model are told apart: each runs and g
   const calls = sent.find((m: any) => m.role === 'assistant').tool_calls.map((c: any) => c.id);
   t.is(new Set(calls).size, 2);
   const results = sent.filter((m: any) => m.role === 'tool');
-  t.deepEqual(results.map((m: any) => m.tool_call_id), calls);
+  t.deepEqual(
+    results.map((m: any) => m.tool_call_id),
+    calls,
+  );
   t.regex(results[0].content, /first-call/);
   t.regex(results[1].content, /second-call/);
 });

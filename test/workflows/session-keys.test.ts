@@ -30,7 +30,13 @@ test('a session cancelled and created again with the same id runs its new task: 
   await orchard.client.cancel(sessionId, 'done with it');
 
   const second = writeScenario({ name: 'second', turns: [{ expect: { taskIncludes: ['second task'] }, ...committingTurn('second') }] });
-  const again = await orchard.client.createSession({ sessionId, title: 'second life', repo, model: { provider: 'scripted', scenario: second }, task: 'second task' });
+  const again = await orchard.client.createSession({
+    sessionId,
+    title: 'second life',
+    repo,
+    model: { provider: 'scripted', scenario: second },
+    task: 'second task',
+  });
   t.is(again.outcome, 'created');
   t.not(again.session.executionId, done.executionId);
   const view = await orchard.client.waitUntilSettled(sessionId, { afterTurn: 1 });
@@ -42,14 +48,26 @@ test('a session cancelled and created again with the same id runs its new task: 
     `SELECT execution_id, count(*)::int AS n FROM model_calls WHERE session_id = $1 GROUP BY execution_id ORDER BY min(created_at)`,
     [sessionId],
   );
-  t.deepEqual(calls.rows.map((r) => [r.execution_id, r.n]), [[done.executionId, 3], [view.executionId, 3]]);
+  t.deepEqual(
+    calls.rows.map((r) => [r.execution_id, r.n]),
+    [
+      [done.executionId, 3],
+      [view.executionId, 3],
+    ],
+  );
   t.deepEqual(git(repo, 'log', '--format=%s', `orchard/${sessionId}/work`).split('\n').slice(0, 2), ['commit second', 'commit first']);
   t.deepEqual(readFileSync(join(view.worktree!, 'attempts.log'), 'utf8').trim().split('\n'), ['first', 'second']);
   // A task's end is written by a store activity after the turn settles: wait for the row, then check every row.
   const states = async () =>
-    (await orchard.pool.query(`SELECT task, state FROM session_tasks WHERE session_id = $1 ORDER BY created_at`, [sessionId])).rows.map((r) => [r.task, r.state]);
+    (await orchard.pool.query(`SELECT task, state FROM session_tasks WHERE session_id = $1 ORDER BY created_at`, [sessionId])).rows.map((r) => [
+      r.task,
+      r.state,
+    ]);
   await waitFor(async () => ((await states()).every(([, state]) => state !== 'running') ? true : undefined), 30_000, 'the tasks ended');
-  t.deepEqual(await states(), [['first task', 'done'], ['second task', 'done']]);
+  t.deepEqual(await states(), [
+    ['first task', 'done'],
+    ['second task', 'done'],
+  ]);
 });
 
 test('a reset to before the last turn runs that turn again as a new attempt; the transcript keeps both', async (t) => {
@@ -97,17 +115,32 @@ test('a reset to before the last turn runs that turn again as a new attempt; the
     `SELECT turn, turn_id, count(*)::int AS entries FROM transcript_entries WHERE session_id = $1 GROUP BY turn, turn_id ORDER BY min(seq)`,
     [sessionId],
   );
-  t.deepEqual(rows.map((r) => r.turn), [1, 2, 2]);
-  t.deepEqual(rows.slice(1).map((r) => r.turn_id), [before.lastTurn?.turnId, after.lastTurn?.turnId]);
+  t.deepEqual(
+    rows.map((r) => r.turn),
+    [1, 2, 2],
+  );
+  t.deepEqual(
+    rows.slice(1).map((r) => r.turn_id),
+    [before.lastTurn?.turnId, after.lastTurn?.turnId],
+  );
   const calls = await orchard.pool.query(`SELECT turn, count(*)::int AS n FROM model_calls WHERE session_id = $1 GROUP BY turn ORDER BY turn`, [sessionId]);
-  t.deepEqual(calls.rows.map((r) => [r.turn, r.n]), [[1, 1], [2, 6]]);
+  t.deepEqual(
+    calls.rows.map((r) => [r.turn, r.n]),
+    [
+      [1, 1],
+      [2, 6],
+    ],
+  );
 });
 
 /** Waits until the session's latest run has finished a turn numbered `turn` under a turn id not seen before. */
 async function waitForTurnAttempts(orchard: ReturnType<typeof shared>, sessionId: string, turn: number) {
   const deadline = Date.now() + 60_000;
   for (;;) {
-    const { rows } = await orchard.pool.query(`SELECT count(DISTINCT turn_id)::int AS n FROM model_calls WHERE session_id = $1 AND turn = $2`, [sessionId, turn]);
+    const { rows } = await orchard.pool.query(`SELECT count(DISTINCT turn_id)::int AS n FROM model_calls WHERE session_id = $1 AND turn = $2`, [
+      sessionId,
+      turn,
+    ]);
     if (rows[0].n >= 2) {
       const view = await orchard.client.waitUntilSettled(sessionId, { afterTurn: turn });
       if (view.lastTurn?.turn === turn && view.currentTask === undefined) return view;
@@ -120,7 +153,10 @@ async function waitForTurnAttempts(orchard: ReturnType<typeof shared>, sessionId
 test('a run of the pre-v2 code that continued-as-new is taken over: its queued task runs under the legacy chain', async (t) => {
   const orchard = shared();
   const sessionId = uniqueId('v1-carried');
-  const scenario = writeScenario({ name: 'carried', turns: [{ repeat: true, expect: { taskIncludes: ['carried over'] }, steps: [{ content: 'ran the carried task' }] }] });
+  const scenario = writeScenario({
+    name: 'carried',
+    turns: [{ repeat: true, expect: { taskIncludes: ['carried over'] }, steps: [{ content: 'ran the carried task' }] }],
+  });
   // What a v1 run passed to continue-as-new: its create input and a carried queue holding task text.
   const create = { sessionId, title: 'v1', repo: makeRepo(), host: orchard.hostId, model: { provider: 'scripted', scenario } };
   const carried = {

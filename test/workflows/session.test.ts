@@ -46,17 +46,17 @@ test('a session works in its own worktree and a second send resumes the same ses
   t.regex(readFileSync(join(second.worktree!, 'CHANGELOG.md'), 'utf8'), /NOTES\.md/);
 
   // The second turn's model request carried the first turn: the transcript in Postgres holds both, in order.
-  const { rows } = await orchard.pool.query(
-    `SELECT turn, role FROM transcript_entries WHERE session_id = $1 ORDER BY turn, step, ordinal`,
-    [sessionId],
-  );
+  const { rows } = await orchard.pool.query(`SELECT turn, role FROM transcript_entries WHERE session_id = $1 ORDER BY turn, step, ordinal`, [sessionId]);
   t.deepEqual([...new Set(rows.map((r) => r.turn))], [1, 2]);
   const usage = await orchard.pool.query(`SELECT count(*)::int AS n, sum(total_tokens)::int AS tokens FROM model_calls WHERE session_id = $1`, [sessionId]);
   t.is(usage.rows[0].n, 8);
   t.true(usage.rows[0].tokens > 0);
   // Exactly one session workflow exists for this id.
   const refs = await orchard.client.transcriptRefs(sessionId);
-  t.deepEqual(refs.turns.map((r) => r.taskId), ['t1', 't2']);
+  t.deepEqual(
+    refs.turns.map((r) => r.taskId),
+    ['t1', 't2'],
+  );
 });
 
 test('send with an empty task is refused by the validator and writes nothing to history', async (t) => {
@@ -139,7 +139,10 @@ test('a repeated requestId is acknowledged once and queued once; a signal send q
   const view = await orchard.client.waitUntilSettled(sessionId, { afterTurn: 2 });
   t.is(view.turnsCompleted, 2);
   const refs = await orchard.client.transcriptRefs(sessionId);
-  t.deepEqual(refs.turns.map((r) => r.outcome), ['finished', 'finished']);
+  t.deepEqual(
+    refs.turns.map((r) => r.outcome),
+    ['finished', 'finished'],
+  );
 });
 
 test('continue-as-new at the turn bound keeps a send queued at that moment', async (t) => {
@@ -176,10 +179,7 @@ test('a turn that keeps calling tools ends at the step limit and the session sta
   const sessionId = uniqueId('steps');
   const scenario = writeScenario({
     name: 'loop',
-    turns: [
-      { steps: [{ tool_calls: [{ name: 'git_status' }], repeat: true }] },
-      { steps: [{ content: 'ok' }] },
-    ],
+    turns: [{ steps: [{ tool_calls: [{ name: 'git_status' }], repeat: true }] }, { steps: [{ content: 'ok' }] }],
   });
   await orchard.client.createSession({
     sessionId,
@@ -214,15 +214,26 @@ test('a tool the profile does not offer is refused as a result and runs nothing'
   const sessionId = uniqueId('unknown-tool');
   const scenario = writeScenario({
     name: 'bad-tool',
-    turns: [{ steps: [{ tool_calls: [{ name: 'delete_everything', arguments: {} }, { name: 'bash', arguments: '{not json' }] }, { content: 'ok' }] }],
+    turns: [
+      {
+        steps: [
+          {
+            tool_calls: [
+              { name: 'delete_everything', arguments: {} },
+              { name: 'bash', arguments: '{not json' },
+            ],
+          },
+          { content: 'ok' },
+        ],
+      },
+    ],
   });
   await orchard.client.createSession({ sessionId, title: 'bad tool', repo: makeRepo(), model: { provider: 'scripted', scenario }, task: 'x' });
   const view = await orchard.client.waitUntilSettled(sessionId, { afterTurn: 1 });
   t.is(view.lastTurn?.outcome, 'finished');
-  const { rows } = await orchard.pool.query(
-    `SELECT content FROM transcript_entries WHERE session_id = $1 AND role = 'tool' ORDER BY step, ordinal`,
-    [sessionId],
-  );
+  const { rows } = await orchard.pool.query(`SELECT content FROM transcript_entries WHERE session_id = $1 AND role = 'tool' ORDER BY step, ordinal`, [
+    sessionId,
+  ]);
   t.regex(rows[0].content, /tool_unknown/);
   t.regex(rows[1].content, /tool_args_invalid/);
 });

@@ -31,18 +31,26 @@ test('continue-as-new keeps the generation; a team started again after its run c
   const start = { teamId, repo: makeRepo(), goal: 'Build it', members: [{ memberId: 'implementer', role: 'Implementer' }], limits: { turnsPerRun: 1 } };
   await orchard.client.startTeam(start);
   const handle = orchard.temporal.workflow.getHandle(`team/${teamId}`);
-  await waitFor(async () => {
-    const v = await orchard.client.teamStatus(teamId);
-    return v.executions.some((e) => e.state === 'completed') ? v : undefined;
-  }, 60_000, 'the task completed');
+  await waitFor(
+    async () => {
+      const v = await orchard.client.teamStatus(teamId);
+      return v.executions.some((e) => e.state === 'completed') ? v : undefined;
+    },
+    60_000,
+    'the task completed',
+  );
   // One turn per run: the next wake continues as new. Same activation, same generation.
   await orchard.client.teamMessage(teamId, { text: 'status?' });
   const firstRun = (await handle.describe()).runId;
   await waitFor(async () => ((await handle.describe()).runId !== firstRun ? true : undefined), 60_000, 'a continued run');
-  const continued = await waitFor(async () => {
-    const v = await orchard.client.teamStatus(teamId).catch(() => undefined);
-    return v && v.turns.length >= 2 && v.status === 'waiting_for_org_event' ? v : undefined;
-  }, 60_000, 'the continued run settled');
+  const continued = await waitFor(
+    async () => {
+      const v = await orchard.client.teamStatus(teamId).catch(() => undefined);
+      return v && v.turns.length >= 2 && v.status === 'waiting_for_org_event' ? v : undefined;
+    },
+    60_000,
+    'the continued run settled',
+  );
   t.is(continued.generation, 1);
   const before = await readBoard(orchard.pool, teamId);
   t.is(before.generation, 1);
@@ -52,16 +60,21 @@ test('continue-as-new keeps the generation; a team started again after its run c
   );
   t.is(validateClosure(closureInputOf(before, 0)).outcome, 'delivered');
   await keepHistory(orchard, `team/${teamId}`, 'team-continued-as-new');
-  const activations = async () => Number((await orchard.pool.query(`SELECT count(*) AS n FROM team_facts WHERE team_id = $1 AND kind = 'activated'`, [teamId])).rows[0].n);
+  const activations = async () =>
+    Number((await orchard.pool.query(`SELECT count(*) AS n FROM team_facts WHERE team_id = $1 AND kind = 'activated'`, [teamId])).rows[0].n);
   t.is(await activations(), 1);
 
   // The run closes; the team is started again: a new activation.
   await handle.terminate('test: the run is gone');
   await orchard.client.startTeam(start);
-  const again = await waitFor(async () => {
-    const v = await orchard.client.teamStatus(teamId).catch(() => undefined);
-    return v && v.generation === 2 ? v : undefined;
-  }, 60_000, 'the second activation');
+  const again = await waitFor(
+    async () => {
+      const v = await orchard.client.teamStatus(teamId).catch(() => undefined);
+      return v && v.generation === 2 ? v : undefined;
+    },
+    60_000,
+    'the second activation',
+  );
   t.is(again.generation, 2);
   const after = await readBoard(orchard.pool, teamId);
   t.is(after.generation, 2);

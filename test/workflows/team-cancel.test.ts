@@ -60,7 +60,8 @@ async function team(t: ExecutionContext) {
 const until = untilTeam;
 
 const lines = (path: string) => readFileSync(path, 'utf8').split('\n').filter(Boolean).length;
-const historyLength = async (orchard: TestOrchard, teamId: string) => (await orchard.temporal.workflow.getHandle(`team/${teamId}`).fetchHistory()).events!.length;
+const historyLength = async (orchard: TestOrchard, teamId: string) =>
+  (await orchard.temporal.workflow.getHandle(`team/${teamId}`).fetchHistory()).events!.length;
 
 test('a waiting task cancelled by the user never starts; the closure counts it as user scope removed, citing the user event', async (t) => {
   const { orchard, teamId } = await team(t);
@@ -70,7 +71,9 @@ test('a waiting task cancelled by the user never starts; the closure counts it a
   const board = await readBoard(orchard.pool, teamId);
   const check = board.tasks.find((task) => task.taskId === 'check')!;
   t.like(check, { status: 'cancelled', cancel: { by: 'user', kind: 'cancel', reason: 'no review this time' } });
-  const event = (await orchard.pool.query(`SELECT kind, task_id FROM team_user_events WHERE team_id = $1 AND event_id = $2`, [teamId, check.cancel!.userEventId])).rows;
+  const event = (
+    await orchard.pool.query(`SELECT kind, task_id FROM team_user_events WHERE team_id = $1 AND event_id = $2`, [teamId, check.cancel!.userEventId])
+  ).rows;
   t.deepEqual(event, [{ kind: 'cancel', task_id: 'check' }]);
   t.is(result.workRevision, board.workRevision);
 
@@ -109,23 +112,33 @@ test('running work cancelled by the user: fenced first, its execution stopped, a
   await orchard.client.cancelTask(teamId, { taskId: 'check', reason: 'not needed' });
   await orchard.client.teamMessage(teamId, { text: 'approve the plan' });
   const session = memberSessionId(teamId, 'implementer');
-  const oldLog = await waitFor(async () => {
-    const s = await orchard.client.status(session).catch(() => undefined);
-    const path = s?.worktree ? join(s.worktree, 'old.log') : undefined;
-    return path && existsSync(path) && lines(path) > 3 ? path : undefined;
-  }, 60_000, 'the writer running');
+  const oldLog = await waitFor(
+    async () => {
+      const s = await orchard.client.status(session).catch(() => undefined);
+      const path = s?.worktree ? join(s.worktree, 'old.log') : undefined;
+      return path && existsSync(path) && lines(path) > 3 ? path : undefined;
+    },
+    60_000,
+    'the writer running',
+  );
 
   const result = await orchard.client.cancelTask(teamId, { taskId: 'write', reason: 'scope cut' });
   t.like(result.receipt, { kind: 'cancel', oldTaskId: 'write', oldOwner: 'implementer', state: 'requested' });
   t.is(result.receipt!.newTaskId, undefined);
   // The fence committed before the answer: the task is frozen as the user's cancel.
   const fenced = await readBoard(orchard.pool, teamId);
-  t.like(fenced.tasks.find((task) => task.taskId === 'write'), { status: 'cancelled', cancel: { by: 'user', kind: 'cancel' } });
+  t.like(
+    fenced.tasks.find((task) => task.taskId === 'write'),
+    { status: 'cancelled', cancel: { by: 'user', kind: 'cancel' } },
+  );
 
   const done = await until(orchard, teamId, 'the receipt released', (v) => v.receipts[0]?.state === 'released');
   t.deepEqual(done.receipts[0].trail, ['requested', 'yielding', 'released']);
   t.deepEqual(done.waiting, []);
-  t.like(done.executions.find((e) => e.taskId === 'write'), { state: 'cancelled' });
+  t.like(
+    done.executions.find((e) => e.taskId === 'write'),
+    { state: 'cancelled' },
+  );
   // Its workflow was cancelled once the fence had committed; it recorded nothing.
   const cancelledExecution = done.executions.find((e) => e.taskId === 'write')!;
   t.is((await orchard.temporal.workflow.getHandle(cancelledExecution.workflowId!).describe()).status.name, 'CANCELLED');
@@ -169,7 +182,10 @@ test('cancel refusals are typed and change nothing: bad input before history, an
   const finished = await t.throwsAsync(orchard.client.cancelTask(teamId, { taskId: 'check', reason: 'too late' }));
   t.is((finished as any).code, 'task_not_pending');
   const after = await readBoard(orchard.pool, teamId);
-  t.like(after.tasks.find((task) => task.taskId === 'check'), { status: 'completed' });
+  t.like(
+    after.tasks.find((task) => task.taskId === 'check'),
+    { status: 'completed' },
+  );
   t.is(after.workRevision, revision);
   t.is(Number((await orchard.pool.query(`SELECT count(*) AS n FROM team_user_events WHERE team_id = $1`, [teamId])).rows[0].n), 0);
 });

@@ -83,7 +83,10 @@ test('the database refuses a second certificate of a generation, at any revision
   );
   t.is((err as { code?: string }).code, '23505', err?.message);
   t.regex(err?.message ?? '', /team_certificates_one_per_generation/);
-  t.deepEqual((await rowsOf(pool, teamId)).map((r) => r.id), ['cert-first']);
+  t.deepEqual(
+    (await rowsOf(pool, teamId)).map((r) => r.id),
+    ['cert-first'],
+  );
 });
 
 /**
@@ -119,6 +122,9 @@ for (const [revisionOffset, how] of [
     t.is(early, 'waiting', 'B waits for A');
     t.is(storedA.certificateId, 'cert-a');
     t.is(storedB.certificateId, 'cert-a', 'B answers the certificate A stored, not its own');
-    t.deepEqual((await rowsOf(pool, teamId)).map((r) => r.id), ['cert-a']);
+    t.deepEqual(
+      (await rowsOf(pool, teamId)).map((r) => r.id),
+      ['cert-a'],
+    );
   });
 }

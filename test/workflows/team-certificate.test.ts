@@ -76,8 +76,12 @@ async function delivered(t: ExecutionContext, h: TeamHarness) {
   t.deepEqual([...view.certificate!.outputIds], cert.evidence.outputIds);
   // The Coordinator's final words did not cite the certificate: the recorded summary does, for it.
   const certifying = view.turns.find((turn) => turn.finalExcerpt?.startsWith('script ') && turn.turn === view.summary?.turn);
-  t.truthy(certifying, 'the summary is the certifying turn\'s');
-  t.deepEqual(view.summary, { certificateId: cert.certificateId, turn: certifying!.turn, text: `Certificate ${cert.certificateId}. ${certifying!.finalExcerpt}` });
+  t.truthy(certifying, "the summary is the certifying turn's");
+  t.deepEqual(view.summary, {
+    certificateId: cert.certificateId,
+    turn: certifying!.turn,
+    text: `Certificate ${cert.certificateId}. ${certifying!.finalExcerpt}`,
+  });
   return { cert, board, view };
 }
 
@@ -132,41 +136,44 @@ test('missing output: a completed task whose evidence row is gone → never deli
   await refused(t, h, /the run is not_delivered: missing_output \(b\)/);
 });
 
-test.serial('stale evidence: the board moves between the assessment and the certificate → refused; a fresh assessment certifies once, at the new revision', async (t) => {
-  const h = await startScriptedTeam(t, { plan: [create('a', 'implementer'), create('b', 'reviewer'), APPROVE] });
-  await h.until('both completed, idle', (v) => v.executions.filter((e) => e.state === 'completed').length === 2 && v.status === 'waiting_for_org_event');
-  const assessed = (await readBoard(h.orchard.pool, h.teamId)).workRevision;
+test.serial(
+  'stale evidence: the board moves between the assessment and the certificate → refused; a fresh assessment certifies once, at the new revision',
+  async (t) => {
+    const h = await startScriptedTeam(t, { plan: [create('a', 'implementer'), create('b', 'reviewer'), APPROVE] });
+    await h.until('both completed, idle', (v) => v.executions.filter((e) => e.state === 'completed').length === 2 && v.status === 'waiting_for_org_event');
+    const assessed = (await readBoard(h.orchard.pool, h.teamId)).workRevision;
 
-  // A user's fact is being committed (through the store's own commit: the run row is locked) while the
-  // Coordinator's completion reads the board — which still shows the old revision — and then queues for the row.
-  const locked = gate();
-  const go = gate();
-  let writerPid = 0;
-  const pool = await testPool(t);
-  const writer = __testing.commit(pool, h.teamId, { kind: 'user', eventId: 'ev-late' }, 'user_event', async ({ c }) => {
-    writerPid = Number((await c.query('SELECT pg_backend_pid() AS pid')).rows[0].pid);
-    locked.open();
-    await go.promise;
-    await c.query(`INSERT INTO team_user_events (team_id, event_id, kind, text) VALUES ($1, 'ev-late', 'message', 'one more thing')`, [h.teamId]);
-    return { result: undefined, fact: { kind: 'user_event', detail: { eventId: 'ev-late' } } };
-  });
-  await locked.promise;
-  const answer = h.script([COMPLETE]);
-  await waitFor(async () => (await waitingBehind(pool, writerPid)).length >= 1, 30_000, 'the certificate queued behind the writer');
-  go.open();
-  t.is((await writer).revision, assessed + 1);
+    // A user's fact is being committed (through the store's own commit: the run row is locked) while the
+    // Coordinator's completion reads the board — which still shows the old revision — and then queues for the row.
+    const locked = gate();
+    const go = gate();
+    let writerPid = 0;
+    const pool = await testPool(t);
+    const writer = __testing.commit(pool, h.teamId, { kind: 'user', eventId: 'ev-late' }, 'user_event', async ({ c }) => {
+      writerPid = Number((await c.query('SELECT pg_backend_pid() AS pid')).rows[0].pid);
+      locked.open();
+      await go.promise;
+      await c.query(`INSERT INTO team_user_events (team_id, event_id, kind, text) VALUES ($1, 'ev-late', 'message', 'one more thing')`, [h.teamId]);
+      return { result: undefined, fact: { kind: 'user_event', detail: { eventId: 'ev-late' } } };
+    });
+    await locked.promise;
+    const answer = h.script([COMPLETE]);
+    await waitFor(async () => (await waitingBehind(pool, writerPid)).length >= 1, 30_000, 'the certificate queued behind the writer');
+    go.open();
+    t.is((await writer).revision, assessed + 1);
 
-  const [result] = await answer;
-  t.regex(result, /^error \(stale_evidence\): /);
-  t.is((await h.certificates()).length, 0);
-  const view = await h.status();
-  t.not(view.status, 'delivered');
-  t.is(view.certificate, undefined);
-  t.deepEqual(view.refusals.at(-1), { tool: 'org_run_complete', code: 'stale_evidence' });
+    const [result] = await answer;
+    t.regex(result, /^error \(stale_evidence\): /);
+    t.is((await h.certificates()).length, 0);
+    const view = await h.status();
+    t.not(view.status, 'delivered');
+    t.is(view.certificate, undefined);
+    t.deepEqual(view.refusals.at(-1), { tool: 'org_run_complete', code: 'stale_evidence' });
 
-  const { cert } = await delivered(t, h);
-  t.is(cert.workRevision, assessed + 1, 'certified at the revision it assessed, not the stale one');
-});
+    const { cert } = await delivered(t, h);
+    t.is(cert.workRevision, assessed + 1, 'certified at the revision it assessed, not the stale one');
+  },
+);
 
 test('replacement chain: implement → reassigned → reassigned again → the last one completes → delivered, the chain cited link by link', async (t) => {
   const h = await startScriptedTeam(t, {
@@ -224,7 +231,11 @@ test('user scope removal: tasks the user cancelled (waiting and running) count a
     { taskId: 'c', kind: 'completed' },
   ]);
   // Each cited event is a real event of this team, about that task.
-  for (const taskId of ['a', 'b']) t.deepEqual(events.filter((e) => e.event_id === eventOf(taskId)).map((e) => e.task_id), [taskId]);
+  for (const taskId of ['a', 'b'])
+    t.deepEqual(
+      events.filter((e) => e.event_id === eventOf(taskId)).map((e) => e.task_id),
+      [taskId],
+    );
   t.deepEqual(cert.evidence.outputIds, [outputOf(board, 'c')]);
 });
 
@@ -250,53 +261,66 @@ test('pending handoff: while the old execution is not proven stopped the run is 
   ]);
 });
 
-test.serial('response-loss replay: the certificate commits, its activity response is lost, the retry finds it → still one certificate, the one the run ends with', async (t) => {
-  const h = await startScriptedTeam(t, { members: ['implementer'], plan: [create('a', 'implementer'), APPROVE] });
-  await h.until('completed, idle', (v) => v.executions.some((e) => e.state === 'completed') && v.status === 'waiting_for_org_event');
+test.serial(
+  'response-loss replay: the certificate commits, its activity response is lost, the retry finds it → still one certificate, the one the run ends with',
+  async (t) => {
+    const h = await startScriptedTeam(t, { members: ['implementer'], plan: [create('a', 'implementer'), APPROVE] });
+    await h.until('completed, idle', (v) => v.executions.some((e) => e.state === 'completed') && v.status === 'waiting_for_org_event');
 
-  // Before the Coordinator's completion call runs, hold the row its tool result will be written to: the
-  // certificate commits, then the activity blocks writing the result — and its connection is cut there, so the
-  // attempt fails after the commit and Temporal retries it.
-  const pool = await testPool(t);
-  const blocker = await pool.connect();
-  t.teardown(() => blocker.release());
-  const blockerPid = Number((await blocker.query('SELECT pg_backend_pid() AS pid')).rows[0].pid);
-  const answer = h.script([COMPLETE], {
-    before: async () => {
-      const turn = (
-        await pool.query(`SELECT execution_id, turn_id, turn FROM transcript_entries WHERE session_id = $1 AND step = 0 AND role = 'user' ORDER BY seq DESC LIMIT 1`, [h.teamId])
-      ).rows[0];
-      await blocker.query('BEGIN');
-      await blocker.query(
-        `INSERT INTO transcript_entries (session_id, execution_id, turn_id, turn, step, ordinal, role, content) VALUES ($1, $2, $3, $4, 1, 1, 'tool', 'held')`,
-        [h.teamId, turn.execution_id, turn.turn_id, turn.turn],
-      );
-    },
-  });
-  const stuck = await waitFor(async () => {
-    const waiting = await waitingBehind(pool, blockerPid);
-    return waiting.length > 0 && (await h.certificates()).length === 1 ? waiting : undefined;
-  }, 60_000, 'the certificate committed and its result write blocked');
-  const committed = (await h.certificates())[0].certificate;
-  for (const pid of stuck) await pool.query('SELECT pg_terminate_backend($1)', [pid]);
-  await blocker.query('ROLLBACK');
+    // Before the Coordinator's completion call runs, hold the row its tool result will be written to: the
+    // certificate commits, then the activity blocks writing the result — and its connection is cut there, so the
+    // attempt fails after the commit and Temporal retries it.
+    const pool = await testPool(t);
+    const blocker = await pool.connect();
+    t.teardown(() => blocker.release());
+    const blockerPid = Number((await blocker.query('SELECT pg_backend_pid() AS pid')).rows[0].pid);
+    const answer = h.script([COMPLETE], {
+      before: async () => {
+        const turn = (
+          await pool.query(
+            `SELECT execution_id, turn_id, turn FROM transcript_entries WHERE session_id = $1 AND step = 0 AND role = 'user' ORDER BY seq DESC LIMIT 1`,
+            [h.teamId],
+          )
+        ).rows[0];
+        await blocker.query('BEGIN');
+        await blocker.query(
+          `INSERT INTO transcript_entries (session_id, execution_id, turn_id, turn, step, ordinal, role, content) VALUES ($1, $2, $3, $4, 1, 1, 'tool', 'held')`,
+          [h.teamId, turn.execution_id, turn.turn_id, turn.turn],
+        );
+      },
+    });
+    const stuck = await waitFor(
+      async () => {
+        const waiting = await waitingBehind(pool, blockerPid);
+        return waiting.length > 0 && (await h.certificates()).length === 1 ? waiting : undefined;
+      },
+      60_000,
+      'the certificate committed and its result write blocked',
+    );
+    const committed = (await h.certificates())[0].certificate;
+    for (const pid of stuck) await pool.query('SELECT pg_terminate_backend($1)', [pid]);
+    await blocker.query('ROLLBACK');
 
-  const [result] = await answer;
-  t.regex(result, /^delivered: certificate /);
-  const rows = await h.certificates();
-  t.is(rows.length, 1, 'still exactly one certificate');
-  t.deepEqual(rows[0].certificate, committed, 'the row is the first attempt’s, untouched');
-  t.deepEqual(JSON.parse(result.split('\n')[1]), committed, 'the retry returned the stored certificate, not a new one');
-  const view = await h.until('delivered', (v) => v.status === 'delivered');
-  t.is(view.certificate!.certificateId, committed.certificateId);
-  // The activity really was retried: its completed attempt is not its first.
-  const events = await h.history();
-  const types = activityTypes(events);
-  const attempts = events
-    .filter((e) => e.activityTaskStartedEventAttributes && types.get(String(e.activityTaskStartedEventAttributes.scheduledEventId)) === 'coordinatorTool')
-    .map((e) => e.activityTaskStartedEventAttributes.attempt);
-  t.true(attempts.some((a: number) => a >= 2), `coordinatorTool attempts: ${attempts}`);
-});
+    const [result] = await answer;
+    t.regex(result, /^delivered: certificate /);
+    const rows = await h.certificates();
+    t.is(rows.length, 1, 'still exactly one certificate');
+    t.deepEqual(rows[0].certificate, committed, 'the row is the first attempt’s, untouched');
+    t.deepEqual(JSON.parse(result.split('\n')[1]), committed, 'the retry returned the stored certificate, not a new one');
+    const view = await h.until('delivered', (v) => v.status === 'delivered');
+    t.is(view.certificate!.certificateId, committed.certificateId);
+    // The activity really was retried: its completed attempt is not its first.
+    const events = await h.history();
+    const types = activityTypes(events);
+    const attempts = events
+      .filter((e) => e.activityTaskStartedEventAttributes && types.get(String(e.activityTaskStartedEventAttributes.scheduledEventId)) === 'coordinatorTool')
+      .map((e) => e.activityTaskStartedEventAttributes.attempt);
+    t.true(
+      attempts.some((a: number) => a >= 2),
+      `coordinatorTool attempts: ${attempts}`,
+    );
+  },
+);
 
 // The property: generated boards, built in Postgres through the store as the system writes them ------------------
 
@@ -355,7 +379,12 @@ const damage: fc.Arbitrary<Damage> = fc.record({
 
 /** Builds the board with the store's own writes, each by the actor that makes it in the system. */
 async function build(pool: Pool, repo: string, teamId: string, specs: TaskSpec[], hurt: Damage): Promise<void> {
-  await createTeamRun(pool, { teamId, repo, goal: 'property', members: MEMBERS.map((memberId) => ({ memberId, role: memberId, sessionId: memberSessionId(teamId, memberId) })) });
+  await createTeamRun(pool, {
+    teamId,
+    repo,
+    goal: 'property',
+    members: MEMBERS.map((memberId) => ({ memberId, role: memberId, sessionId: memberSessionId(teamId, memberId) })),
+  });
   await activateTeamRun(pool, teamId, 'first');
   const coordinator: Actor = { kind: 'coordinator', turnId: 'plan' };
   let executions = 0;
@@ -421,7 +450,8 @@ async function build(pool: Pool, repo: string, teamId: string, specs: TaskSpec[]
     const cancelled = (await pool.query(`SELECT task_id FROM team_tasks WHERE team_id = $1 AND cancel->>'by' = 'user' ORDER BY task_id`, [teamId])).rows;
     if (cancelled.length > 0) {
       const victim = cancelled[hurt.miscite % cancelled.length].task_id;
-      const other = (await pool.query(`SELECT event_id FROM team_user_events WHERE team_id = $1 AND task_id <> $2 ORDER BY event_id LIMIT 1`, [teamId, victim])).rows[0];
+      const other = (await pool.query(`SELECT event_id FROM team_user_events WHERE team_id = $1 AND task_id <> $2 ORDER BY event_id LIMIT 1`, [teamId, victim]))
+        .rows[0];
       await pool.query(`UPDATE team_tasks SET cancel = jsonb_set(cancel, '{userEventId}', to_jsonb($3::text)) WHERE team_id = $1 AND task_id = $2`, [
         teamId,
         victim,
@@ -455,11 +485,7 @@ async function fullClosure(pool: Pool, teamId: string, turnsRunning: number): Pr
   };
   const completed = tasks.filter(evidence);
   const full =
-    completed.length > 0 &&
-    tasks.every((t) => counted(t, new Set())) &&
-    handoffs.every((h) => h.state === 'released') &&
-    unread === 0 &&
-    turnsRunning === 0;
+    completed.length > 0 && tasks.every((t) => counted(t, new Set())) && handoffs.every((h) => h.state === 'released') && unread === 0 && turnsRunning === 0;
   return { full, taskIds: tasks.map((t) => t.task_id).sort(), outputIds: completed.map((t) => t.output_id).sort() };
 }
 
@@ -483,11 +509,15 @@ test('property: over generated boards built through the store, org_run_complete 
 
       // The Coordinator's completion request, as the workflow runs it (its tool call is in the transcript).
       const ref = { sessionId: teamId, executionId: `${teamId}-x`, turnId: `${teamId}-turn`, turn: 1, step: 1, callId: 'c1' };
-      await appendEntry(pool, { ...ref, ordinal: 0 }, {
-        role: 'assistant',
-        content: null,
-        tool_calls: [{ id: 'c1', type: 'function', function: { name: 'org_run_complete', arguments: JSON.stringify({ summary: 'done' }) } }],
-      });
+      await appendEntry(
+        pool,
+        { ...ref, ordinal: 0 },
+        {
+          role: 'assistant',
+          content: null,
+          tool_calls: [{ id: 'c1', type: 'function', function: { name: 'org_run_complete', arguments: JSON.stringify({ summary: 'done' }) } }],
+        },
+      );
       const effects = await acts.coordinatorTool({ teamId, ref, index: 0, tool: 'org_run_complete', members: [...MEMBERS], turnsRunning: hurt.turnsRunning });
 
       // A caller that skips the validator: the store is asked for a certificate of this board as it stands.
@@ -515,7 +545,10 @@ test('property: over generated boards built through the store, org_run_complete 
         if (rows.length !== 1) throw new Error(`${rows.length} certificate rows: ${context}`);
         const cert = rows[0].certificate;
         if (cert.certificateId !== effects.certificate.certificateId) throw new Error(`the forged call replaced the certificate: ${context}`);
-        if (JSON.stringify(cert.evidence.taskIds) !== JSON.stringify(oracle.taskIds) || JSON.stringify(cert.evidence.outputIds) !== JSON.stringify(oracle.outputIds)) {
+        if (
+          JSON.stringify(cert.evidence.taskIds) !== JSON.stringify(oracle.taskIds) ||
+          JSON.stringify(cert.evidence.outputIds) !== JSON.stringify(oracle.outputIds)
+        ) {
           throw new Error(`the evidence is not the closure: ${JSON.stringify(cert.evidence)} ${context}`);
         }
       } else {

@@ -16,12 +16,21 @@ import { recordToolCall } from '../helpers/tool-call';
 test('after the fence commits, the old execution’s mutating tool calls are refused lease_stale and change nothing on disk', async (t) => {
   const pool = await testPool(t);
   const repo = makeRepo();
-  const host = createHostActivities({ pool, hostId: 'fence-test', worktreeRoot: join(repo, '..', `${repo.split('/').pop()}-wt`), holderLiveness: async () => 'running' });
+  const host = createHostActivities({
+    pool,
+    hostId: 'fence-test',
+    worktreeRoot: join(repo, '..', `${repo.split('/').pop()}-wt`),
+    holderLiveness: async () => 'running',
+  });
   const teamId = uniqueId('team');
   const sessionId = memberSessionId(teamId, 'implementer');
   const env = new MockActivityEnvironment();
   // The member's session holds its worktree lease, as a session workflow run in namespace `default` does.
-  const prepared: Awaited<ReturnType<typeof host.prepareWorktree>> = await env.run(host.prepareWorktree, { sessionId, repo, holder: `default/session/${sessionId}@run-1` });
+  const prepared: Awaited<ReturnType<typeof host.prepareWorktree>> = await env.run(host.prepareWorktree, {
+    sessionId,
+    repo,
+    holder: `default/session/${sessionId}@run-1`,
+  });
   await createTeamRun(pool, {
     teamId,
     repo,

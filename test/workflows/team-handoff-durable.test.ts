@@ -31,7 +31,10 @@ test('a receipt write that fails for good settles the handoff unknown; the team 
   t.is(failures, 1);
   // The run is healthy: it answers queries and runs its workflow tasks (no failed workflow task in its history).
   const history = await h.history();
-  t.false(history.some((e) => e.workflowTaskFailedEventAttributes), 'no workflow task failed');
+  t.false(
+    history.some((e) => e.workflowTaskFailedEventAttributes),
+    'no workflow task failed',
+  );
   t.is((await h.orchard.temporal.workflow.getHandle(teamWorkflowId(h.teamId)).describe()).status.name, 'RUNNING');
   // The old execution had already been asked to stop: its session closes. The user's release, with that proof, frees the
   // replacement; a retry of the same request is answered the same, not refused.
@@ -41,7 +44,10 @@ test('a receipt write that fails for good settles the handoff unknown; the team 
   let released: { answer: Awaited<ReturnType<typeof resolve>>; requestId: string } | undefined;
   for (let i = 0; i < 600 && !released; i++) {
     const requestId = `release-${i}`;
-    released = await resolve(requestId).then((answer) => ({ answer, requestId }), () => undefined);
+    released = await resolve(requestId).then(
+      (answer) => ({ answer, requestId }),
+      () => undefined,
+    );
     if (!released) await new Promise((r) => setTimeout(r, 100));
   }
   t.like(released?.answer, { state: 'released', resolution: 'release' });
@@ -66,7 +72,10 @@ test('the handoff clocks start when the request is accepted, before the fence is
   const timersAt = history.flatMap((e, i) => (e.timerStartedEventAttributes ? [i] : []));
   t.true(fenceAt > 0, 'the fence was scheduled');
   t.is(timersAt.length, 2, 'the SLO and timeout timers');
-  t.true(timersAt.every((i) => i < fenceAt), `timers at ${timersAt}, fence at ${fenceAt}`);
+  t.true(
+    timersAt.every((i) => i < fenceAt),
+    `timers at ${timersAt}, fence at ${fenceAt}`,
+  );
   t.true(types.size > 0);
 });
 

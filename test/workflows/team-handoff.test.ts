@@ -36,10 +36,18 @@ test('a reassign while the old execution writes: fence, yield, release, then the
   t.like(receipt, { oldTaskId: 'implement', newTaskId: 'implement-r1', oldOwner: 'implementer', newOwner: 'reviewer', state: 'requested' });
   // The fence committed before the answer: the old task is frozen and the replacement exists, pending.
   const fenced = await readBoard(orchard.pool, teamId);
-  t.like(fenced.tasks.find((task) => task.taskId === 'implement'), { status: 'cancelled', cancel: { by: 'user', kind: 'reassign' } });
-  t.like(fenced.tasks.find((task) => task.taskId === 'implement-r1'), { replacesTaskId: 'implement', owner: 'reviewer' });
+  t.like(
+    fenced.tasks.find((task) => task.taskId === 'implement'),
+    { status: 'cancelled', cancel: { by: 'user', kind: 'reassign' } },
+  );
+  t.like(
+    fenced.tasks.find((task) => task.taskId === 'implement-r1'),
+    { replacesTaskId: 'implement', owner: 'reviewer' },
+  );
 
-  const done = await until(orchard, teamId, 'the replacement completed', (v) => v.executions.some((e) => e.taskId === 'implement-r1' && e.state === 'completed'));
+  const done = await until(orchard, teamId, 'the replacement completed', (v) =>
+    v.executions.some((e) => e.taskId === 'implement-r1' && e.state === 'completed'),
+  );
   const r = done.receipts[0];
   t.deepEqual(r.trail, ['requested', 'yielding', 'released']);
   t.false(r.sloMissed);
@@ -56,7 +64,10 @@ test('a reassign while the old execution writes: fence, yield, release, then the
   await new Promise((resolve) => setTimeout(resolve, 300));
   t.is(stamps(oldLog).length, count);
   const board = await readBoard(orchard.pool, teamId);
-  t.like(board.tasks.find((task) => task.taskId === 'implement-r1'), { status: 'completed' });
+  t.like(
+    board.tasks.find((task) => task.taskId === 'implement-r1'),
+    { status: 'completed' },
+  );
   t.deepEqual(board.handoffs, [{ oldTaskId: 'implement', newTaskId: 'implement-r1', state: 'released' }]);
   await keepHistory(orchard, `team/${teamId}`, 'team-reassign-released');
 });
@@ -70,7 +81,10 @@ test('a handoff past its timeout is durable timeout, its replacement blocked unt
   t.deepEqual(timedOut.receipts[0].trail, ['requested', 'yielding', 'timeout']);
   t.true(timedOut.receipts[0].sloMissed);
   t.deepEqual(timedOut.waiting, [{ taskId: 'implement-r1', waiting: 'waiting_for_previous_execution', receiptId: timedOut.receipts[0].receiptId }]);
-  t.false(timedOut.executions.some((e) => e.taskId === 'implement-r1'), 'the replacement did not start');
+  t.false(
+    timedOut.executions.some((e) => e.taskId === 'implement-r1'),
+    'the replacement did not start',
+  );
   const row = (await orchard.pool.query('SELECT state, slo_missed FROM team_handoff_receipts WHERE team_id = $1', [teamId])).rows[0];
   t.deepEqual(row, { state: 'timeout', slo_missed: true });
   // The miss is visible to operators: the team run's search attribute.
@@ -83,7 +97,10 @@ test('a handoff past its timeout is durable timeout, its replacement blocked unt
   t.is((await orchard.client.teamStatus(teamId)).receipts[0].state, 'timeout');
   await stuck.unstick();
   const released = await waitFor(
-    () => orchard.client.resolveHandoff(teamId, { receiptId: timedOut.receipts[0].receiptId, action: 'release' }).catch((err) => (err.code === 'old_runtime_not_quiescent' ? undefined : Promise.reject(err))),
+    () =>
+      orchard.client
+        .resolveHandoff(teamId, { receiptId: timedOut.receipts[0].receiptId, action: 'release' })
+        .catch((err) => (err.code === 'old_runtime_not_quiescent' ? undefined : Promise.reject(err))),
     60_000,
     'a release with proof',
   );
@@ -101,10 +118,17 @@ test('keep_stopped cancels only the replacement; the rest of the team runs on', 
   await stickRuntime(orchard, implementerSession);
   await orchard.client.reassignTask(teamId, { taskId: 'implement', newOwner: 'reviewer', reason: 'move it' });
   const timedOut = await until(orchard, teamId, 'the timeout', (v) => v.receipts[0]?.state === 'timeout');
-  const kept = await orchard.client.resolveHandoff(teamId, { receiptId: timedOut.receipts[0].receiptId, action: 'keep_stopped', reason: 'not needed after all' });
+  const kept = await orchard.client.resolveHandoff(teamId, {
+    receiptId: timedOut.receipts[0].receiptId,
+    action: 'keep_stopped',
+    reason: 'not needed after all',
+  });
   t.is(kept.resolution, 'keep_stopped');
   const board = await readBoard(orchard.pool, teamId);
-  t.like(board.tasks.find((task) => task.taskId === 'implement-r1'), { status: 'cancelled', cancel: { by: 'user', kind: 'keep_stopped' } });
+  t.like(
+    board.tasks.find((task) => task.taskId === 'implement-r1'),
+    { status: 'cancelled', cancel: { by: 'user', kind: 'keep_stopped' } },
+  );
   const view = await orchard.client.teamStatus(teamId);
   t.deepEqual(view.waiting, []);
   t.is((await orchard.temporal.workflow.getHandle(`team/${teamId}`).describe()).status.name, 'RUNNING');
@@ -170,7 +194,8 @@ test('a member whose execution was fenced gets no new task until its old executi
         ['plan_approve', {}],
       );
     }
-    if (!isCoordinator(body) && !afterTool(body) && /Task second/.test(String(body.messages.at(-1).content))) return calls(['bash', { command: 'date +%s%N >> second.log' }]);
+    if (!isCoordinator(body) && !afterTool(body) && /Task second/.test(String(body.messages.at(-1).content)))
+      return calls(['bash', { command: 'date +%s%N >> second.log' }]);
     return model(body);
   };
   const { orchard, teamId, implementerSession, oldLog } = await team(t, { sloMs: 60_000, timeoutMs: 120_000 }, play);
@@ -178,13 +203,26 @@ test('a member whose execution was fenced gets no new task until its old executi
   const stuck = await stickRuntime(orchard, implementerSession);
   await orchard.client.reassignTask(teamId, { taskId: 'implement', newOwner: 'reviewer', reason: 'move it' });
   await until(orchard, teamId, 'the old session closed', (v) => v.receipts[0]?.state === 'yielding');
-  await waitFor(async () => ((await orchard.temporal.workflow.getHandle(`session/${implementerSession}`).describe()).status.name !== 'RUNNING' ? true : undefined), 60_000, 'the old session closed');
+  await waitFor(
+    async () => ((await orchard.temporal.workflow.getHandle(`session/${implementerSession}`).describe()).status.name !== 'RUNNING' ? true : undefined),
+    60_000,
+    'the old session closed',
+  );
   // The implementer is free of executions, but its worktree is not proven quiet: nothing new starts there.
   await new Promise((resolve) => setTimeout(resolve, 1_500));
   const held = await orchard.client.teamStatus(teamId);
-  t.deepEqual(held.receipts.map((r) => r.state), ['yielding']);
-  t.false(held.executions.some((e) => e.taskId === 'second'), 'the second task did not start');
-  t.like((await readBoard(orchard.pool, teamId)).tasks.find((task) => task.taskId === 'second'), { status: 'pending' });
+  t.deepEqual(
+    held.receipts.map((r) => r.state),
+    ['yielding'],
+  );
+  t.false(
+    held.executions.some((e) => e.taskId === 'second'),
+    'the second task did not start',
+  );
+  t.like(
+    (await readBoard(orchard.pool, teamId)).tasks.find((task) => task.taskId === 'second'),
+    { status: 'pending' },
+  );
 
   await stuck.unstick();
   const done = await until(orchard, teamId, 'the second task completed', (v) => v.executions.some((e) => e.taskId === 'second' && e.state === 'completed'));

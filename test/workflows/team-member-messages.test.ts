@@ -23,7 +23,10 @@ const toolNames = (body: any): string[] => (body.tools ?? []).map((tool: any) =>
 const resultsOf = (body: any): string[] => {
   const messages: any[] = body.messages;
   const lastUser = messages.map((m) => m.role).lastIndexOf('user');
-  return messages.slice(lastUser + 1).filter((m) => m.role === 'tool').map((m) => String(m.content));
+  return messages
+    .slice(lastUser + 1)
+    .filter((m) => m.role === 'tool')
+    .map((m) => String(m.content));
 };
 
 const MESSAGE = 'The evaluator spec contradicts itself on ace-low straights: which one wins?';
@@ -79,7 +82,8 @@ test('a Member messages its Coordinator: each refusal is typed, writes nothing a
       return final('work done');
     }
     // A plain child tries the Member's tool anyway.
-    if (task.startsWith('Plain task')) return results.length === 0 ? calls(['org_send_message', { related_task_id: 'work', purpose: 'blocker', text: 'let me in' }]) : final('ok');
+    if (task.startsWith('Plain task'))
+      return results.length === 0 ? calls(['org_send_message', { related_task_id: 'work', purpose: 'blocker', text: 'let me in' }]) : final('ok');
     return final(`done: ${task.slice(0, 40)}`);
   };
   const coordinator = (body: any): Reply => {
@@ -108,7 +112,10 @@ test('a Member messages its Coordinator: each refusal is typed, writes nothing a
   const teamId = uniqueId('team');
   const repo = makeRepo();
   const coordinatorRequests = () => stub.requests.map((r) => r.body).filter(isCoordinatorRequest);
-  const wakes = () => coordinatorRequests().filter((b) => b.messages.at(-1).role === 'user').map((b) => String(b.messages.at(-1).content));
+  const wakes = () =>
+    coordinatorRequests()
+      .filter((b) => b.messages.at(-1).role === 'user')
+      .map((b) => String(b.messages.at(-1).content));
   const status = () => orchard.client.teamStatus(teamId);
   const until = (what: string, probe: (v: TeamStatusView) => boolean) => untilTeam(orchard, teamId, what, probe);
 
@@ -127,15 +134,12 @@ test('a Member messages its Coordinator: each refusal is typed, writes nothing a
     (v) => v.status === 'waiting_for_org_event' && v.turns.length >= 2 && v.executions.some((e) => e.taskId === 'work' && e.state === 'running'),
   );
   const board = await readBoard(orchard.pool, teamId);
-  t.deepEqual(
-    board.tasks.map((task) => [task.taskId, task.owner, task.status]).sort(),
-    [
-      ['later', 'implementer', 'pending'],
-      ['review', 'reviewer', 'in_progress'],
-      ['warmup', 'implementer', 'completed'],
-      ['work', 'implementer', 'in_progress'],
-    ],
-  );
+  t.deepEqual(board.tasks.map((task) => [task.taskId, task.owner, task.status]).sort(), [
+    ['later', 'implementer', 'pending'],
+    ['review', 'reviewer', 'in_progress'],
+    ['warmup', 'implementer', 'completed'],
+    ['work', 'implementer', 'in_progress'],
+  ]);
   const teamWorkflow = teamWorkflowId(teamId);
   const memberWorkflow = sessionWorkflowId(memberSessionId(teamId, 'implementer'));
   const revisionBefore = board.workRevision;
@@ -149,7 +153,10 @@ test('a Member messages its Coordinator: each refusal is typed, writes nothing a
   t.truthy(sendTool, JSON.stringify(memberTools.map((tool: any) => tool.function.name)));
   t.deepEqual([...sendTool.function.parameters.required].sort(), ['purpose', 'related_task_id', 'text']);
   t.deepEqual(sendTool.function.parameters.properties.purpose.enum, [...MEMBER_MESSAGE_PURPOSES]);
-  t.deepEqual(toolNames({ tools: memberTools }).filter((name) => name !== 'org_send_message'), ['bash', 'read_file', 'write_file', 'git_status', 'git_diff', 'git_commit']);
+  t.deepEqual(
+    toolNames({ tools: memberTools }).filter((name) => name !== 'org_send_message'),
+    ['bash', 'read_file', 'write_file', 'git_status', 'git_diff', 'git_commit'],
+  );
 
   // Every bad message: refused with its code, as the Member's tool result.
   workStart.open();
@@ -179,11 +186,22 @@ test('a Member messages its Coordinator: each refusal is typed, writes nothing a
   const rows = await inboxRows(orchard.pool, teamId);
   t.is(rows.length, 1);
   t.like(rows[0], { from_member: 'implementer', related_task_id: 'work', purpose: 'decision_required', text: MESSAGE });
-  const facts = (await orchard.pool.query(`SELECT revision, kind, actor, detail FROM team_facts WHERE team_id = $1 AND revision > $2 ORDER BY revision`, [teamId, revisionBefore])).rows;
+  const facts = (
+    await orchard.pool.query(`SELECT revision, kind, actor, detail FROM team_facts WHERE team_id = $1 AND revision > $2 ORDER BY revision`, [
+      teamId,
+      revisionBefore,
+    ])
+  ).rows;
   t.is(facts.length, 1);
   t.like(facts[0], { kind: 'inbox_message', actor: `member:implementer:${execution.executionId}`, revision: String(revisionBefore + 1) });
-  const started = (await orchard.pool.query(`SELECT detail->>'executionId' AS e FROM team_facts WHERE team_id = $1 AND task_id = 'work' AND kind = 'task_started'`, [teamId])).rows;
-  t.deepEqual(started.map((r) => r.e), [execution.executionId], 'the execution the board recorded for the task');
+  const started = (
+    await orchard.pool.query(`SELECT detail->>'executionId' AS e FROM team_facts WHERE team_id = $1 AND task_id = 'work' AND kind = 'task_started'`, [teamId])
+  ).rows;
+  t.deepEqual(
+    started.map((r) => r.e),
+    [execution.executionId],
+    'the execution the board recorded for the task',
+  );
 
   const woken = await until('the wake answered', (v) => v.turns.length === turnsBefore + 1 && v.status === 'waiting_for_org_event');
   t.is(await factSignals(orchard, teamWorkflow), 1);
@@ -213,7 +231,10 @@ test('a Member messages its Coordinator: each refusal is typed, writes nothing a
   // The work ends (the implementer's second execution settles): its completion wakes the Coordinator again, without the message.
   finishWork.open();
   reviewHeld.open();
-  await until('work and review completed', (v) => v.executions.filter((e) => ['work', 'review'].includes(e.taskId)).every((e) => e.state === 'completed') && v.status === 'waiting_for_org_event');
+  await until(
+    'work and review completed',
+    (v) => v.executions.filter((e) => ['work', 'review'].includes(e.taskId)).every((e) => e.state === 'completed') && v.status === 'waiting_for_org_event',
+  );
   t.is(wakes().filter((w) => w.includes(MESSAGE)).length, 1, 'the message woke the Coordinator exactly once');
   t.is(await factSignals(orchard, teamWorkflow), 1);
 
@@ -222,7 +243,11 @@ test('a Member messages its Coordinator: each refusal is typed, writes nothing a
   await orchard.client.createSession({ sessionId: plainId, title: 'plain child', repo, isolated: true, task: 'Plain task: say hi' });
   const plain = await waitFor(() => memberBodies.find((m) => m.sessionTask.startsWith('Plain task'))?.body, TEAM_WAIT_MS, 'the plain child asked its model');
   t.deepEqual(toolNames(plain), ['bash', 'read_file', 'write_file', 'git_status', 'git_diff', 'git_commit']);
-  const plainAfter = await waitFor(() => memberBodies.find((m) => m.sessionTask.startsWith('Plain task') && resultsOf(m.body).length > 0)?.body, TEAM_WAIT_MS, 'the plain child saw its result');
+  const plainAfter = await waitFor(
+    () => memberBodies.find((m) => m.sessionTask.startsWith('Plain task') && resultsOf(m.body).length > 0)?.body,
+    TEAM_WAIT_MS,
+    'the plain child saw its result',
+  );
   t.regex(resultsOf(plainAfter)[0], /^error \(tool_unknown\):/);
   t.is((await inboxRows(orchard.pool, teamId)).length, 1);
   t.is(await factSignals(orchard, teamWorkflow), 1);
@@ -254,13 +279,22 @@ test('a Member whose team no longer runs (terminated from outside while the Memb
   const orchard = await startOrchard(t, { defaultProvider: new OpenAICompatibleProvider({ baseURL: stub.url, model: 'stub-model', timeoutMs: 60_000 }) });
   t.teardown(() => send.open());
   const teamId = uniqueId('team');
-  await orchard.client.startTeam({ teamId, repo: makeRepo(), goal: 'Build a poker hand evaluator', members: [{ memberId: 'implementer', role: 'Implementer' }] });
+  await orchard.client.startTeam({
+    teamId,
+    repo: makeRepo(),
+    goal: 'Build a poker hand evaluator',
+    members: [{ memberId: 'implementer', role: 'Implementer' }],
+  });
   // The Member is working on its task (its model request is held), and the board says the task runs.
   await asked.promise;
-  const before = await waitFor(async () => {
-    const board = await readBoard(orchard.pool, teamId);
-    return board.tasks.find((task) => task.taskId === 'work')?.status === 'in_progress' ? board : undefined;
-  }, TEAM_WAIT_MS, 'work in progress on the board');
+  const before = await waitFor(
+    async () => {
+      const board = await readBoard(orchard.pool, teamId);
+      return board.tasks.find((task) => task.taskId === 'work')?.status === 'in_progress' ? board : undefined;
+    },
+    TEAM_WAIT_MS,
+    'work in progress on the board',
+  );
 
   // The team run is terminated from outside; its Member's session runs on (the board still says the task runs).
   await orchard.temporal.workflow.getHandle(teamWorkflowId(teamId)).terminate('an operator stopped the team');
@@ -275,7 +309,7 @@ test('a Member whose team no longer runs (terminated from outside while the Memb
   t.is(memberHistory.filter((e) => e.signalExternalWorkflowExecutionInitiatedEventAttributes?.signalName === 'fact').length, 0, 'no wake was sent');
 });
 
-test('a session claims team membership only as <teamId>__<memberId> (or a pre-encoding team\'s <teamId>-<memberId>): anything else is refused before it starts', async (t) => {
+test("a session claims team membership only as <teamId>__<memberId> (or a pre-encoding team's <teamId>-<memberId>): anything else is refused before it starts", async (t) => {
   const orchard = await startOrchard(t);
   const repo = makeRepo();
   const sessionId = uniqueId('impostor');
@@ -302,7 +336,9 @@ test('the Inbox rule at the store: the message is attributed to the execution th
   const before = await revision();
   // A stale execution of the Member (not the one the task runs as) is refused.
   const stale: Actor = { kind: 'member', memberId: 'implementer', executionId: 'exec-1' };
-  const err = await t.throwsAsync(postInboxMessage(pool, teamId, stale, { messageId: 'm0', relatedTaskId: 'work', purpose: 'risk', text: 'late' }), { instanceOf: TeamStoreRefusal });
+  const err = await t.throwsAsync(postInboxMessage(pool, teamId, stale, { messageId: 'm0', relatedTaskId: 'work', purpose: 'risk', text: 'late' }), {
+    instanceOf: TeamStoreRefusal,
+  });
   t.is(err?.code, 'related_task_not_current');
   t.is(await revision(), before);
   const current: Actor = { kind: 'member', memberId: 'implementer', executionId: 'exec-2' };
@@ -313,12 +349,21 @@ test('the Inbox rule at the store: the message is attributed to the execution th
   t.is(await revision(), before + 1);
   // A read as of the revision before the second message leaves that one unread.
   const second = await postInboxMessage(pool, teamId, current, { messageId: 'm2', relatedTaskId: 'work', purpose: 'blocker', text: 'stuck' });
-  t.deepEqual((await readInbox(pool, teamId, second.revision - 1, 'read-1')).map((m) => m.messageId), ['m1']);
+  t.deepEqual(
+    (await readInbox(pool, teamId, second.revision - 1, 'read-1')).map((m) => m.messageId),
+    ['m1'],
+  );
   t.is((await readBoard(pool, teamId)).inboxUnread, 1);
   // A retry of that read (its result lost with a worker) gets the same message again; the message stays read.
-  t.deepEqual((await readInbox(pool, teamId, second.revision - 1, 'read-1')).map((m) => m.messageId), ['m1']);
+  t.deepEqual(
+    (await readInbox(pool, teamId, second.revision - 1, 'read-1')).map((m) => m.messageId),
+    ['m1'],
+  );
   t.is((await readBoard(pool, teamId)).inboxUnread, 1);
-  t.deepEqual((await readInbox(pool, teamId, second.revision, 'read-2')).map((m) => [m.messageId, m.actor]), [['m2', 'member:implementer:exec-2']]);
+  t.deepEqual(
+    (await readInbox(pool, teamId, second.revision, 'read-2')).map((m) => [m.messageId, m.actor]),
+    [['m2', 'member:implementer:exec-2']],
+  );
   t.is((await readBoard(pool, teamId)).inboxUnread, 0);
   // Another read finds nothing unread.
   t.deepEqual(await readInbox(pool, teamId, second.revision, 'read-3'), []);

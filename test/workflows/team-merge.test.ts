@@ -39,7 +39,12 @@ const ATTACK = [
 ].join('\n');
 
 /** The same attempts typed at the bash tool (the guard reads them). */
-const TYPED = ['git branch -f main HEAD', 'git update-ref refs/heads/main HEAD', 'git push . HEAD:main', 'git checkout main && git commit --allow-empty -m hijack'];
+const TYPED = [
+  'git branch -f main HEAD',
+  'git update-ref refs/heads/main HEAD',
+  'git push . HEAD:main',
+  'git checkout main && git commit --allow-empty -m hijack',
+];
 
 interface Script {
   /** The Coordinator's goal turn: tasks to create (and a try at git). */
@@ -61,7 +66,10 @@ async function startTeam(t: import('ava').ExecutionContext, script: Script) {
         // Tools that would reach git: not the Coordinator's.
         ['bash', { command: `git -C ${repo} commit -q --allow-empty -m coordinator && git -C ${repo} branch -f main HEAD` }],
         ['git_commit', { message: 'coordinator', paths: ['README.md'] }],
-        ...script.tasks.map((task): [string, unknown] => ['task_create', { taskId: task.taskId, title: task.taskId, description: task.description, owner: task.owner }]),
+        ...script.tasks.map((task): [string, unknown] => [
+          'task_create',
+          { taskId: task.taskId, title: task.taskId, description: task.description, owner: task.owner },
+        ]),
         ['plan_approve', {}],
       );
     }
@@ -119,7 +127,10 @@ test('members cannot move main; the delivered result is a branch bound to the ce
         ];
         return plan[step]?.() ?? completion({ content: 'implemented' });
       }
-      if (agent === 'tester') return step === 0 ? bash(`printf 'test\\n' > impl.test.js && git add impl.test.js && git commit -qm "impl.test.js"`) : completion({ content: 'tested' });
+      if (agent === 'tester')
+        return step === 0
+          ? bash(`printf 'test\\n' > impl.test.js && git add impl.test.js && git commit -qm "impl.test.js"`)
+          : completion({ content: 'tested' });
       // The reviewer leaves its work uncommitted: it is not evidence.
       return step === 0 ? calls(['write_file', { path: 'notes.md', content: 'looks fine\n' }]) : completion({ content: 'reviewed' });
     },
@@ -135,9 +146,17 @@ test('members cannot move main; the delivered result is a branch bound to the ce
 
   const delivered = await until(orchard, teamId, 'delivered', (v) => v.status === 'delivered');
   // The Coordinator's git attempts were refused; nothing reached the repository.
-  t.deepEqual(delivered.refusals.slice(0, 2), [{ tool: 'bash', code: 'tool_not_allowed' }, { tool: 'git_commit', code: 'tool_not_allowed' }]);
+  t.deepEqual(delivered.refusals.slice(0, 2), [
+    { tool: 'bash', code: 'tool_not_allowed' },
+    { tool: 'git_commit', code: 'tool_not_allowed' },
+  ]);
   t.is(git(repo, 'rev-parse', 'main'), mainAtStart, 'no member and no Coordinator moved main');
-  t.is(git(repo, 'log', '--all', '--format=%s').split('\n').filter((s) => s === 'hijack' || s === 'coordinator').length, 0);
+  t.is(
+    git(repo, 'log', '--all', '--format=%s')
+      .split('\n')
+      .filter((s) => s === 'hijack' || s === 'coordinator').length,
+    0,
+  );
 
   // The member's attempts really ran (its branch moved past main, so each would have changed main) and each failed.
   const implementerBranch = `orchard/${memberSessionId(teamId, 'implementer')}/work`;
@@ -145,9 +164,15 @@ test('members cannot move main; the delivered result is a branch bound to the ce
   t.not(implementerHead, mainAtStart);
   const worktree = (await orchard.client.status(memberSessionId(teamId, 'implementer'))).worktree!;
   const attempts = readFileSync(join(worktree, 'attempts.log'), 'utf8').trim().split('\n');
-  t.deepEqual(attempts.map((line) => line.replace(/ \d+$/, '')), ['branch -f', 'update-ref', 'push', 'checkout+commit']);
+  t.deepEqual(
+    attempts.map((line) => line.replace(/ \d+$/, '')),
+    ['branch -f', 'update-ref', 'push', 'checkout+commit'],
+  );
   t.log(attempts.join('; '));
-  t.true(attempts.every((line) => !line.endsWith(' 0')), attempts.join('; '));
+  t.true(
+    attempts.every((line) => !line.endsWith(' 0')),
+    attempts.join('; '),
+  );
   t.is(git(worktree, 'rev-parse', '--abbrev-ref', 'HEAD'), implementerBranch);
 
   // Evidence binds code: each output records its member branch's head; uncommitted work is not in it.
@@ -187,7 +212,15 @@ test('members cannot move main; the delivered result is a branch bound to the ce
   git(repo, 'commit', '-q', '-m', 'user work');
   const userHead = git(repo, 'rev-parse', 'main');
   const merged = await orchard.client.mergeTeam(teamId);
-  t.like(merged, { teamId, certificateId: certificate.certificateId, protectedBranch: 'main', resultBranch: result.branch, resultHead: result.head, before: userHead, mode: 'merge_commit' });
+  t.like(merged, {
+    teamId,
+    certificateId: certificate.certificateId,
+    protectedBranch: 'main',
+    resultBranch: result.branch,
+    resultHead: result.head,
+    before: userHead,
+    mode: 'merge_commit',
+  });
   t.is(git(repo, 'rev-parse', 'main'), merged.after);
   t.deepEqual(git(repo, 'rev-list', '--parents', '-n', '1', 'main').split(' ').slice(1), [userHead, result.head]);
   t.deepEqual(tree(repo, 'main'), ['CHANGELOG.md', 'README.md', 'impl.js', 'impl.test.js']);
@@ -230,8 +263,16 @@ test('members whose commits conflict get no delivery: the completion is refused 
     member: (agent, step) =>
       step === 0 ? bash(`printf '${agent}\\n' > shared.txt && git add shared.txt && git commit -qm "${agent}: shared.txt"`) : completion({ content: 'done' }),
   });
-  const refused = await until(orchard, teamId, 'the completion refused', (v) => v.refusals.some((r) => r.tool === 'org_run_complete') && v.status === 'waiting_for_org_event');
-  t.deepEqual(refused.refusals.find((r) => r.tool === 'org_run_complete'), { tool: 'org_run_complete', code: 'merge_conflict' });
+  const refused = await until(
+    orchard,
+    teamId,
+    'the completion refused',
+    (v) => v.refusals.some((r) => r.tool === 'org_run_complete') && v.status === 'waiting_for_org_event',
+  );
+  t.deepEqual(
+    refused.refusals.find((r) => r.tool === 'org_run_complete'),
+    { tool: 'org_run_complete', code: 'merge_conflict' },
+  );
   t.is(refused.certificate, undefined);
   t.deepEqual(await certificates(orchard, teamId), []);
   t.throws(() => git(repo, 'rev-parse', '--verify', '--quiet', `orchard/team/${teamId}/result`));

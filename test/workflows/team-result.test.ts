@@ -20,7 +20,12 @@ import { git, makeRepo, testPool, uniqueId } from '../helpers/orchard';
 async function teamWithEvidence(pool: Pool) {
   const teamId = uniqueId('team-result');
   const repo = makeRepo();
-  await createTeamRun(pool, { teamId, repo, goal: 'build it', members: [{ memberId: 'implementer', role: 'Implementer', sessionId: memberSessionId(teamId, 'implementer') }] });
+  await createTeamRun(pool, {
+    teamId,
+    repo,
+    goal: 'build it',
+    members: [{ memberId: 'implementer', role: 'Implementer', sessionId: memberSessionId(teamId, 'implementer') }],
+  });
   await createTask(pool, teamId, { kind: 'coordinator', turnId: 'turn-0' }, { taskId: 'implement', title: 'Implement', owner: 'implementer' });
   await startTask(pool, teamId, 'implement', 'exec-1');
   // The member's branch, with its work committed (as its session would have it).
@@ -29,18 +34,27 @@ async function teamWithEvidence(pool: Pool) {
   writeFileSync(join(worktree, 'impl.js'), 'module.exports = 1;\n');
   git(worktree, 'add', 'impl.js');
   git(worktree, 'commit', '-q', '-m', 'impl.js');
-  const acts = createTeamActivities({ pool, temporal: () => { throw new Error('no Temporal client in this test'); } });
+  const acts = createTeamActivities({
+    pool,
+    temporal: () => {
+      throw new Error('no Temporal client in this test');
+    },
+  });
   return { teamId, repo, acts, memberHead: git(worktree, 'rev-parse', 'HEAD') };
 }
 
 /** One org_run_complete call of the Coordinator, as the workflow runs it (the call is in the transcript first). */
 async function complete(pool: Pool, acts: ReturnType<typeof createTeamActivities>, teamId: string, step: number) {
   const ref = { sessionId: teamId, executionId: 'exec-c', turnId: `turn-${teamId}`, turn: 1, step, callId: `call-${step}` };
-  await appendEntry(pool, { ...ref, ordinal: 0 }, {
-    role: 'assistant',
-    content: null,
-    tool_calls: [{ id: ref.callId, type: 'function', function: { name: 'org_run_complete', arguments: JSON.stringify({ summary: 'done' }) } }],
-  });
+  await appendEntry(
+    pool,
+    { ...ref, ordinal: 0 },
+    {
+      role: 'assistant',
+      content: null,
+      tool_calls: [{ id: ref.callId, type: 'function', function: { name: 'org_run_complete', arguments: JSON.stringify({ summary: 'done' }) } }],
+    },
+  );
   return acts.coordinatorTool({ teamId, ref, index: 0, tool: 'org_run_complete', members: ['implementer'] });
 }
 
@@ -58,7 +72,14 @@ const hasRef = (repo: string, ref: string) => {
 test('a result branch that cannot be created refuses delivery; once it can, the certificate names it, and a repeat puts it back at the same head', async (t) => {
   const pool = await testPool(t);
   const { teamId, repo, acts, memberHead } = await teamWithEvidence(pool);
-  const settled = await acts.settleExecution({ teamId, taskId: 'implement', executionId: 'exec-1', memberId: 'implementer', outcome: 'finished', excerpt: 'done' });
+  const settled = await acts.settleExecution({
+    teamId,
+    taskId: 'implement',
+    executionId: 'exec-1',
+    memberId: 'implementer',
+    outcome: 'finished',
+    excerpt: 'done',
+  });
   t.is(settled.candidate, 'ready');
   t.is((await readBoard(pool, teamId)).outputs[0].commitSha, memberHead);
 
@@ -101,7 +122,15 @@ test('a merge retried after the branch moved but before it was recorded finishes
 
   // A first attempt planned, stored its plan and moved main, then its worker died before recording the merge.
   const plan = await planMerge(repo, { protectedBranch: 'main', resultHead: memberHead, message: 'first attempt' });
-  await savePlannedMerge(pool, { teamId, certificateId, protectedBranch: 'main', resultBranch: `orchard/team/${teamId}/result`, resultHead: memberHead, eventId: `merge-${certificateId}`, ...plan });
+  await savePlannedMerge(pool, {
+    teamId,
+    certificateId,
+    protectedBranch: 'main',
+    resultBranch: `orchard/team/${teamId}/result`,
+    resultHead: memberHead,
+    eventId: `merge-${certificateId}`,
+    ...plan,
+  });
   t.is(await moveProtectedBranch(repo, 'main', plan), 'moved');
   const commits = git(repo, 'rev-list', '--count', 'main');
 

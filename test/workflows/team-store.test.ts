@@ -81,7 +81,10 @@ test('the store boundary: each write only from the actors allowed to make it; a 
   t.is(again.revision, done.revision, 'a retried output commits no second fact');
   const board = await readBoard(pool, teamId);
   t.like(board.tasks[0], { taskId: 't1', status: 'completed', outputId: 'o1' });
-  t.deepEqual(board.outputs.map((o) => [o.outputId, o.executionId, o.generation]), [['o1', 'exec-1', 1]]);
+  t.deepEqual(
+    board.outputs.map((o) => [o.outputId, o.executionId, o.generation]),
+    [['o1', 'exec-1', 1]],
+  );
   t.is(board.workRevision, done.revision);
   const facts = (await pool.query('SELECT revision, kind, actor FROM team_facts WHERE team_id = $1 ORDER BY revision', [teamId])).rows;
   t.deepEqual(
@@ -116,12 +119,13 @@ test('plan approval is a fact of the Coordinator: once per activation, then agai
 test('every committed fact bumps the work revision once; concurrent writers serialise on the run row', async (t) => {
   const pool = await testPool(t);
   const teamId = await team(pool);
-  await Promise.all(
-    Array.from({ length: 12 }, (_, i) => createTask(pool, teamId, coordinator, { taskId: `t${i}`, title: `task ${i}` })),
-  );
+  await Promise.all(Array.from({ length: 12 }, (_, i) => createTask(pool, teamId, coordinator, { taskId: `t${i}`, title: `task ${i}` })));
   t.is(await revision(pool, teamId), 12);
   const revisions = (await pool.query('SELECT revision FROM team_facts WHERE team_id = $1 ORDER BY revision', [teamId])).rows.map((r) => Number(r.revision));
-  t.deepEqual(revisions, Array.from({ length: 12 }, (_, i) => i + 1));
+  t.deepEqual(
+    revisions,
+    Array.from({ length: 12 }, (_, i) => i + 1),
+  );
   // Re-creating an existing task is a retry: no fact.
   await createTask(pool, teamId, coordinator, { taskId: 't0', title: 'task 0' });
   t.is(await revision(pool, teamId), 12);
@@ -138,7 +142,13 @@ test('a Member message needs its exact current task and a listed purpose; a refu
   await createTask(pool, teamId, coordinator, { taskId: 'later', title: 'later', owner: 'implementer' });
   await startTask(pool, teamId, 'mine', 'exec-1');
   await startTask(pool, teamId, 'theirs', 'exec-2');
-  const message = (extra: Record<string, unknown>) => ({ messageId: uniqueId('msg'), text: 'need a decision', relatedTaskId: 'mine', purpose: 'blocker', ...extra });
+  const message = (extra: Record<string, unknown>) => ({
+    messageId: uniqueId('msg'),
+    text: 'need a decision',
+    relatedTaskId: 'mine',
+    purpose: 'blocker',
+    ...extra,
+  });
   const refusals: [string, Record<string, unknown>, string][] = [
     ['no purpose', { purpose: undefined }, 'message_purpose_invalid'],
     ['an unknown purpose', { purpose: 'chitchat' }, 'message_purpose_invalid'],
@@ -176,5 +186,7 @@ test('activations: the first is generation 1, the same activation again changes 
     [['o1', 1]],
   );
   // Only the system activates a team.
-  await refusedWith(t, pool, teamId, 'tool_not_allowed', () => __testing.commit(pool, teamId, coordinator, 'activate', async () => ({ result: 0, fact: { kind: 'activated' } })));
+  await refusedWith(t, pool, teamId, 'tool_not_allowed', () =>
+    __testing.commit(pool, teamId, coordinator, 'activate', async () => ({ result: 0, fact: { kind: 'activated' } })),
+  );
 });

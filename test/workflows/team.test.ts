@@ -34,7 +34,10 @@ async function startTeam(
     if (!isCoordinatorRequest(body)) return member(body);
     const messages: any[] = body.messages;
     const lastUser = messages.map((m) => m.role).lastIndexOf('user');
-    const results = messages.slice(lastUser + 1).filter((m) => m.role === 'tool').map((m) => String(m.content));
+    const results = messages
+      .slice(lastUser + 1)
+      .filter((m) => m.role === 'tool')
+      .map((m) => String(m.content));
     return coordinator({ text: String(messages[lastUser].content), results, body });
   });
   const provider = new OpenAICompatibleProvider({ baseURL: stub.url, model: 'stub-model', timeoutMs: 30_000 });
@@ -66,15 +69,15 @@ test('a team plans, dispatches to its members, and records their evidence; the C
   const { orchard, teamId, repo, coordinatorRequests } = await startTeam(t, planner);
   await orchard.client.startTeam({ teamId, repo, goal: 'Build a poker hand evaluator with tests' });
   const done = await until(orchard, teamId, 'both tasks completed', (v) => v.executions.length === 2 && v.executions.every((e) => e.state === 'completed'));
-  t.deepEqual(
-    done.executions.map((e) => [e.taskId, e.memberId, e.sessionId]).sort(),
-    [
-      ['implement', 'implementer', memberSessionId(teamId, 'implementer')],
-      ['test', 'tester', memberSessionId(teamId, 'tester')],
-    ],
-  );
+  t.deepEqual(done.executions.map((e) => [e.taskId, e.memberId, e.sessionId]).sort(), [
+    ['implement', 'implementer', memberSessionId(teamId, 'implementer')],
+    ['test', 'tester', memberSessionId(teamId, 'tester')],
+  ]);
   const board = await readBoard(orchard.pool, teamId);
-  t.deepEqual(board.tasks.map((task) => [task.taskId, task.status]).sort(), [['implement', 'completed'], ['test', 'completed']]);
+  t.deepEqual(board.tasks.map((task) => [task.taskId, task.status]).sort(), [
+    ['implement', 'completed'],
+    ['test', 'completed'],
+  ]);
   // The evidence is attributed to each member's execution, never to the Coordinator.
   const facts = (await orchard.pool.query(`SELECT kind, task_id, actor FROM team_facts WHERE team_id = $1 ORDER BY revision`, [teamId])).rows;
   for (const e of done.executions) {
@@ -91,9 +94,14 @@ test('a team plans, dispatches to its members, and records their evidence; the C
   t.is(new Set(sessions.map((s) => s.worktree)).size, 2);
   // The Coordinator's turns: the goal, then wakes that each carried a member's fact; no turn without a cause.
   const settled = await until(orchard, teamId, 'the Coordinator idle', (v) => v.status === 'waiting_for_org_event' && v.turns.length >= 2);
-  const wakes = coordinatorRequests().filter((b) => b.messages.at(-1).role === 'user').map((b) => String(b.messages.at(-1).content));
+  const wakes = coordinatorRequests()
+    .filter((b) => b.messages.at(-1).role === 'user')
+    .map((b) => String(b.messages.at(-1).content));
   t.true(wakes[0].startsWith('Build a poker hand evaluator'));
-  t.true(wakes.slice(1).every((w) => /^Work facts changed \(revision \d+\):\n- task (implement|test) completed by (implementer|tester)/.test(w)), JSON.stringify(wakes));
+  t.true(
+    wakes.slice(1).every((w) => /^Work facts changed \(revision \d+\):\n- task (implement|test) completed by (implementer|tester)/.test(w)),
+    JSON.stringify(wakes),
+  );
   t.true(settled.turns.length <= 3, 'two completions wake the Coordinator at most twice');
   t.truthy(git(repo, 'rev-parse', 'main'));
 });
@@ -104,9 +112,22 @@ test('while a member works, the Coordinator makes no model call, no store query 
     if (lastUserText(body).includes('evaluator.js')) await hold.promise;
     return completion({ content: 'done' });
   });
-  await orchard.client.startTeam({ teamId, repo, goal: 'Build a poker hand evaluator with tests', members: [{ memberId: 'implementer', role: 'Implementer' }, { memberId: 'tester', role: 'Tester' }] });
+  await orchard.client.startTeam({
+    teamId,
+    repo,
+    goal: 'Build a poker hand evaluator with tests',
+    members: [
+      { memberId: 'implementer', role: 'Implementer' },
+      { memberId: 'tester', role: 'Tester' },
+    ],
+  });
   // The tester finishes; the implementer is held.
-  await until(orchard, teamId, 'the tester done and the Coordinator idle', (v) => v.executions.some((e) => e.taskId === 'test' && e.state === 'completed') && v.status === 'waiting_for_org_event');
+  await until(
+    orchard,
+    teamId,
+    'the tester done and the Coordinator idle',
+    (v) => v.executions.some((e) => e.taskId === 'test' && e.state === 'completed') && v.status === 'waiting_for_org_event',
+  );
   const handle = orchard.temporal.workflow.getHandle(teamWorkflowId(teamId));
   const before = (await handle.fetchHistory()).events!.length;
   const requestsBefore = coordinatorRequests().length;
@@ -116,7 +137,10 @@ test('while a member works, the Coordinator makes no model call, no store query 
   const quiet = (await handle.fetchHistory()).events!;
   t.is(quiet.length, before, 'no event at all: no activity (no store query), no timer, no workflow task');
   t.is(coordinatorRequests().length, requestsBefore, 'no model call');
-  t.false(quiet.some((e) => e.timerStartedEventAttributes), 'no timer ever');
+  t.false(
+    quiet.some((e) => e.timerStartedEventAttributes),
+    'no timer ever',
+  );
   hold.open();
   await until(orchard, teamId, 'the implementer done', (v) => v.executions.every((e) => e.state === 'completed') && v.status === 'waiting_for_org_event');
   t.true(coordinatorRequests().length > requestsBefore, 'its fact woke the Coordinator');
@@ -143,7 +167,10 @@ test('the Coordinator allowlist: only its tools are offered; every other tool of
     if (ctx.results.length > 0) return final('done');
     round += 1;
     return calls(
-      ...EVERY_TOOL.map((name): [string, unknown] => [name, name === 'bash' ? { command: 'echo owned > pwned.txt && git commit -qam x' } : name === 'write_file' ? { path: 'pwned.txt', content: 'x' } : {}]),
+      ...EVERY_TOOL.map((name): [string, unknown] => [
+        name,
+        name === 'bash' ? { command: 'echo owned > pwned.txt && git commit -qam x' } : name === 'write_file' ? { path: 'pwned.txt', content: 'x' } : {},
+      ]),
       ['task_list', {}],
       ['task_list', {}],
     );
@@ -152,8 +179,21 @@ test('the Coordinator allowlist: only its tools are offered; every other tool of
   await orchard.client.startTeam({ teamId, repo, goal: 'Try everything', members: [{ memberId: 'implementer', role: 'Implementer' }] });
   const first = await until(orchard, teamId, 'the first turn', (v) => v.turns.length >= 1 && v.status === 'waiting_for_org_event');
   const offered = coordinatorRequests()[0].tools.map((tool: any) => tool.function.name);
-  t.deepEqual(offered, ['task_list', 'task_get', 'task_create', 'task_assign', 'task_update', 'plan_approve', 'org_send_message', 'user_reply', 'org_run_complete']);
-  t.deepEqual(first.refusals.slice(0, EVERY_TOOL.length), EVERY_TOOL.map((tool) => ({ tool, code: 'tool_not_allowed' })));
+  t.deepEqual(offered, [
+    'task_list',
+    'task_get',
+    'task_create',
+    'task_assign',
+    'task_update',
+    'plan_approve',
+    'org_send_message',
+    'user_reply',
+    'org_run_complete',
+  ]);
+  t.deepEqual(
+    first.refusals.slice(0, EVERY_TOOL.length),
+    EVERY_TOOL.map((tool) => ({ tool, code: 'tool_not_allowed' })),
+  );
   // The second read of the same revision is refused without a board query.
   t.deepEqual(first.refusals.at(-1), { tool: 'task_list', code: 'coordinator_no_new_work_facts' });
   t.is(first.turns[0].outcome, 'waiting_for_org_event');
@@ -168,10 +208,10 @@ test('the Coordinator allowlist: only its tools are offered; every other tool of
   const second = await until(orchard, teamId, 'the second turn', (v) => v.turns.length >= 2 && v.status === 'waiting_for_org_event');
   t.is(round, 2);
   // The same refusals after the restart; this time both reads are refused: the board is still at the revision read in turn 1.
-  t.deepEqual(
-    second.refusals.slice(-(EVERY_TOOL.length + 2)),
-    [...EVERY_TOOL.map((tool) => ({ tool, code: 'tool_not_allowed' })), ...[1, 2].map(() => ({ tool: 'task_list', code: 'coordinator_no_new_work_facts' }))],
-  );
+  t.deepEqual(second.refusals.slice(-(EVERY_TOOL.length + 2)), [
+    ...EVERY_TOOL.map((tool) => ({ tool, code: 'tool_not_allowed' })),
+    ...[1, 2].map(() => ({ tool: 'task_list', code: 'coordinator_no_new_work_facts' })),
+  ]);
   t.deepEqual(await facts(), ['activated']);
   // Only the first read queried the board: every refusal (an unknown tool, a re-read) ran no Coordinator tool.
   const events = (await orchard.temporal.workflow.getHandle(teamWorkflowId(teamId)).fetchHistory()).events ?? [];
@@ -208,7 +248,12 @@ test('a closed board steers the Coordinator to completion; one certificate, idem
   t.deepEqual(delivered.summary, { certificateId: delivered.certificate!.certificateId, turn: last.turn, text: last.finalExcerpt });
   const rows = async () => (await orchard.pool.query('SELECT certificate FROM team_certificates WHERE team_id = $1', [teamId])).rows;
   t.is((await rows()).length, 1);
-  t.like((await rows())[0].certificate, { outcome: 'delivered', validatorVersion: CLOSURE_VALIDATOR_VERSION, generation: 1, workRevision: delivered.certificate!.workRevision });
+  t.like((await rows())[0].certificate, {
+    outcome: 'delivered',
+    validatorVersion: CLOSURE_VALIDATOR_VERSION,
+    generation: 1,
+    workRevision: delivered.certificate!.workRevision,
+  });
   // Asking again gets the same certificate back: one per generation and revision.
   await orchard.client.teamMessage(teamId, { text: 'certify again' });
   const again = await until(orchard, teamId, 'the second request answered', (v) => v.turns.length > delivered.turns.length && v.status === 'delivered');
@@ -235,7 +280,9 @@ test('a run whose work failed is never delivered: the completion request is refu
   await orchard.client.startTeam({ teamId, repo, goal: 'Build it', members: [{ memberId: 'implementer', role: 'Implementer' }] });
   await until(orchard, teamId, 'the task failed', (v) => v.executions.some((e) => e.state === 'failed') && v.status === 'waiting_for_org_event');
   await orchard.client.teamMessage(teamId, { text: 'complete now' });
-  const refused = await until(orchard, teamId, 'the completion answered', (v) => v.turns.some((turn) => turn.finalExcerpt?.startsWith('error (completion_refused)')));
+  const refused = await until(orchard, teamId, 'the completion answered', (v) =>
+    v.turns.some((turn) => turn.finalExcerpt?.startsWith('error (completion_refused)')),
+  );
   t.regex(refused.turns.at(-1)!.finalExcerpt!, /the run is not_delivered: .*all_failed/);
   t.not(refused.status, 'delivered');
   t.is(refused.certificate, undefined);

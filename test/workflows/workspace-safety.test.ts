@@ -4,10 +4,9 @@ import { git, makeRepo, sharedOrchard, uniqueId, writeScenario } from '../helper
 const shared = sharedOrchard(test);
 
 async function toolResults(sessionId: string): Promise<string[]> {
-  const { rows } = await shared().pool.query(
-    `SELECT content FROM transcript_entries WHERE session_id = $1 AND role = 'tool' ORDER BY turn, step, ordinal`,
-    [sessionId],
-  );
+  const { rows } = await shared().pool.query(`SELECT content FROM transcript_entries WHERE session_id = $1 AND role = 'tool' ORDER BY turn, step, ordinal`, [
+    sessionId,
+  ]);
   return rows.map((r) => r.content);
 }
 
@@ -28,7 +27,7 @@ test('a bash call that leaves a conflicted merge gets the ownership rule and the
                 name: 'bash',
                 arguments: {
                   command:
-                    "git switch -q -c side && echo side > notes.txt && git commit -qam side && git switch -q - && " +
+                    'git switch -q -c side && echo side > notes.txt && git commit -qam side && git switch -q - && ' +
                     'echo mine > notes.txt && git commit -qam mine && git merge side',
                 },
               },
@@ -65,7 +64,13 @@ test('an isolated child running a script that moves another branch: the backstop
         steps: [
           {
             tool_calls: [
-              { name: 'write_file', arguments: { path: 'build.sh', content: 'echo x > f.txt\ngit add f.txt\ngit commit -qm f\ngit branch -f other HEAD\ngit update-ref refs/heads/main HEAD\n' } },
+              {
+                name: 'write_file',
+                arguments: {
+                  path: 'build.sh',
+                  content: 'echo x > f.txt\ngit add f.txt\ngit commit -qm f\ngit branch -f other HEAD\ngit update-ref refs/heads/main HEAD\n',
+                },
+              },
               { name: 'bash', arguments: { command: 'bash build.sh; echo exit=$?' } },
             ],
           },
@@ -83,7 +88,7 @@ test('an isolated child running a script that moves another branch: the backstop
   t.is(git(repo, 'log', '-1', '--format=%s', `orchard/${sessionId}/work`), 'f');
 });
 
-test('an isolated child\'s bash is refused by the guard with a typed reason and nothing runs; plain text mentioning git is not', async (t) => {
+test("an isolated child's bash is refused by the guard with a typed reason and nothing runs; plain text mentioning git is not", async (t) => {
   const orchard = shared();
   const repo = makeRepo();
   git(repo, 'branch', 'other');

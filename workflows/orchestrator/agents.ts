@@ -36,13 +36,8 @@ function reasonFor(status: string, liveness: Liveness): string | null {
   return null;
 }
 
-export function agentRows(
-  ledger: readonly LedgerChild[],
-  inspected: readonly ChildInspection[],
-  cache: readonly RoutingCacheRow[],
-): AgentRow[] {
-  const live = (childId: string): ChildInspection =>
-    inspected.find((i) => i.childId === childId) ?? { childId, liveness: 'unknown', runtime: 'not inspected' };
+export function agentRows(ledger: readonly LedgerChild[], inspected: readonly ChildInspection[], cache: readonly RoutingCacheRow[]): AgentRow[] {
+  const live = (childId: string): ChildInspection => inspected.find((i) => i.childId === childId) ?? { childId, liveness: 'unknown', runtime: 'not inspected' };
   const rows: AgentRow[] = ledger
     .filter((c) => !c.system)
     .map((c) => {

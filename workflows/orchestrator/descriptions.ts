@@ -50,11 +50,7 @@ export const ROUTING_CAPS_BEFORE_ISSUE_18: RoutingCaps = {
 };
 
 /** Why routing metadata (already known to be a string and an array of strings) is over a cap, if it is. */
-export function routingCapProblem(
-  description: string | undefined,
-  aliases: readonly string[] | undefined,
-  caps = ROUTING_CAPS,
-): string | undefined {
+export function routingCapProblem(description: string | undefined, aliases: readonly string[] | undefined, caps = ROUTING_CAPS): string | undefined {
   const size = (text: string) => (caps.unit === 'bytes' ? utf8Length(text) : text.length);
   if (description !== undefined && size(description) > caps.descriptionChars) {
     return (
@@ -88,7 +84,11 @@ export function parseDescriptionCall(args: Record<string, unknown>, caps = ROUTI
   if (routingAliases !== undefined && (!Array.isArray(routingAliases) || routingAliases.some((a) => typeof a !== 'string' || a.trim() === ''))) {
     return invalid('routingAliases must be an array of non-empty strings');
   }
-  const tooLong = routingCapProblem(routingDescription, (routingAliases as string[] | undefined)?.map((a) => a.trim()), caps);
+  const tooLong = routingCapProblem(
+    routingDescription,
+    (routingAliases as string[] | undefined)?.map((a) => a.trim()),
+    caps,
+  );
   if (tooLong) return invalid(tooLong, 'invalid_input');
   if (confirmationToken !== undefined && typeof confirmationToken !== 'string') return invalid('confirmationToken must be a string');
   if (!confirmed && routingDescription === undefined && routingAliases === undefined) {

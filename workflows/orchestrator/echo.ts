@@ -25,11 +25,7 @@ export function dispatchEcho(children: readonly RosterChild[], dispatched: { chi
   return [...marked, ROUTE_FIRST].join('\n');
 }
 
-const SCAFFOLDING = [
-  /^\s*ROUTE FIRST\b.*$/,
-  /^\s*Your child sessions\b.*$/,
-  /^\s*id \| title \| agent \| status\s*$/,
-];
+const SCAFFOLDING = [/^\s*ROUTE FIRST\b.*$/, /^\s*Your child sessions\b.*$/, /^\s*id \| title \| agent \| status\s*$/];
 
 /**
  * Text the orchestrator shows the user, without the scaffolding it was given: the roster header, the route

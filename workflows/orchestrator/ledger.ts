@@ -149,9 +149,7 @@ export class Ledger {
     const key = topicKey(topic);
     if (!key) return undefined;
     return this.children.find(
-      (c) =>
-        (c.status === 'running' || c.status === 'idle') &&
-        (c.topicKey === key || c.routingAliases.some((alias) => topicKey(alias) === key)),
+      (c) => (c.status === 'running' || c.status === 'idle') && (c.topicKey === key || c.routingAliases.some((alias) => topicKey(alias) === key)),
     );
   }
 
@@ -298,8 +296,7 @@ export class Ledger {
     if (this.recentTurns.get(child.childId)?.includes(notice.turnId)) return undefined;
     this.remember(child.childId, notice.turnId);
     if (notice.closed) this.closeNoticed.add(child.childId);
-    const status: ChildStatus =
-      notice.outcome === 'failed' ? 'failed' : notice.outcome === 'cancelled' ? 'cancelled' : notice.queued > 0 ? 'running' : 'idle';
+    const status: ChildStatus = notice.outcome === 'failed' ? 'failed' : notice.outcome === 'cancelled' ? 'cancelled' : notice.queued > 0 ? 'running' : 'idle';
     this.update(notice.childId, { status, lastActivity: this.tick(), turnEnds: child.turnEnds + (notice.closed ? 0 : 1) });
     const at = this.groups.findIndex((g) => !g.delivered && g.members.includes(notice.childId));
     if (at < 0) return [{ kind: 'each', notice }];

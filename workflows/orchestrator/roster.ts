@@ -27,7 +27,10 @@ export function routableChildren<C extends RosterChild>(children: readonly C[]):
   const visible = children.filter((c) => !c.system);
   const newestFirst = (a: C, b: C) => b.lastActivity - a.lastActivity || a.childId.localeCompare(b.childId);
   const running = visible.filter((c) => c.status === 'running').sort(newestFirst);
-  const idle = visible.filter((c) => c.status === 'idle').sort(newestFirst).slice(0, ROSTER_IDLE_LIMIT);
+  const idle = visible
+    .filter((c) => c.status === 'idle')
+    .sort(newestFirst)
+    .slice(0, ROSTER_IDLE_LIMIT);
   return [...running, ...idle];
 }
 

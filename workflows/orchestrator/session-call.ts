@@ -8,8 +8,6 @@ import { MAX_TASK_CHARS, type Completion } from '../../contract/messages';
 import type { SessionCall } from '../../contract/orchestrator-activities';
 import { routingCapProblem, utf8Length } from './descriptions';
 
-;
-
 export type ParsedSessionCall =
   /** `repaired` says how a malformed call was read (for the tool result), when it was. */
   | { readonly ok: true; readonly call: SessionCall; readonly repaired?: string }
@@ -72,9 +70,7 @@ export function parseSessionCall(raw: unknown, options: { caps?: boolean } = {})
   const sources: readonly Record<string, unknown>[] = [args, value];
   for (const field of FIELDS) {
     const aliases = field === 'sessionID' ? SESSION_ID_ALIASES : [field];
-    const found = sources
-      .flatMap((source) => aliases.filter((a) => source[a] !== undefined).map((alias) => ({ source, alias })))
-      .at(0);
+    const found = sources.flatMap((source) => aliases.filter((a) => source[a] !== undefined).map((alias) => ({ source, alias }))).at(0);
     if (!found) continue;
     args[field] = found.source[found.alias];
     if (found.source === value || found.alias !== field) flattened.push(found.alias);

@@ -19,8 +19,7 @@ const sessionTool: ToolDefinition = {
       args: {
         type: 'object',
         description:
-          'create: {title, task, agent?, topic?, routingDescription?, routingAliases?}; send: {sessionID, task}; ' +
-          'list: {}; status: {sessionID}.',
+          'create: {title, task, agent?, topic?, routingDescription?, routingAliases?}; send: {sessionID, task}; ' + 'list: {}; status: {sessionID}.',
         properties: {
           sessionID: SESSION_ID,
           title: { type: 'string', description: 'create: one line naming what the child owns.' },
@@ -77,8 +76,4 @@ const updateOrchestratorAgentDescriptionTool: ToolDefinition = {
 };
 
 /** What an orchestrator's model is offered: orchestration only, no bash, no files. */
-export const ORCHESTRATOR_TOOLS: readonly ToolDefinition[] = [
-  sessionTool,
-  listOrchestratorAgentsTool,
-  updateOrchestratorAgentDescriptionTool,
-];
+export const ORCHESTRATOR_TOOLS: readonly ToolDefinition[] = [sessionTool, listOrchestratorAgentsTool, updateOrchestratorAgentDescriptionTool];

@@ -165,10 +165,16 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
    */
   function queueRefusal(length: number): { code: 'queue_full'; message: string } | undefined {
     if (queue.length >= limits.maxQueuedTasks) {
-      return { code: 'queue_full', message: `orchestrator ${start.orchestratorId} has ${queue.length} messages queued (limit ${limits.maxQueuedTasks}): retry after some have run` };
+      return {
+        code: 'queue_full',
+        message: `orchestrator ${start.orchestratorId} has ${queue.length} messages queued (limit ${limits.maxQueuedTasks}): retry after some have run`,
+      };
     }
     if (workflowInfo().historySize + 2 * length > limits.historyBudgetBytes) {
-      return { code: 'queue_full', message: `this run of orchestrator ${start.orchestratorId} is at its history budget; it continues-as-new at its next turn boundary: retry shortly` };
+      return {
+        code: 'queue_full',
+        message: `this run of orchestrator ${start.orchestratorId} is at its history budget; it continues-as-new at its next turn boundary: retry shortly`,
+      };
     }
     return undefined;
   }
@@ -194,7 +200,10 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
       if (at >= 0) queue.splice(at, 1);
       if (requestId !== undefined) storing.splice(storing.indexOf(requestId), 1);
       publish();
-      throw orchardFailure('store_unavailable', `the message could not be stored, so it was not accepted: ${err instanceof ActivityFailure ? failureOf(err).message : String(err)}`);
+      throw orchardFailure(
+        'store_unavailable',
+        `the message could not be stored, so it was not accepted: ${err instanceof ActivityFailure ? failureOf(err).message : String(err)}`,
+      );
     }
     // Commit: the message counts (a confirmation token in it too) and its request id answers every retry.
     const at = queue.findIndex((q) => q.messageId === messageId);
@@ -264,9 +273,7 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
     const changed = desired.filter((pair) => now.get(pair.key) !== pair.value);
     if (changed.length > 0) upsertSearchAttributes(changed);
     setCurrentDetails(
-      [`**${v.status}** · ${v.children.length} children · ${v.turnsCompleted} turn(s) · ${v.queued} queued`, renderRoster(ledger.children)].join(
-        '\n\n',
-      ),
+      [`**${v.status}** · ${v.children.length} children · ${v.turnsCompleted} turn(s) · ${v.queued} queued`, renderRoster(ledger.children)].join('\n\n'),
     );
   }
 
@@ -401,14 +408,7 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
   }
 
   /** Relays a task to a child the ledger knows; an unknown or closed id is an error the model reads, never a create. */
-  async function relay(
-    childId: string,
-    brief: string,
-    ref: CallRef,
-    requestId: string,
-    via: OrchestratorDelivery['via'],
-    said: string,
-  ): Promise<string> {
+  async function relay(childId: string, brief: string, ref: CallRef, requestId: string, via: OrchestratorDelivery['via'], said: string): Promise<string> {
     const child = ledger.get(childId);
     if (!child) return `error (session_not_found): no child ${childId} in your roster; nothing was created. ${renderRoster(ledger.children)}`;
     if (child.status === 'cancelled') return `error (session_closed): child ${childId} is closed; nothing was sent`;

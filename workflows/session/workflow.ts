@@ -210,7 +210,9 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
 
   async function store(tasks: NewTask[]): Promise<void> {
     // An accepted task is stored even when the workflow is being cancelled: it then ends as cancelled, recorded.
-    await CancellationScope.nonCancellable(() => storeActs.storeTasks(tasks.map((t) => ({ ...t, executionId: state.executionId, sessionId: create.sessionId }))));
+    await CancellationScope.nonCancellable(() =>
+      storeActs.storeTasks(tasks.map((t) => ({ ...t, executionId: state.executionId, sessionId: create.sessionId }))),
+    );
   }
 
   /** Terminal task states go to Postgres too; the workflow's own record is already updated. */
@@ -349,8 +351,8 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
       excerpt: ref.finalExcerpt && excerpt(ref.finalExcerpt, 280),
       queued: state.queue.length,
     };
-    await CancellationScope.nonCancellable(() => getExternalWorkflowHandle(create.parent!).signal(childTurnEndedSignal, notice)).catch(
-      (err: unknown) => log.warn('turn end not delivered to the parent', { parent: create.parent, error: String(err) }),
+    await CancellationScope.nonCancellable(() => getExternalWorkflowHandle(create.parent!).signal(childTurnEndedSignal, notice)).catch((err: unknown) =>
+      log.warn('turn end not delivered to the parent', { parent: create.parent, error: String(err) }),
     );
   }
 
@@ -373,9 +375,7 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
     // would otherwise continue-as-new forever).
     const busy = state.turnsThisRun + state.acceptedThisRun > 0;
     return (
-      state.turnsThisRun >= state.limits.turnsPerRun ||
-      now.continueAsNewSuggested ||
-      (busy && now.historySize >= (state.limits.historyBudgetBytes * 3) / 4)
+      state.turnsThisRun >= state.limits.turnsPerRun || now.continueAsNewSuggested || (busy && now.historySize >= (state.limits.historyBudgetBytes * 3) / 4)
     );
   }
 
@@ -407,9 +407,9 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
       queued: 0,
       closed: true,
     };
-    await getExternalWorkflowHandle(create.parent).signal(childTurnEndedSignal, notice).catch((err: unknown) =>
-      log.warn('close not delivered to the parent', { parent: create.parent, error: String(err) }),
-    );
+    await getExternalWorkflowHandle(create.parent)
+      .signal(childTurnEndedSignal, notice)
+      .catch((err: unknown) => log.warn('close not delivered to the parent', { parent: create.parent, error: String(err) }));
   }
 
   /** The session is closing: its tool activities have ended, so the lease goes back (if still ours). */
@@ -502,7 +502,17 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
     if (isCancellation(err)) {
       // Cancelled through Temporal (Web UI, `temporal workflow cancel`): the same close, then end as cancelled.
       state.requestCancel('cancelled through Temporal');
-      if (state.current) await recordEnds([state.finishTurn({ turn: state.current.turn, turnId: state.current.turnId, taskId: state.current.taskId, outcome: 'cancelled', steps: 0, toolCalls: 0 })]);
+      if (state.current)
+        await recordEnds([
+          state.finishTurn({
+            turn: state.current.turn,
+            turnId: state.current.turnId,
+            taskId: state.current.taskId,
+            outcome: 'cancelled',
+            steps: 0,
+            toolCalls: 0,
+          }),
+        ]);
       await close('cancelled', 'cancelled through Temporal');
     }
     throw err;

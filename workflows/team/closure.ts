@@ -114,7 +114,7 @@ export const CLOSURE_REASONS = {
   inbox_unread: 'the Coordinator has unread inbox messages',
   turn_running: 'a turn is still running',
   missing_output: 'a completed task names no output, or names an output row that does not exist',
-  output_task_mismatch: "a completed task names an output row of another task",
+  output_task_mismatch: 'a completed task names an output row of another task',
   stale_evidence: "a completed task's output row is from another generation",
   task_failed: 'a failed task with no replacement chain that ends in a counted task',
   cancelled_by_coordinator: 'a task cancelled by the Coordinator with no replacement chain that ends in a counted task',
@@ -172,8 +172,7 @@ type Direct =
 
 export function validateClosure(board: BoardSnapshot): ClosureResult {
   const reasons: ClosureReason[] = [];
-  const add = (code: ClosureReasonCode, detail: string, taskId?: string) =>
-    reasons.push(taskId === undefined ? { code, detail } : { code, taskId, detail });
+  const add = (code: ClosureReasonCode, detail: string, taskId?: string) => reasons.push(taskId === undefined ? { code, detail } : { code, taskId, detail });
   const { tasks } = board;
 
   if (tasks.length === 0) add('board_empty', 'the board has no task');
@@ -187,7 +186,8 @@ export function validateClosure(board: BoardSnapshot): ClosureResult {
   }
   for (const t of tasks) if (t.status === 'pending' || t.status === 'in_progress') add('task_open', `task ${t.id} is ${t.status}`, t.id);
   for (const h of board.handoffs) {
-    if (h.state !== 'released' && h.resolution !== 'keep_stopped') add('handoff_pending', `handoff ${h.oldTaskId} -> ${h.newTaskId ?? '(cancelled)'} is ${h.state}, not released`, h.newTaskId ?? h.oldTaskId);
+    if (h.state !== 'released' && h.resolution !== 'keep_stopped')
+      add('handoff_pending', `handoff ${h.oldTaskId} -> ${h.newTaskId ?? '(cancelled)'} is ${h.state}, not released`, h.newTaskId ?? h.oldTaskId);
   }
   if (board.blockers.inboxUnread > 0) add('inbox_unread', `${board.blockers.inboxUnread} unread inbox message(s)`);
   if (board.blockers.turnsRunning > 0) add('turn_running', `${board.blockers.turnsRunning} turn(s) running`);
@@ -205,8 +205,7 @@ export function validateClosure(board: BoardSnapshot): ClosureResult {
     add('no_completed_output', 'no task is completed with an output of this generation');
   }
 
-  const outcome: ClosureOutcome =
-    tasks.length === 0 ? 'not_applicable' : allCancelled ? 'cancelled' : reasons.length > 0 ? 'not_delivered' : 'delivered';
+  const outcome: ClosureOutcome = tasks.length === 0 ? 'not_applicable' : allCancelled ? 'cancelled' : reasons.length > 0 ? 'not_delivered' : 'delivered';
   return {
     outcome,
     candidate: outcome === 'not_applicable' ? 'not_applicable' : outcome === 'delivered' ? 'ready' : 'blocked',
@@ -261,9 +260,7 @@ function closeTasks(
     const added: [string, string][] = [];
     for (const t of board.tasks) {
       if (closed.has(t.id) || t.status === 'pending' || t.status === 'in_progress') continue;
-      const by = (replacements.get(t.id) ?? [])
-        .filter((x) => round.has(x.id))
-        .sort((a, b) => round.get(a.id)! - round.get(b.id)! || compare(a.id, b.id))[0];
+      const by = (replacements.get(t.id) ?? []).filter((x) => round.has(x.id)).sort((a, b) => round.get(a.id)! - round.get(b.id)! || compare(a.id, b.id))[0];
       if (by) added.push([t.id, by.id]);
     }
     if (added.length === 0) break;
@@ -287,12 +284,7 @@ function closeTasks(
 }
 
 /** Rules 1 and 3: a task that counts by itself, or why it does not. */
-function closeDirectly(
-  t: BoardTask,
-  board: BoardSnapshot,
-  outputs: ReadonlyMap<string, BoardOutput>,
-  events: ReadonlyMap<string, BoardUserEvent>,
-): Direct {
+function closeDirectly(t: BoardTask, board: BoardSnapshot, outputs: ReadonlyMap<string, BoardOutput>, events: ReadonlyMap<string, BoardUserEvent>): Direct {
   const no = (code: ClosureReasonCode, detail: string): Direct => ({ ok: false, reason: { code, taskId: t.id, detail } });
   switch (t.status) {
     case 'pending':

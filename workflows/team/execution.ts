@@ -100,12 +100,18 @@ export async function teamTaskExecution(input: TaskExecutionInput): Promise<Task
   let teamGone: string | undefined;
   const watch = patched('execution-ends-with-team') ? new CancellationScope() : undefined;
   const watching = watch
-    ? watch.run(() => proxyActivities<SharedActivities>({ ...WATCH_OPTIONS, summary: `watch ${teamWorkflowId(input.teamId)}` }).awaitTeamClosed({ teamId: input.teamId })).then(
-        ({ closed }) => void (teamGone = closed),
-        () => undefined,
-      )
+    ? watch
+        .run(() =>
+          proxyActivities<SharedActivities>({ ...WATCH_OPTIONS, summary: `watch ${teamWorkflowId(input.teamId)}` }).awaitTeamClosed({ teamId: input.teamId }),
+        )
+        .then(
+          ({ closed }) => void (teamGone = closed),
+          () => undefined,
+        )
     : Promise.resolve();
-  await condition(() => teamGone !== undefined || (end = notices.find((n) => n.closed || (sessionTaskId !== undefined && n.taskId === sessionTaskId))) !== undefined);
+  await condition(
+    () => teamGone !== undefined || (end = notices.find((n) => n.closed || (sessionTaskId !== undefined && n.taskId === sessionTaskId))) !== undefined,
+  );
   watch?.cancel();
   await watching;
   if (end === undefined) {
@@ -121,5 +127,13 @@ export async function teamTaskExecution(input: TaskExecutionInput): Promise<Task
     outcome: end!.closed && end!.outcome === 'finished' ? 'cancelled' : end!.outcome,
     excerpt: end!.excerpt,
   });
-  return finish({ ...base, state: settled.state, revision: settled.revision, candidate: settled.candidate, candidateRevision: settled.candidateRevision, sessionTaskId, excerpt: end!.excerpt });
+  return finish({
+    ...base,
+    state: settled.state,
+    revision: settled.revision,
+    candidate: settled.candidate,
+    candidateRevision: settled.candidateRevision,
+    sessionTaskId,
+    excerpt: end!.excerpt,
+  });
 }

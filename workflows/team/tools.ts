@@ -12,7 +12,8 @@ const none = { type: 'object', properties: {}, additionalProperties: false };
 
 const DEFINITIONS: Record<CoordinatorToolName, Omit<ToolDefinition, 'name'>> = {
   task_list: {
-    description: 'The board: every task (id, title, owner, status, replaces, output) and completion_candidate.state. Returns no_new_work_facts when nothing changed since you last read it.',
+    description:
+      'The board: every task (id, title, owner, status, replaces, output) and completion_candidate.state. Returns no_new_work_facts when nothing changed since you last read it.',
     parameters: none,
   },
   task_get: {

@@ -268,54 +268,79 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   );
   setHandler(
     reassignTaskUpdate,
-    (input) => answering(input.requestId, (a) => ('receipt' in a ? a.receipt : undefined), async () => {
-      const receipt = await reassign(input);
-      return { answer: receipt, remembered: { receipt } };
-    }),
+    (input) =>
+      answering(
+        input.requestId,
+        (a) => ('receipt' in a ? a.receipt : undefined),
+        async () => {
+          const receipt = await reassign(input);
+          return { answer: receipt, remembered: { receipt } };
+        },
+      ),
     {
-    description: 'Cancel a running task and give it to another member: fence, receipt, yield, release, then the replacement starts.',
-    validator: (input) => {
-      if (answerOf(input?.requestId)) return;
-      const problem = reassignProblem(input);
-      if (problem) throw orchardFailure(problem.code, problem.message);
+      description: 'Cancel a running task and give it to another member: fence, receipt, yield, release, then the replacement starts.',
+      validator: (input) => {
+        if (answerOf(input?.requestId)) return;
+        const problem = reassignProblem(input);
+        if (problem) throw orchardFailure(problem.code, problem.message);
+      },
     },
-  });
+  );
   setHandler(
     cancelTaskUpdate,
-    (input) => answering(input.requestId, (a) => ('cancelled' in a ? a.cancelled : undefined), async () => {
-      const cancelled = await cancelTask(input);
-      return { answer: cancelled, remembered: { cancelled } };
-    }),
+    (input) =>
+      answering(
+        input.requestId,
+        (a) => ('cancelled' in a ? a.cancelled : undefined),
+        async () => {
+          const cancelled = await cancelTask(input);
+          return { answer: cancelled, remembered: { cancelled } };
+        },
+      ),
     {
-    description: "The user removes a task from the run's scope: a waiting task is cancelled; running work is fenced and yielded (a handoff without replacement).",
-    validator: (input) => {
-      if (answerOf(input?.requestId)) return;
-      const i = (input ?? {}) as unknown as Record<string, unknown>;
-      if (typeof i.taskId !== 'string' || i.taskId === '' || typeof i.reason !== 'string' || i.reason.trim() === '') {
-        throw orchardFailure('invalid_input', 'cancel needs { taskId, reason }');
-      }
+      description:
+        "The user removes a task from the run's scope: a waiting task is cancelled; running work is fenced and yielded (a handoff without replacement).",
+      validator: (input) => {
+        if (answerOf(input?.requestId)) return;
+        const i = (input ?? {}) as unknown as Record<string, unknown>;
+        if (typeof i.taskId !== 'string' || i.taskId === '' || typeof i.reason !== 'string' || i.reason.trim() === '') {
+          throw orchardFailure('invalid_input', 'cancel needs { taskId, reason }');
+        }
+      },
     },
-  });
+  );
   setHandler(
     resolveHandoffUpdate,
-    (input) => answering(input.requestId, (a) => ('receipt' in a ? a.receipt : undefined), async () => {
-      const receipt = await resolveHandoff(input);
-      return { answer: receipt, remembered: { receipt } };
-    }),
+    (input) =>
+      answering(
+        input.requestId,
+        (a) => ('receipt' in a ? a.receipt : undefined),
+        async () => {
+          const receipt = await resolveHandoff(input);
+          return { answer: receipt, remembered: { receipt } };
+        },
+      ),
     {
-    description: 'A user resolves a handoff that timed out: keep_stopped (cancel only the replacement) or release (with proof of quiescence).',
-    validator: (input) => {
-      if (answerOf(input?.requestId)) return;
-      const receipt = receipts.find((r) => r.receiptId === input?.receiptId);
-      if (!receipt) throw orchardFailure('receipt_not_found', `no handoff receipt ${String(input?.receiptId)}`);
-      if (input.action !== 'keep_stopped' && input.action !== 'release') throw orchardFailure('invalid_input', 'action must be keep_stopped or release');
-      // keep_stopped settles a handoff; a later release (with its proof) still frees the old owner.
-      const settled = !['timeout', 'unknown', 'failed'].includes(receipt.state) || receipt.resolution === 'release' || (receipt.resolution === 'keep_stopped' && input.action === 'keep_stopped');
-      if (settled) {
-        throw orchardFailure('handoff_not_blocked', `receipt ${receipt.receiptId} is ${receipt.state}${receipt.resolution ? `, resolved ${receipt.resolution}` : ''}: nothing to resolve`);
-      }
+      description: 'A user resolves a handoff that timed out: keep_stopped (cancel only the replacement) or release (with proof of quiescence).',
+      validator: (input) => {
+        if (answerOf(input?.requestId)) return;
+        const receipt = receipts.find((r) => r.receiptId === input?.receiptId);
+        if (!receipt) throw orchardFailure('receipt_not_found', `no handoff receipt ${String(input?.receiptId)}`);
+        if (input.action !== 'keep_stopped' && input.action !== 'release') throw orchardFailure('invalid_input', 'action must be keep_stopped or release');
+        // keep_stopped settles a handoff; a later release (with its proof) still frees the old owner.
+        const settled =
+          !['timeout', 'unknown', 'failed'].includes(receipt.state) ||
+          receipt.resolution === 'release' ||
+          (receipt.resolution === 'keep_stopped' && input.action === 'keep_stopped');
+        if (settled) {
+          throw orchardFailure(
+            'handoff_not_blocked',
+            `receipt ${receipt.receiptId} is ${receipt.state}${receipt.resolution ? `, resolved ${receipt.resolution}` : ''}: nothing to resolve`,
+          );
+        }
+      },
     },
-  });
+  );
   setHandler(
     mergeTeamUpdate,
     async () => {
@@ -372,7 +397,9 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     return answer;
   }
 
-  function reassignProblem(input: unknown): { code: 'invalid_input' | 'task_not_in_progress' | 'member_not_found' | 'same_owner'; message: string } | undefined {
+  function reassignProblem(
+    input: unknown,
+  ): { code: 'invalid_input' | 'task_not_in_progress' | 'member_not_found' | 'same_owner'; message: string } | undefined {
     const i = (input ?? {}) as Record<string, unknown>;
     if (typeof i.taskId !== 'string' || typeof i.newOwner !== 'string' || typeof i.reason !== 'string' || i.reason.trim() === '') {
       return { code: 'invalid_input', message: 'reassign needs { taskId, newOwner, reason }' };
@@ -387,10 +414,17 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   /** The user's reassign: one fence transaction (before anything is asked of the old execution), then the driver. */
   async function reassign(input: { taskId: string; newOwner: string; reason: string }): Promise<ReceiptView> {
     const execution = executions.find((e) => e.taskId === input.taskId && e.state === 'running')!;
-    return fence(execution, 'reassign', input.reason, (r) => `task ${input.taskId} reassigned from ${r.oldOwner} to ${input.newOwner} (${input.reason}): replacement ${r.newTaskId} waits for the old execution`, {
-      taskId: `${input.taskId}-r${receipts.length + 1}`,
-      owner: input.newOwner,
-    });
+    return fence(
+      execution,
+      'reassign',
+      input.reason,
+      (r) =>
+        `task ${input.taskId} reassigned from ${r.oldOwner} to ${input.newOwner} (${input.reason}): replacement ${r.newTaskId} waits for the old execution`,
+      {
+        taskId: `${input.taskId}-r${receipts.length + 1}`,
+        owner: input.newOwner,
+      },
+    );
   }
 
   /**
@@ -401,10 +435,17 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   async function cancelTask(input: CancelTaskInput): Promise<CancelTaskResult> {
     const execution = executions.find((e) => e.taskId === input.taskId && e.state === 'running');
     if (execution) {
-      const receipt = await fence(execution, 'cancel', input.reason, (r) => `the user cancelled task ${input.taskId} (${input.reason}) while ${r.oldOwner} worked on it: its execution is stopped, nothing replaces it`);
+      const receipt = await fence(
+        execution,
+        'cancel',
+        input.reason,
+        (r) => `the user cancelled task ${input.taskId} (${input.reason}) while ${r.oldOwner} worked on it: its execution is stopped, nothing replaces it`,
+      );
       return { taskId: input.taskId, status: 'cancelled', workRevision: knownRevision, receipt };
     }
-    const cancelled = await asUpdateFailure(store.cancelPendingTask({ teamId: start.teamId, eventId: `cancel-${uuid4()}`, taskId: input.taskId, reason: input.reason, kind: 'cancel' }));
+    const cancelled = await asUpdateFailure(
+      store.cancelPendingTask({ teamId: start.teamId, eventId: `cancel-${uuid4()}`, taskId: input.taskId, reason: input.reason, kind: 'cancel' }),
+    );
     knownRevision = Math.max(knownRevision, cancelled.revision);
     const queued = assigned.findIndex((a) => a.taskId === input.taskId);
     if (queued >= 0) assigned.splice(queued, 1);
@@ -429,16 +470,18 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   ): Promise<ReceiptView> {
     // The handoff's clocks start when the user's request is accepted, not once the fence and its writes are done.
     const clocks = patched('team-handoff-clocks-at-accept') ? startClocks() : undefined;
-    const fencing = asUpdateFailure(store.fenceHandoff({
-      teamId: start.teamId,
-      eventId: `${kind}-${uuid4()}`,
-      oldTaskId: execution.taskId,
-      kind,
-      reason,
-      sessionId: execution.sessionId,
-      executionId: execution.executionId,
-      replacement,
-    }));
+    const fencing = asUpdateFailure(
+      store.fenceHandoff({
+        teamId: start.teamId,
+        eventId: `${kind}-${uuid4()}`,
+        oldTaskId: execution.taskId,
+        kind,
+        reason,
+        sessionId: execution.sessionId,
+        executionId: execution.executionId,
+        replacement,
+      }),
+    );
     // A refused fence starts no handoff: its clocks stop.
     const fenced = await fencing.catch((err: unknown) => {
       clocks?.scope.cancel();
@@ -523,7 +566,11 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   }
 
   /** Moves a receipt; answers the board's candidate when the move may have closed it (a release, a resolution). */
-  async function moveTo(receiptId: string, to: ReceiptView['state'], extra: { sloMissed?: boolean; resolution?: unknown; why?: string } = {}): Promise<Assessment> {
+  async function moveTo(
+    receiptId: string,
+    to: ReceiptView['state'],
+    extra: { sloMissed?: boolean; resolution?: unknown; why?: string } = {},
+  ): Promise<Assessment> {
     const moved = await store.moveReceipt({ teamId: start.teamId, receiptId, to, ...extra });
     knownRevision = Math.max(knownRevision, moved.revision);
     setReceipt(receiptId, { state: moved.receipt.state, sloMissed: moved.receipt.sloMissed });
@@ -539,7 +586,13 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
 
   function startClocks(): Clocks {
     const scope = new CancellationScope();
-    const timer = (ms: number) => scope.run(() => sleep(ms)).then(() => true, () => false);
+    const timer = (ms: number) =>
+      scope
+        .run(() => sleep(ms))
+        .then(
+          () => true,
+          () => false,
+        );
     return { scope, slo: timer(handoffTimes.sloMs), timeout: timer(handoffTimes.timeoutMs) };
   }
 
@@ -566,7 +619,9 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     let yielding: Promise<unknown> = Promise.resolve();
     try {
       // The old execution is asked to stop at once (the fence has committed); the receipt's move is bookkeeping beside it.
-      const yieldCall = yieldScope.run(() => handoffActs.yieldExecution({ sessionId: receipt.sessionId, reason: `handoff ${receiptId}`, lease: receipt.lease }));
+      const yieldCall = yieldScope.run(() =>
+        handoffActs.yieldExecution({ sessionId: receipt.sessionId, reason: `handoff ${receiptId}`, lease: receipt.lease }),
+      );
       yielding = yieldCall.catch(() => undefined);
       await moveTo(receiptId, 'yielding');
       let settled = false;
@@ -689,7 +744,9 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
         );
         outcome = await Promise.race([yielded, timeout]).catch(() => 'cancelled' as const);
         if (outcome === 'timeout') {
-          const proof = await handoffActs.checkQuiescent({ sessionId: receipt.sessionId, lease: receipt.lease }).catch((err) => ({ quiescent: false, known: false, why: failureOf(err).message }));
+          const proof = await handoffActs
+            .checkQuiescent({ sessionId: receipt.sessionId, lease: receipt.lease })
+            .catch((err) => ({ quiescent: false, known: false, why: failureOf(err).message }));
           outcome = proof.quiescent ? 'released' : proof.known ? 'timeout' : 'unknown';
           why = proof.quiescent ? undefined : proof.why;
         }
@@ -710,7 +767,8 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   /** The old execution is gone: the replacement may start with its new owner. */
   function release(receiptId: string): void {
     const receipt = receipts.find((r) => r.receiptId === receiptId)!;
-    const next = receipt.newTaskId && receipt.newOwner && !userCancelled.includes(receipt.newTaskId) ? { taskId: receipt.newTaskId, owner: receipt.newOwner } : undefined;
+    const next =
+      receipt.newTaskId && receipt.newOwner && !userCancelled.includes(receipt.newTaskId) ? { taskId: receipt.newTaskId, owner: receipt.newOwner } : undefined;
     if (!next) return noteEvent(`handoff ${receiptId} released: the old execution of ${receipt.oldTaskId} is stopped`);
     if (!assigned.some((a) => a.taskId === next.taskId)) assigned.push(next);
     noteEvent(`handoff ${receiptId} released: ${next.taskId} starts with ${next.owner}`);
@@ -720,13 +778,15 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     const receipt = receipts.find((r) => r.receiptId === input.receiptId)!;
     if (input.action === 'keep_stopped') {
       if (receipt.newTaskId) {
-        const cancelled = await asUpdateFailure(store.cancelPendingTask({
-          teamId: start.teamId,
-          eventId: `keep-stopped-${uuid4()}`,
-          taskId: receipt.newTaskId,
-          reason: input.reason ?? 'the user kept the task stopped',
-          kind: 'keep_stopped',
-        }));
+        const cancelled = await asUpdateFailure(
+          store.cancelPendingTask({
+            teamId: start.teamId,
+            eventId: `keep-stopped-${uuid4()}`,
+            taskId: receipt.newTaskId,
+            reason: input.reason ?? 'the user kept the task stopped',
+            kind: 'keep_stopped',
+          }),
+        );
         knownRevision = Math.max(knownRevision, cancelled.revision);
         noteUserCancelled(receipt.newTaskId);
       }
@@ -766,7 +826,10 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   /** Why a message of `length` characters cannot be queued now (queue cap, or this run's history budget). */
   function queueRefusal(length: number): { code: 'queue_full'; message: string } | undefined {
     if (wake.userMessages.length >= limits.maxQueuedTasks) {
-      return { code: 'queue_full', message: `team ${start.teamId} has ${wake.userMessages.length} messages waiting (limit ${limits.maxQueuedTasks}): retry after the Coordinator has read some` };
+      return {
+        code: 'queue_full',
+        message: `team ${start.teamId} has ${wake.userMessages.length} messages waiting (limit ${limits.maxQueuedTasks}): retry after the Coordinator has read some`,
+      };
     }
     if (workflowInfo().historySize + 2 * length > limits.historyBudgetBytes) {
       return { code: 'queue_full', message: `this run of team ${start.teamId} is at its history budget; it continues-as-new shortly: retry then` };
@@ -796,7 +859,10 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       if (at >= 0) wake.userMessages.splice(at, 1);
       if (requestId !== undefined) storing.splice(storing.indexOf(requestId), 1);
       publish();
-      throw orchardFailure('store_unavailable', `the message could not be stored, so it was not accepted: ${err instanceof ActivityFailure ? failureOf(err).message : String(err)}`);
+      throw orchardFailure(
+        'store_unavailable',
+        `the message could not be stored, so it was not accepted: ${err instanceof ActivityFailure ? failureOf(err).message : String(err)}`,
+      );
     }
     const at = wake.userMessages.findIndex((m) => m.messageId === messageId);
     if (at >= 0) wake.userMessages[at] = { messageId };
@@ -883,13 +949,12 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   /** Starts every assigned task whose owner is free, once the plan is approved. One execution per member at a time. */
   async function dispatchReady(): Promise<void> {
     if (!planApproved) return;
-    for (let i = 0; i < assigned.length; ) {
+    for (let i = 0; i < assigned.length;) {
       const next = assigned[i];
       // One writer per worktree: a member is busy while it runs an execution, and while a fenced execution of its
       // own is not yet released (its session may still be tearing down in that worktree).
       const busy =
-        executions.some((e) => e.memberId === next.owner && e.state === 'running') ||
-        receipts.some((r) => r.oldOwner === next.owner && r.state !== 'released');
+        executions.some((e) => e.memberId === next.owner && e.state === 'running') || receipts.some((r) => r.oldOwner === next.owner && r.state !== 'released');
       if (busy) {
         i++;
         continue;
@@ -1064,7 +1129,10 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     };
     if (!isCoordinatorTool(name)) return refuse('tool_not_allowed', `${name} is not one of your tools: you only orchestrate, members do the work`);
     if (name === 'task_list' && readRevision === knownRevision) {
-      return refuse('coordinator_no_new_work_facts', `the board is unchanged since you read it at revision ${readRevision}; end your turn and you will be woken when something happens`);
+      return refuse(
+        'coordinator_no_new_work_facts',
+        `the board is unchanged since you read it at revision ${readRevision}; end your turn and you will be woken when something happens`,
+      );
     }
     const effects = await toolsOn.coordinatorTool({ teamId: start.teamId, ref, index, tool: name, members: memberIds, turnsRunning: running() });
     if (effects.certificate) {

@@ -153,7 +153,8 @@ export function decideInvocation(inv: Invocation, scope: GuardScope, state: Shel
     for (const d of dir) {
       const v = exactValue(d);
       const where = v === undefined ? undefined : resolvePath(inv.cwd, v, scope.worktree);
-      if (!where || !cwdInside(where, scope.worktree)) return deny('outside_worktree', `\`make -C ${d.text}\` runs recipes in a directory outside the worktree`);
+      if (!where || !cwdInside(where, scope.worktree))
+        return deny('outside_worktree', `\`make -C ${d.text}\` runs recipes in a directory outside the worktree`);
     }
   }
 
@@ -169,7 +170,11 @@ export function decideInvocation(inv: Invocation, scope: GuardScope, state: Shel
   if (['cp', 'install', 'ln', 'link', 'rsync'].includes(base)) {
     const copied = args.find((a) => a.value !== undefined && !a.value.startsWith('-') && a.value.includes('/') && launchesWhenRenamed(a.value));
     if (copied && args.indexOf(copied) < args.length - 1) {
-      return deny('dynamic_command', `\`${base} ${copied.value}\` makes a copy of a program that runs others under a name the guard does not know`, 'Run git and shells by their own names.');
+      return deny(
+        'dynamic_command',
+        `\`${base} ${copied.value}\` makes a copy of a program that runs others under a name the guard does not know`,
+        'Run git and shells by their own names.',
+      );
     }
   }
   const write = WRITERS[base];
@@ -207,15 +212,41 @@ const nestedState = (state: ShellState, cwd: Cwd): ShellState => ({ ...state, cw
 
 /** git subcommands that only read: more words from input cannot move a ref (the sandbox confines file writes). */
 const READ_ONLY_GIT = new Set([
-  'show', 'log', 'diff', 'blame', 'annotate', 'cat-file', 'ls-files', 'ls-tree', 'grep', 'rev-parse', 'rev-list', 'describe', 'shortlog',
-  'name-rev', 'check-ignore', 'check-attr', 'diff-tree', 'diff-files', 'diff-index', 'whatchanged', 'show-branch', 'merge-base',
+  'show',
+  'log',
+  'diff',
+  'blame',
+  'annotate',
+  'cat-file',
+  'ls-files',
+  'ls-tree',
+  'grep',
+  'rev-parse',
+  'rev-list',
+  'describe',
+  'shortlog',
+  'name-rev',
+  'check-ignore',
+  'check-attr',
+  'diff-tree',
+  'diff-files',
+  'diff-index',
+  'whatchanged',
+  'show-branch',
+  'merge-base',
 ]);
 
 /** `script [opts] [-c cmd] [file]`: runs `cmd` through the shell and records the session into `file` (default ./typescript). */
 function decideScript(inv: Invocation, scope: GuardScope, state: ShellState, analyzer: ScriptAnalyzer): Refusal | undefined {
   const args = inv.argv.slice(1);
-  const { operands, targets } = operandsOf(args, ['-E', '--echo', '-m', '--logging-format', '-o', '--output-limit'], ['-c', '--command', '-T', '--log-timing', '-I', '--log-in', '-O', '--log-out', '-B', '--log-io']);
-  const commandIndex = args.findIndex((a) => a.value === '-c' || a.value === '--command' || (a.value ?? '').startsWith('--command=') || /^-[aefqt]*c$/.test(a.value ?? ''));
+  const { operands, targets } = operandsOf(
+    args,
+    ['-E', '--echo', '-m', '--logging-format', '-o', '--output-limit'],
+    ['-c', '--command', '-T', '--log-timing', '-I', '--log-in', '-O', '--log-out', '-B', '--log-io'],
+  );
+  const commandIndex = args.findIndex(
+    (a) => a.value === '-c' || a.value === '--command' || (a.value ?? '').startsWith('--command=') || /^-[aefqt]*c$/.test(a.value ?? ''),
+  );
   const logs = targets.filter((t) => {
     const k = args.indexOf(t);
     return !(k === commandIndex + 1 || (t.value ?? '').startsWith('--command='));
@@ -239,7 +270,8 @@ function decideWatch(inv: Invocation, scope: GuardScope, state: ShellState, anal
   let direct = false;
   for (; k < args.length; k++) {
     const v = args[k].value;
-    if (v === undefined) return refusal('dynamic_argument', inv.text, `\`${args[k].text}\` for \`watch\` is computed at run time; the guard cannot tell where the command starts`);
+    if (v === undefined)
+      return refusal('dynamic_argument', inv.text, `\`${args[k].text}\` for \`watch\` is computed at run time; the guard cannot tell where the command starts`);
     if (v === '--') {
       k++;
       break;
@@ -247,7 +279,11 @@ function decideWatch(inv: Invocation, scope: GuardScope, state: ShellState, anal
     if (!v.startsWith('-')) break;
     if (v === '-x' || v === '--exec') direct = true;
     else if (v === '-n' || v === '--interval' || v === '-q' || v === '--equexit') k++;
-    else if (/^-[bcdegptwCrx]+$/.test(v) || /^--(beep|color|no-color|differences.*|errexit|chgexit|precise|no-title|no-wrap|no-rerun|interval=.*|equexit=.*)$/.test(v)) continue;
+    else if (
+      /^-[bcdegptwCrx]+$/.test(v) ||
+      /^--(beep|color|no-color|differences.*|errexit|chgexit|precise|no-title|no-wrap|no-rerun|interval=.*|equexit=.*)$/.test(v)
+    )
+      continue;
     else return refusal('unresolved_launcher', inv.text, `\`${v}\` is not a \`watch\` option the guard models`);
   }
   const rest = args.slice(k);
@@ -263,10 +299,63 @@ const versionOnly = (args: readonly Word[]) => args.length === 1 && ['--version'
 
 /** Names bash resolves before PATH (builtins and keywords the walker sees as command names). */
 const BUILTIN_NAMES = new Set([
-  'cd', 'pushd', 'popd', 'dirs', 'echo', 'printf', 'read', 'test', '[', 'true', 'false', ':', 'export', 'declare', 'typeset', 'local',
-  'readonly', 'unset', 'set', 'shopt', 'let', 'eval', 'source', '.', 'exit', 'return', 'break', 'continue', 'shift', 'trap', 'wait',
-  'type', 'command', 'builtin', 'hash', 'alias', 'unalias', 'getopts', 'mapfile', 'readarray', 'kill', 'jobs', 'umask', 'ulimit',
-  'history', 'fc', 'enable', 'help', 'times', 'caller', 'disown', 'compgen', 'complete', 'exec', 'time', 'coproc', 'pwd',
+  'cd',
+  'pushd',
+  'popd',
+  'dirs',
+  'echo',
+  'printf',
+  'read',
+  'test',
+  '[',
+  'true',
+  'false',
+  ':',
+  'export',
+  'declare',
+  'typeset',
+  'local',
+  'readonly',
+  'unset',
+  'set',
+  'shopt',
+  'let',
+  'eval',
+  'source',
+  '.',
+  'exit',
+  'return',
+  'break',
+  'continue',
+  'shift',
+  'trap',
+  'wait',
+  'type',
+  'command',
+  'builtin',
+  'hash',
+  'alias',
+  'unalias',
+  'getopts',
+  'mapfile',
+  'readarray',
+  'kill',
+  'jobs',
+  'umask',
+  'ulimit',
+  'history',
+  'fc',
+  'enable',
+  'help',
+  'times',
+  'caller',
+  'disown',
+  'compgen',
+  'complete',
+  'exec',
+  'time',
+  'coproc',
+  'pwd',
 ]);
 
 // Wrapper names that are also common subcommand words (`docker exec`, `hyperfine time`) are left out.
@@ -277,8 +366,15 @@ function launchesByName(v: string): boolean {
   const b = posix.basename(v);
   if (LAUNCHER_NAMES_IGNORED.has(b)) return false;
   return (
-    b === 'git' || b.startsWith('git-') || b === 'hub' || POSIX_SHELLS.has(b) || OTHER_SHELLS.has(b) || interpreterGrammarFor(b) !== undefined ||
-    Object.prototype.hasOwnProperty.call(WRAPPERS, b) || b === 'eval' || b === 'source'
+    b === 'git' ||
+    b.startsWith('git-') ||
+    b === 'hub' ||
+    POSIX_SHELLS.has(b) ||
+    OTHER_SHELLS.has(b) ||
+    interpreterGrammarFor(b) !== undefined ||
+    Object.prototype.hasOwnProperty.call(WRAPPERS, b) ||
+    b === 'eval' ||
+    b === 'source'
   );
 }
 
@@ -301,7 +397,8 @@ function decideBuiltin(inv: Invocation, name: string, args: readonly Word[], sco
       return deny('eval_or_source', '`fc` re-runs commands from history');
     case 'trap': {
       const values = args.map((a) => a.value);
-      if (values.length === 0 || values.every((v) => v === '-l' || v === '-p' || (v !== undefined && /^-?[A-Z0-9]+$/.test(v) && values[0] === '-p'))) return undefined;
+      if (values.length === 0 || values.every((v) => v === '-l' || v === '-p' || (v !== undefined && /^-?[A-Z0-9]+$/.test(v) && values[0] === '-p')))
+        return undefined;
       // Resetting (`trap - SIG`) or ignoring (`trap '' SIG`) a signal runs nothing.
       if ((values[0] === '' || values[0] === '-') && values.slice(1).every((v) => v !== undefined && /^[A-Z0-9+-]+$/.test(v))) return undefined;
       // A static action is code the guard can read: a policy violation in it is refused now. When and from where it
@@ -311,13 +408,14 @@ function decideBuiltin(inv: Invocation, name: string, args: readonly Word[], sco
         note(state, inv.text, '`trap` runs its action later (on exit or a signal), from whatever directory the shell is in then');
         return analyzer.script(action, nestedState(state, inv.cwd), { origin: 'a `trap` action', stdin: { kind: 'inherited' } });
       }
-      return deny('trap', '`trap` runs its action later (on exit or a signal), outside the guard\'s view');
+      return deny('trap', "`trap` runs its action later (on exit or a signal), outside the guard's view");
     }
     case 'alias':
       if (args.some((a) => a.value === undefined || a.value.includes('='))) return deny('function_or_alias', '`alias` defines a name that runs other commands');
       return undefined;
     case 'hash':
-      if (args.some((a) => (a.value ?? '-p').startsWith('-') && (a.value ?? '-p').includes('p'))) return deny('function_or_alias', '`hash -p` makes a command name run another program');
+      if (args.some((a) => (a.value ?? '-p').startsWith('-') && (a.value ?? '-p').includes('p')))
+        return deny('function_or_alias', '`hash -p` makes a command name run another program');
       return undefined;
     case 'enable':
       if (args.length > 0) return deny('function_or_alias', '`enable` turns builtins on or off, or loads new ones');
@@ -330,7 +428,8 @@ function decideBuiltin(inv: Invocation, name: string, args: readonly Word[], sco
         if (v === undefined) return deny('dynamic_argument', 'the `shopt` option is computed at run time');
         if (v === 'expand_aliases') return deny('function_or_alias', '`shopt -s expand_aliases` lets aliases run');
         if (v === 'cdable_vars') state.dirVars = true; // `cd name` may then go wherever $name points
-        if (v === 'extglob' || v === 'dotglob' || v === 'nocaseglob') return deny('parser_blind_spot', `\`shopt -s ${v}\` changes how later words parse or glob`);
+        if (v === 'extglob' || v === 'dotglob' || v === 'nocaseglob')
+          return deny('parser_blind_spot', `\`shopt -s ${v}\` changes how later words parse or glob`);
       }
       return undefined;
     }
@@ -343,7 +442,8 @@ function decideBuiltin(inv: Invocation, name: string, args: readonly Word[], sco
         if (/^-[a-zA-Z]*a/.test(v) || (v === '-o' && args[k + 1]?.value === 'allexport')) {
           return deny('shell_env_override', '`set -a` exports every later assignment (for example a GIT_DIR set by `read` or `for`)');
         }
-        if (v === '-o' && args[k + 1]?.value === 'keyword') return deny('parser_blind_spot', '`set -o keyword` turns later `NAME=value` arguments into environment assignments');
+        if (v === '-o' && args[k + 1]?.value === 'keyword')
+          return deny('parser_blind_spot', '`set -o keyword` turns later `NAME=value` arguments into environment assignments');
         if (/^-[a-zA-Z]*e/.test(v) || (v === '-o' && args[k + 1]?.value === 'errexit')) state.errexit = true;
         if (/^\+[a-zA-Z]*e/.test(v) || (v === '+o' && args[k + 1]?.value === 'errexit')) state.errexit = false;
         if (!v.startsWith('-') && !v.startsWith('+')) break;
@@ -391,7 +491,7 @@ function decideBuiltin(inv: Invocation, name: string, args: readonly Word[], sco
     }
     case 'mapfile':
     case 'readarray': {
-      if (args.some((a) => a.value === undefined ? !a.prefix || a.prefix.startsWith('-') : /^-[a-zA-Z]*C/.test(a.value))) {
+      if (args.some((a) => (a.value === undefined ? !a.prefix || a.prefix.startsWith('-') : /^-[a-zA-Z]*C/.test(a.value)))) {
         return deny('hidden_execution', `\`${name} -C\` runs a callback command (or an option is computed at run time)`);
       }
       const valued = new Set(['-d', '-n', '-O', '-s', '-u', '-c']);
@@ -411,13 +511,13 @@ function decideBuiltin(inv: Invocation, name: string, args: readonly Word[], sco
     case 'wait':
       for (let k = 0; k < args.length; k++) {
         if (args[k].value === (name === 'printf' ? '-v' : '-p')) {
-          const bad = args[k + 1] ? nameArgument(inv, args[k + 1], `${name} ${args[k].value}`) ?? readInto(inv, args[k + 1], scope, state) : undefined;
+          const bad = args[k + 1] ? (nameArgument(inv, args[k + 1], `${name} ${args[k].value}`) ?? readInto(inv, args[k + 1], scope, state)) : undefined;
           if (bad) return bad;
         }
       }
       return undefined;
     case 'getopts':
-      return args[1] ? nameArgument(inv, args[1], 'getopts') ?? readInto(inv, args[1], scope, state) : undefined;
+      return args[1] ? (nameArgument(inv, args[1], 'getopts') ?? readInto(inv, args[1], scope, state)) : undefined;
     case 'test':
     case '[':
       for (let k = 0; k < args.length; k++) {
@@ -442,7 +542,8 @@ function decideBuiltin(inv: Invocation, name: string, args: readonly Word[], sco
     }
     case 'compgen':
     case 'complete':
-      if (args.some((a) => a.value === undefined || /^-[a-zA-Z]*[CF]/.test(a.value))) return deny('eval_or_source', `\`${name} -C/-F\` runs a command or function`);
+      if (args.some((a) => a.value === undefined || /^-[a-zA-Z]*[CF]/.test(a.value)))
+        return deny('eval_or_source', `\`${name} -C/-F\` runs a command or function`);
       return undefined;
     default:
       return 'not_builtin';
@@ -454,7 +555,9 @@ const PLAIN_NAME = /^[A-Za-z_][A-Za-z0-9_]*(\[[0-9]+\]|\[[@*]\])?$/;
 /** `read GIT_DIR`, `printf -v PATH …`: a value read at run time lands in the variable (exported if it already is). */
 function readInto(inv: Invocation, w: Word, scope: GuardScope, state: ShellState): Refusal | undefined {
   const name = (exactValue(w) ?? '').replace(/\[.*$/, '');
-  const bad = checkAssignment(name, dynamicWord('input', `<${name} read at run time>`), 'persistent', inv.cwd, scope.worktree, inv.text, (why) => note(state, inv.text, why));
+  const bad = checkAssignment(name, dynamicWord('input', `<${name} read at run time>`), 'persistent', inv.cwd, scope.worktree, inv.text, (why) =>
+    note(state, inv.text, why),
+  );
   if (bad) return bad;
   if (name === 'PATH') state.writablePath = true;
   return undefined;
@@ -606,43 +709,61 @@ function operandsOf(args: readonly Word[], valued: readonly string[] = [], targe
   return { operands, targets };
 }
 
-const allOperands = (valued: string[] = []): Writer => (inv, args, scope, state) => {
-  const { operands } = operandsOf(args, valued);
-  return checkTargets(inv, operands, scope, posix.basename(inv.argv[0].value ?? ''), state);
-};
+const allOperands =
+  (valued: string[] = []): Writer =>
+  (inv, args, scope, state) => {
+    const { operands } = operandsOf(args, valued);
+    return checkTargets(inv, operands, scope, posix.basename(inv.argv[0].value ?? ''), state);
+  };
 
-const lastOperand = (valued: string[], allWritten = false): Writer => (inv, args, scope, state) => {
-  const { operands, targets } = operandsOf(args, valued, ['-t', '--target-directory']);
-  const program = posix.basename(inv.argv[0].value ?? '');
-  if (targets.length > 0) return checkTargets(inv, allWritten ? [...targets, ...operands] : targets, scope, program, state);
-  if (operands.length === 0) return undefined;
-  if (allWritten) return checkTargets(inv, operands, scope, program, state);
-  const dest = operands.length === 1 && program === 'ln' ? literalWord('.') : operands[operands.length - 1];
-  if (program === 'install' && args.some((a) => a.value === '-d' || a.value === '--directory')) return checkTargets(inv, operands, scope, program, state);
-  return checkTargets(inv, [dest], scope, program, state);
-};
+const lastOperand =
+  (valued: string[], allWritten = false): Writer =>
+  (inv, args, scope, state) => {
+    const { operands, targets } = operandsOf(args, valued, ['-t', '--target-directory']);
+    const program = posix.basename(inv.argv[0].value ?? '');
+    if (targets.length > 0) return checkTargets(inv, allWritten ? [...targets, ...operands] : targets, scope, program, state);
+    if (operands.length === 0) return undefined;
+    if (allWritten) return checkTargets(inv, operands, scope, program, state);
+    const dest = operands.length === 1 && program === 'ln' ? literalWord('.') : operands[operands.length - 1];
+    if (program === 'install' && args.some((a) => a.value === '-d' || a.value === '--directory')) return checkTargets(inv, operands, scope, program, state);
+    return checkTargets(inv, [dest], scope, program, state);
+  };
 
-const afterFirst = (valued: string[] = []): Writer => (inv, args, scope, state) => {
-  const reference = args.some((a) => (a.value ?? '').startsWith('--reference'));
-  const { operands } = operandsOf(args, valued);
-  return checkTargets(inv, reference ? operands : operands.slice(1), scope, posix.basename(inv.argv[0].value ?? ''), state);
-};
+const afterFirst =
+  (valued: string[] = []): Writer =>
+  (inv, args, scope, state) => {
+    const reference = args.some((a) => (a.value ?? '').startsWith('--reference'));
+    const { operands } = operandsOf(args, valued);
+    return checkTargets(inv, reference ? operands : operands.slice(1), scope, posix.basename(inv.argv[0].value ?? ''), state);
+  };
 
-const optionTargets = (flags: string[], valued: string[] = []): Writer => (inv, args, scope, state) => {
-  const { targets } = operandsOf(args, valued, flags);
-  return checkTargets(inv, targets, scope, posix.basename(inv.argv[0].value ?? ''), state);
-};
+const optionTargets =
+  (flags: string[], valued: string[] = []): Writer =>
+  (inv, args, scope, state) => {
+    const { targets } = operandsOf(args, valued, flags);
+    return checkTargets(inv, targets, scope, posix.basename(inv.argv[0].value ?? ''), state);
+  };
 
 const WRITERS: Record<string, Writer> = {
-  rm: allOperands(), rmdir: allOperands(), unlink: allOperands(), shred: allOperands(['-n', '-s']),
-  touch: allOperands(['-d', '-t', '-r']), mkdir: allOperands(['-m']), truncate: allOperands(['-s', '-r']),
-  tee: allOperands(), mkfifo: allOperands(['-m']),
-  chmod: afterFirst(), chown: afterFirst(), chgrp: afterFirst(),
+  rm: allOperands(),
+  rmdir: allOperands(),
+  unlink: allOperands(),
+  shred: allOperands(['-n', '-s']),
+  touch: allOperands(['-d', '-t', '-r']),
+  mkdir: allOperands(['-m']),
+  truncate: allOperands(['-s', '-r']),
+  tee: allOperands(),
+  mkfifo: allOperands(['-m']),
+  chmod: afterFirst(),
+  chown: afterFirst(),
+  chgrp: afterFirst(),
   cp: (inv, args, scope, state) => {
     const bad = lastOperand(['-S', '--suffix'])(inv, args, scope, state);
     if (bad) return bad;
     // `cp -l` / `cp -s` make links, not copies: a write through one lands in the source.
-    const links = args.some((a) => /^(--link|--symbolic-link)$/.test(a.value ?? '') || /^-[a-zA-Z]*[ls]/.test(a.value ?? '') && !(a.value ?? '').startsWith('--'));
+    const links = args.some(
+      (a) => /^(--link|--symbolic-link)$/.test(a.value ?? '') || (/^-[a-zA-Z]*[ls]/.test(a.value ?? '') && !(a.value ?? '').startsWith('--')),
+    );
     return links ? checkLinkSources(inv, sourcesOf(args, ['-S', '--suffix']), scope, 'cp', state) : undefined;
   },
   install: lastOperand(['-m', '-o', '-g', '-S', '--mode', '--owner', '--group', '--suffix']),
@@ -656,7 +777,21 @@ const WRITERS: Record<string, Writer> = {
     return checkTargets(inv, operands.slice(1, 2), scope, 'link', state) ?? checkLinkSources(inv, operands.slice(0, 1), scope, 'link', state);
   },
   split: (inv, args, scope, state) => {
-    const { operands } = operandsOf(args, ['-a', '-b', '-C', '-l', '-n', '-t', '--additional-suffix', '--suffix-length', '--bytes', '--line-bytes', '--lines', '--number', '--separator']);
+    const { operands } = operandsOf(args, [
+      '-a',
+      '-b',
+      '-C',
+      '-l',
+      '-n',
+      '-t',
+      '--additional-suffix',
+      '--suffix-length',
+      '--bytes',
+      '--line-bytes',
+      '--lines',
+      '--number',
+      '--separator',
+    ]);
     return checkTargets(inv, [operands[1] ?? literalWord('x')], scope, 'split', state);
   },
   csplit: optionTargets(['-f', '--prefix'], ['-b', '-n', '--suffix-format', '--digits']),
@@ -718,7 +853,13 @@ const WRITERS: Record<string, Writer> = {
       const names = [...inv.stdin.text.matchAll(/^\+\+\+ (\S+)/gm)].map((m) => m[1]);
       for (const name of names) {
         const stripped = name.replace(/^[^/]*\//, '');
-        const bad = checkTargets(inv, [literalWord(name), literalWord(stripped)].filter((w) => w.value !== '/dev/null'), scope, 'patch', state);
+        const bad = checkTargets(
+          inv,
+          [literalWord(name), literalWord(stripped)].filter((w) => w.value !== '/dev/null'),
+          scope,
+          'patch',
+          state,
+        );
         if (bad) return bad;
       }
       return undefined;
@@ -727,7 +868,10 @@ const WRITERS: Record<string, Writer> = {
     return undefined;
   },
   unzip: optionTargets(['-d'], ['-x']),
-  curl: optionTargets(['-o', '--output', '--output-dir', '-c', '--cookie-jar', '-D', '--dump-header', '--trace', '--trace-ascii', '--stderr'], ['-d', '-H', '-X', '-u', '-A', '-e', '-F', '--data', '--header', '--request', '--user']),
+  curl: optionTargets(
+    ['-o', '--output', '--output-dir', '-c', '--cookie-jar', '-D', '--dump-header', '--trace', '--trace-ascii', '--stderr'],
+    ['-d', '-H', '-X', '-u', '-A', '-e', '-F', '--data', '--header', '--request', '--user'],
+  ),
   wget: optionTargets(['-O', '--output-document', '-P', '--directory-prefix', '-o', '--output-file', '-a', '--append-output']),
 };
 
@@ -760,7 +904,11 @@ function checkLinkSources(
       note(state, inv.text, `\`${program}\` links to \`${w.text}\`, known only at run time`);
       continue;
     }
-    return refusal(verdict.kind === 'metadata' ? 'git_metadata_write' : 'outside_worktree', inv.text, `\`${program}\` links to \`${w.text}\`: ${verdict.detail}; a write through the link lands there`);
+    return refusal(
+      verdict.kind === 'metadata' ? 'git_metadata_write' : 'outside_worktree',
+      inv.text,
+      `\`${program}\` links to \`${w.text}\`: ${verdict.detail}; a write through the link lands there`,
+    );
   }
   return undefined;
 }
@@ -785,14 +933,30 @@ function symlinkDirs(inv: Invocation, args: readonly Word[], scope: GuardScope):
 /** Which programs count as git or a shell when copied or linked under another name. */
 function launchesWhenRenamed(path: string): boolean {
   const b = programName(posix.basename(path));
-  return b === 'git' || b === 'hub' || POSIX_SHELLS.has(b) || OTHER_SHELLS.has(b) || interpreterGrammarFor(b) !== undefined || Object.prototype.hasOwnProperty.call(WRAPPERS, b) || /^\/proc\/(self|\d+)\/exe$/.test(path);
+  return (
+    b === 'git' ||
+    b === 'hub' ||
+    POSIX_SHELLS.has(b) ||
+    OTHER_SHELLS.has(b) ||
+    interpreterGrammarFor(b) !== undefined ||
+    Object.prototype.hasOwnProperty.call(WRAPPERS, b) ||
+    /^\/proc\/(self|\d+)\/exe$/.test(path)
+  );
 }
 
 /** tar's mode letters (old style `czf`, clusters `-czf`, long `--create`) and the archive it names. */
 function tarMode(args: readonly Word[]): { letters: string; archive?: Word } {
   let letters = '';
   let archive: Word | undefined;
-  const longModes: Record<string, string> = { '--create': 'c', '--append': 'r', '--update': 'u', '--catenate': 'A', '--concatenate': 'A', '--extract': 'x', '--get': 'x' };
+  const longModes: Record<string, string> = {
+    '--create': 'c',
+    '--append': 'r',
+    '--update': 'u',
+    '--catenate': 'A',
+    '--concatenate': 'A',
+    '--extract': 'x',
+    '--get': 'x',
+  };
   for (let k = 0; k < args.length; k++) {
     const v = args[k].value ?? '';
     if (longModes[v]) letters += longModes[v];
@@ -810,9 +974,25 @@ function tarMode(args: readonly Word[]): { letters: string; archive?: Word } {
 
 /** Options whose value is a path the program writes, for programs whose other arguments are data or code. */
 const OUTPUT_OPTIONS: Record<string, readonly string[]> = {
-  gcc: ['-o'], cc: ['-o'], 'g++': ['-o'], 'c++': ['-o'], clang: ['-o'], 'clang++': ['-o'], tcc: ['-o'], ld: ['-o'], as: ['-o'],
-  strip: ['-o'], rustc: ['-o', '--out-dir'], javac: ['-d', '-h', '-s'], go: ['-o'], tsc: ['--outDir', '--outFile', '--declarationDir', '--tsBuildInfoFile'],
-  esbuild: ['--outfile', '--outdir'], cargo: ['--target-dir', '--out-dir', '--artifact-dir'], npm: ['--prefix'], pip: ['--target', '-t'], pip3: ['--target', '-t'],
+  gcc: ['-o'],
+  cc: ['-o'],
+  'g++': ['-o'],
+  'c++': ['-o'],
+  clang: ['-o'],
+  'clang++': ['-o'],
+  tcc: ['-o'],
+  ld: ['-o'],
+  as: ['-o'],
+  strip: ['-o'],
+  rustc: ['-o', '--out-dir'],
+  javac: ['-d', '-h', '-s'],
+  go: ['-o'],
+  tsc: ['--outDir', '--outFile', '--declarationDir', '--tsBuildInfoFile'],
+  esbuild: ['--outfile', '--outdir'],
+  cargo: ['--target-dir', '--out-dir', '--artifact-dir'],
+  npm: ['--prefix'],
+  pip: ['--target', '-t'],
+  pip3: ['--target', '-t'],
 };
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -838,7 +1018,14 @@ function decideForge(inv: Invocation, base: string, args: readonly Word[]): Refu
     }
     for (let k = 0; k < args.length; k++) {
       const v = args[k].value ?? '';
-      const method = v === '-X' || v === '--method' ? args[k + 1]?.value : v.startsWith('--method=') ? v.slice(9) : v.startsWith('-X') && v.length > 2 ? v.slice(2) : undefined;
+      const method =
+        v === '-X' || v === '--method'
+          ? args[k + 1]?.value
+          : v.startsWith('--method=')
+            ? v.slice(9)
+            : v.startsWith('-X') && v.length > 2
+              ? v.slice(2)
+              : undefined;
       if (method !== undefined && method.toUpperCase() !== 'GET') {
         return refusal('moves_other_ref', inv.text, `\`${base} api -X ${method}\` can change remote refs and pull requests directly`);
       }
@@ -867,22 +1054,205 @@ const EXEC_OPTIONS: Record<string, readonly string[]> = {
 // Programs whose arguments are data: `echo "git merge"` and `grep -r checkout .` never refuse.
 
 const DATA_ONLY = new Set([
-  'echo', 'printf', 'cat', 'tac', 'nl', 'head', 'tail', 'less', 'more', 'most', 'bat', 'batcat', 'grep', 'egrep', 'fgrep', 'rg', 'ag', 'ack',
-  'ls', 'tree', 'wc', 'cut', 'tr', 'paste', 'join', 'column', 'fold', 'fmt', 'expand', 'unexpand', 'rev', 'od', 'hexdump',
-  'strings', 'file', 'stat', 'du', 'df', 'pwd', 'basename', 'dirname', 'realpath', 'readlink', 'which', 'whereis', 'type', 'date',
-  'sleep', 'true', 'false', ':', 'seq', 'yes', 'printenv', 'id', 'whoami', 'uname', 'hostname', 'test', '[', 'jq', 'yq', 'diff',
-  'cmp', 'comm', 'md5sum', 'sha1sum', 'sha256sum', 'sha512sum', 'b2sum', 'cksum', 'base64', 'base32', 'man', 'help', 'info',
-  'tput', 'clear', 'locale', 'nproc', 'free', 'uptime', 'ps', 'pgrep', 'lsof', 'dirs', 'jobs', 'kill', 'ulimit', 'umask',
-  'shift', 'return', 'exit', 'break', 'continue', 'getconf', 'tty', 'wait', 'times', 'unalias', 'caller', 'disown', 'logout',
-  'fd', 'fdfind', 'locate', 'sha224sum', 'sha384sum', 'zcat', 'zgrep', 'bzcat', 'xzcat', 'numfmt', 'factor', 'expr',
-  'tsc', 'jest', 'eslint', 'prettier', 'gcc', 'cc', 'g++', 'c++', 'clang', 'clang++', 'tcc', 'ld', 'as', 'strip', 'rustc', 'javac', 'esbuild',
+  'echo',
+  'printf',
+  'cat',
+  'tac',
+  'nl',
+  'head',
+  'tail',
+  'less',
+  'more',
+  'most',
+  'bat',
+  'batcat',
+  'grep',
+  'egrep',
+  'fgrep',
+  'rg',
+  'ag',
+  'ack',
+  'ls',
+  'tree',
+  'wc',
+  'cut',
+  'tr',
+  'paste',
+  'join',
+  'column',
+  'fold',
+  'fmt',
+  'expand',
+  'unexpand',
+  'rev',
+  'od',
+  'hexdump',
+  'strings',
+  'file',
+  'stat',
+  'du',
+  'df',
+  'pwd',
+  'basename',
+  'dirname',
+  'realpath',
+  'readlink',
+  'which',
+  'whereis',
+  'type',
+  'date',
+  'sleep',
+  'true',
+  'false',
+  ':',
+  'seq',
+  'yes',
+  'printenv',
+  'id',
+  'whoami',
+  'uname',
+  'hostname',
+  'test',
+  '[',
+  'jq',
+  'yq',
+  'diff',
+  'cmp',
+  'comm',
+  'md5sum',
+  'sha1sum',
+  'sha256sum',
+  'sha512sum',
+  'b2sum',
+  'cksum',
+  'base64',
+  'base32',
+  'man',
+  'help',
+  'info',
+  'tput',
+  'clear',
+  'locale',
+  'nproc',
+  'free',
+  'uptime',
+  'ps',
+  'pgrep',
+  'lsof',
+  'dirs',
+  'jobs',
+  'kill',
+  'ulimit',
+  'umask',
+  'shift',
+  'return',
+  'exit',
+  'break',
+  'continue',
+  'getconf',
+  'tty',
+  'wait',
+  'times',
+  'unalias',
+  'caller',
+  'disown',
+  'logout',
+  'fd',
+  'fdfind',
+  'locate',
+  'sha224sum',
+  'sha384sum',
+  'zcat',
+  'zgrep',
+  'bzcat',
+  'xzcat',
+  'numfmt',
+  'factor',
+  'expr',
+  'tsc',
+  'jest',
+  'eslint',
+  'prettier',
+  'gcc',
+  'cc',
+  'g++',
+  'c++',
+  'clang',
+  'clang++',
+  'tcc',
+  'ld',
+  'as',
+  'strip',
+  'rustc',
+  'javac',
+  'esbuild',
 ]);
 
 /** Programs that run a command given as a string (or argv) in ways not modelled: refused when it looks like one. */
 const STRING_LAUNCHERS = new Set([
-  'su', 'runuser', 'ssh', 'parallel', 'tmux', 'screen', 'expect', 'at', 'batch', 'hyperfine', 'entr', 'nodemon',
-  'dtach', 'systemd-run', 'nsenter', 'unshare', 'chroot', 'bwrap', 'firejail', 'strace', 'ltrace', 'valgrind', 'gdb', 'perf',
-  'taskset', 'chrt', 'numactl', 'prlimit', 'cgexec', 'catchsegv', 'sg', 'docker', 'podman', 'kubectl', 'npx', 'pnpm', 'yarn', 'bunx',
-  'uvx', 'pipx', 'npm', 'make', 'cron', 'crontab', 'setpriv', 'pkexec', 'daemonize', 'start-stop-daemon', 'xterm', 'sshpass',
-  'sqlite3', 'psql', 'mysql', 'duckdb', 'cargo', 'go', 'apt-get', 'apt', 'dpkg', 'yum', 'dnf', 'apk', 'brew', 'pip', 'pip3',
+  'su',
+  'runuser',
+  'ssh',
+  'parallel',
+  'tmux',
+  'screen',
+  'expect',
+  'at',
+  'batch',
+  'hyperfine',
+  'entr',
+  'nodemon',
+  'dtach',
+  'systemd-run',
+  'nsenter',
+  'unshare',
+  'chroot',
+  'bwrap',
+  'firejail',
+  'strace',
+  'ltrace',
+  'valgrind',
+  'gdb',
+  'perf',
+  'taskset',
+  'chrt',
+  'numactl',
+  'prlimit',
+  'cgexec',
+  'catchsegv',
+  'sg',
+  'docker',
+  'podman',
+  'kubectl',
+  'npx',
+  'pnpm',
+  'yarn',
+  'bunx',
+  'uvx',
+  'pipx',
+  'npm',
+  'make',
+  'cron',
+  'crontab',
+  'setpriv',
+  'pkexec',
+  'daemonize',
+  'start-stop-daemon',
+  'xterm',
+  'sshpass',
+  'sqlite3',
+  'psql',
+  'mysql',
+  'duckdb',
+  'cargo',
+  'go',
+  'apt-get',
+  'apt',
+  'dpkg',
+  'yum',
+  'dnf',
+  'apk',
+  'brew',
+  'pip',
+  'pip3',
 ]);

@@ -10,22 +10,59 @@ import { exactValue, type Word } from './words';
 /** Programs harmless as an editor or pager: they never run anything else. */
 const HARMLESS_PROGRAMS = new Set(['', 'cat', 'true', ':', 'false', 'less', 'more', 'less -R', 'less -FRX', 'less -FR']);
 
-const PROGRAM_VARS = new Set([
-  'EDITOR', 'VISUAL', 'PAGER', 'GIT_EDITOR', 'GIT_SEQUENCE_EDITOR', 'GIT_PAGER', 'MANPAGER', 'SYSTEMD_PAGER',
-]);
+const PROGRAM_VARS = new Set(['EDITOR', 'VISUAL', 'PAGER', 'GIT_EDITOR', 'GIT_SEQUENCE_EDITOR', 'GIT_PAGER', 'MANPAGER', 'SYSTEMD_PAGER']);
 
 const SHELL_VARS = new Set([
-  'BASH_ENV', 'ENV', 'PS4', 'PROMPT_COMMAND', 'SHELLOPTS', 'BASHOPTS', 'CDPATH', 'GLOBIGNORE', 'BASH_LOADABLES_PATH',
-  'LD_PRELOAD', 'LD_AUDIT', 'LD_LIBRARY_PATH', 'HOME', 'XDG_CONFIG_HOME', 'SSH_ASKPASS', 'SUDO_ASKPASS',
-  'EXECIGNORE', 'BASH_XTRACEFD', 'LESSOPEN', 'LESSCLOSE', 'MANOPT', 'BROWSER', 'RSYNC_RSH', 'TAR_OPTIONS', 'GIT_SSH',
+  'BASH_ENV',
+  'ENV',
+  'PS4',
+  'PROMPT_COMMAND',
+  'SHELLOPTS',
+  'BASHOPTS',
+  'CDPATH',
+  'GLOBIGNORE',
+  'BASH_LOADABLES_PATH',
+  'LD_PRELOAD',
+  'LD_AUDIT',
+  'LD_LIBRARY_PATH',
+  'HOME',
+  'XDG_CONFIG_HOME',
+  'SSH_ASKPASS',
+  'SUDO_ASKPASS',
+  'EXECIGNORE',
+  'BASH_XTRACEFD',
+  'LESSOPEN',
+  'LESSCLOSE',
+  'MANOPT',
+  'BROWSER',
+  'RSYNC_RSH',
+  'TAR_OPTIONS',
+  'GIT_SSH',
 ]);
 
 /** GIT_* variables that only change identity, output or prompting. */
 const GIT_HARMLESS = new Set([
-  'GIT_AUTHOR_NAME', 'GIT_AUTHOR_EMAIL', 'GIT_AUTHOR_DATE', 'GIT_COMMITTER_NAME', 'GIT_COMMITTER_EMAIL', 'GIT_COMMITTER_DATE',
-  'GIT_TERMINAL_PROMPT', 'GIT_OPTIONAL_LOCKS', 'GIT_FLUSH', 'GIT_MERGE_AUTOEDIT', 'GIT_ADVICE', 'GIT_PROGRESS_DELAY',
-  'GIT_REDACT_COOKIES', 'GIT_LITERAL_PATHSPECS', 'GIT_GLOB_PATHSPECS', 'GIT_NOGLOB_PATHSPECS', 'GIT_ICASE_PATHSPECS',
-  'GIT_CURL_VERBOSE', 'GIT_NO_REPLACE_OBJECTS', 'GIT_DEFAULT_HASH', 'GIT_PROTOCOL_FROM_USER',
+  'GIT_AUTHOR_NAME',
+  'GIT_AUTHOR_EMAIL',
+  'GIT_AUTHOR_DATE',
+  'GIT_COMMITTER_NAME',
+  'GIT_COMMITTER_EMAIL',
+  'GIT_COMMITTER_DATE',
+  'GIT_TERMINAL_PROMPT',
+  'GIT_OPTIONAL_LOCKS',
+  'GIT_FLUSH',
+  'GIT_MERGE_AUTOEDIT',
+  'GIT_ADVICE',
+  'GIT_PROGRESS_DELAY',
+  'GIT_REDACT_COOKIES',
+  'GIT_LITERAL_PATHSPECS',
+  'GIT_GLOB_PATHSPECS',
+  'GIT_NOGLOB_PATHSPECS',
+  'GIT_ICASE_PATHSPECS',
+  'GIT_CURL_VERBOSE',
+  'GIT_NO_REPLACE_OBJECTS',
+  'GIT_DEFAULT_HASH',
+  'GIT_PROTOCOL_FROM_USER',
 ]);
 
 /**
@@ -33,11 +70,35 @@ const GIT_HARMLESS = new Set([
  * NODE_OPTIONS with only tuning flags loads nothing; anything else is code the guard does not see.
  */
 const INTERPRETER_CODE_VARS = new Set([
-  'NODE_OPTIONS', 'NODE_PATH', 'PERL5OPT', 'PERL5LIB', 'PERLLIB', 'PERL5DB', 'PYTHONSTARTUP', 'PYTHONPATH', 'PYTHONHOME',
-  'PYTHONUSERBASE', 'RUBYOPT', 'RUBYLIB', 'LUA_INIT', 'LUA_PATH', 'LUA_CPATH', 'JAVA_TOOL_OPTIONS', '_JAVA_OPTIONS', 'JDK_JAVA_OPTIONS',
-  'PHP_INI_SCAN_DIR', 'PHPRC', 'R_PROFILE', 'R_PROFILE_USER', 'TCLLIBPATH', 'GEM_HOME', 'GEM_PATH', 'BUNDLE_GEMFILE',
+  'NODE_OPTIONS',
+  'NODE_PATH',
+  'PERL5OPT',
+  'PERL5LIB',
+  'PERLLIB',
+  'PERL5DB',
+  'PYTHONSTARTUP',
+  'PYTHONPATH',
+  'PYTHONHOME',
+  'PYTHONUSERBASE',
+  'RUBYOPT',
+  'RUBYLIB',
+  'LUA_INIT',
+  'LUA_PATH',
+  'LUA_CPATH',
+  'JAVA_TOOL_OPTIONS',
+  '_JAVA_OPTIONS',
+  'JDK_JAVA_OPTIONS',
+  'PHP_INI_SCAN_DIR',
+  'PHPRC',
+  'R_PROFILE',
+  'R_PROFILE_USER',
+  'TCLLIBPATH',
+  'GEM_HOME',
+  'GEM_PATH',
+  'BUNDLE_GEMFILE',
 ]);
-const NODE_OPTIONS_LOADING = /(^|\s)(-r|--require|--import|--loader|--experimental-loader|--experimental-specifier-resolution|--env-file|--openssl-config|--icu-data-dir)\b/;
+const NODE_OPTIONS_LOADING =
+  /(^|\s)(-r|--require|--import|--loader|--experimental-loader|--experimental-specifier-resolution|--env-file|--openssl-config|--icu-data-dir)\b/;
 
 export type AssignmentPlace = 'prefix' | 'persistent';
 
@@ -94,11 +155,7 @@ export function checkAssignment(
     }
     return undefined;
   }
-  return refusal(
-    'git_env_override',
-    text,
-    `\`${name}\` redirects git's repository, index, object store, config or programs`,
-  );
+  return refusal('git_env_override', text, `\`${name}\` redirects git's repository, index, object store, config or programs`);
 }
 
 /**

@@ -126,17 +126,34 @@ export function decideGit(call: GitCall, scope: GitScope): Verdict {
   const sub = argv[i].value as string;
   const rule = SUBCOMMANDS[sub];
   if (!rule) {
-    return deny(
-      'unknown_git_subcommand',
-      `\`git ${sub}\` is not a subcommand the guard knows; it may be an alias defined in config, so it is refused`,
-    );
+    return deny('unknown_git_subcommand', `\`git ${sub}\` is not a subcommand the guard knows; it may be an alias defined in config, so it is refused`);
   }
-  return rule({ args: argv.slice(i + 1), trailingDynamic: call.trailingDynamic, cwd, scope, sub, deny, unsure: call.unsure, claim: call.claim, readCode: call.readCode });
+  return rule({
+    args: argv.slice(i + 1),
+    trailingDynamic: call.trailingDynamic,
+    cwd,
+    scope,
+    sub,
+    deny,
+    unsure: call.unsure,
+    claim: call.claim,
+    readCode: call.readCode,
+  });
 }
 
 const GLOBAL_FLAGS = new Set([
-  '-p', '--paginate', '-P', '--no-pager', '--no-replace-objects', '--no-lazy-fetch', '--literal-pathspecs', '--glob-pathspecs',
-  '--noglob-pathspecs', '--icase-pathspecs', '--no-optional-locks', '--no-advice',
+  '-p',
+  '--paginate',
+  '-P',
+  '--no-pager',
+  '--no-replace-objects',
+  '--no-lazy-fetch',
+  '--literal-pathspecs',
+  '--glob-pathspecs',
+  '--noglob-pathspecs',
+  '--icase-pathspecs',
+  '--no-optional-locks',
+  '--no-advice',
 ]);
 
 /**
@@ -314,12 +331,17 @@ function watched(effects: Effects): Rule {
   const couldMean = (names: readonly string[], name: string) => name.length > 0 && names.find((o) => o.startsWith(name));
   return (input) => {
     const args = input.args;
-    const fromInput = () => input.deny('dynamic_argument', `\`git ${input.sub}\` gets more arguments from input at run time; one could be a file to write or a program to run`);
+    const fromInput = () =>
+      input.deny('dynamic_argument', `\`git ${input.sub}\` gets more arguments from input at run time; one could be a file to write or a program to run`);
     const missing = () => (input.trailingDynamic ? fromInput() : undefined);
     const target = (option: string, value: Word): Verdict => {
       const bad = writeTarget(input, value, `writes \`${value.text}\` (${option})`);
       if (bad || !effects.fromTop?.includes(option) || input.cwd.kind !== 'known' || input.cwd.path === input.scope.worktree) return bad;
-      return writeTarget({ ...input, cwd: { kind: 'known', path: input.scope.worktree } }, value, `writes under \`${value.text}\` (${option}, from the top of the worktree)`);
+      return writeTarget(
+        { ...input, cwd: { kind: 'known', path: input.scope.worktree } },
+        value,
+        `writes under \`${value.text}\` (${option}, from the top of the worktree)`,
+      );
     };
     for (let i = 0; i < args.length; i++) {
       const w = args[i];
@@ -374,14 +396,33 @@ function watched(effects: Effects): Rule {
     // Words from input can only add options of this table; when the only effect is a write, the kernel layer
     // confines where it lands, so the guard says it could not judge instead of refusing.
     if (input.unsure && exec.length === 0 && !effects.execShort) {
-      input.unsure(`\`git ${input.sub}\` gets more arguments from input at run time; the guard could not check them for --${writes[0] ?? 'output'}=<file>, the sandbox confines where it writes`);
+      input.unsure(
+        `\`git ${input.sub}\` gets more arguments from input at run time; the guard could not check them for --${writes[0] ?? 'output'}=<file>, the sandbox confines where it writes`,
+      );
       return undefined;
     }
     return fromInput();
   };
 }
 
-const LOG_VALUES = ['-n', '-S', '-G', '-L', '--max-count', '--skip', '--since', '--after', '--until', '--before', '--author', '--committer', '--grep', '--min-parents', '--max-parents', '--since-as-filter'];
+const LOG_VALUES = [
+  '-n',
+  '-S',
+  '-G',
+  '-L',
+  '--max-count',
+  '--skip',
+  '--since',
+  '--after',
+  '--until',
+  '--before',
+  '--author',
+  '--committer',
+  '--grep',
+  '--min-parents',
+  '--max-parents',
+  '--since-as-filter',
+];
 const logFamily = watched({ writes: ['output'], valueTakers: LOG_VALUES.map((o) => o.replace(/^--/, '')).concat(LOG_VALUES) });
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -431,7 +472,10 @@ const reset: Rule = (input) => {
   if (operands.length === 0 || isHeadItself(operands[0], input.scope)) return undefined;
   if (operands.length > 1) return undefined; // git refuses a mode with paths
   if (!input.claim) {
-    return input.deny('integration_policy', `\`git reset ${operands[0]}\` moves ${input.scope.branch}, and here the guard cannot have the repository check where to`);
+    return input.deny(
+      'integration_policy',
+      `\`git reset ${operands[0]}\` moves ${input.scope.branch}, and here the guard cannot have the repository check where to`,
+    );
   }
   input.claim({ kind: 'move', target: operands[0] });
   return undefined;
@@ -496,12 +540,16 @@ const rebase: Rule = (input) => {
   const bad = noTrailing(input);
   if (bad) return bad;
   if (has(p, 'update-refs')) return input.deny('moves_other_ref', '`git rebase --update-refs` moves every other branch that points into the rebased commits');
-  if (has(p, 'root')) return input.deny('integration_policy', `\`git rebase --root\` rewrites commits below ${scope.branch}'s base, which other branches share`);
+  if (has(p, 'root'))
+    return input.deny('integration_policy', `\`git rebase --root\` rewrites commits below ${scope.branch}'s base, which other branches share`);
   const operands = literalOperands(input, [...p.positionals, ...p.afterDashDash], 'revision');
   if (isRefusal(operands)) return operands;
   if (operands.length > 2) return input.deny('unknown_git_option', '`git rebase` takes at most an upstream and a branch');
   if (operands.length === 2 && !isHeadItself(operands[1], scope)) {
-    return input.deny('switches_branch', `\`git rebase ${operands.join(' ')}\` switches this worktree to \`${operands[1]}\` first; it must stay on ${scope.branch}`);
+    return input.deny(
+      'switches_branch',
+      `\`git rebase ${operands.join(' ')}\` switches this worktree to \`${operands[1]}\` first; it must stay on ${scope.branch}`,
+    );
   }
   // `-x <cmd>` runs through the shell in the worktree after each commit: read like `bash -c`.
   for (const cmd of optValues(p, 'exec')) {
@@ -515,7 +563,10 @@ const rebase: Rule = (input) => {
   const action = REBASE_ACTIONS.find((a) => has(p, a));
   if (action === 'abort' || action === 'quit' || action === 'show-current-patch') return undefined;
   if (!input.claim) {
-    return input.deny('integration_policy', '`git rebase` rewrites history, and here the guard cannot have the repository check that it stays on the own branch');
+    return input.deny(
+      'integration_policy',
+      '`git rebase` rewrites history, and here the guard cannot have the repository check that it stays on the own branch',
+    );
   }
   if (action) {
     input.claim({ kind: 'rewrite' });
@@ -523,7 +574,10 @@ const rebase: Rule = (input) => {
   }
   const upstream = operands[0];
   if (upstream === undefined) {
-    return input.deny('integration_policy', `\`git rebase\` without an upstream rebases onto the configured upstream, another branch; name the commit of ${scope.branch} to rebase onto (e.g. \`git rebase -i HEAD~3\`)`);
+    return input.deny(
+      'integration_policy',
+      `\`git rebase\` without an upstream rebases onto the configured upstream, another branch; name the commit of ${scope.branch} to rebase onto (e.g. \`git rebase -i HEAD~3\`)`,
+    );
   }
   const onto = optValues(p, 'onto').map((w) => exactValue(w));
   if (onto.some((v) => v === undefined)) return input.deny('dynamic_argument', 'the `--onto` commit of `git rebase` is computed at run time');
@@ -592,7 +646,10 @@ const checkout: Rule = (input) => {
     return input.deny('moves_other_ref', `\`-B ${name.text}\` creates or resets another branch and switches to it`);
   }
   if (has(p, 'create') || has(p, 'orphan')) {
-    return input.deny('switches_branch', `\`git checkout ${has(p, 'orphan') ? '--orphan' : '-b'}\` creates a new branch and moves this worktree off ${scope.branch}`);
+    return input.deny(
+      'switches_branch',
+      `\`git checkout ${has(p, 'orphan') ? '--orphan' : '-b'}\` creates a new branch and moves this worktree off ${scope.branch}`,
+    );
   }
   if (has(p, 'detach')) return input.deny('switches_branch', `\`--detach\` moves this worktree off ${scope.branch}`);
   // With `--` (or a pathspec file) the words before it name at most a tree to take files from — as long as a path
@@ -713,7 +770,10 @@ const branch: Rule = (input) => {
   if (bad) return bad;
   const writes = ['delete', 'force-delete', 'move', 'force-move', 'copy', 'force-copy', 'force'].filter((k) => has(p, k));
   if (writes.length > 0) {
-    return input.deny('moves_other_ref', `\`git branch\` with ${writes.map((k) => `--${k}`).join(', ')} deletes, renames, copies or force-moves branches; only commits may move ${scope.branch}`);
+    return input.deny(
+      'moves_other_ref',
+      `\`git branch\` with ${writes.map((k) => `--${k}`).join(', ')} deletes, renames, copies or force-moves branches; only commits may move ${scope.branch}`,
+    );
   }
   const names = literalOperands(input, [...p.positionals, ...p.afterDashDash], 'branch name');
   if (isRefusal(names)) return names;
@@ -757,7 +817,9 @@ const PUSH: OptSpec[] = [
 
 /** `<transport>::<address>` runs the remote helper `git-remote-<transport>` (and `ext::` runs any command). */
 function remoteHelperProblem(v: string): string | undefined {
-  return /^[A-Za-z][A-Za-z0-9+.-]*::/.test(v) ? `\`${v}\` makes git run the remote helper \`git-remote-${v.slice(0, v.indexOf('::'))}\` (ext:: runs any command)` : undefined;
+  return /^[A-Za-z][A-Za-z0-9+.-]*::/.test(v)
+    ? `\`${v}\` makes git run the remote helper \`git-remote-${v.slice(0, v.indexOf('::'))}\` (ext:: runs any command)`
+    : undefined;
 }
 
 /** A repository argument that is a local path may be this very repository (its shared ref store). */
@@ -882,13 +944,18 @@ const fetch: Rule = (input) => {
   if (has(p, 'update-head-ok')) return input.deny('moves_other_ref', '`--update-head-ok` lets fetch move a checked-out branch');
   if (has(p, 'upload-pack')) return input.deny('git_runs_program', '`--upload-pack` runs a program for the fetch');
   if (has(p, 'prune-tags')) return input.deny('moves_other_ref', '`--prune-tags` deletes local tags (shared refs)');
-  if (has(p, 'tags')) return input.deny('moves_other_ref', '`git fetch --tags` writes every tag of the remote into refs/tags (shared refs), moving existing ones');
+  if (has(p, 'tags'))
+    return input.deny('moves_other_ref', '`git fetch --tags` writes every tag of the remote into refs/tags (shared refs), moving existing ones');
   const shallow = SHALLOW.find((k) => has(p, k));
   if (shallow) {
     return input.deny('shared_state', `\`git fetch --${shallow}\` rewrites \`shallow\` in the shared git directory, which changes history for every worktree`);
   }
   if (has(p, 'force') && !has(p, 'tags', true)) {
-    return input.deny('moves_other_ref', '`git fetch --force` lets refspecs and tag following move existing refs (tags too, when the remote is configured to fetch them)', 'Drop `--force`, or add `--no-tags` and name remote-tracking refspecs.');
+    return input.deny(
+      'moves_other_ref',
+      '`git fetch --force` lets refspecs and tag following move existing refs (tags too, when the remote is configured to fetch them)',
+      'Drop `--force`, or add `--no-tags` and name remote-tracking refspecs.',
+    );
   }
   if (has(p, 'stdin')) return input.deny('dynamic_argument', '`git fetch --stdin` reads its refspecs at run time');
   const bad = noTrailing(input);
@@ -939,7 +1006,11 @@ function fetchRefspecProblem(spec: string, repo: string, scope: GitScope): strin
   // Only a configured remote has a tracking namespace: a path or URL names none (`refs/remotes/../main/` is not one).
   if (localRepository(repo) || repo.includes(':')) return `writes \`${dst}\` from \`${repo}\`, which is a path or URL, not a remote with its own tracking refs`;
   const tracking = `refs/remotes/${repo}/`;
-  const branchName = src.startsWith('refs/heads/') ? src.slice('refs/heads/'.length) : src.startsWith('refs/') || src === 'HEAD' || src === '@' ? undefined : src;
+  const branchName = src.startsWith('refs/heads/')
+    ? src.slice('refs/heads/'.length)
+    : src.startsWith('refs/') || src === 'HEAD' || src === '@'
+      ? undefined
+      : src;
   if (!dst.startsWith(tracking) || branchName === undefined || dst.slice(tracking.length) !== branchName) {
     return `writes \`${dst}\` from \`${src}\` of \`${repo}\`; a remote-tracking ref may only copy the remote's own branch of the same name (refs/heads/X → ${tracking}X)`;
   }
@@ -986,7 +1057,26 @@ function actionRule(
 const worktree = actionRule(['list'], false, { reason: 'shared_state', what: 'changes the shared worktree administration (other worktrees live there)' });
 const remote = actionRule(['show', 'get-url'], true, { reason: 'shared_state', what: 'changes remotes in the shared config' });
 const SUBMODULE_UPDATE: OptSpec[] = [
-  { key: 'flag', short: 'qNf', long: ['quiet', 'progress', 'init', 'remote', 'fetch', 'force', 'checkout', 'merge', 'rebase', 'recursive', 'recommend-shallow', 'single-branch', 'dissociate', 'require-init'] },
+  {
+    key: 'flag',
+    short: 'qNf',
+    long: [
+      'quiet',
+      'progress',
+      'init',
+      'remote',
+      'fetch',
+      'force',
+      'checkout',
+      'merge',
+      'rebase',
+      'recursive',
+      'recommend-shallow',
+      'single-branch',
+      'dissociate',
+      'require-init',
+    ],
+  },
   { key: 'value', short: 'j', long: ['depth', 'jobs', 'filter'], arg: 'required' },
   { key: 'reference', long: ['reference'], arg: 'required' },
 ];
@@ -1016,13 +1106,23 @@ const submoduleUpdate: Rule = (input) => {
   return undefined;
 };
 
-const submodule = actionRule(['status', 'summary'], true, { reason: 'shared_state', what: 'changes submodule state in the shared config and modules directory' }, {
-  foreach: (input) => input.deny('git_runs_program', '`git submodule foreach` runs a command in every submodule'),
-  update: submoduleUpdate,
-});
-const reflogActions = actionRule(['exists', 'list'], true, { reason: 'shared_state', what: 'expires or deletes reflog entries (all worktrees\' reflogs)' }, {
-  show: (input) => logFamily(input),
-});
+const submodule = actionRule(
+  ['status', 'summary'],
+  true,
+  { reason: 'shared_state', what: 'changes submodule state in the shared config and modules directory' },
+  {
+    foreach: (input) => input.deny('git_runs_program', '`git submodule foreach` runs a command in every submodule'),
+    update: submoduleUpdate,
+  },
+);
+const reflogActions = actionRule(
+  ['exists', 'list'],
+  true,
+  { reason: 'shared_state', what: "expires or deletes reflog entries (all worktrees' reflogs)" },
+  {
+    show: (input) => logFamily(input),
+  },
+);
 /** `git reflog [show] [log-options] [ref]`: without an action word it shows. */
 const reflog: Rule = (input) => {
   const first = input.args[0];
@@ -1054,7 +1154,10 @@ const notes: Rule = (input) => {
   if (['list', 'show', 'get-ref'].includes(action)) return input.trailingDynamic && !args[k] ? noTrailing(input) : undefined;
   return input.deny('moves_other_ref', `\`git notes ${action}\` writes a ref under refs/notes, which every worktree shares`);
 };
-const sparse = actionRule(['list'], false, { reason: 'shared_state', what: 'changes sparse-checkout settings (and may enable per-worktree config in the shared config)' });
+const sparse = actionRule(['list'], false, {
+  reason: 'shared_state',
+  what: 'changes sparse-checkout settings (and may enable per-worktree config in the shared config)',
+});
 const commitGraph = actionRule(['verify'], false, { reason: 'shared_state', what: 'rewrites shared object-store files' });
 const multiPack = actionRule(['verify'], false, { reason: 'shared_state', what: 'rewrites shared object-store files' });
 const rerere = actionRule(['status', 'diff', 'remaining'], false, { reason: 'shared_state', what: 'writes the shared rerere cache' });
@@ -1071,7 +1174,8 @@ const bundleCreate: Rule = (input) => {
     const w = args[k];
     const v = w.value;
     if (v === undefined) {
-      if (w.prefix.startsWith('-') || w.prefix === '' || w.splits) return input.deny('dynamic_argument', `\`${w.text}\` in \`git bundle create\` is computed at run time and may be an option or the file`);
+      if (w.prefix.startsWith('-') || w.prefix === '' || w.splits)
+        return input.deny('dynamic_argument', `\`${w.text}\` in \`git bundle create\` is computed at run time and may be an option or the file`);
       return writeTarget(input, w, `writes the bundle \`${w.text}\``);
     }
     if (v === '-' || !v.startsWith('-')) return v === '-' ? undefined : writeTarget(input, w, `writes the bundle \`${w.text}\``);
@@ -1094,7 +1198,26 @@ const CONFIG: OptSpec[] = [
   { key: 'file', short: 'f', long: ['file'], arg: 'required' },
   { key: 'blob', long: ['blob'], arg: 'required' },
   { key: 'type', long: ['type', 'default', 'value', 'url'], arg: 'required' },
-  { key: 'flag', long: ['bool', 'int', 'bool-or-int', 'bool-or-str', 'path', 'expiry-date', 'null', 'name-only', 'show-origin', 'show-scope', 'fixed-value', 'all', 'regexp', 'no-type'], short: 'z' },
+  {
+    key: 'flag',
+    long: [
+      'bool',
+      'int',
+      'bool-or-int',
+      'bool-or-str',
+      'path',
+      'expiry-date',
+      'null',
+      'name-only',
+      'show-origin',
+      'show-scope',
+      'fixed-value',
+      'all',
+      'regexp',
+      'no-type',
+    ],
+    short: 'z',
+  },
 ];
 
 /**
@@ -1124,7 +1247,10 @@ const config: Rule = (input) => {
   const keyWord = subcommand ? words[1] : words[0];
   const key = keyWord ? exactValue(keyWord) : undefined;
   if (key !== undefined && CONFIG_EXEC.some((re) => re.test(normalizeConfigKey(key)))) {
-    return input.deny('shared_state', `\`git config\` writes \`${key}\`, a key that makes git run a program (or load more config), in configuration every worktree shares`);
+    return input.deny(
+      'shared_state',
+      `\`git config\` writes \`${key}\`, a key that makes git run a program (or load more config), in configuration every worktree shares`,
+    );
   }
   return input.deny('shared_state', '`git config` with a value (or --add/--unset/set …) writes configuration that every worktree (and session) shares');
 };
@@ -1172,7 +1298,7 @@ const symbolicRef: Rule = (input) => {
   const names = literalOperands(input, [...p.positionals, ...p.afterDashDash], 'ref');
   if (isRefusal(names)) return names;
   if (!has(p, 'delete') && names.length <= 1) return undefined;
-  return input.deny('moves_other_ref', '`git symbolic-ref` with a target (or -d) rewrites a symbolic ref such as HEAD (including other worktrees\' HEADs)');
+  return input.deny('moves_other_ref', "`git symbolic-ref` with a target (or -d) rewrites a symbolic ref such as HEAD (including other worktrees' HEADs)");
 };
 
 /** `git bisect log` and `terms` read this worktree's bisect state; every other action checks out other commits. */
@@ -1185,12 +1311,23 @@ const bisect: Rule = (input) => {
   return input.deny('switches_branch', '`git bisect` checks out other commits in this worktree');
 };
 
-const refMover = (what: string): Rule => (input) => input.deny('moves_other_ref', `\`git ${input.sub}\` ${what}`);
-const sharedWriter = (what: string): Rule => (input) => input.deny('shared_state', `\`git ${input.sub}\` ${what}`);
-const runsProgram = (what: string): Rule => (input) => input.deny('git_runs_program', `\`git ${input.sub}\` ${what}`);
+const refMover =
+  (what: string): Rule =>
+  (input) =>
+    input.deny('moves_other_ref', `\`git ${input.sub}\` ${what}`);
+const sharedWriter =
+  (what: string): Rule =>
+  (input) =>
+    input.deny('shared_state', `\`git ${input.sub}\` ${what}`);
+const runsProgram =
+  (what: string): Rule =>
+  (input) =>
+    input.deny('git_runs_program', `\`git ${input.sub}\` ${what}`);
 /** `--tool-help` alone only lists the tools git knows. */
-const toolHelp = (rule: Rule): Rule => (input) =>
-  input.args.length === 1 && input.args[0].value === '--tool-help' && !input.trailingDynamic ? undefined : rule(input);
+const toolHelp =
+  (rule: Rule): Rule =>
+  (input) =>
+    input.args.length === 1 && input.args[0].value === '--tool-help' && !input.trailingDynamic ? undefined : rule(input);
 
 const REPLACE: OptSpec[] = [
   { key: 'list', short: 'l', long: ['list'] },
@@ -1240,7 +1377,7 @@ const init: Rule = (input) => {
   if (where.kind === 'known' && isInside(where.path, input.scope.worktree) && where.path !== input.scope.worktree) {
     return dir ? writeTarget(input, dir, `creates \`${dir.text}\``) : undefined;
   }
-  return input.deny('shared_state', '`git init` here would re-initialise this worktree\'s shared repository (or a directory outside the worktree)');
+  return input.deny('shared_state', "`git init` here would re-initialise this worktree's shared repository (or a directory outside the worktree)");
 };
 
 const CLONE: OptSpec[] = [
@@ -1251,9 +1388,49 @@ const CLONE: OptSpec[] = [
   { key: 'local', short: 'l', long: ['local'] },
   { key: 'hardlinks', long: ['hardlinks'] },
   { key: 'shared', short: 's', long: ['shared'] },
-  { key: 'value', short: 'obj', long: ['reference', 'reference-if-able', 'server-option', 'origin', 'branch', 'revision', 'depth', 'shallow-since', 'shallow-exclude', 'jobs', 'filter', 'bundle-uri', 'ref-format'], arg: 'required' },
+  {
+    key: 'value',
+    short: 'obj',
+    long: [
+      'reference',
+      'reference-if-able',
+      'server-option',
+      'origin',
+      'branch',
+      'revision',
+      'depth',
+      'shallow-since',
+      'shallow-exclude',
+      'jobs',
+      'filter',
+      'bundle-uri',
+      'ref-format',
+    ],
+    arg: 'required',
+  },
   { key: 'recurse', long: ['recurse-submodules', 'recursive'], arg: 'optional' },
-  { key: 'flag', short: 'qvn46', long: ['quiet', 'verbose', 'progress', 'checkout', 'bare', 'mirror', 'single-branch', 'tags', 'shallow-submodules', 'remote-submodules', 'dissociate', 'sparse', 'also-filter-submodules', 'reject-shallow', 'ipv4', 'ipv6'] },
+  {
+    key: 'flag',
+    short: 'qvn46',
+    long: [
+      'quiet',
+      'verbose',
+      'progress',
+      'checkout',
+      'bare',
+      'mirror',
+      'single-branch',
+      'tags',
+      'shallow-submodules',
+      'remote-submodules',
+      'dissociate',
+      'sparse',
+      'also-filter-submodules',
+      'reject-shallow',
+      'ipv4',
+      'ipv6',
+    ],
+  },
 ];
 
 /** A repository argument git clones with the local optimisation: a path, not a URL (`file://` uses the transport). */
@@ -1285,7 +1462,8 @@ const clone: Rule = (input) => {
   }
   const operands = [...p.positionals, ...p.afterDashDash];
   const source = operands[0] ? exactValue(operands[0]) : undefined;
-  if (operands[0] && source === undefined) return input.deny('dynamic_argument', `the repository \`${operands[0].text}\` for \`git clone\` is computed at run time`);
+  if (operands[0] && source === undefined)
+    return input.deny('dynamic_argument', `the repository \`${operands[0].text}\` for \`git clone\` is computed at run time`);
   if (source !== undefined && localSource(source) && !has(p, 'hardlinks', true) && !has(p, 'shared') && !has(p, 'local', true)) {
     return input.deny(
       'outside_worktree',
@@ -1304,7 +1482,11 @@ const clone: Rule = (input) => {
  * `--build-fake-ancestor=<file>` writes an index file, `--unsafe-paths` lifts git's own check that patched paths
  * stay in the worktree. `--include`/`--exclude` only filter which paths apply, so they are not targets.
  */
-const applyEffects = watched({ writes: ['directory', 'build-fake-ancestor'], fromTop: ['directory'], valueTakers: ['-p', '-C', 'whitespace', 'include', 'exclude'] });
+const applyEffects = watched({
+  writes: ['directory', 'build-fake-ancestor'],
+  fromTop: ['directory'],
+  valueTakers: ['-p', '-C', 'whitespace', 'include', 'exclude'],
+});
 const applyRule: Rule = (input) => {
   for (const w of input.args) {
     const v = w.value ?? w.prefix;
@@ -1315,7 +1497,11 @@ const applyRule: Rule = (input) => {
   }
   return applyEffects(input);
 };
-const am = watched({ writes: ['directory'], fromTop: ['directory'], valueTakers: ['-p', '-C', 'whitespace', 'include', 'exclude', 'patch-format', 'resolvemsg', 'empty', 'quoted-cr'] });
+const am = watched({
+  writes: ['directory'],
+  fromTop: ['directory'],
+  valueTakers: ['-p', '-C', 'whitespace', 'include', 'exclude', 'patch-format', 'resolvemsg', 'empty', 'quoted-cr'],
+});
 
 const checkoutIndex = watched({ writes: ['prefix'] });
 // `--prefix` reads a tree into the index under a directory, which `-u` then writes from the top of the worktree.
@@ -1326,14 +1512,16 @@ const archive = watched({ writes: ['output'], writeShort: 'o', exec: ['exec'] })
 const formatPatch = watched({ writes: ['output-directory', 'output'], writeShort: 'o' });
 const lsRemoteWatched = watched({ exec: ['upload-pack'] });
 /** Any word of these may name a repository: refuse remote-helper transports. */
-const noRemoteHelper = (rule: Rule): Rule => (input) => {
-  for (const w of input.args) {
-    const v = w.value ?? '';
-    const helper = remoteHelperProblem(v.startsWith('--remote=') ? v.slice('--remote='.length) : v);
-    if (helper) return input.deny('git_runs_program', helper);
-  }
-  return rule(input);
-};
+const noRemoteHelper =
+  (rule: Rule): Rule =>
+  (input) => {
+    for (const w of input.args) {
+      const v = w.value ?? '';
+      const helper = remoteHelperProblem(v.startsWith('--remote=') ? v.slice('--remote='.length) : v);
+      if (helper) return input.deny('git_runs_program', helper);
+    }
+    return rule(input);
+  };
 const lsRemote = noRemoteHelper(lsRemoteWatched);
 const fastExport = watched({ writes: ['export-marks'] });
 const fsck = watched({});
@@ -1409,7 +1597,8 @@ const picks: Rule = (input) => {
     const eq = v.indexOf('=');
     if (!'strategy'.startsWith(eq < 0 ? v.slice(2) : v.slice(2, eq))) continue;
     const value = eq >= 0 ? (w.value === undefined ? undefined : v.slice(eq + 1)) : args[++k] && exactValue(args[k]);
-    if (value === undefined) return input.deny('dynamic_argument', `the merge strategy for \`git ${input.sub}\` (\`${w.text}\`) is computed at run time or missing`);
+    if (value === undefined)
+      return input.deny('dynamic_argument', `the merge strategy for \`git ${input.sub}\` (\`${w.text}\`) is computed at run time or missing`);
     if (!BUILTIN_STRATEGIES.includes(value)) return input.deny('git_runs_program', `\`--strategy=${value}\` runs the program \`git-merge-${value}\``);
   }
   if (input.trailingDynamic) {
@@ -1422,44 +1611,148 @@ const picks: Rule = (input) => {
 
 const SUBCOMMANDS: Record<string, Rule> = {
   // read-only
-  status: free, 'rev-parse': free, 'rev-list': logFamily, 'ls-files': free, 'ls-tree': free, 'cat-file': free, blame: free,
-  annotate: free, 'show-ref': free, 'for-each-ref': free, 'name-rev': free, 'merge-base': free, describe: free, cherry: free,
-  'count-objects': free, var: free, version: free, help: free, 'check-ignore': free, 'check-attr': free,
-  'check-ref-format': free, 'check-mailmap': free, 'verify-commit': free, 'verify-tag': free, 'verify-pack': free,
-  'get-tar-commit-id': free, column: free, stripspace: free, 'hash-object': free, mktree: free, mktag: free,
-  'commit-tree': free, 'patch-id': free, 'merge-tree': free, 'show-branch': free, 'request-pull': free,
-  'fmt-merge-msg': free, 'show-index': free, 'unpack-file': free, 'diff-pairs': free,
-  diff: logFamily, log: logFamily, show: logFamily, whatchanged: logFamily, shortlog: logFamily, 'range-diff': logFamily,
-  'diff-tree': logFamily, 'diff-files': logFamily, 'diff-index': logFamily,
-  grep, archive: noRemoteHelper(archive), 'format-patch': formatPatch, 'ls-remote': lsRemote, 'fast-export': fastExport, fsck: fsckRule,
-  mailsplit, mailinfo: writesOperands, 'merge-file': mergeFile, 'interpret-trailers': interpretTrailers, bundle,
+  status: free,
+  'rev-parse': free,
+  'rev-list': logFamily,
+  'ls-files': free,
+  'ls-tree': free,
+  'cat-file': free,
+  blame: free,
+  annotate: free,
+  'show-ref': free,
+  'for-each-ref': free,
+  'name-rev': free,
+  'merge-base': free,
+  describe: free,
+  cherry: free,
+  'count-objects': free,
+  var: free,
+  version: free,
+  help: free,
+  'check-ignore': free,
+  'check-attr': free,
+  'check-ref-format': free,
+  'check-mailmap': free,
+  'verify-commit': free,
+  'verify-tag': free,
+  'verify-pack': free,
+  'get-tar-commit-id': free,
+  column: free,
+  stripspace: free,
+  'hash-object': free,
+  mktree: free,
+  mktag: free,
+  'commit-tree': free,
+  'patch-id': free,
+  'merge-tree': free,
+  'show-branch': free,
+  'request-pull': free,
+  'fmt-merge-msg': free,
+  'show-index': free,
+  'unpack-file': free,
+  'diff-pairs': free,
+  diff: logFamily,
+  log: logFamily,
+  show: logFamily,
+  whatchanged: logFamily,
+  shortlog: logFamily,
+  'range-diff': logFamily,
+  'diff-tree': logFamily,
+  'diff-files': logFamily,
+  'diff-index': logFamily,
+  grep,
+  archive: noRemoteHelper(archive),
+  'format-patch': formatPatch,
+  'ls-remote': lsRemote,
+  'fast-export': fastExport,
+  fsck: fsckRule,
+  mailsplit,
+  mailinfo: writesOperands,
+  'merge-file': mergeFile,
+  'interpret-trailers': interpretTrailers,
+  bundle,
   // writes to this worktree's files, index and branch
-  add: free, stage: free, rm: free, mv: free, restore: free, commit: free, clean: free, 'cherry-pick': picks, revert: picks,
-  am, apply: applyRule, 'update-index': free, 'write-tree': free, 'read-tree': readTree, 'checkout-index': checkoutIndex,
+  add: free,
+  stage: free,
+  rm: free,
+  mv: free,
+  restore: free,
+  commit: free,
+  clean: free,
+  'cherry-pick': picks,
+  revert: picks,
+  am,
+  apply: applyRule,
+  'update-index': free,
+  'write-tree': free,
+  'read-tree': readTree,
+  'checkout-index': checkoutIndex,
   // need a closer look
-  checkout, switch: switchRule, branch, push, fetch, config, tag, stash, worktree, remote, submodule, reflog, notes,
-  'symbolic-ref': symbolicRef, replace, init, clone: noRemoteHelper(clone), 'sparse-checkout': sparse, 'commit-graph': commitGraph,
-  'multi-pack-index': multiPack, rerere, refs: refsCmd,
+  checkout,
+  switch: switchRule,
+  branch,
+  push,
+  fetch,
+  config,
+  tag,
+  stash,
+  worktree,
+  remote,
+  submodule,
+  reflog,
+  notes,
+  'symbolic-ref': symbolicRef,
+  replace,
+  init,
+  clone: noRemoteHelper(clone),
+  'sparse-checkout': sparse,
+  'commit-graph': commitGraph,
+  'multi-pack-index': multiPack,
+  rerere,
+  refs: refsCmd,
   // integration is the orchestrator's job
-  merge: integration, rebase, pull: integration, reset,
-  'merge-recursive': integration, 'merge-ours': integration, 'merge-octopus': integration, 'merge-resolve': integration,
-  'merge-subtree': integration, 'merge-recursive-ours': integration, 'merge-recursive-theirs': integration,
+  merge: integration,
+  rebase,
+  pull: integration,
+  reset,
+  'merge-recursive': integration,
+  'merge-ours': integration,
+  'merge-octopus': integration,
+  'merge-resolve': integration,
+  'merge-subtree': integration,
+  'merge-recursive-ours': integration,
+  'merge-recursive-theirs': integration,
   // refs other than B
-  'update-ref': refMover('writes any ref directly (including other branches and other worktrees\' HEADs)'),
-  'filter-branch': refMover('rewrites branches'), 'filter-repo': refMover('rewrites branches'),
-  'fast-import': refMover('writes refs from its input'), 'send-pack': refMover('pushes refs'),
-  'receive-pack': refMover('accepts ref updates into a repository'), 'http-push': refMover('pushes refs'),
-  replay: refMover('replays commits onto refs'), bisect,
+  'update-ref': refMover("writes any ref directly (including other branches and other worktrees' HEADs)"),
+  'filter-branch': refMover('rewrites branches'),
+  'filter-repo': refMover('rewrites branches'),
+  'fast-import': refMover('writes refs from its input'),
+  'send-pack': refMover('pushes refs'),
+  'receive-pack': refMover('accepts ref updates into a repository'),
+  'http-push': refMover('pushes refs'),
+  replay: refMover('replays commits onto refs'),
+  bisect,
   // shared object store and repository maintenance
-  gc: sharedWriter('prunes and repacks the shared object store'), prune: sharedWriter('deletes objects from the shared object store'),
-  repack: sharedWriter('rewrites the shared object store'), 'prune-packed': sharedWriter('deletes objects from the shared object store'),
-  'pack-refs': sharedWriter('rewrites the shared ref store'), maintenance: sharedWriter('runs maintenance on the shared repository'),
+  gc: sharedWriter('prunes and repacks the shared object store'),
+  prune: sharedWriter('deletes objects from the shared object store'),
+  repack: sharedWriter('rewrites the shared object store'),
+  'prune-packed': sharedWriter('deletes objects from the shared object store'),
+  'pack-refs': sharedWriter('rewrites the shared ref store'),
+  maintenance: sharedWriter('runs maintenance on the shared repository'),
   // programs
-  hook: runsProgram('runs hooks'), difftool: toolHelp(runsProgram('runs a configured diff tool')), mergetool: toolHelp(runsProgram('runs a configured merge tool')),
-  'for-each-repo': runsProgram('runs git commands in other repositories'), 'merge-index': runsProgram('runs a merge program'),
-  'merge-one-file': runsProgram('runs as a merge program'), instaweb: runsProgram('starts a web server and browser'),
-  'send-email': runsProgram('runs a mailer'), daemon: runsProgram('serves the repository'), credential: runsProgram('runs credential helpers'),
-  'upload-pack': runsProgram('serves a fetch from a repository'), 'upload-archive': runsProgram('serves an archive'), shell: runsProgram('is a login shell'),
+  hook: runsProgram('runs hooks'),
+  difftool: toolHelp(runsProgram('runs a configured diff tool')),
+  mergetool: toolHelp(runsProgram('runs a configured merge tool')),
+  'for-each-repo': runsProgram('runs git commands in other repositories'),
+  'merge-index': runsProgram('runs a merge program'),
+  'merge-one-file': runsProgram('runs as a merge program'),
+  instaweb: runsProgram('starts a web server and browser'),
+  'send-email': runsProgram('runs a mailer'),
+  daemon: runsProgram('serves the repository'),
+  credential: runsProgram('runs credential helpers'),
+  'upload-pack': runsProgram('serves a fetch from a repository'),
+  'upload-archive': runsProgram('serves an archive'),
+  shell: runsProgram('is a login shell'),
 };
 
 /** Subcommands the guard knows, for tests and docs. */

@@ -41,7 +41,11 @@ export function decideCommand(parser: Parser, command: string, context: GuardCon
   } catch (err) {
     // Pathological nesting exhausts the stack of the recursive walk: refuse rather than fail the tool call.
     if (!(err instanceof RangeError)) throw err;
-    refused = { reason: 'unsupported_input', refused: command.length > 80 ? `${command.slice(0, 80)}…` : command, why: 'the command is nested too deeply to analyse' };
+    refused = {
+      reason: 'unsupported_input',
+      refused: command.length > 80 ? `${command.slice(0, 80)}…` : command,
+      why: 'the command is nested too deeply to analyse',
+    };
   }
   if (!refused) {
     return {
@@ -74,11 +78,7 @@ export async function guardCommand(command: string, context: GuardContext): Prom
 /** The refusal as the bash tool returns it to the model: what, why, and what to do instead. */
 export function formatRefusal(decision: GuardDecision): string {
   if (decision.allowed) return 'allowed';
-  return [
-    `Refused by the workspace guard (${decision.reason}): ${decision.refused}`,
-    `Why: ${decision.why}`,
-    `Instead: ${decision.instead}`,
-  ].join('\n');
+  return [`Refused by the workspace guard (${decision.reason}): ${decision.refused}`, `Why: ${decision.why}`, `Instead: ${decision.instead}`].join('\n');
 }
 
 /**
@@ -112,6 +112,6 @@ export function guardVerdict(decision: GuardDecision, options: { readonly confin
   };
 }
 
-export { loadBashParser,  } from './parser';
-export { GUARD_REASONS, GUARD_REASON_CODES,   } from './reasons';
-export type { GuardContext, GuardDecision,  GuardReason, HistoryClaim } from './reasons';
+export { loadBashParser } from './parser';
+export { GUARD_REASONS, GUARD_REASON_CODES } from './reasons';
+export type { GuardContext, GuardDecision, GuardReason, HistoryClaim } from './reasons';

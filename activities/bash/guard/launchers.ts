@@ -15,7 +15,8 @@ import { exactValue, type Word } from './words';
 export type Unsure = (why: string, reason?: GuardReason) => void;
 
 /** Program stems that ship with version suffixes (`python3.11`, `node20`, `perl5.36`, `gawk-5.1`, `bash5`). */
-const VERSIONED = /^(python|pypy|node|nodejs|perl|ruby|php|lua|luajit|tclsh|wish|bash|sh|zsh|dash|ksh|mksh|gawk|awk|mawk|git|deno|bun|Rscript|pwsh|vim|nvim|make|gmake)[-_.]?v?[0-9][0-9.]*$/;
+const VERSIONED =
+  /^(python|pypy|node|nodejs|perl|ruby|php|lua|luajit|tclsh|wish|bash|sh|zsh|dash|ksh|mksh|gawk|awk|mawk|git|deno|bun|Rscript|pwsh|vim|nvim|make|gmake)[-_.]?v?[0-9][0-9.]*$/;
 
 /** The program a name runs, without a version suffix: `python3.11` is python, `node20` is node. */
 export function programName(name: string): string {
@@ -41,7 +42,8 @@ export function planShell(inv: Invocation, name: string): ShellPlan {
   for (; k < argv.length; k++) {
     const v = exactValue(argv[k]);
     if (v === undefined) {
-      if (argv[k].prefix === '' && argv[k].dynamic !== 'process_substitution') return deny('dynamic_argument', `\`${argv[k].text}\` for \`${name}\` is computed at run time`);
+      if (argv[k].prefix === '' && argv[k].dynamic !== 'process_substitution')
+        return deny('dynamic_argument', `\`${argv[k].text}\` for \`${name}\` is computed at run time`);
       if (argv[k].prefix.startsWith('-')) return deny('dynamic_argument', `\`${argv[k].text}\` for \`${name}\` is computed at run time`);
       break;
     }
@@ -54,7 +56,23 @@ export function planShell(inv: Invocation, name: string): ShellPlan {
         k++;
         continue;
       }
-      if (['--login', '--noprofile', '--norc', '--posix', '--restricted', '--verbose', '--noediting', '--version', '--help', '--dump-strings', '--dump-po-strings', '--wordexp'].includes(v)) continue;
+      if (
+        [
+          '--login',
+          '--noprofile',
+          '--norc',
+          '--posix',
+          '--restricted',
+          '--verbose',
+          '--noediting',
+          '--version',
+          '--help',
+          '--dump-strings',
+          '--dump-po-strings',
+          '--wordexp',
+        ].includes(v)
+      )
+        continue;
       return deny('unresolved_launcher', `\`${name} ${v}\` is not modelled`);
     }
     if (!/^[-+][A-Za-z]+$/.test(v)) break;
@@ -67,7 +85,8 @@ export function planShell(inv: Invocation, name: string): ShellPlan {
         if (c === 'O' && v.startsWith('-') && ['expand_aliases', 'extglob', 'dotglob'].includes(opt)) {
           return deny('parser_blind_spot', `\`${name} -O ${opt}\` changes how the code parses or what names mean`);
         }
-        if (opt === 'keyword' && v.startsWith('-')) return deny('parser_blind_spot', '`-o keyword` turns later `NAME=value` arguments into environment assignments');
+        if (opt === 'keyword' && v.startsWith('-'))
+          return deny('parser_blind_spot', '`-o keyword` turns later `NAME=value` arguments into environment assignments');
         if (opt === 'allexport' && v.startsWith('-')) return deny('shell_env_override', `\`${name} -o allexport\` exports every assignment the code makes`);
       } else if (c === 'a' && v.startsWith('-')) {
         return deny('shell_env_override', `\`${name} -a\` exports every assignment the code makes`);
@@ -140,7 +159,11 @@ interface InterpreterGrammar {
 
 const INTERPRETERS: Record<string, InterpreterGrammar> = {
   python: { code: 'c', valued: ['-W', '-X', '--check-hash-based-pycs'], module: ['-m'] },
-  node: { code: 'ep', codeLong: ['--eval', '--print'], valued: ['-r', '--require', '--import', '--loader', '--experimental-loader', '--input-type', '-C', '--conditions', '--env-file', '--title'] },
+  node: {
+    code: 'ep',
+    codeLong: ['--eval', '--print'],
+    valued: ['-r', '--require', '--import', '--loader', '--experimental-loader', '--input-type', '-C', '--conditions', '--env-file', '--title'],
+  },
   bun: { code: 'ep', codeLong: ['--eval', '--print'], valued: ['-r', '--preload', '--cwd', '--env-file'] },
   perl: { code: 'eE', valued: ['-I', '-M', '-m', '-x', '-d', '-D', '-C'] },
   ruby: { code: 'e', valued: ['-I', '-r', '-C', '-E', '-F', '-T', '-x'] },
@@ -149,7 +172,13 @@ const INTERPRETERS: Record<string, InterpreterGrammar> = {
   Rscript: { code: 'e', valued: [] },
   R: { code: 'e', valued: [] },
   osascript: { code: 'e', valued: ['-l', '-s'] },
-  pwsh: { code: 'c', codeLong: ['-Command', '-command', '-c'], valued: ['-WorkingDirectory', '-wd', '-ExecutionPolicy', '-ep'], module: ['-File', '-f'], refused: ['-EncodedCommand', '-enc', '-ec', '-e'] },
+  pwsh: {
+    code: 'c',
+    codeLong: ['-Command', '-command', '-c'],
+    valued: ['-WorkingDirectory', '-wd', '-ExecutionPolicy', '-ep'],
+    module: ['-File', '-f'],
+    refused: ['-EncodedCommand', '-enc', '-ec', '-e'],
+  },
   tclsh: { code: '', valued: [] },
   deno: { code: '', valued: [] },
 };
@@ -328,8 +357,11 @@ export function decideAwk(inv: Invocation, name: string, worktree: string, unsur
         continue;
       }
       const path = target.slice(1, -1);
-      const verdict = path.startsWith('/dev/') ? { ok: true as const } : checkWriteTarget({ text: path, value: path, prefix: path, splits: false, glob: false }, inv.cwd, worktree);
-      if (!verdict.ok) return deny(verdict.kind === 'metadata' ? 'git_metadata_write' : 'outside_worktree', `the \`${name}\` program writes \`${path}\`: ${verdict.detail}`);
+      const verdict = path.startsWith('/dev/')
+        ? { ok: true as const }
+        : checkWriteTarget({ text: path, value: path, prefix: path, splits: false, glob: false }, inv.cwd, worktree);
+      if (!verdict.ok)
+        return deny(verdict.kind === 'metadata' ? 'git_metadata_write' : 'outside_worktree', `the \`${name}\` program writes \`${path}\`: ${verdict.detail}`);
     }
   }
   return undefined;
@@ -423,7 +455,10 @@ export function decideSed(inv: Invocation, worktree: string, unsure: Unsure): Re
  * Reads a sed script far enough to find the GNU `e` command, the `s///e` flag, and file writes (`w`, `W`,
  * `s///w`). Returns a problem, or undefined. A script it cannot read is a problem too.
  */
-function sedScriptProblem(script: string, writeProblem: (path: string) => string | undefined): { reason: 'inline_interpreter' | 'outside_worktree'; why: string } | undefined {
+function sedScriptProblem(
+  script: string,
+  writeProblem: (path: string) => string | undefined,
+): { reason: 'inline_interpreter' | 'outside_worktree'; why: string } | undefined {
   const s = script;
   let i = 0;
   const unreadable = { reason: 'inline_interpreter' as const, why: 'the script uses syntax the guard cannot read' };
@@ -486,22 +521,44 @@ function sedScriptProblem(script: string, writeProblem: (path: string) => string
       case '{':
       case '}':
       case '=':
-      case 'd': case 'D': case 'F': case 'g': case 'G': case 'h': case 'H': case 'n': case 'N': case 'p': case 'P': case 'x': case 'z':
+      case 'd':
+      case 'D':
+      case 'F':
+      case 'g':
+      case 'G':
+      case 'h':
+      case 'H':
+      case 'n':
+      case 'N':
+      case 'p':
+      case 'P':
+      case 'x':
+      case 'z':
         break;
-      case 'a': case 'i': case 'c':
+      case 'a':
+      case 'i':
+      case 'c':
         toEol();
         break;
-      case ':': case 'b': case 't': case 'T':
+      case ':':
+      case 'b':
+      case 't':
+      case 'T':
         while (i < s.length && s[i] !== '\n' && s[i] !== ';') i++;
         break;
-      case 'q': case 'Q': case 'l': case 'L':
+      case 'q':
+      case 'Q':
+      case 'l':
+      case 'L':
         skipSpace();
         while (/[0-9]/.test(s[i] ?? '')) i++;
         break;
-      case 'r': case 'R':
+      case 'r':
+      case 'R':
         toEol();
         break;
-      case 'w': case 'W': {
+      case 'w':
+      case 'W': {
         skipSpace();
         const target = toEol().trim();
         const bad = target.startsWith('/dev/') ? undefined : writeProblem(target);
@@ -544,7 +601,8 @@ function sedScriptProblem(script: string, writeProblem: (path: string) => string
 export const EDITORS = new Set(['vim', 'nvim', 'vi', 'view', 'ex', 'gvim', 'vimdiff', 'emacs', 'emacsclient', 'ed', 'red']);
 
 /** Editor commands that run programs or other languages: `!`, `system()`, `:terminal`, `:py …`, `:source` … */
-const EDITOR_EXEC = /!|\bsystem\s*\(|\b(sh|shell|term|terminal|py|python3?|pyx|lua|luafile|perl|ruby|tcl|mz|so|source|runtime|exe|execute|call|make|grep|cscope|redir)\b|\(shell-command|\(call-process|\(start-process|\(load/;
+const EDITOR_EXEC =
+  /!|\bsystem\s*\(|\b(sh|shell|term|terminal|py|python3?|pyx|lua|luafile|perl|ruby|tcl|mz|so|source|runtime|exe|execute|call|make|grep|cscope|redir)\b|\(shell-command|\(call-process|\(start-process|\(load/;
 
 export function decideEditor(inv: Invocation, name: string, unsure: Unsure): Refusal | undefined {
   const deny = (why: string) => refusal('inline_interpreter', inv.text, why);

@@ -31,4 +31,4 @@ export function parseBash(parser: Parser, source: string): Tree {
   return tree;
 }
 
-export type { Parser, Tree,  } from 'web-tree-sitter';
+export type { Parser, Tree } from 'web-tree-sitter';

@@ -6,10 +6,7 @@ import { globToRegExp, type Word } from './words';
  * Resolution is lexical: symlinks inside the worktree that point outside it are not seen (a known gap; the
  * reference-transaction backstop covers ref moves).
  */
-export type Cwd =
-  | { readonly kind: 'known'; readonly path: string }
-  | { readonly kind: 'inside' }
-  | { readonly kind: 'unknown'; readonly why: string };
+export type Cwd = { readonly kind: 'known'; readonly path: string } | { readonly kind: 'inside' } | { readonly kind: 'unknown'; readonly why: string };
 
 export function normalizeWorktree(worktree: string): string {
   if (!posix.isAbsolute(worktree)) throw new TypeError(`guard context: worktree must be an absolute path, got ${JSON.stringify(worktree)}`);
@@ -58,8 +55,7 @@ const REOPENED = /^\/dev\/fd\/|^\/proc\//;
 const WRITABLE_ROOTS = ['/tmp', '/var/tmp'];
 
 export type WriteVerdict =
-  | { readonly ok: true }
-  | { readonly ok: false; readonly kind: 'outside' | 'metadata' | 'dynamic' | 'unsure'; readonly detail: string };
+  { readonly ok: true } | { readonly ok: false; readonly kind: 'outside' | 'metadata' | 'dynamic' | 'unsure'; readonly detail: string };
 
 /**
  * May a command write `target`? Inside the worktree (but never into a `.git` entry), under /tmp or /var/tmp,
@@ -74,7 +70,12 @@ export function checkWriteTarget(word: Word, cwd: Cwd, worktree: string): WriteV
     const dir = word.prefix.includes('/') ? word.prefix.slice(0, word.prefix.lastIndexOf('/') + 1) : '';
     if (dir.split('/').includes('.git')) return { ok: false, kind: 'metadata', detail: `\`${word.text}\` is inside .git` };
     const where = dir ? resolvePath(cwd, dir, worktree) : undefined;
-    if (where?.kind === 'known' && !isInside(where.path, worktree) && !isInside(worktree, where.path) && !WRITABLE_ROOTS.some((root) => isInside(where.path, root))) {
+    if (
+      where?.kind === 'known' &&
+      !isInside(where.path, worktree) &&
+      !isInside(worktree, where.path) &&
+      !WRITABLE_ROOTS.some((root) => isInside(where.path, root))
+    ) {
       return { ok: false, kind: 'outside', detail: `\`${word.text}\` is under ${where.path}, outside ${worktree}` };
     }
     return { ok: false, kind: 'dynamic', detail: `write target \`${word.text}\` is computed at run time` };

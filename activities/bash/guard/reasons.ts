@@ -40,7 +40,7 @@ export const GUARD_REASONS = {
     instead: 'Run the commands directly instead of through eval or source.',
   },
   trap: {
-    summary: '`trap` runs code later, outside the guard\'s view',
+    summary: "`trap` runs code later, outside the guard's view",
     instead: 'Run the cleanup command directly at the end of the command list.',
   },
   function_or_alias: {
@@ -57,7 +57,7 @@ export const GUARD_REASONS = {
   },
   shell_from_stdin: {
     summary: 'a shell that reads its script from stdin, a pipe, a heredoc, a here-string or a process substitution',
-    instead: 'Run the commands directly, or pass them literally with `bash -c \'…\'`.',
+    instead: "Run the commands directly, or pass them literally with `bash -c '…'`.",
   },
   unresolved_launcher: {
     summary: 'a program that launches other commands in a way the guard does not model',
@@ -80,11 +80,11 @@ export const GUARD_REASONS = {
     instead: 'Run git without the override.',
   },
   git_config_override: {
-    summary: 'a `-c` / `--config-env` override (or `--namespace`) outside the guard\'s allowlist; it can redirect git',
+    summary: "a `-c` / `--config-env` override (or `--namespace`) outside the guard's allowlist; it can redirect git",
     instead: 'Run git without the override (allowed: user.*, color.*, advice.*, core.quotepath, log/diff/status display settings).',
   },
   git_env_override: {
-    summary: 'a GIT_* environment variable that redirects git\'s repository, index, config or programs',
+    summary: "a GIT_* environment variable that redirects git's repository, index, config or programs",
     instead: 'Run git without the variable; use `git -C <path inside {worktree}>` to pick a directory.',
   },
   git_runs_program: {
@@ -92,7 +92,7 @@ export const GUARD_REASONS = {
     instead: 'Run the program directly instead of through git.',
   },
   outside_worktree: {
-    summary: 'git or a file write aimed outside this session\'s worktree',
+    summary: "git or a file write aimed outside this session's worktree",
     instead: 'Stay inside {worktree}: no `cd`, `-C`, `--git-dir`, `--work-tree` or write target outside it. ' + INTEGRATION_ROUTE,
   },
   git_metadata_write: {
@@ -100,32 +100,35 @@ export const GUARD_REASONS = {
     instead: 'Change the repository only through git commands on {branch}.',
   },
   moves_other_ref: {
-    summary: 'the command moves, creates, deletes or pushes a ref other than this session\'s branch',
+    summary: "the command moves, creates, deletes or pushes a ref other than this session's branch",
     instead: 'Only {branch} may change (commit on it; push it with `git push origin HEAD` or `git push origin {branch}`). ' + INTEGRATION_ROUTE,
   },
   switches_branch: {
     summary: 'the command would move this worktree off its branch',
     instead:
       'Stay on {branch}. To restore files use `git restore <path>` or `git checkout <commit> -- <path>`; to look at another ' +
-      'branch use `git show <branch>:<path>` or `git diff <branch>`. ' + INTEGRATION_ROUTE,
+      'branch use `git show <branch>:<path>` or `git diff <branch>`. ' +
+      INTEGRATION_ROUTE,
   },
   shared_state: {
     summary: 'the command writes state shared by every worktree (config, stash, worktrees, object store maintenance, remotes)',
     instead: 'Leave shared repository state to the orchestrator. To set work aside, commit it on {branch}. ' + INTEGRATION_ROUTE,
   },
   integration_policy: {
-    summary: 'merging, pulling, or resetting or rebasing onto commits of other branches is integration: the orchestrator\'s job',
+    summary: "merging, pulling, or resetting or rebasing onto commits of other branches is integration: the orchestrator's job",
     instead:
-      'Resets and rebases within {branch}\'s own commits are fine (`git reset --soft HEAD~1`, `git rebase -i HEAD~3`); to unstage ' +
+      "Resets and rebases within {branch}'s own commits are fine (`git reset --soft HEAD~1`, `git rebase -i HEAD~3`); to unstage " +
       'use `git restore --staged <path>`, to discard edits `git restore <path>`. In a conflicted merge/rebase/cherry-pick/revert/am, ' +
-      '`git <verb> --abort` is allowed. ' + INTEGRATION_ROUTE,
+      '`git <verb> --abort` is allowed. ' +
+      INTEGRATION_ROUTE,
   },
   implicit_target: {
     summary: 'what this push would update depends on repository configuration (push.default, remote.<name>.push)',
     instead: 'Name the branch: `git push origin HEAD` or `git push -u origin {branch}`.',
   },
   guard_cannot_judge: {
-    summary: 'the guard cannot judge this command from its text (code it cannot read, a program it does not know, values read at run time), and no sandbox confines it',
+    summary:
+      'the guard cannot judge this command from its text (code it cannot read, a program it does not know, values read at run time), and no sandbox confines it',
     instead:
       'Run something the guard can read: plain commands with literal names and paths inside the worktree, and git directly rather ' +
       'than through scripts or interpreters. Or ask the operator to run this session with the sandbox on (ORCHARD_SANDBOX unset).',

@@ -78,7 +78,7 @@ export function scanTaint(root: Node, outer?: Taint): Taint {
     switch (node.type) {
       case 'variable_assignment': {
         const nameNode = node.childForFieldName('name');
-        const name = nameNode?.type === 'subscript' ? nameNode.childForFieldName('name')?.text ?? '' : nameNode?.text ?? '';
+        const name = nameNode?.type === 'subscript' ? (nameNode.childForFieldName('name')?.text ?? '') : (nameNode?.text ?? '');
         // Inside `((…))` / `for ((…))` an assignment stores a number.
         const arithmetic = node.parent?.type === 'c_style_for_statement' || node.parent?.type === 'binary_expression';
         add(name, arithmetic ? { own: 'clean', refs: [] } : valueSite(node.childForFieldName('value'), positional));
@@ -98,7 +98,8 @@ export function scanTaint(root: Node, outer?: Taint): Taint {
       case 'expansion': {
         // `${x:=word}` / `${x=word}` assign; the word is rarely literal, so the name is treated as read at run time.
         const op = node.children.find((c, k) => c && node.fieldNameForChild(k) === 'operator');
-        if (op && (op.type === ':=' || op.type === '=')) add(node.namedChildren.find((c) => c?.type === 'variable_name')?.text ?? '', { own: 'runtime', refs: [] });
+        if (op && (op.type === ':=' || op.type === '='))
+          add(node.namedChildren.find((c) => c?.type === 'variable_name')?.text ?? '', { own: 'runtime', refs: [] });
         break;
       }
       case 'command':
@@ -131,7 +132,8 @@ function valueSite(node: Node | null, positional: Provenance): Site {
         return; // a number
       case 'simple_expansion': {
         const inner = n.namedChild(0);
-        if (inner && (inner.type === 'special_variable_name' || /^[0-9]+$/.test(inner.text))) own = worst(own, NUMERIC_SPECIALS.has(inner.text) ? 'clean' : /^[0-9@*]$/.test(inner.text) ? positional : 'runtime');
+        if (inner && (inner.type === 'special_variable_name' || /^[0-9]+$/.test(inner.text)))
+          own = worst(own, NUMERIC_SPECIALS.has(inner.text) ? 'clean' : /^[0-9@*]$/.test(inner.text) ? positional : 'runtime');
         else if (inner) refs.push(inner.text);
         return;
       }
@@ -167,7 +169,7 @@ function valueSite(node: Node | null, positional: Provenance): Site {
 function namesReadAtRunTime(node: Node): string[] {
   const words = [node.childForFieldName('name'), ...node.childrenForFieldName('argument')]
     .filter((w): w is Node => !!w)
-    .map((w) => exactValue(resolveWord(w.type === 'command_name' ? w.namedChild(0) ?? w : w)));
+    .map((w) => exactValue(resolveWord(w.type === 'command_name' ? (w.namedChild(0) ?? w) : w)));
   while (words[0] === 'builtin' || words[0] === 'command') words.shift();
   const [name, ...args] = words;
   const names: string[] = [];

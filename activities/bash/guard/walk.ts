@@ -198,7 +198,8 @@ function heredocTerminator(redirect: Node): { text: string; why: string } | unde
   const lines = body.text.split('\n');
   for (const line of lines) {
     const candidate = dash ? line.replace(/^\t+/, '') : line;
-    if (candidate === delimiter) return { text: redirect.text, why: `the heredoc body contains its own delimiter line \`${delimiter}\`: bash ends the heredoc there` };
+    if (candidate === delimiter)
+      return { text: redirect.text, why: `the heredoc body contains its own delimiter line \`${delimiter}\`: bash ends the heredoc there` };
   }
   return undefined;
 }
@@ -206,18 +207,71 @@ function heredocTerminator(redirect: Node): { text: string; why: string } | unde
 // ---------------------------------------------------------------------------------------------------------------
 
 const PASS_THROUGH = new Set([
-  'program', 'do_group', 'elif_clause', 'else_clause', 'if_statement',
-  'case_statement', 'case_item', 'redirected_statement', 'herestring_redirect', 'heredoc_body', 'concatenation', 'string',
-  'command_name', 'heredoc_start', 'heredoc_end', 'heredoc_content', 'string_content', 'word', 'raw_string', 'ansi_c_string',
-  'number', 'comment', 'variable_name', 'special_variable_name', 'file_descriptor', 'test_operator', 'regex', 'simple_expansion',
-  'translated_string', 'brace_expression', 'array', 'process_substitution', 'unary_expression',
-  'binary_expression', 'parenthesized_expression', 'postfix_expression', 'ternary_expression', 'variable_assignments',
+  'program',
+  'do_group',
+  'elif_clause',
+  'else_clause',
+  'if_statement',
+  'case_statement',
+  'case_item',
+  'redirected_statement',
+  'herestring_redirect',
+  'heredoc_body',
+  'concatenation',
+  'string',
+  'command_name',
+  'heredoc_start',
+  'heredoc_end',
+  'heredoc_content',
+  'string_content',
+  'word',
+  'raw_string',
+  'ansi_c_string',
+  'number',
+  'comment',
+  'variable_name',
+  'special_variable_name',
+  'file_descriptor',
+  'test_operator',
+  'regex',
+  'simple_expansion',
+  'translated_string',
+  'brace_expression',
+  'array',
+  'process_substitution',
+  'unary_expression',
+  'binary_expression',
+  'parenthesized_expression',
+  'postfix_expression',
+  'ternary_expression',
+  'variable_assignments',
 ]);
 
 const ARITHMETIC_TEST_OPS = new Set(['-eq', '-ne', '-lt', '-le', '-gt', '-ge']);
 /** Where a failed command leaves the shell: only a `cd` moves one path away from the other. */
 const FAIL_TRANSPARENT = new Set(['redirected_statement', 'command']);
-const RESERVED = new Set(['if', 'then', 'else', 'elif', 'fi', 'case', 'esac', 'for', 'select', 'while', 'until', 'do', 'done', 'in', 'function', '{', '}', '[[', ']]', '!']);
+const RESERVED = new Set([
+  'if',
+  'then',
+  'else',
+  'elif',
+  'fi',
+  'case',
+  'esac',
+  'for',
+  'select',
+  'while',
+  'until',
+  'do',
+  'done',
+  'in',
+  'function',
+  '{',
+  '}',
+  '[[',
+  ']]',
+  '!',
+]);
 
 class Walker {
   /**
@@ -265,7 +319,11 @@ class Walker {
         // the guard cannot know is where and how often it runs (from whatever directory the shell is in then, in
         // place of any command of that name): noted, so the sandbox decides — and with the guard alone, refused.
         const name = node.childForFieldName('name')?.text ?? '?';
-        note(this.state, snippet(node.text, 80), `a function (\`${name}\`): the guard reads its body where it is defined, not where it is called, and a call runs it in place of any command named \`${name}\``);
+        note(
+          this.state,
+          snippet(node.text, 80),
+          `a function (\`${name}\`): the guard reads its body where it is defined, not where it is called, and a call runs it in place of any command named \`${name}\``,
+        );
         const body = node.childForFieldName('body');
         return body ? this.isolated(body, 'exact') : undefined;
       }
@@ -279,7 +337,11 @@ class Walker {
         return this.fileRedirect(node) ?? this.children(node);
       case 'heredoc_redirect':
         if (node.childrenForFieldName('argument').length > 0) {
-          return this.deny('parser_blind_spot', node, 'words after a heredoc marker are arguments of the command, but the parser attaches them to the heredoc; put them before `<<`');
+          return this.deny(
+            'parser_blind_spot',
+            node,
+            'words after a heredoc marker are arguments of the command, but the parser attaches them to the heredoc; put them before `<<`',
+          );
         }
         return this.children(node);
       case 'arithmetic_expansion':
@@ -398,7 +460,11 @@ class Walker {
     const inner = this.source.slice(open.endIndex, close.startIndex).replace(/\\([\\`$])/g, '$1');
     // A subshell: nothing it changes reaches this shell.
     const state: ShellState = { ...this.state, stack: [...this.state.stack], errexit: false };
-    return analyzeScript(this.parser, inner, this.scope, state, { depth: this.options.depth + 1, stdin: this.options.stdin, origin: 'a backtick substitution' });
+    return analyzeScript(this.parser, inner, this.scope, state, {
+      depth: this.options.depth + 1,
+      stdin: this.options.stdin,
+      origin: 'a backtick substitution',
+    });
   }
 
   private loop(node: Node): Refusal | undefined {
@@ -407,7 +473,9 @@ class Walker {
       const name = node.childForFieldName('variable')?.text ?? '';
       const values = node.childrenForFieldName('value').filter((v): v is Node => !!v);
       for (const v of values.length > 0 ? values.map((n) => resolveWord(n)) : [dynamicWord('input', '"$@"')]) {
-        const bad = checkAssignment(name, v, 'persistent', this.state.cwd, this.scope.worktree, snippet(node.text, 200), (why) => note(this.state, `for ${name} in …`, why));
+        const bad = checkAssignment(name, v, 'persistent', this.state.cwd, this.scope.worktree, snippet(node.text, 200), (why) =>
+          note(this.state, `for ${name} in …`, why),
+        );
         if (bad) return bad;
         if (name === 'PATH' && pathIsWritable(v, this.state.cwd, this.scope.worktree)) this.state.writablePath = true;
       }
@@ -427,7 +495,7 @@ class Walker {
     for (const child of node.namedChildren) {
       if (child?.type !== 'variable_assignment') continue;
       const nameNode = child.childForFieldName('name');
-      const name = nameNode?.type === 'subscript' ? nameNode.childForFieldName('name')?.text ?? '' : nameNode?.text ?? '';
+      const name = nameNode?.type === 'subscript' ? (nameNode.childForFieldName('name')?.text ?? '') : (nameNode?.text ?? '');
       assignments.push({ name, value: resolveAssignmentValue(child.childForFieldName('value')) });
     }
     const nameNode = node.childForFieldName('name');
@@ -469,7 +537,14 @@ class Walker {
     }
     if (name?.type === 'word' && (name.text === 'time' || name.text === 'coproc')) {
       const first = node.childrenForFieldName('argument')[0];
-      const odd = node.namedChildren.some((c) => c && c.type !== 'command_name' && c.type !== 'variable_assignment' && !/redirect$/.test(c.type) && !node.childrenForFieldName('argument').some((a) => a?.id === c.id));
+      const odd = node.namedChildren.some(
+        (c) =>
+          c &&
+          c.type !== 'command_name' &&
+          c.type !== 'variable_assignment' &&
+          !/redirect$/.test(c.type) &&
+          !node.childrenForFieldName('argument').some((a) => a?.id === c.id),
+      );
       if (odd || (first && (RESERVED.has(first.text) || first.text === '{' || first.text.startsWith('[[') || first.text.startsWith('((')))) {
         return this.deny('parser_blind_spot', node, `\`${name.text}\` takes a compound command here, which the parser does not see`);
       }
@@ -484,7 +559,11 @@ class Walker {
     words.sort((a, b) => a.startIndex - b.startIndex);
     for (let k = 1; k < words.length; k++) {
       if (words[k - 1].endIndex === words[k].startIndex) {
-        return this.deny('parser_blind_spot', node, `\`${snippet(words[k - 1].text + words[k].text, 40)}\` is one word to bash, but the parser split it in two`);
+        return this.deny(
+          'parser_blind_spot',
+          node,
+          `\`${snippet(words[k - 1].text + words[k].text, 40)}\` is one word to bash, but the parser split it in two`,
+        );
       }
     }
     return undefined;
@@ -542,7 +621,11 @@ class Walker {
     let nameref = false;
     for (const child of node.namedChildren) {
       if (!child) continue;
-      if (child.type === 'word' && /^-[a-zA-Z]*f/.test(child.text) && (keyword === 'export' || node.namedChildren.some((c) => c?.type === 'word' && /^-[a-zA-Z]*x/.test(c.text)))) {
+      if (
+        child.type === 'word' &&
+        /^-[a-zA-Z]*f/.test(child.text) &&
+        (keyword === 'export' || node.namedChildren.some((c) => c?.type === 'word' && /^-[a-zA-Z]*x/.test(c.text)))
+      ) {
         return this.deny('function_or_alias', node, `\`${keyword} -f\` exports a function: every bash started later runs it in place of a command name`);
       }
       if (child.type === 'word' && /^[-+][a-zA-Z]+$/.test(child.text)) {
@@ -564,7 +647,11 @@ class Walker {
         name = child.text;
       }
       if (name === undefined) {
-        return this.deny('hidden_execution', node, `\`${keyword} ${child.text}\`: a name that is computed or has a subscript can run code when bash evaluates it`);
+        return this.deny(
+          'hidden_execution',
+          node,
+          `\`${keyword} ${child.text}\`: a name that is computed or has a subscript can run code when bash evaluates it`,
+        );
       }
       const bad = declarationCheck({ text: snippet(node.text, 200), cwd: this.state.cwd }, keyword, name, value, integer, nameref, this.scope, this.state);
       if (bad) return bad;
@@ -587,9 +674,11 @@ class Walker {
     const parent = node.parent?.type;
     if (parent === 'command' || parent === 'declaration_command' || parent === 'c_style_for_statement') return undefined;
     const nameNode = node.childForFieldName('name');
-    const name = nameNode?.type === 'subscript' ? nameNode.childForFieldName('name')?.text ?? '' : nameNode?.text ?? '';
+    const name = nameNode?.type === 'subscript' ? (nameNode.childForFieldName('name')?.text ?? '') : (nameNode?.text ?? '');
     const value = resolveAssignmentValue(node.childForFieldName('value'));
-    return checkAssignment(name, value, 'persistent', this.state.cwd, this.scope.worktree, snippet(node.text, 200), (why) => note(this.state, snippet(node.text, 80), why));
+    return checkAssignment(name, value, 'persistent', this.state.cwd, this.scope.worktree, snippet(node.text, 200), (why) =>
+      note(this.state, snippet(node.text, 80), why),
+    );
     if (name === 'PATH' && pathIsWritable(value, this.state.cwd, this.scope.worktree)) this.state.writablePath = true;
   }
 
@@ -611,7 +700,12 @@ class Walker {
     if (dup && op === '<&') return undefined;
     if (dest.type === 'process_substitution') return undefined; // writes to a pipe; the inner command is walked
     const target = resolveWord(dest);
-    return judgeWrite(checkWriteTarget(target, this.state.cwd, this.scope.worktree), snippet((node.parent ?? node).text, 200), `redirection \`${op} ${dest.text}\``, this.state);
+    return judgeWrite(
+      checkWriteTarget(target, this.state.cwd, this.scope.worktree),
+      snippet((node.parent ?? node).text, 200),
+      `redirection \`${op} ${dest.text}\``,
+      this.state,
+    );
   }
 
   /**
@@ -662,7 +756,8 @@ class Walker {
           else if (c.type === 'special_variable_name') p = worst(p, specialProvenance(taint, c.text));
           else if (c.type === 'subscript') p = worst(p, this.subscriptProvenance(c));
           else if (c.type === 'command_substitution' || c.type === 'process_substitution') p = worst(p, 'runtime');
-          else if (c.type === 'word' || c.type === 'number' || c.type === 'raw_string' || c.type === 'string') p = worst(p, /[$`]/.test(c.text) ? 'runtime' : 'clean');
+          else if (c.type === 'word' || c.type === 'number' || c.type === 'raw_string' || c.type === 'string')
+            p = worst(p, /[$`]/.test(c.text) ? 'runtime' : 'clean');
           else p = worst(p, 'runtime');
         }
         return p;
@@ -692,22 +787,35 @@ class Walker {
   private judgeArithmetic(p: Provenance, culprit: Node | undefined, root: Node): Refusal | undefined {
     if (p === 'clean' || !culprit) return undefined;
     if (p === 'attack') {
-      return this.deny('hidden_execution', root, `arithmetic on \`${snippet(culprit.text, 40)}\`: its value is code (\`$(…)\`, \`\${…}\` or a backtick) that bash runs when it evaluates it`);
+      return this.deny(
+        'hidden_execution',
+        root,
+        `arithmetic on \`${snippet(culprit.text, 40)}\`: its value is code (\`$(…)\`, \`\${…}\` or a backtick) that bash runs when it evaluates it`,
+      );
     }
-    note(this.state, snippet(root.text, 80), `arithmetic on \`${snippet(culprit.text, 40)}\`, a value read at run time: bash evaluates it as an expression, and an array subscript in it runs code`);
+    note(
+      this.state,
+      snippet(root.text, 80),
+      `arithmetic on \`${snippet(culprit.text, 40)}\`, a value read at run time: bash evaluates it as an expression, and an array subscript in it runs code`,
+    );
     return undefined;
   }
 
   private expansion(node: Node): Refusal | undefined {
     const text = node.text;
     if (text.startsWith('${!') && !/^\$\{![A-Za-z_][A-Za-z0-9_]*(\*|@|\[[@*]\])\}$/.test(text)) {
-      return this.deny('hidden_execution', node, `indirect expansion \`${snippet(text, 40)}\` evaluates a name computed at run time (subscripts in it run code)`);
+      return this.deny(
+        'hidden_execution',
+        node,
+        `indirect expansion \`${snippet(text, 40)}\` evaluates a name computed at run time (subscripts in it run code)`,
+      );
     }
     const children = node.children;
     for (let k = 0; k < children.length; k++) {
       const child = children[k];
       if (!child || node.fieldNameForChild(k) !== 'operator') continue;
-      if (child.type === '@') return this.deny('hidden_execution', node, `\`${snippet(text, 40)}\`: parameter transformations (\`@P\` runs command substitutions in the value)`);
+      if (child.type === '@')
+        return this.deny('hidden_execution', node, `\`${snippet(text, 40)}\`: parameter transformations (\`@P\` runs command substitutions in the value)`);
       if (child.type === ':') {
         const next = children[k + 1];
         if (next && next.isNamed && next.type !== 'number') {

@@ -7,17 +7,7 @@ import type { Node } from 'web-tree-sitter';
  */
 
 export type DynamicKind =
-  | 'expansion'
-  | 'command_substitution'
-  | 'process_substitution'
-  | 'arithmetic'
-  | 'brace'
-  | 'tilde'
-  | 'translated'
-  | 'ansi_c'
-  | 'array'
-  | 'unparsed'
-  | 'input';
+  'expansion' | 'command_substitution' | 'process_substitution' | 'arithmetic' | 'brace' | 'tilde' | 'translated' | 'ansi_c' | 'array' | 'unparsed' | 'input';
 
 export interface Word {
   /** Source text (for messages). */
@@ -194,7 +184,19 @@ function decodeAnsiC(body: string): string | undefined {
     }
     const e = body[++i];
     const simple: Record<string, string> = {
-      a: '\x07', b: '\b', e: '\x1b', E: '\x1b', f: '\f', n: '\n', r: '\r', t: '\t', v: '\v', '\\': '\\', "'": "'", '"': '"', '?': '?',
+      a: '\x07',
+      b: '\b',
+      e: '\x1b',
+      E: '\x1b',
+      f: '\f',
+      n: '\n',
+      r: '\r',
+      t: '\t',
+      v: '\v',
+      '\\': '\\',
+      "'": "'",
+      '"': '"',
+      '?': '?',
     };
     if (e in simple) {
       out += simple[e];

@@ -29,11 +29,20 @@ const run = (inv: Invocation, argv: readonly Word[], extra: Partial<Invocation> 
 const nameOf = (inv: Invocation) => inv.argv[0]?.value ?? '';
 
 /** A getopt_long('+…') wrapper: options, then `operands` fixed operands, then the command. */
-function gnu(specs: readonly OptSpec[], operands = 0, after?: (inv: Invocation, opts: readonly ParsedOpt[], scope: GuardScope) => Unwrapped | Partial<Invocation> | undefined): Handler {
+function gnu(
+  specs: readonly OptSpec[],
+  operands = 0,
+  after?: (inv: Invocation, opts: readonly ParsedOpt[], scope: GuardScope) => Unwrapped | Partial<Invocation> | undefined,
+): Handler {
   return (inv, scope) => {
     const result = parseOptions(inv.argv.slice(1), specs, { stopAtOperand: true });
     if (!result.ok) {
-      if (result.problem === 'dynamic') return refuse(inv, 'dynamic_argument', `\`${result.token.text}\` for \`${nameOf(inv)}\` is computed at run time; the guard cannot tell where the inner command starts`);
+      if (result.problem === 'dynamic')
+        return refuse(
+          inv,
+          'dynamic_argument',
+          `\`${result.token.text}\` for \`${nameOf(inv)}\` is computed at run time; the guard cannot tell where the inner command starts`,
+        );
       return refuse(inv, 'unresolved_launcher', `\`${result.token.text}\` is not a \`${nameOf(inv)}\` option the guard models`);
     }
     const { opts, positionals } = result.parsed;
@@ -45,7 +54,8 @@ function gnu(specs: readonly OptSpec[], operands = 0, after?: (inv: Invocation, 
     }
     if (positionals.length < operands) return { kind: 'nothing' };
     for (const w of positionals.slice(0, operands)) {
-      if (w.value === undefined && w.splits) return refuse(inv, 'dynamic_argument', `\`${w.text}\` may expand to several words; the guard cannot tell where the inner command starts`);
+      if (w.value === undefined && w.splits)
+        return refuse(inv, 'dynamic_argument', `\`${w.text}\` may expand to several words; the guard cannot tell where the inner command starts`);
     }
     return run(inv, positionals.slice(operands), extra);
   };
@@ -193,13 +203,21 @@ const time = gnu(
     for (const o of opts) {
       if (o.key !== 'output' || !o.value) continue;
       const verdict = checkWriteTarget(o.value, inv.cwd, scope.worktree);
-      if (!verdict.ok) return refuse(inv, verdict.kind === 'metadata' ? 'git_metadata_write' : verdict.kind === 'dynamic' ? 'dynamic_argument' : 'outside_worktree', `\`time -o\`: ${verdict.detail}`);
+      if (!verdict.ok)
+        return refuse(
+          inv,
+          verdict.kind === 'metadata' ? 'git_metadata_write' : verdict.kind === 'dynamic' ? 'dynamic_argument' : 'outside_worktree',
+          `\`time -o\`: ${verdict.detail}`,
+        );
     }
     return undefined;
   },
 );
 
-const niceSpecs: OptSpec[] = [{ key: 'adjustment', short: 'n', long: ['adjustment'], arg: 'required' }, { key: 'info', long: ['help', 'version'] }];
+const niceSpecs: OptSpec[] = [
+  { key: 'adjustment', short: 'n', long: ['adjustment'], arg: 'required' },
+  { key: 'info', long: ['help', 'version'] },
+];
 const nice: Handler = (inv, scope) => {
   // `nice -5 cmd` / `nice --10 cmd`: a numeric option of its own.
   const first = inv.argv[1]?.value;
@@ -278,11 +296,32 @@ const flock: Handler = (inv) => {
 const SUDO: OptSpec[] = [
   { key: 'shell', short: 'is', long: ['login', 'shell'], danger: true },
   { key: 'edit', short: 'e', long: ['edit'], danger: true },
-  { key: 'flags', short: 'AbEHKklnPSVv', long: ['askpass', 'background', 'set-home', 'remove-timestamp', 'reset-timestamp', 'list', 'non-interactive', 'preserve-groups', 'stdin', 'version', 'validate'] },
+  {
+    key: 'flags',
+    short: 'AbEHKklnPSVv',
+    long: [
+      'askpass',
+      'background',
+      'set-home',
+      'remove-timestamp',
+      'reset-timestamp',
+      'list',
+      'non-interactive',
+      'preserve-groups',
+      'stdin',
+      'version',
+      'validate',
+    ],
+  },
   { key: 'preserve-env', long: ['preserve-env'], arg: 'optional' },
   { key: 'chdir', short: 'D', long: ['chdir'], arg: 'required' },
   { key: 'chroot', short: 'R', long: ['chroot'], arg: 'required', danger: true },
-  { key: 'valued', short: 'CghprTtUu', long: ['close-from', 'group', 'host', 'prompt', 'role', 'command-timeout', 'type', 'other-user', 'user'], arg: 'required' },
+  {
+    key: 'valued',
+    short: 'CghprTtUu',
+    long: ['close-from', 'group', 'host', 'prompt', 'role', 'command-timeout', 'type', 'other-user', 'user'],
+    arg: 'required',
+  },
 ];
 
 const sudo: Handler = (inv, scope) => {
@@ -308,11 +347,15 @@ const sudo: Handler = (inv, scope) => {
 };
 
 const doas: Handler = (inv) => {
-  const result = parseOptions(inv.argv.slice(1), [
-    { key: 'shell', short: 's', danger: true },
-    { key: 'flags', short: 'nL' },
-    { key: 'valued', short: 'uC', arg: 'required' },
-  ], { stopAtOperand: true });
+  const result = parseOptions(
+    inv.argv.slice(1),
+    [
+      { key: 'shell', short: 's', danger: true },
+      { key: 'flags', short: 'nL' },
+      { key: 'valued', short: 'uC', arg: 'required' },
+    ],
+    { stopAtOperand: true },
+  );
   if (!result.ok) return refuse(inv, 'unresolved_launcher', `\`${result.token.text}\` is not a \`doas\` option the guard models`);
   if (result.parsed.opts.some((o) => o.key === 'shell')) return refuse(inv, 'unresolved_launcher', '`doas -s` runs a shell');
   return run(inv, result.parsed.positionals);
@@ -390,7 +433,11 @@ const find: Handler = (inv, scope) => {
   const write = (w: Word, what: string): Unwrapped | undefined => {
     const verdict = checkWriteTarget(w, inv.cwd, scope.worktree);
     if (verdict.ok) return undefined;
-    return refuse(inv, verdict.kind === 'metadata' ? 'git_metadata_write' : verdict.kind === 'dynamic' ? 'dynamic_argument' : 'outside_worktree', `\`find ${what}\`: ${verdict.detail}`);
+    return refuse(
+      inv,
+      verdict.kind === 'metadata' ? 'git_metadata_write' : verdict.kind === 'dynamic' ? 'dynamic_argument' : 'outside_worktree',
+      `\`find ${what}\`: ${verdict.detail}`,
+    );
   };
   for (; k < args.length; k++) {
     const w = args[k];
@@ -451,8 +498,27 @@ const find: Handler = (inv, scope) => {
 };
 
 export const WRAPPERS: Readonly<Record<string, Handler>> = {
-  env, command, builtin, exec, time, nice, nohup, timeout, stdbuf, setsid, ionice, flock, chronic, unbuffer, coproc,
-  sudo, doas, busybox, toybox: busybox, xargs, find,
+  env,
+  command,
+  builtin,
+  exec,
+  time,
+  nice,
+  nohup,
+  timeout,
+  stdbuf,
+  setsid,
+  ionice,
+  flock,
+  chronic,
+  unbuffer,
+  coproc,
+  sudo,
+  doas,
+  busybox,
+  toybox: busybox,
+  xargs,
+  find,
 };
 
 export function unwrap(inv: Invocation, name: string, scope: GuardScope): Unwrapped | undefined {

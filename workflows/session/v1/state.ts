@@ -68,7 +68,10 @@ export class SessionState {
   cancelRequested?: { reason: string };
   readonly limits: SessionLimits;
 
-  constructor(readonly create: CreateSessionInput, carried?: CarriedSessionState) {
+  constructor(
+    readonly create: CreateSessionInput,
+    carried?: CarriedSessionState,
+  ) {
     this.limits = { ...DEFAULT_LIMITS, ...create.limits };
     this.status = carried?.status ?? 'progressing';
     this.queue = [...(carried?.queue ?? [])];

@@ -1,8 +1,8 @@
 /**
  * The direction of dependency (issue 20, docs/architecture.md): workflows are deterministic and import nothing that
  * does I/O; activities do the I/O and never reach for the human-facing client; the client is the library a service
- * imports; `worker/` (and the command line) compose everything. Violations that exist today are listed in
- * .dependency-cruiser-known-violations.json: `npm run depcheck` fails on any new one, and the list only shrinks.
+ * imports; `worker/`, the command line (`cli/`) and the demos compose everything. `npm run depcheck` fails on any
+ * violation: there is no list of known exceptions.
  */
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {

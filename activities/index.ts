@@ -1,5 +1,4 @@
 import { resolveHold } from './store/holds';
-import type { ResolveHoldResult } from '../contract/messages';
 import type { Confinement } from './bash/confinement';
 import { join, resolve } from 'node:path';
 import type { Pool } from 'pg';
@@ -13,7 +12,7 @@ import { modelStep } from './model/step';
 import type { ModelProvider } from './model/types';
 import { Context } from '@temporalio/activity';
 import { CancelledFailure } from '@temporalio/common';
-import { resolveLimits, type SessionLimits } from '../contract/messages';
+import { resolveLimits } from '../contract/messages';
 import { CommandSlots, DEFAULT_MAX_COMMANDS } from './bash/command-slots';
 import { reapWorktree, type ReapOptions } from './bash/reaper';
 import { acquireLease, releaseHolder, releaseLease, type HolderLiveness } from './store/leases';
@@ -21,18 +20,7 @@ import { turnKeyOf } from './store/keys';
 import { endTasks, storeTasks } from './store/tasks';
 import { appendEntry } from './store/transcript';
 import { executeTool } from './tools/execute';
-import type {
-  ExecuteToolInput,
-  HostActivities,
-  Lease,
-  ModelStepInput,
-  PrepareWorktreeInput,
-  PreparedSessionWorktree,
-  RecordTaskInput,
-  SharedActivities,
-  StoredTask,
-  TaskEnd,
-} from '../contract/activities';
+import type { HostActivities, PrepareWorktreeInput, PreparedSessionWorktree, SharedActivities } from '../contract/activities';
 import type { SessionLiveness, TemporalPort } from '../contract/temporal-port';
 import { createOrchestratorActivities } from './orchestrator';
 import { createTeamActivities, createTeamHostActivities, type TeamActivityHooks } from './team';
@@ -109,31 +97,31 @@ export function createSharedActivities(deps: SharedActivityDeps): SharedActiviti
     ...withHeartbeats(orchestrator, ['createChild', 'sendToChild', 'inspectChildren'], bind),
     ...withHeartbeats(team, ['coordinatorTool', 'dispatchTask', 'settleExecution', 'yieldExecution', 'checkQuiescent', 'awaitTeamClosed'], bind),
     /** Sessions from histories recorded before execution keys: the task becomes the user message of its turn. */
-    async recordTask(input: RecordTaskInput): Promise<void> {
+    async recordTask(input) {
       await appendEntry(deps.pool, { ...turnKeyOf(input), step: 0, ordinal: 0 }, { role: 'user', content: input.task }, input.taskId);
     },
     /**
      * Resolves a session's limits once, when its execution chain starts (an activity: the answer is recorded
      * in history, so a replay never reads the worker's environment again).
      */
-    async resolveSessionLimits(requested: Partial<SessionLimits> | undefined): Promise<SessionLimits> {
+    async resolveSessionLimits(requested) {
       return resolveLimits(requested, limitsFromEnv(deps.env ?? process.env));
     },
     /** Accepted tasks' text goes to Postgres; history and continue-as-new carry their ids. */
-    async storeTasks(tasks: StoredTask[]): Promise<void> {
+    async storeTasks(tasks) {
       await storeTasks(deps.pool, tasks);
     },
     /** Terminal states of tasks; a terminal row never changes again. */
-    async endTasks(input: { executionId: string; ends: TaskEnd[] }): Promise<void> {
+    async endTasks(input) {
       await endTasks(deps.pool, input.executionId, input.ends);
     },
     /** A user resolved a verification hold (the session's `resolveHold` update): null when none was open. */
-    async resolveVerificationHold(input: { worktree: string; by: string; note?: string }): Promise<ResolveHoldResult | null> {
+    async resolveVerificationHold(input) {
       const hold = await resolveHold(deps.pool, input);
       if (!hold) return null;
       return { holdId: hold.holdId, command: hold.command, heldAt: hold.heldAt, resolvedAt: hold.resolvedAt!, resolvedBy: hold.resolvedBy! };
     },
-    async modelStep(input: ModelStepInput) {
+    async modelStep(input) {
       return modelStep(deps.pool, resolveProvider, input);
     },
   };
@@ -151,7 +139,7 @@ export function createHostActivities(deps: HostActivityDeps): HostActivities {
      * Takes the worktree's lease, then creates (or re-enters) the worktree. A live holder is never joined by a
      * second agent (`worktree_held`); a holder that cannot be proven gone is refused (`worktree_liveness_unknown`).
      */
-    async prepareWorktree(input: PrepareWorktreeInput) {
+    async prepareWorktree(input) {
       // Heartbeats for the whole preparation: a dead worker is noticed within the heartbeat timeout, and a
       // cancel (the session closing while it prepares) reaches this attempt.
       const context = Context.current();
@@ -167,7 +155,7 @@ export function createHostActivities(deps: HostActivityDeps): HostActivities {
       }
     },
     /** Release-if-current, when the session closes: a stale holder's release changes nothing. */
-    async releaseWorktree(lease: Lease): Promise<boolean> {
+    async releaseWorktree(lease) {
       return releaseLease(deps.pool, lease);
     },
     /**
@@ -175,11 +163,11 @@ export function createHostActivities(deps: HostActivityDeps): HostActivities {
      * (a preparation cancelled after the lease was taken). Holders are unique to one chain, so this releases
      * nothing of anyone else's; a takeover changed the holder, so a stale chain's release changes nothing.
      */
-    async releaseSessionWorktree(input: { holder: string; lease?: Lease }): Promise<boolean> {
+    async releaseSessionWorktree(input) {
       if (input.lease) return releaseLease(deps.pool, input.lease);
       return releaseHolder(deps.pool, deps.hostId, input.holder);
     },
-    async executeTool(input: ExecuteToolInput) {
+    async executeTool(input) {
       return executeTool(
         { pool: deps.pool, hostId: deps.hostId, maxOutputBytes, commandSlots, reap: deps.reap, confinement: deps.confinement, teamLiveness: deps.teamLiveness },
         input,

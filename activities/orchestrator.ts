@@ -1,22 +1,12 @@
 import type { Pool } from 'pg';
 import { OrchardError } from '../contract/errors';
 import type { TemporalPort } from '../contract/temporal-port';
-import type { ModelSpec } from '../contract/messages';
 import { parseSessionCall } from '../workflows/orchestrator/session-call';
 import { excerpt } from '../workflows/session/state';
 import { turnKeyOf } from './store/keys';
 import { appendEntry, findAssistantMessage } from './store/transcript';
 import { projectRoutingCache, readRoutingCache } from './store/routing-cache';
-import type { OrchestratorChildView } from '../contract/messages';
-import type {
-  CallRef,
-  ChildInspection,
-  DispatchResult,
-  OrchestratorActivities,
-  ReadCallResult,
-  RoutingCacheRow,
-  SessionCallView,
-} from '../contract/orchestrator-activities';
+import type { CallRef, DispatchResult, OrchestratorActivities, SessionCallView } from '../contract/orchestrator-activities';
 
 /**
  * The orchestrator's side effects: reading a tool call the model made, starting and sending to children (as
@@ -48,7 +38,7 @@ export function createOrchestratorActivities(deps: OrchestratorActivityDeps): Or
     throw err;
   };
   return {
-    async readOrchestratorCall(ref: CallRef): Promise<ReadCallResult> {
+    async readOrchestratorCall(ref) {
       const call = await callOf(ref);
       const tool = call.function.name;
       if (tool === 'session') {
@@ -66,17 +56,7 @@ export function createOrchestratorActivities(deps: OrchestratorActivityDeps): Or
         return { tool, ok: false, code: 'tool_args_invalid', message: `the arguments of ${tool} are not a JSON object` };
       }
     },
-    async createChild(input: {
-      ref: CallRef;
-      childId: string;
-      requestId: string;
-      title: string;
-      agent?: string;
-      repo: string;
-      host: string;
-      parent: string;
-      model?: ModelSpec;
-    }): Promise<DispatchResult> {
+    async createChild(input) {
       try {
         const created = await deps.temporal().createSession({
           sessionId: input.childId,
@@ -95,7 +75,7 @@ export function createOrchestratorActivities(deps: OrchestratorActivityDeps): Or
         return failure(err);
       }
     },
-    async sendToChild(input: { ref: CallRef; childId: string; requestId: string; from: string }): Promise<DispatchResult> {
+    async sendToChild(input) {
       try {
         const sent = await deps.temporal().send(input.childId, { task: await taskOf(input.ref), requestId: input.requestId, from: input.from });
         return { ok: true, taskId: sent.taskId };
@@ -107,7 +87,7 @@ export function createOrchestratorActivities(deps: OrchestratorActivityDeps): Or
      * For `list_orchestrator_agents`: what Temporal says of each child now, and the routing cache rows (returned
      * to be labelled, never to decide anything). Cache rows naming children outside the ledger are inspected too.
      */
-    async inspectChildren(input: { orchestratorId: string; childIds: string[] }): Promise<{ inspected: ChildInspection[]; cache: RoutingCacheRow[] }> {
+    async inspectChildren(input) {
       const cache = await readRoutingCache(deps.pool, input.orchestratorId);
       const ids = [...new Set([...input.childIds, ...cache.map((r) => r.childId)])];
       const inspected = await Promise.all(
@@ -119,10 +99,10 @@ export function createOrchestratorActivities(deps: OrchestratorActivityDeps): Or
       return { inspected, cache };
     },
     /** Writes changed ledger rows into the routing cache (a projection; see migration 006). */
-    async projectRoutingCache(input: { orchestratorId: string; children: OrchestratorChildView[] }): Promise<void> {
+    async projectRoutingCache(input) {
       await projectRoutingCache(deps.pool, input.orchestratorId, input.children);
     },
-    async recordToolResult(input: CallRef & { index: number; content: string }): Promise<void> {
+    async recordToolResult(input) {
       await appendEntry(
         deps.pool,
         { ...turnKeyOf(input), step: input.step, ordinal: input.index + 1 },

@@ -2,15 +2,12 @@ import { Context } from '@temporalio/activity';
 import type { Pool } from 'pg';
 import { isErrorCode, OrchardError, orchardFailure } from '../contract/errors';
 import type { SessionLiveness, TemporalPort } from '../contract/temporal-port';
-import type { ModelSpec, StartTeamInput } from '../contract/messages';
 import { isCoordinatorTool, MEMBER_MESSAGE_PURPOSES, type Actor } from '../workflows/team/authority';
 import { excerpt } from '../workflows/session/state';
 import type { CallRef } from '../contract/orchestrator-activities';
 import type {
   CoordinatorToolEffects,
   FencedLease,
-  HandoffKind,
-  HandoffReceipt,
   Quiescence,
   ReceiptState,
   SettledAnswer,
@@ -48,9 +45,8 @@ import {
   type TeamResultRecord,
 } from './store/team';
 import { validateClosure } from '../workflows/team/closure';
-import type { TeamMergeResult } from '../contract/messages';
 import { parseLeaseHolder, sessionBranch } from '../contract/ids';
-import { memberSessionIdAs, type MemberSessionIds } from '../contract/member-session';
+import { memberSessionIdAs } from '../contract/member-session';
 import { appendEntry, findAssistantMessage } from './store/transcript';
 import { buildResult, deleteBranch, memberHead, moveProtectedBranch, planMerge, resultBranchOf, setBranch, TeamGitRefusal } from './git/team-result';
 import {
@@ -235,9 +231,7 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
      * its id in the `memberSessionIds` encoding (`legacy` when absent: what a team run started before the encoding
      * asks for); one already stored keeps its id. Answers every member's stored session id: the workflow uses those.
      */
-    async openTeam(
-      start: StartTeamInput & { members: { memberId: string; role: string }[]; activationId?: string; memberSessionIds?: MemberSessionIds },
-    ): Promise<{ generation: number; workRevision: number; members: { memberId: string; sessionId: string }[] }> {
+    async openTeam(start) {
       const encoding = start.memberSessionIds ?? 'legacy';
       const members = await createTeamRun(deps.pool, {
         teamId: start.teamId,
@@ -255,15 +249,7 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
      * Executes one Coordinator tool call (a name the allowlist holds; the workflow refuses the rest before this)
      * and writes its result to the transcript. Writes are attributed to the Coordinator's turn.
      */
-    async coordinatorTool(input: {
-      teamId: string;
-      ref: CallRef;
-      index: number;
-      tool: string;
-      members: string[];
-      /** Member task executions still running (a closure blocker). */
-      turnsRunning?: number;
-    }): Promise<CoordinatorToolEffects> {
+    async coordinatorTool(input) {
       const { teamId, ref } = input;
       const actor: Actor = { kind: 'coordinator', turnId: ref.turnId };
       let content: string;
@@ -406,7 +392,7 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
     },
 
     /** Records a tool result the workflow decided itself (a refusal before any store query). */
-    async recordCoordinatorResult(input: CallRef & { index: number; content: string }): Promise<void> {
+    async recordCoordinatorResult(input) {
       await record(input, input.index, input.content);
     },
 
@@ -415,17 +401,7 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
      * (created on its first task: isolated, on its own worktree, reporting turn ends to the team). The request id
      * is the execution id, so a retry dispatches once.
      */
-    async dispatchTask(input: {
-      teamId: string;
-      taskId: string;
-      executionId: string;
-      memberId: string;
-      role: string;
-      repo: string;
-      host: string;
-      parent: string;
-      model?: ModelSpec;
-    }): Promise<{ revision: number; sessionId: string; sessionTaskId?: string }> {
+    async dispatchTask(input) {
       const board = await readBoard(deps.pool, input.teamId);
       const task = board.tasks.find((t) => t.taskId === input.taskId);
       if (!task) throw new TeamStoreRefusal('task_not_found', `no task ${input.taskId}`);
@@ -461,16 +437,7 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
     },
 
     /** The fence transaction of a reassign (see `fenceHandoff`): committed before the old execution is asked to yield. */
-    async fenceHandoff(input: {
-      teamId: string;
-      eventId: string;
-      oldTaskId: string;
-      kind: HandoffKind;
-      reason: string;
-      sessionId: string;
-      executionId: string;
-      replacement?: { taskId: string; owner: string };
-    }): Promise<{ receipt: HandoffReceipt; revision: number }> {
+    async fenceHandoff(input) {
       try {
         const { result, revision } = await fenceHandoff(deps.pool, input.teamId, { ...input, namespace: deps.namespace ?? 'default' });
         return { receipt: result, revision };
@@ -480,7 +447,7 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
     },
 
     /** A receipt's next state. A release or a user's resolution may close the board: it answers the candidate too. */
-    async moveReceipt(input: { teamId: string; receiptId: string; to: ReceiptState; sloMissed?: boolean; resolution?: unknown; why?: string }) {
+    async moveReceipt(input) {
       await deps.hooks?.beforeMoveReceipt?.(input);
       const { result, revision } = await moveReceipt(deps.pool, input.teamId, input.receiptId, input.to, input);
       const settles = input.to === 'released' || input.resolution !== undefined;
@@ -492,7 +459,7 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
      * closes it — and then checks release: the session's workflow closed and none of its recorded process groups
      * still open. Returns whether the old runtime is quiescent, and why not.
      */
-    async yieldExecution(input: { sessionId: string; reason: string; lease?: FencedLease }): Promise<Quiescence> {
+    async yieldExecution(input) {
       try {
         await deps.hooks?.beforeYield?.(input);
         // Asked also when Temporal could not say whether the session runs: the cancel is idempotent.
@@ -526,18 +493,12 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
     },
 
     /** Proof that the old runtime is quiescent (for a user's `release` after a timeout). */
-    async checkQuiescent(input: { sessionId: string; lease?: FencedLease }): Promise<Quiescence> {
+    async checkQuiescent(input) {
       return quiescence(input);
     },
 
     /** A user's cancel of a task that is not running, or "keep stopped" (cancels only a handoff's replacement). */
-    async cancelPendingTask(input: {
-      teamId: string;
-      eventId: string;
-      taskId: string;
-      reason: string;
-      kind: 'keep_stopped' | 'cancel';
-    }): Promise<{ revision: number; candidate: string; candidateRevision: number }> {
+    async cancelPendingTask(input) {
       try {
         return { revision: (await cancelPendingTask(deps.pool, input.teamId, input)).revision, ...(await candidateOf(input.teamId)) };
       } catch (err) {
@@ -550,7 +511,7 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
      * executions wait on this, so none waits for ever on a team that is gone. A long poll on Temporal; cancelled
      * (the execution settled first) it returns at once.
      */
-    async awaitTeamClosed(input: { teamId: string }): Promise<{ closed: string }> {
+    async awaitTeamClosed(input) {
       const context = Context.current();
       const abort = new AbortController();
       const stop = () => abort.abort();
@@ -563,7 +524,7 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
     },
 
     /** The owner's execution ended: its evidence (or its failure), attributed to the Member's execution. */
-    async settleExecution(input: SettleInput): Promise<SettledAnswer> {
+    async settleExecution(input) {
       const settled = await settle(input);
       await deps.hooks?.afterSettle?.(input, settled);
       return settled;
@@ -621,7 +582,7 @@ export function createTeamHostActivities(deps: { pool: Pool }): TeamHostActiviti
      * result and moves nothing. Refused (typed, nothing moved): `not_delivered`, `merge_conflict`, `checkout_dirty`,
      * `branch_not_found`, `repository_not_found`.
      */
-    async mergeTeamResult(input: { teamId: string; certificateId: string }): Promise<{ result: TeamMergeResult; revision?: number }> {
+    async mergeTeamResult(input) {
       try {
         const { teamId, certificateId } = input;
         const certificate = await certificateById(deps.pool, teamId, certificateId);

@@ -5,12 +5,13 @@ import {
   Connection,
   WorkflowFailedError,
   WorkflowNotFoundError,
+  QueryNotRegisteredError,
   WorkflowExecutionAlreadyStartedError,
   WorkflowUpdateFailedError,
   WithStartWorkflowOperation,
   type WorkflowHandle,
 } from '@temporalio/client';
-import { ApplicationFailure, TypedSearchAttributes, WorkflowIdConflictPolicy, WorkflowIdReusePolicy } from '@temporalio/common';
+import { ApplicationFailure, TypedSearchAttributes, WorkflowIdConflictPolicy, WorkflowIdReusePolicy, type QueryDefinition } from '@temporalio/common';
 import { isErrorCode } from '../contract/errors';
 import {
   SESSION_WORKFLOW_TYPE,
@@ -23,6 +24,7 @@ import {
   messageProblem,
   messageUpdate,
   orchestratorStatusQuery,
+  orchestratorStartQuery,
   startTeamProblem,
   cancelTaskUpdate,
   reassignTaskUpdate,
@@ -36,6 +38,7 @@ import {
   TEAM_WORKFLOW_TYPE,
   teamWorkflowId,
   teamStatusQuery,
+  teamStartQuery,
   teamMessageUpdate,
   type StartTeamInput,
   type TeamStatusView,
@@ -187,7 +190,9 @@ export class OrchardClient implements TemporalPort {
     const problem = startOrchestratorProblem(start);
     if (problem) throw new OrchardError(problem.code, problem.message);
     const args: OrchestratorWorkflowInput = { start };
-    await this.startOrFind(ORCHESTRATOR_WORKFLOW_TYPE, orchestratorWorkflowId(start.orchestratorId), args, {
+    const workflowId = orchestratorWorkflowId(start.orchestratorId);
+    await this.refuseOtherSettings(workflowId, orchestratorStartQuery, { ...input, host: start.host });
+    await this.startOrFind(ORCHESTRATOR_WORKFLOW_TYPE, workflowId, args, {
       kind: 'orchestrator',
       host: start.host,
       summary: `orchestrator ${start.orchestratorId}${start.title ? `: ${start.title}` : ''}`,
@@ -200,11 +205,38 @@ export class OrchardClient implements TemporalPort {
     const problem = startTeamProblem(start);
     if (problem) throw new OrchardError(problem.code, problem.message);
     const args: TeamWorkflowInput = { start };
-    await this.startOrFind(TEAM_WORKFLOW_TYPE, teamWorkflowId(start.teamId), args, {
+    const workflowId = teamWorkflowId(start.teamId);
+    await this.refuseOtherSettings(workflowId, teamStartQuery, { ...input, host: start.host });
+    await this.startOrFind(TEAM_WORKFLOW_TYPE, workflowId, args, {
       kind: 'team',
       host: start.host,
       summary: `team ${start.teamId}: ${start.goal.slice(0, 120)}`,
     });
+  }
+
+  /**
+   * A start of a running orchestrator or team run is idempotent only with the settings it runs with: each setting the
+   * request gives must equal the running one's, or the start is refused (`already_running_with`, naming each
+   * difference) and nothing changes. A run from before the `start` query cannot say, and is found as before.
+   */
+  private async refuseOtherSettings<S extends object>(workflowId: string, query: QueryDefinition<S>, requested: S): Promise<void> {
+    const handle = this.temporal.workflow.getHandle(workflowId);
+    let running: S;
+    try {
+      if ((await handle.describe()).status.name !== 'RUNNING') return;
+      running = await whenScheduled(() => handle.query(query));
+    } catch (err) {
+      if (err instanceof WorkflowNotFoundError || isNotFound(err) || err instanceof QueryNotRegisteredError) return;
+      throw err;
+    }
+    const differences = settingsDifferences(running, requested);
+    if (differences.length > 0) {
+      throw new OrchardError(
+        'already_running_with',
+        `${workflowId} is running with other settings (${differences.join('; ')}): start it again with the settings it runs with, ` +
+          'or cancel it and start anew',
+      );
+    }
   }
 
   /** Starts a long-lived workflow on the shared queue, or leaves the running one with that id as it is. */
@@ -543,6 +575,24 @@ function normalizeSend(input: SendInput | string): SendInput {
   if (problem) throw new OrchardError(problem.code, problem.message);
   // A request id on every send lets a retried call (network blip) be acknowledged once.
   return { ...send, requestId: send.requestId ?? randomUUID() };
+}
+
+/** Each setting `requested` gives (not undefined) whose value differs from `running`'s, as `name: running X, asked Y`. */
+export function settingsDifferences<S extends object>(running: S, requested: S): string[] {
+  const shown = (value: unknown): string => {
+    const text = value === undefined ? 'unset' : JSON.stringify(value);
+    return text.length > 80 ? `${text.slice(0, 77)}...` : text;
+  };
+  return Object.entries(requested)
+    .filter(([key, value]) => value !== undefined && canonicalJson(value) !== canonicalJson((running as Record<string, unknown>)[key]))
+    .map(([key, value]) => `${key}: running ${shown((running as Record<string, unknown>)[key])}, asked ${shown(value)}`);
+}
+
+/** JSON with object keys sorted, so two settings that differ only in key order compare equal. */
+function canonicalJson(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) =>
+    v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => a.localeCompare(b))) : v,
+  );
 }
 
 function isNotFound(err: unknown): boolean {

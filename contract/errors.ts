@@ -42,6 +42,7 @@ export const ERROR_CODES = [
   'model_request_rejected',
   'model_response_malformed',
   'host_unavailable',
+  'already_running_with',
   'scenario_invalid',
   'board_file_invalid',
   'scenario_exhausted',

@@ -538,6 +538,8 @@ export const messageUpdate = defineUpdate<MessageResult, [MessageInput]>('messag
 export const messageSignal = defineSignal<[MessageInput]>('message');
 export const childTurnEndedSignal = defineSignal<[ChildTurnEnded]>('childTurnEnded');
 export const orchestratorStatusQuery = defineQuery<OrchestratorStatusView>('status');
+/** The settings the running orchestrator was started with (carried across continue-as-new). */
+export const orchestratorStartQuery = defineQuery<StartOrchestratorInput>('start');
 export const rosterQuery = defineQuery<string>('roster');
 
 export function messageProblem(input: unknown): Problem | undefined {
@@ -816,6 +818,8 @@ export interface TeamFact {
 }
 export const teamFactSignal = defineSignal<[TeamFact]>('fact');
 export const teamStatusQuery = defineQuery<TeamStatusView>('status');
+/** The settings the running team run was started with (carried across continue-as-new). */
+export const teamStartQuery = defineQuery<StartTeamInput>('start');
 
 /** The longest handoff SLO or timeout a team accepts (a durable timer, not a reason to wait forever). */
 export const MAX_HANDOFF_MS = 3_600_000;

@@ -23,6 +23,7 @@ import {
   messageProblem,
   messageSignal,
   messageUpdate,
+  orchestratorStartQuery,
   orchestratorStatusQuery,
   resolveLimits,
   rosterQuery,
@@ -153,6 +154,7 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
   );
   setHandler(orchestratorStatusQuery, () => view(), { description: 'The ledger of children, the turns and the queue.' });
   setHandler(rosterQuery, () => renderRoster(ledger.children), { description: 'The exact roster text the model gets now.' });
+  setHandler(orchestratorStartQuery, () => start, { description: 'The settings this orchestrator was started with: repo, host, title, models, limits.' });
 
   /** A request id already accepted or being accepted: its retry is answered, whatever the queue's state. */
   function isKnownRequest(requestId: string | undefined): boolean {

@@ -43,6 +43,7 @@ import {
   teamFactSignal,
   teamMessageSignal,
   teamMessageUpdate,
+  teamStartQuery,
   teamStatusQuery,
   type CancelTaskInput,
   type CancelTaskResult,
@@ -374,6 +375,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     },
   );
   setHandler(teamStatusQuery, () => view(), { description: 'Revisions, members, executions, Coordinator turns, replies and refusals.' });
+  setHandler(teamStartQuery, () => start, { description: 'The settings this team run was started with: repo, host, goal, members, models, limits.' });
 
   /** The first answer to a user request id, if it was answered (a retry after a lost response gets it again). */
   function answerOf(requestId: unknown): AnsweredRequest | undefined {

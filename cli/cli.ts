@@ -1,4 +1,3 @@
-import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
 import type { OrchardClient } from '../client/client';
@@ -95,6 +94,13 @@ session
   .action(async (o) => {
     await withClient(async (client) => {
       const sessionId: string = o.id ?? `${slugOf(o.title, 'session')}-${Date.now().toString(36)}`;
+      await refuseBeforeStart(client, {
+        host: o.host,
+        repo: resolve(o.repo),
+        baseRef: o.base,
+        sessionId,
+        scenario: o.scenario ? resolve(o.scenario) : undefined,
+      });
       const result = await client.createSession({
         requestId: o.requestId,
         sessionId,
@@ -201,10 +207,9 @@ orchestrator
     const idProblem = sessionIdProblem(id);
     if (idProblem) throw new OrchardError('invalid_input', idProblem.replace(/^session id/, 'orchestrator id'));
     const repo = resolve(o.repo);
-    // Only a local repository can be checked here; another host's path is checked when a child prepares its worktree.
-    if (!o.host && !existsSync(repo)) throw new OrchardError('repository_not_found', `no repository at ${repo}`);
     const model = o.scripted ? ({ provider: 'scripted', scenario: resolve(o.scripted) } as const) : undefined;
     await withClient(async (client) => {
+      await refuseBeforeStart(client, { host: o.host, repo, scenario: model?.scenario });
       await client.startOrchestrator({ orchestratorId: id, repo, host: o.host, title: o.title, model, childModel: model });
       console.log(`orchestrator ${id} is running; send it a message with: orchard orchestrator send ${id} "<message>"`);
     });
@@ -273,11 +278,10 @@ team
     const idProblem = sessionIdProblem(id);
     if (idProblem) throw new OrchardError('invalid_input', idProblem.replace(/^session id/, 'team id'));
     const repo = resolve(o.repo);
-    // Only a local repository can be checked here; another host's path is checked when a member prepares its worktree.
-    if (!o.host && !existsSync(repo)) throw new OrchardError('repository_not_found', `no repository at ${repo}`);
     const model = o.scripted ? ({ provider: 'scripted', scenario: resolve(o.scripted) } as const) : undefined;
     const members: { memberId: string; role: string }[] = o.member;
     await withClient(async (client) => {
+      await refuseBeforeStart(client, { host: o.host, repo, scenario: model?.scenario });
       // Numbers as given (the client's check refuses what is not a whole number of milliseconds).
       const ms = (v: string | undefined) => (v === undefined ? undefined : /^\d+$/.test(v) ? Number(v) : (v as unknown as number));
       const handoff =
@@ -581,6 +585,35 @@ async function withClient(fn: (client: OrchardClient, target: Target) => Promise
     await fn(client, target);
   } finally {
     await client.close();
+  }
+}
+
+/**
+ * What `session create`, `orchestrator start` and `team start` check before anything starts, so a refusal leaves
+ * nothing behind: when the repository is on this host, it is a git repository with a commit to start from (the base
+ * ref names one) and the scenario file reads as a scenario; and a worker serves the host (another host's paths are
+ * checked there, when its worktree is prepared).
+ */
+async function refuseBeforeStart(
+  client: OrchardClient,
+  o: { host?: string; repo: string; baseRef?: string; sessionId?: string; scenario?: string },
+): Promise<void> {
+  const host = o.host ?? client.defaultHost;
+  if (host === client.defaultHost) {
+    const { repositoryProblem } = await import('../activities/git/worktree');
+    const problem = await repositoryProblem(o.repo, { baseRef: o.baseRef, sessionId: o.sessionId });
+    if (problem) throw new OrchardError(problem.code, problem.message);
+    if (o.scenario) {
+      const { loadScenario } = await import('../activities/model/scenario');
+      await loadScenario(o.scenario);
+    }
+  }
+  if (!(await client.hostServed(host))) {
+    throw new OrchardError(
+      'host_unavailable',
+      `no worker serves host ${host} (nothing polls orchard-host-${host}): start \`orchard worker\` there (ORCHARD_HOST_ID=${host}), ` +
+        'or name a served host with --host',
+    );
   }
 }
 

@@ -56,6 +56,7 @@ import {
   sendUpdate,
   sessionIdFromWorkflowId,
   sessionWorkflowId,
+  hostTaskQueue,
   statusQuery,
   transcriptRefsQuery,
   type CreateSessionInput,
@@ -71,6 +72,7 @@ import {
   type CreateSessionRequest,
   type CreateSessionResult,
 } from '../contract/messages';
+import { temporal } from '@temporalio/proto';
 import type { ChainOptions, SessionLiveness, TemporalPort } from '../contract/temporal-port';
 import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_PARENT, ORCHARD_STATUS } from '../contract/search-attributes';
 import { sessionBranch } from '../contract/ids';
@@ -127,6 +129,19 @@ export class OrchardClient implements TemporalPort {
 
   async close(): Promise<void> {
     await this.temporal.connection.close();
+  }
+
+  /**
+   * Whether a worker polls `host`'s queue (`orchard-host-<host>`) for worktree activities — now or within the last few
+   * minutes, as Temporal remembers pollers. A session, orchestrator or team on a host nobody serves would wait for it.
+   */
+  async hostServed(host: string): Promise<boolean> {
+    const response = await this.temporal.workflowService.describeTaskQueue({
+      namespace: this.temporal.options.namespace,
+      taskQueue: { name: hostTaskQueue(host), kind: temporal.api.enums.v1.TaskQueueKind.TASK_QUEUE_KIND_NORMAL },
+      taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+    });
+    return (response.pollers ?? []).length > 0;
   }
 
   /** Binds `signal` to every Temporal call `work` makes on this client (an activity's cancellation, for one). */

@@ -83,6 +83,37 @@ async function branchBase(git: SimpleGit, ref: string, fallbackRef: string): Pro
 }
 
 /**
+ * Why a session cannot start on `repo`, or undefined when it can: the directory must exist and be a git repository
+ * with a commit to start from — `baseRef` when given, else HEAD — unless the session's branch already exists (a
+ * session created again finds its own work there). The worktree preparation and `orchard session create` (before
+ * anything starts, when the repository is on this host) ask the same question.
+ */
+export async function repositoryProblem(repo: string, options: { baseRef?: string; sessionId?: string } = {}): Promise<WorkspaceError | undefined> {
+  const stat = await fs.stat(repo).catch(() => undefined);
+  if (!stat?.isDirectory()) return new WorkspaceError('repository_not_found', `${repo} is not a directory`);
+  const git = simpleGit({ baseDir: repo, timeout: { block: 120_000 } });
+  try {
+    await git.raw(['rev-parse', '--git-dir']);
+  } catch (err) {
+    return new WorkspaceError('repository_not_found', `${repo} is not a git repository: ${message(err)}`);
+  }
+  const commitOf = (ref: string) =>
+    git.raw(['rev-parse', '--verify', '--quiet', '--end-of-options', `${ref}^{commit}`]).then(
+      (out) => out.trim(),
+      () => '',
+    );
+  if (options.sessionId && (await commitOf(`refs/heads/${sessionBranch(options.sessionId)}`))) return undefined;
+  if (options.baseRef !== undefined) {
+    if (options.baseRef === '' || options.baseRef.startsWith('-') || !(await commitOf(options.baseRef))) {
+      return new WorkspaceError('invalid_input', `base ref ${JSON.stringify(options.baseRef)} does not name a commit in ${repo}`);
+    }
+  } else if (!(await commitOf('HEAD'))) {
+    return new WorkspaceError('repository_not_found', `${repo} is a git repository with no commit yet: commit something to start a session from`);
+  }
+  return undefined;
+}
+
+/**
  * Creates (or finds again) the session's worktree `<worktreeRoot>/<sessionId>` on branch `orchard/<sessionId>/work`.
  * Idempotent, because an activity retried after a worker crash must not fail on its own earlier success:
  * an existing worktree for that branch is returned with `created: false`, and an existing branch without a
@@ -96,14 +127,9 @@ export async function prepareWorktree(input: PrepareWorktreeInput): Promise<Prep
     throw new WorkspaceError('invalid_input', `base ref ${JSON.stringify(input.baseRef)} is not a valid ref`);
   }
   const repo = path.resolve(input.repo);
-  const stat = await fs.stat(repo).catch(() => undefined);
-  if (!stat?.isDirectory()) throw new WorkspaceError('repository_not_found', `${repo} is not a directory`);
+  const notRepository = await repositoryProblem(repo, { baseRef: input.baseRef, sessionId: input.sessionId });
+  if (notRepository) throw notRepository;
   const git = simpleGit({ baseDir: repo, timeout: { block: 120_000 } });
-  try {
-    await git.raw(['rev-parse', '--git-dir']);
-  } catch (err) {
-    throw new WorkspaceError('repository_not_found', `${repo} is not a git repository: ${message(err)}`);
-  }
 
   const branch = sessionBranch(input.sessionId);
   const ref = `refs/heads/${branch}`;

@@ -71,7 +71,15 @@ import {
 import type { ChainOptions, SessionLiveness, TemporalPort } from '../contract/temporal-port';
 import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_PARENT, ORCHARD_STATUS } from '../contract/search-attributes';
 import { sessionBranch } from '../contract/ids';
-import { DEFAULT_NAMESPACE, TemporalConfigError, clientConnectionOptions, loadTemporalSettings, type TemporalSettings } from './connection';
+import {
+  DEFAULT_NAMESPACE,
+  TemporalConfigError,
+  clientConnectionOptions,
+  dataConverterFromEnv,
+  loadTemporalSettings,
+  type TemporalSettings,
+} from './connection';
+import { PayloadKeyError } from './codec';
 import { OrchardError } from './errors';
 
 export { OrchardError } from './errors';
@@ -111,15 +119,18 @@ export class OrchardClient implements TemporalPort {
    */
   static async connect(options: OrchardClientOptions & Partial<TemporalSettings>): Promise<OrchardClient> {
     let settings: TemporalSettings;
+    let dataConverter: ReturnType<typeof dataConverterFromEnv>;
     try {
       settings = options.address ? { ...options, namespace: options.namespace ?? DEFAULT_NAMESPACE } : loadTemporalSettings();
+      // Payload encryption (ORCHARD_PAYLOAD_KEY*): bad key material is refused here, before connecting.
+      dataConverter = dataConverterFromEnv();
     } catch (err) {
-      if (err instanceof TemporalConfigError) throw new OrchardError(err.code, err.message);
+      if (err instanceof TemporalConfigError || err instanceof PayloadKeyError) throw new OrchardError(err.code, err.message);
       throw err;
     }
     // No address anywhere: the SDK's default, localhost:7233, where the embedded dev server listens.
     const connection = await Connection.connect(settings.address ? clientConnectionOptions({ ...settings, address: settings.address }) : {});
-    return new OrchardClient(new Client({ connection, namespace: settings.namespace }), options);
+    return new OrchardClient(new Client({ connection, namespace: settings.namespace, ...(dataConverter ? { dataConverter } : {}) }), options);
   }
 
   async close(): Promise<void> {

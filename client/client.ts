@@ -79,7 +79,7 @@ import {
   loadTemporalSettings,
   type TemporalSettings,
 } from './connection';
-import { PayloadKeyError } from './codec';
+import { PayloadDecryptionError, PayloadKeyError } from './codec';
 import { OrchardError } from './errors';
 
 export { OrchardError } from './errors';
@@ -540,8 +540,12 @@ async function whenScheduled<T>(query: () => Promise<T>): Promise<T> {
   }
 }
 
-/** A refused update (its validator or handler failed it with a typed failure) becomes the OrchardError of its code. */
+/**
+ * A refused update (its validator or handler failed it with a typed failure) becomes the OrchardError of its code; so
+ * does a payload this client cannot decrypt (its key id is not configured here, or the key is wrong).
+ */
 function rethrowUpdateRefusal(err: unknown): void {
+  if (err instanceof PayloadDecryptionError) throw new OrchardError(err.code, err.message);
   if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure) {
     const code = err.cause.type;
     throw new OrchardError(isErrorCode(code) ? code : 'internal', err.cause.message);

@@ -131,3 +131,32 @@ test('with ORCHARD_PAYLOAD_KEY the history holds only ciphertext; the session wo
   t.is(refused.status, 400);
   t.like(await refused.json(), { code: 'payload_decryption_failed' });
 });
+
+test('a worker with the wrong key does no work: its workflow task fails, naming the key id, and nothing is decoded as garbage', async (t) => {
+  // The worker has another key under the same id as the client's.
+  const orchard = await startOrchard(t, {
+    dataConverter: dataConverterFromEnv({ ORCHARD_PAYLOAD_KEY: randomBytes(32).toString('base64'), ORCHARD_PAYLOAD_KEY_ID: 'k1' }),
+  });
+  const client = await clientWith(t, orchard.taskQueue, dataConverterFromEnv(env));
+  const sessionId = uniqueId('enc-wrong');
+  const scenario = writeScenario({ name: 'enc', turns: [{ repeat: true, steps: [{ content: 'done' }] }] });
+  // The create waits for an update the worker can never read: it is left pending, and the run terminated at the end.
+  const creating = client.createSession({ sessionId, title: 'wrong key', repo: makeRepo(), model: { provider: 'scripted', scenario }, task: 'never read' });
+  creating.catch(() => undefined);
+  const handle = client.temporal.workflow.getHandle(sessionWorkflowId(sessionId));
+  t.teardown(() => handle.terminate('test over').catch(() => undefined));
+  const deadline = Date.now() + 60_000;
+  let failure: string | undefined;
+  while (!failure && Date.now() < deadline) {
+    const history = await client.temporal.workflowService
+      .getWorkflowExecutionHistory({ namespace: testStackEnv().namespace, execution: { workflowId: sessionWorkflowId(sessionId) } })
+      .catch(() => undefined);
+    const failed = history?.history?.events?.find((e) => e.workflowTaskFailedEventAttributes);
+    failure = failed?.workflowTaskFailedEventAttributes?.failure?.message ?? undefined;
+    if (!failure) await new Promise((r) => setTimeout(r, 200));
+  }
+  t.truthy(failure, 'a workflow task failure is recorded');
+  t.regex(failure ?? '', /key id "k1" failed authentication/);
+  const description = await handle.describe();
+  t.is(description.status.name, 'RUNNING');
+});

@@ -7,6 +7,7 @@ import { describeCliError, type CliErrorContext } from './errors';
 import { registerGuardCommand } from './guard-command';
 import { registerExecCommand, registerSandboxCommand } from './exec-command';
 import { registerBoardCommand } from './board-command';
+import { registerCodecServerCommand } from './codec-server';
 import type { OrchestratorStatusView, SessionStatusView } from '../contract/messages';
 import { PROJECT_ROOT, workerConfigFromEnv } from '../worker/config';
 import { describeTarget, loadTemporalSettings, type TemporalTarget } from '../client/connection';
@@ -469,6 +470,7 @@ registerGuardCommand(program);
 registerExecCommand(program);
 registerSandboxCommand(program);
 registerBoardCommand(program);
+registerCodecServerCommand(program);
 
 function formatOrchestratorStatus(view: OrchestratorStatusView): string {
   const lines = [`orchestrator ${view.orchestratorId} | ${view.status} | ${view.turnsCompleted} turn(s) done, ${view.queued} queued, run ${view.runIndex}`];

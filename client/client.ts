@@ -76,7 +76,15 @@ import { temporal } from '@temporalio/proto';
 import type { ChainOptions, SessionLiveness, TemporalPort } from '../contract/temporal-port';
 import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_PARENT, ORCHARD_STATUS } from '../contract/search-attributes';
 import { sessionBranch } from '../contract/ids';
-import { DEFAULT_NAMESPACE, TemporalConfigError, clientConnectionOptions, loadTemporalSettings, type TemporalSettings } from './connection';
+import {
+  DEFAULT_NAMESPACE,
+  TemporalConfigError,
+  clientConnectionOptions,
+  dataConverterFromEnv,
+  loadTemporalSettings,
+  type TemporalSettings,
+} from './connection';
+import { PayloadDecryptionError, PayloadKeyError } from './codec';
 import { OrchardError } from './errors';
 
 export { OrchardError } from './errors';
@@ -116,15 +124,18 @@ export class OrchardClient implements TemporalPort {
    */
   static async connect(options: OrchardClientOptions & Partial<TemporalSettings>): Promise<OrchardClient> {
     let settings: TemporalSettings;
+    let dataConverter: ReturnType<typeof dataConverterFromEnv>;
     try {
       settings = options.address ? { ...options, namespace: options.namespace ?? DEFAULT_NAMESPACE } : loadTemporalSettings();
+      // Payload encryption (ORCHARD_PAYLOAD_KEY*): bad key material is refused here, before connecting.
+      dataConverter = dataConverterFromEnv();
     } catch (err) {
-      if (err instanceof TemporalConfigError) throw new OrchardError(err.code, err.message);
+      if (err instanceof TemporalConfigError || err instanceof PayloadKeyError) throw new OrchardError(err.code, err.message);
       throw err;
     }
     // No address anywhere: the SDK's default, localhost:7233, where the embedded dev server listens.
     const connection = await Connection.connect(settings.address ? clientConnectionOptions({ ...settings, address: settings.address }) : {});
-    return new OrchardClient(new Client({ connection, namespace: settings.namespace }), options);
+    return new OrchardClient(new Client({ connection, namespace: settings.namespace, ...(dataConverter ? { dataConverter } : {}) }), options);
   }
 
   async close(): Promise<void> {
@@ -576,8 +587,12 @@ async function whenScheduled<T>(query: () => Promise<T>): Promise<T> {
   }
 }
 
-/** A refused update (its validator or handler failed it with a typed failure) becomes the OrchardError of its code. */
+/**
+ * A refused update (its validator or handler failed it with a typed failure) becomes the OrchardError of its code; so
+ * does a payload this client cannot decrypt (its key id is not configured here, or the key is wrong).
+ */
 function rethrowUpdateRefusal(err: unknown): void {
+  if (err instanceof PayloadDecryptionError) throw new OrchardError(err.code, err.message);
   if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure) {
     const code = err.cause.type;
     throw new OrchardError(isErrorCode(code) ? code : 'internal', err.cause.message);

@@ -1,7 +1,9 @@
 import { loadClientConfigProfile, toClientOptions } from '@temporalio/envconfig';
 import type { ConnectionOptions } from '@temporalio/client';
+import type { DataConverter } from '@temporalio/common';
 import type { TLSConfig } from '@temporalio/common/lib/internal-non-workflow';
 import { DEFAULT_TASK_QUEUE } from '../contract/messages';
+import { AesGcmPayloadCodec, payloadKeysFromEnv } from './codec';
 
 /**
  * The one place connection settings are read: the client a service imports, the `orchard` command line and the worker
@@ -79,4 +81,13 @@ export function describeTarget(target: TemporalTarget): string {
 /** The shared task queue the client starts workflows on and the worker polls: ORCHARD_TASK_QUEUE, else `orchard`. */
 export function taskQueueFromEnv(env: NodeJS.ProcessEnv = process.env): string {
   return env.ORCHARD_TASK_QUEUE || DEFAULT_TASK_QUEUE;
+}
+
+/**
+ * The data converter client, CLI and worker share: AES-256-GCM payload encryption when ORCHARD_PAYLOAD_KEY is set
+ * (client/codec.ts), else undefined (the SDK's default, plaintext JSON). Bad key material throws PayloadKeyError.
+ */
+export function dataConverterFromEnv(env: NodeJS.ProcessEnv = process.env): DataConverter | undefined {
+  const keys = payloadKeysFromEnv(env);
+  return keys ? { payloadCodecs: [new AesGcmPayloadCodec(keys)] } : undefined;
 }

@@ -62,6 +62,8 @@ export const ERROR_CODES = [
   'file_not_text',
   'git_command_failed',
   'temporal_config_invalid',
+  'payload_key_invalid',
+  'payload_decryption_failed',
   'model_not_configured',
   'dev_config_invalid',
   'temporal_unavailable',

@@ -12,7 +12,8 @@ import { OrchardClient, OrchardError } from '../client/client';
 import { PROJECT_ROOT, workerConfigFromEnv, type WorkerConfig } from './config';
 import { createLogger, installSdkLogger } from './logging';
 import { bootStack, stackTarget, type Stack } from './stack';
-import { clientConnectionOptions, type TemporalTarget } from '../client/connection';
+import { clientConnectionOptions, dataConverterFromEnv, type TemporalTarget } from '../client/connection';
+import { PayloadKeyError } from '../client/codec';
 import { assertSearchAttributes } from './search-attributes';
 import { registerHost, type HostRegistration } from './host-identity';
 import { createOrchardWorkers, type OrchardWorkers } from './worker';
@@ -85,6 +86,8 @@ export interface StartOrchardOptions {
 export async function startOrchard(log: (line: string) => void, options: StartOrchardOptions = {}): Promise<RunningOrchard> {
   installSdkLogger(createLogger());
   const config = workerConfigFromEnv(process.env, PROJECT_ROOT);
+  // Payload encryption (ORCHARD_PAYLOAD_KEY*): bad key material stops the worker here, before anything is booted.
+  const dataConverter = payloadDataConverter();
   // Before anything is booted or connected: a worker without a model has nothing to start.
   const provider = options.provider ?? (await modelProviderFor(options.hostOnly ? { kind: 'none' } : (options.model ?? { kind: 'demo' })));
   const stack = options.stack ?? (await bootStack({ projectRoot: PROJECT_ROOT, log }));
@@ -108,7 +111,7 @@ export async function startOrchard(log: (line: string) => void, options: StartOr
       log(lost.message);
       workers?.shutdown();
     });
-    const temporal = new Client({ connection: clientConnection, namespace: target.namespace });
+    const temporal = new Client({ connection: clientConnection, namespace: target.namespace, ...(dataConverter ? { dataConverter } : {}) });
     log(
       options.hostOnly
         ? `worker: polling orchard-host-${config.hostId} only`
@@ -127,6 +130,7 @@ export async function startOrchard(log: (line: string) => void, options: StartOr
       maxConcurrentCommands: config.maxConcurrentCommands,
       log,
       shutdownGraceMs: config.shutdownGraceSeconds * 1000,
+      dataConverter,
     });
     const running = workers;
     const held = registration;
@@ -166,6 +170,15 @@ export async function startOrchard(log: (line: string) => void, options: StartOr
     await connection?.close().catch(() => undefined);
     await pool.end().catch(() => undefined);
     await stack.stop();
+    throw err;
+  }
+}
+
+function payloadDataConverter(): ReturnType<typeof dataConverterFromEnv> {
+  try {
+    return dataConverterFromEnv();
+  } catch (err) {
+    if (err instanceof PayloadKeyError) throw new OrchardError(err.code, err.message);
     throw err;
   }
 }

@@ -1,6 +1,7 @@
 import { describeConfinement, resolveConfinement, type Confinement } from '../activities/bash/confinement';
 import { NativeConnection, Runtime, Worker, bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type { Client } from '@temporalio/client';
+import type { DataConverter } from '@temporalio/common';
 import type { Pool } from 'pg';
 import { createHostActivities, createSharedActivities, type HostActivityHooks } from '../activities';
 import type { TeamActivityHooks } from '../activities/team';
@@ -57,6 +58,8 @@ export interface OrchardWorkerOptions {
    * of bubblewrap, once per worker (resolveConfinement).
    */
   confinement?: Confinement;
+  /** Payload encryption (client/connection.ts dataConverterFromEnv); the same one the client uses. Default: none. */
+  dataConverter?: DataConverter;
 }
 
 export interface OrchardWorkers {
@@ -104,6 +107,7 @@ export async function createOrchardWorkers(options: OrchardWorkerOptions): Promi
     namespace: options.namespace,
     taskQueue: hostQueue,
     identity: `orchard-host@${options.hostId}`,
+    dataConverter: options.dataConverter,
     activities: createHostActivities({
       pool: options.pool,
       hostId: options.hostId,
@@ -132,6 +136,7 @@ export async function createOrchardWorkers(options: OrchardWorkerOptions): Promi
         namespace: options.namespace,
         taskQueue: options.taskQueue,
         identity: `orchard@${options.hostId}`,
+        dataConverter: options.dataConverter,
         workflowBundle: options.workflowBundle ?? (await bundleWorkflows()),
         activities: createSharedActivities({
           pool: options.pool,

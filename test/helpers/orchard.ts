@@ -4,6 +4,7 @@ import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
+import type { DataConverter } from '@temporalio/common';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import type { Pool } from 'pg';
@@ -103,6 +104,8 @@ export async function startOrchard(
     databaseUrl?: string;
     /** Another Temporal server's `host:port` (a test that restarts its own server); the run's server by default. */
     temporalAddress?: string;
+    /** The client's and the workers' data converter (payload encryption); the SDK's default when unset. */
+    dataConverter?: DataConverter;
   } = {},
 ): Promise<TestOrchard> {
   const env = { ...testStackEnv(), ...(options.temporalAddress ? { temporalAddress: options.temporalAddress, namespace: 'default' } : {}) };
@@ -119,7 +122,7 @@ export async function startOrchard(
   }
   const connection = await NativeConnection.connect({ address: env.temporalAddress });
   const clientConnection = await Connection.connect({ address: env.temporalAddress });
-  const temporal = new Client({ connection: clientConnection, namespace: env.namespace });
+  const temporal = new Client({ connection: clientConnection, namespace: env.namespace, dataConverter: options.dataConverter });
   const worktreeRoot = mkdtempSync(join(tmpdir(), 'orchard-wt-'));
   const running: { workers: OrchardWorkers; done: Promise<void> }[] = [];
   const extraConnections: NativeConnection[] = [];
@@ -148,6 +151,7 @@ export async function startOrchard(
       teamHooks: options.teamHooks,
       env: options.env,
       confinement: options.confinement ?? (await testConfinement()),
+      dataConverter: options.dataConverter,
       // Teardown must not wait out the production grace period for a test's running command.
       shutdownGraceMs: hostOptions.shutdownGraceMs ?? 10_000,
       // A teardown that waits on an activity ignoring its cancellation fails the test instead of stalling the run.

@@ -1,4 +1,5 @@
-import { resolve } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
 import type { OrchardClient } from '../client/client';
 import { OrchardError } from '../client/errors';
@@ -19,7 +20,9 @@ import { describeTarget, loadTemporalSettings, type TemporalTarget } from '../cl
  */
 const program = new Command('orchard')
   .description('Durable orchestration for fleets of AI coding agents, on Temporal')
-  .showHelpAfterError()
+  .version(packageVersion(), '-V, --version', 'print the version')
+  // One line that says what was wrong, and where the usage is (not the whole help text).
+  .showHelpAfterError('(orchard <command> --help shows its usage)')
   // Set before any command is added, so every command inherits it: bad usage exits 2 like every other refusal.
   .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : 2));
 
@@ -84,7 +87,7 @@ session
   .requiredOption('--repo <path>', "git repository on the session's host")
   .requiredOption('--title <text>', 'one line that says what the session is for')
   .option('--id <id>', 'session id (default: derived from the title)')
-  .option('--task <text>', 'first task')
+  .option('--task <text>', 'first task (`-`: read it from stdin)')
   .option('--host <id>', 'host that owns the worktree (default: this host)')
   .option('--agent <name>', 'agent profile name', 'coder')
   .option('--base <ref>', 'where the session branch starts (default: the repository HEAD)')
@@ -107,7 +110,7 @@ session
         sessionId,
         title: o.title,
         repo: resolve(o.repo),
-        task: o.task,
+        task: o.task === undefined ? undefined : await textOrStdin(o.task),
         host: o.host,
         agent: o.agent,
         baseRef: o.base,
@@ -120,14 +123,14 @@ session
 
 session
   .command('send <id> <task...>')
-  .description('relay a task to an existing session (resumes it if idle); never creates one')
+  .description('relay a task to an existing session (resumes it if idle); never creates one; a task of `-` is read from stdin')
   .option('--signal', 'fire-and-forget signal instead of an update')
   .option('--request-id <id>', 'idempotency key: a repeated send with the same key is queued once')
   .option('--wait', 'wait until the session has finished the task')
   .option('--json', 'print JSON')
   .action(async (id: string, words: string[], o) => {
     await withClient(async (client) => {
-      const input = { task: words.join(' '), requestId: o.requestId };
+      const input = { task: await textOrStdin(words.join(' ')), requestId: o.requestId };
       if (o.signal) {
         await client.signalSend(id, input);
         console.log(`signalled ${id}`);
@@ -218,14 +221,14 @@ orchestrator
 
 orchestrator
   .command('send <id> <message...>')
-  .description('send a user message; prints its id (with --wait: the turn that answered it and where it was delivered)')
+  .description('send a user message (`-`: read it from stdin); prints its id (with --wait: the turn that answered it and where it was delivered)')
   .option('--request-id <id>', 'idempotency key: a repeated message with the same key is accepted once')
   .option('--wait', 'wait until the orchestrator has finished the turn that answers this message')
   .option('--timeout <seconds>', 'with --wait: how long to wait', positiveInt, 600)
   .option('--json', 'print JSON')
   .action(async (id: string, words: string[], o) => {
     await withClient(async (client) => {
-      const result = await client.message(id, { text: words.join(' '), requestId: o.requestId });
+      const result = await client.message(id, { text: await textOrStdin(words.join(' ')), requestId: o.requestId });
       if (!o.wait) {
         return print(o.json, result, () => `${id}: message ${result.messageId} accepted${result.duplicate ? ' (duplicate request, not queued again)' : ''}`);
       }
@@ -308,12 +311,12 @@ team
 
 team
   .command('send <id> <message...>')
-  .description("send a user message to the team's Coordinator; prints its id")
+  .description("send a user message to the team's Coordinator (`-`: read it from stdin); prints its id")
   .option('--request-id <id>', 'idempotency key: a repeated message with the same key is accepted once')
   .option('--json', 'print JSON')
   .action(async (id: string, words: string[], o) => {
     await withClient(async (client) => {
-      const result = await client.teamMessage(id, { text: words.join(' '), requestId: o.requestId });
+      const result = await client.teamMessage(id, { text: await textOrStdin(words.join(' ')), requestId: o.requestId });
       print(o.json, result, () => `${id}: message ${result.messageId} accepted${result.duplicate ? ' (duplicate request, not queued again)' : ''}`);
     });
   });
@@ -665,19 +668,37 @@ function collectMember(value: string, previous: { memberId: string; role: string
   return [...previous, { memberId, role }];
 }
 
+/** A task or message given as `-` is read from stdin (a task longer than one argument may be: the OS limits those). */
+async function textOrStdin(text: string): Promise<string> {
+  if (text !== '-') return text;
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/** The version in package.json, read where bin/orchard runs from. */
+function packageVersion(): string {
+  return (JSON.parse(readFileSync(join(PROJECT_ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+}
+
 function positiveInt(value: string): number {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('must be a positive integer');
   return n;
 }
 
-/** Every failure ends as one `orchard: <code>: <what to do>` line on stderr: exit 2 when typed, 1 when internal. */
+/**
+ * Every failure ends as one `orchard: <code>: <what to do>` line on stderr — or, when the command was asked for
+ * `--json`, as `{"error":{"code","message"}}` on stdout, where a script reads its answer — with exit 2 when typed,
+ * 1 when internal.
+ */
 export async function main(argv = process.argv): Promise<void> {
   try {
     await program.parseAsync(argv);
   } catch (err) {
     const failure = describeCliError(err, errorContext);
-    console.error(`orchard: ${failure.code}: ${failure.message}`);
+    if (argv.slice(2).includes('--json')) console.log(JSON.stringify({ error: { code: failure.code, message: failure.message } }));
+    else console.error(`orchard: ${failure.code}: ${failure.message}`);
     if (process.env.ORCHARD_DEBUG) console.error(err);
     process.exit(failure.exitCode);
   }

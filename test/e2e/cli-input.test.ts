@@ -1,0 +1,66 @@
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import test from 'ava';
+import { ORCHARD_BIN, runOrchard, workerEnv } from '../helpers/cli-process';
+import { makeRepo, sharedOrchard, uniqueId } from '../helpers/orchard';
+
+const shared = sharedOrchard(test);
+const DEMO = join(__dirname, '../../scenarios/demo.json');
+
+/** Runs the real CLI with `stdin` as its standard input (asynchronously: this process's worker must keep working). */
+function withStdin(args: string[], stdin: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(ORCHARD_BIN, args, { env: { ...process.env, ...workerEnv(shared()) }, stdio: ['pipe', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  child.stdin.end(stdin);
+  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
+}
+
+test('--version prints the version in package.json and exits 0', async (t) => {
+  const { version } = JSON.parse(readFileSync(join(__dirname, '../../package.json'), 'utf8')) as { version: string };
+  const run = await runOrchard(['--version']);
+  t.is(run.code, 0, run.stderr);
+  t.is(run.stdout.trim(), version);
+});
+
+test('a task of `-` is read from stdin, also one longer than the OS allows in one argument (200 KB)', async (t) => {
+  const id = uniqueId('stdin');
+  const created = await withStdin(
+    ['session', 'create', '--id', id, '--title', 'stdin', '--repo', makeRepo(), '--scenario', DEMO, '--task', '-', '--json'],
+    'Create NOTES.md please',
+  );
+  t.is(created.code, 0, created.stderr);
+  t.is((JSON.parse(created.stdout) as { outcome: string }).outcome, 'created');
+
+  const long = `Read this and do nothing: ${'x'.repeat(200 * 1024)}`;
+  const sent = await withStdin(['session', 'send', id, '-', '--json'], long);
+  t.is(sent.code, 0, sent.stderr);
+  const { taskId } = JSON.parse(sent.stdout) as { taskId: string };
+  // The session holds the whole text: its transcript's user message for that task is the 200 KB read from stdin.
+  const { rows } = await shared().pool.query<{ task: string }>('SELECT task FROM session_tasks WHERE session_id = $1 AND task_id = $2', [id, taskId]);
+  t.is(rows[0]?.task, long);
+
+  const empty = await withStdin(['session', 'send', id, '-'], '');
+  t.is(empty.code, 2);
+  t.regex(empty.stderr, /^orchard: task_empty: /);
+});
+
+test('--json errors are one JSON object on stdout, {error: {code, message}}, with the same exit code', async (t) => {
+  const run = await runOrchard(['session', 'status', uniqueId('nobody'), '--json'], workerEnv(shared()));
+  t.is(run.code, 2, run.stderr);
+  const answer = JSON.parse(run.stdout) as { error: { code: string; message: string } };
+  t.is(answer.error.code, 'session_not_found');
+  t.true(answer.error.message.length > 0);
+  t.is(run.stderr, '');
+});
+
+test('a usage error is one line and a pointer to --help, not the whole help text', async (t) => {
+  const run = await runOrchard(['session', 'create', '--title', 'no repo']);
+  t.is(run.code, 2);
+  const lines = run.stderr.trim().split('\n');
+  t.true(lines.length <= 2, run.stderr);
+  t.regex(run.stderr, /--repo/);
+});

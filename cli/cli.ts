@@ -26,6 +26,12 @@ const program = new Command('orchard')
   // Set before any command is added, so every command inherits it: bad usage exits 2 like every other refusal.
   .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : 2));
 
+/**
+ * `send … --wait` when the turn that answered did not finish (failed, cancelled, stopped at its step limit, or never
+ * ran): the status is printed as usual, and the exit code says it was not a success.
+ */
+const TURN_NOT_FINISHED_EXIT = 3;
+
 /** What the running command talks to, for error messages that say what to check. */
 let errorContext: CliErrorContext = {};
 
@@ -146,6 +152,9 @@ session
       const before = await client.status(id);
       const view = await client.waitUntilSettled(id, { afterTurn: before.turnsCompleted + before.queued + (before.currentTask ? 1 : 0), timeoutMs: 3_600_000 });
       print(o.json, view, () => formatStatus(view));
+      // The task's own turn (the newest, should the task have run more than once); none when it never ran.
+      const turn = (await client.transcriptRefs(id)).turns.filter((r) => r.taskId === result.taskId).at(-1);
+      if (turn?.outcome !== 'finished') process.exitCode = TURN_NOT_FINISHED_EXIT;
     });
   });
 
@@ -233,6 +242,7 @@ orchestrator
         return print(o.json, result, () => `${id}: message ${result.messageId} accepted${result.duplicate ? ' (duplicate request, not queued again)' : ''}`);
       }
       const { turn, status } = await client.waitForMessageTurn(id, result.messageId, { timeoutMs: o.timeout * 1000 });
+      if (turn.outcome !== 'finished') process.exitCode = TURN_NOT_FINISHED_EXIT;
       const deliveries = status.deliveries.filter((d) => d.messageId === result.messageId);
       print(o.json, { ...result, turn, deliveries }, () =>
         [

@@ -410,7 +410,10 @@ export class OrchardClient implements TemporalPort {
   /** Queues a task (an update: the answer says where it sits, a refusal says why). */
   async send(sessionId: string, input: SendInput | string): Promise<SendResult> {
     const send = normalizeSend(input);
-    return this.call(sessionId, (handle) => handle.executeUpdate(sendUpdate, { args: [send], updateId: send.requestId }));
+    // No update id: the session deduplicates request ids itself (across continue-as-new too), so a repeat is answered
+    // `duplicate: true` with the first task's id. With the request id as update id, Temporal would replay the first
+    // answer (`duplicate: false`) within a run instead.
+    return this.call(sessionId, (handle) => handle.executeUpdate(sendUpdate, { args: [send] }));
   }
 
   /** Fire-and-forget send, for services that cannot wait; invalid input is refused here, before signalling. */

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import test from 'ava';
 import { ORCHARD_BIN, runOrchard, workerEnv } from '../helpers/cli-process';
-import { makeRepo, sharedOrchard, uniqueId } from '../helpers/orchard';
+import { makeRepo, sharedOrchard, uniqueId, writeScenario } from '../helpers/orchard';
 
 const shared = sharedOrchard(test);
 const DEMO = join(__dirname, '../../scenarios/demo.json');
@@ -63,4 +63,21 @@ test('a usage error is one line and a pointer to --help, not the whole help text
   const lines = run.stderr.trim().split('\n');
   t.true(lines.length <= 2, run.stderr);
   t.regex(run.stderr, /--repo/);
+});
+
+test('send --wait exits 3 when the turn that answered failed, 0 when it finished; the status is printed either way', async (t) => {
+  const id = uniqueId('wait');
+  // One scripted turn: the first task finishes, the second finds the scenario exhausted and its turn fails.
+  const scenario = writeScenario({ name: 'one turn', turns: [{ steps: [{ content: 'done' }] }] });
+  const orchard = (args: string[]) => runOrchard(args, workerEnv(shared()));
+  t.is((await orchard(['session', 'create', '--id', id, '--title', 'wait', '--repo', makeRepo(), '--scenario', scenario])).code, 0);
+  const finished = await orchard(['session', 'send', id, 'the first task', '--wait', '--json']);
+  t.is(finished.code, 0, finished.stderr);
+  t.is((JSON.parse(finished.stdout) as { lastTurn: { outcome: string } }).lastTurn.outcome, 'finished');
+
+  const failed = await orchard(['session', 'send', id, 'a second task', '--wait', '--json']);
+  t.is(failed.code, 3, failed.stdout + failed.stderr);
+  const view = JSON.parse(failed.stdout) as { lastTurn: { outcome: string; error?: { code: string } } };
+  t.is(view.lastTurn.outcome, 'failed');
+  t.is(view.lastTurn.error?.code, 'scenario_exhausted');
 });

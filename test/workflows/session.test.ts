@@ -129,6 +129,11 @@ test('a repeated requestId is acknowledged once and queued once; a signal send q
   });
   await orchard.client.createSession({ sessionId, title: 'dedupe', repo: makeRepo(), model: { provider: 'scripted', scenario } });
   const a = await orchard.client.send(sessionId, { task: 'first', requestId: 'req-1' });
+  t.false(a.duplicate);
+  // The same call again (a client's retry after a lost answer): the same task, and it says it is a duplicate.
+  const again = await orchard.client.send(sessionId, { task: 'first', requestId: 'req-1' });
+  t.is(again.taskId, a.taskId);
+  t.true(again.duplicate, JSON.stringify(again));
   // A different Temporal update id, the same request id: the session's own dedupe window answers.
   const handle = orchard.temporal.workflow.getHandle(sessionWorkflowId(sessionId));
   const b: SendResult = await handle.executeUpdate('send', { args: [{ task: 'first', requestId: 'req-1' }], updateId: 'other' });

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { Command, InvalidArgumentError } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import type { OrchardClient } from '../client/client';
 import { OrchardError } from '../client/errors';
 import { sessionIdProblem, slugOf } from '../contract/ids';
@@ -283,7 +283,11 @@ team
   .description('start team <id> (or find it running): a Coordinator plans the goal as tasks on a board, Members do them in their own worktrees')
   .requiredOption('--repo <path>', 'git repository the members work on (a path on the host)')
   .requiredOption('--goal <text>', "the team's goal: the Coordinator's first message")
-  .option('--member <id:Role>', 'a member (repeat it; default planner:Planner implementer:Implementer reviewer:Reviewer tester:Tester)', collectMember, [])
+  .addOption(
+    new Option('--member <id:Role>', 'a member (repeat it)')
+      .argParser(collectMember)
+      .default([], 'planner:Planner implementer:Implementer reviewer:Reviewer tester:Tester'),
+  )
   .option('--host <id>', 'host whose disk holds the repository (default: this host)')
   .option('--scripted <scenario>', 'play the Coordinator and the members with this scripted scenario (see scenarios/FORMAT.md, coordinator)')
   .option('--handoff-slo <ms>', 'a handoff not released within this is an SLO miss (default 5000)')

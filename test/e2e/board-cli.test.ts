@@ -67,10 +67,15 @@ test('a malformed board file exits 2 with one typed line naming the JSON path at
   ]) {
     const r = await orchard(args);
     t.is(r.code, 2);
-    t.is(r.stdout, '');
-    const lines = r.stderr.trim().split('\n');
-    t.is(lines.length, 1, r.stderr);
-    t.regex(lines[0], /^orchard: board_file_invalid: board file .*malformed\.json is malformed at tasks\[2\]\.status: /);
+    // With --json the failure is one JSON object on stdout ({error: {code, message}}); without, one line on stderr.
+    const json = args.includes('--json');
+    t.is(json ? r.stderr : r.stdout, '');
+    const lines = (json ? r.stdout : r.stderr).trim().split('\n');
+    t.is(lines.length, 1, r.stdout + r.stderr);
+    const line = json
+      ? `orchard: ${(JSON.parse(lines[0]) as { error: { code: string; message: string } }).error.code}: ${(JSON.parse(lines[0]) as { error: { message: string } }).error.message}`
+      : lines[0];
+    t.regex(line, /^orchard: board_file_invalid: board file .*malformed\.json is malformed at tasks\[2\]\.status: /);
   }
 });
 

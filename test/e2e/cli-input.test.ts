@@ -81,3 +81,11 @@ test('send --wait exits 3 when the turn that answered failed, 0 when it finished
   t.is(view.lastTurn.outcome, 'failed');
   t.is(view.lastTurn.error?.code, 'scenario_exhausted');
 });
+
+test('team start --help gives --member one default, the members a team gets without it', async (t) => {
+  const run = await runOrchard(['team', 'start', '--help']);
+  t.is(run.code, 0, run.stderr);
+  const member = run.stdout.slice(run.stdout.indexOf('--member'), run.stdout.indexOf('--host'));
+  t.is(member.match(/default/g)?.length, 1, member);
+  t.regex(member.replace(/\s+/g, ' '), /\(default: planner:Planner implementer:Implementer reviewer:Reviewer tester:Tester\)/);
+});

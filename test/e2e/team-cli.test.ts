@@ -128,8 +128,12 @@ test('an unknown team is team_not_found with exit code 2 for send and status; a 
   ]) {
     const r = await orchard(['team', ...args]);
     t.is(r.code, 2, args.join(' '));
-    t.regex(r.stderr, new RegExp(`^orchard: team_not_found: no team ${ghost}: start it with`), args.join(' '));
-    t.is(r.stdout, '');
+    // With --json the failure is JSON on stdout; without, one line on stderr.
+    const json = args.includes('--json');
+    const failure = json ? (JSON.parse(r.stdout) as { error: { code: string; message: string } }).error : undefined;
+    const line = json ? `orchard: ${failure!.code}: ${failure!.message}` : r.stderr;
+    t.regex(line, new RegExp(`^orchard: team_not_found: no team ${ghost}: start it with`), args.join(' '));
+    t.is(json ? r.stderr : r.stdout, '');
   }
   const badMember = await orchard(['team', 'start', uniqueId('t'), '--repo', makeRepo(), '--goal', 'x', '--member', 'implementer']);
   t.is(badMember.code, 2);

@@ -192,6 +192,12 @@ export async function prepareWorktree(input: PrepareWorktreeInput): Promise<Prep
       baseCommit = await branchBase(git, ref, fallbackRef);
     } else {
       baseCommit = await resolve(`${fallbackRef}^{commit}`);
+      // The repository check above found a commit there moments ago: an empty answer now is git failing quietly
+      // (`--quiet` exits 1 with no output; seen under load in CI), so it is asked again before it counts as missing.
+      for (let attempt = 1; !baseCommit && attempt <= 3; attempt++) {
+        await new Promise((r) => setTimeout(r, 250 * attempt));
+        baseCommit = await resolve(`${fallbackRef}^{commit}`);
+      }
       if (!baseCommit) {
         throw new WorkspaceError(
           input.baseRef === undefined ? 'worktree_create_failed' : 'invalid_input',

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import type { OrchardClient } from '../client/client';
+import type { CancelRunResult, OrchardClient, RunSummary } from '../client/client';
 import { OrchardError } from '../client/errors';
 import { sessionIdProblem, slugOf } from '../contract/ids';
 import { describeCliError, type CliErrorContext } from './errors';
@@ -10,6 +10,7 @@ import { registerExecCommand, registerSandboxCommand } from './exec-command';
 import { registerBoardCommand } from './board-command';
 import { registerCodecServerCommand } from './codec-server';
 import type { OrchestratorStatusView, SessionStatusView } from '../contract/messages';
+import type { TranscriptEntry } from '../activities/store/transcript';
 import { PROJECT_ROOT, workerConfigFromEnv } from '../worker/config';
 import { describeTarget, loadTemporalSettings, type TemporalTarget } from '../client/connection';
 
@@ -197,6 +198,99 @@ session
   });
 
 session
+  .command('log <id>')
+  .description("the session's transcript from PostgreSQL, turn by turn: each task, the model's answers and tool calls, and the tool results it was shown")
+  .option('--turn <n>', 'only this turn', positiveInt)
+  .option('--json', 'print the entries as JSON')
+  .action(async (id: string, o) => {
+    await withClient(async (client, target) => {
+      const view = await client.status(id);
+      const entries = await withPool(target, `session log ${id}`, async (pool) => {
+        const { readTranscript } = await import('../activities/store/transcript');
+        return view.executionId ? readTranscript(pool, view.executionId, { turn: o.turn }) : [];
+      });
+      print(o.json, entries, () => (entries.length === 0 ? `${id}: no transcript yet` : formatTranscript(entries, { full: true })));
+    });
+  });
+
+session
+  .command('diff <id>')
+  .description("the session's branch against the commit it started from, and what its worktree holds uncommitted (on the session's host)")
+  .option('--json', 'print {branch, base, head, committed, uncommitted, untracked} as JSON')
+  .action(async (id: string, o) => {
+    await withClient(async (client) => {
+      const view = await client.status(id);
+      if (view.host !== client.defaultHost) {
+        throw new OrchardError(
+          'host_unavailable',
+          `session ${id}'s repository is on host ${view.host}, not this one (${client.defaultHost}): run the diff there`,
+        );
+      }
+      if (!view.branch)
+        throw new OrchardError('branch_not_found', `session ${id} has no branch yet (${view.status}): its worktree is being prepared or never was`);
+      const { sessionDiff } = await import('../activities/git/worktree');
+      const diff = await sessionDiff({ repo: view.repo, branch: view.branch, worktree: view.worktree });
+      print(o.json, diff, () =>
+        [
+          `# ${diff.branch}: ${diff.base.slice(0, 12)}..${diff.head.slice(0, 12)}`,
+          diff.committed.trimEnd() || '(no committed change)',
+          ...(diff.uncommitted !== undefined ? ['', '# uncommitted in the worktree', diff.uncommitted.trimEnd() || '(none)'] : []),
+          ...(diff.untracked.length > 0 ? ['', `# untracked (${diff.untracked.length})`, ...diff.untracked] : []),
+        ].join('\n'),
+      );
+    });
+  });
+
+session
+  .command('watch <id>')
+  .description('follow a session live until its turn ends: status changes and, with PostgreSQL, each model answer, tool call and result as it is recorded')
+  .option('--interval <ms>', 'how often to look', positiveInt, 500)
+  .option('--timeout <seconds>', 'give up after this long', positiveInt, 3600)
+  .option('--json', 'print one JSON object per line: {status} or {entry}')
+  .action(async (id: string, o) => {
+    await withClient(async (client, target) => {
+      const { readTranscript } = await import('../activities/store/transcript');
+      const { createPool } = await import('../activities/store/db');
+      const pool = target.databaseUrl ? createPool(target.databaseUrl, { max: 1, embedded: target.databaseEmbedded }) : undefined;
+      const emit = (json: unknown, text: string) => console.log(o.json ? JSON.stringify(json) : text);
+      try {
+        let lastLine = '';
+        let afterSeq: number | undefined;
+        const deadline = Date.now() + o.timeout * 1000;
+        for (;;) {
+          const view = await client.status(id);
+          if (pool && view.executionId) {
+            // From where the watch started: the turn in progress in full, earlier turns not at all.
+            const entries = await readTranscript(pool, view.executionId, {
+              afterSeq,
+              turn: afterSeq === undefined ? (view.currentTask?.turn ?? -1) : undefined,
+            });
+            for (const entry of entries) emit({ entry }, formatTranscript([entry], { full: false }));
+            afterSeq = Math.max(afterSeq ?? 0, ...entries.map((e) => e.seq));
+          }
+          const line = `${view.status}${view.currentTask ? ` · turn ${view.currentTask.turn}: ${view.currentTask.excerpt}` : ''}${view.queued ? ` · ${view.queued} queued` : ''}`;
+          if (line !== lastLine) emit({ status: view }, `[${id}] ${line}`);
+          lastLine = line;
+          const settled = view.status !== 'progressing' && view.queued === 0 && !view.currentTask;
+          if (settled) {
+            if (view.lastTurn)
+              emit(
+                { lastTurn: view.lastTurn },
+                `[${id}] turn ${view.lastTurn.turn} ${view.lastTurn.outcome}${view.lastTurn.error ? `: ${view.lastTurn.error.code}: ${view.lastTurn.error.message}` : ''}`,
+              );
+            if (view.lastTurn && view.lastTurn.outcome !== 'finished') process.exitCode = TURN_NOT_FINISHED_EXIT;
+            return;
+          }
+          if (Date.now() > deadline) throw new OrchardError('wait_timeout', `session ${id} is still ${view.status} after ${o.timeout} s`);
+          await new Promise((r) => setTimeout(r, o.interval));
+        }
+      } finally {
+        await pool?.end();
+      }
+    });
+  });
+
+session
   .command('cancel <id>')
   .description('cancel a session: stops its running command and closes it')
   .option('--reason <text>')
@@ -273,6 +367,29 @@ orchestrator
   .action(async (id: string) => {
     await withClient(async (client) => {
       process.stdout.write(`${await client.roster(id)}\n`);
+    });
+  });
+
+orchestrator
+  .command('list')
+  .description('list orchestrators (from Temporal visibility)')
+  .option('--json', 'print JSON')
+  .action(async (o) => {
+    await withClient(async (client) => {
+      const runs = await client.listRuns('orchestrator');
+      print(o.json, runs, () => formatRuns(runs, 'orchestrators'));
+    });
+  });
+
+orchestrator
+  .command('cancel <id>')
+  .description('cancel an orchestrator and close the child sessions it started (a repeat closes what is still open)')
+  .option('--reason <text>', 'why (recorded on each child session it closes)')
+  .option('--json', 'print JSON')
+  .action(async (id: string, o) => {
+    await withClient(async (client) => {
+      const result = await client.cancelRun('orchestrator', id, { reason: o.reason });
+      print(o.json, result, () => formatCancelRun(result));
     });
   });
 
@@ -424,6 +541,29 @@ team
     });
   });
 
+team
+  .command('list')
+  .description('list team runs (from Temporal visibility)')
+  .option('--json', 'print JSON')
+  .action(async (o) => {
+    await withClient(async (client) => {
+      const runs = await client.listRuns('team');
+      print(o.json, runs, () => formatRuns(runs, 'team runs'));
+    });
+  });
+
+team
+  .command('cancel <id>')
+  .description("cancel a team run and close its Members' sessions (a repeat closes what is still open)")
+  .option('--reason <text>', "why (recorded on each Member's session it closes)")
+  .option('--json', 'print JSON')
+  .action(async (id: string, o) => {
+    await withClient(async (client) => {
+      const result = await client.cancelRun('team', id, { reason: o.reason });
+      print(o.json, result, () => formatCancelRun(result));
+    });
+  });
+
 program
   .command('demo <name>')
   .description('run a demo on the embedded stack (or the configured one): route-first, team, or team-all-cancelled')
@@ -488,6 +628,36 @@ registerExecCommand(program);
 registerSandboxCommand(program);
 registerBoardCommand(program);
 registerCodecServerCommand(program);
+
+/** The transcript as text: a header per turn, `user` / `assistant` / `tool` entries; `full: false` cuts long ones. */
+function formatTranscript(entries: readonly TranscriptEntry[], { full }: { full: boolean }): string {
+  const cut = (text: string, max: number) => (full || text.length <= max ? text : `${text.slice(0, max)}… (${text.length - max} more chars)`);
+  const lines: string[] = [];
+  let turn: number | undefined;
+  for (const e of entries) {
+    if (e.turn !== turn && full) lines.push(`${lines.length > 0 ? '\n' : ''}── turn ${e.turn}${e.taskId ? ` (task ${e.taskId})` : ''} ──`);
+    turn = e.turn;
+    if (e.role === 'user') lines.push(`user: ${cut(e.content ?? '', 400)}`);
+    else if (e.role === 'assistant') {
+      if (e.content) lines.push(`assistant: ${cut(e.content, 400)}`);
+      for (const c of e.toolCalls ?? []) lines.push(`  → ${c.name} ${cut(c.arguments, 300)}`);
+    } else lines.push(`  ← ${cut(e.content ?? '', full ? Infinity : 300).replace(/\n/g, '\n    ')}`);
+  }
+  return lines.join('\n');
+}
+
+function formatRuns(runs: RunSummary[], what: string): string {
+  if (runs.length === 0) return `no ${what}`;
+  return table(
+    ['id', 'status', 'execution', 'host', 'started'],
+    runs.map((r) => [r.id, r.status, r.execution, r.host, r.startTime.toISOString()]),
+  ).join('\n');
+}
+
+function formatCancelRun(result: CancelRunResult): string {
+  const closed = result.sessionsClosed.length === 0 ? 'no session was open' : `closed ${result.sessionsClosed.join(', ')}`;
+  return `${result.kind} ${result.id}: ${result.alreadyClosed ? `already closed (${result.execution})` : result.execution}; ${closed}`;
+}
 
 function formatOrchestratorStatus(view: OrchestratorStatusView): string {
   const lines = [`orchestrator ${view.orchestratorId} | ${view.status} | ${view.turnsCompleted} turn(s) done, ${view.queued} queued, run ${view.runIndex}`];
@@ -592,6 +762,18 @@ async function findTarget(): Promise<Target> {
     };
   }
   throw new OrchardError('invalid_input', 'no Temporal to talk to: set TEMPORAL_ADDRESS (or a temporal.toml profile), or start `orchard dev` in this project');
+}
+
+/** Runs `fn` with a connection to the PostgreSQL that DATABASE_URL or a running `orchard dev` gives; `what` needs one. */
+async function withPool<T>(target: Target, what: string, fn: (pool: import('pg').Pool) => Promise<T>): Promise<T> {
+  if (!target.databaseUrl) throw new OrchardError('invalid_input', `${what} reads PostgreSQL: set DATABASE_URL (or run it beside \`orchard dev\`)`);
+  const { createPool } = await import('../activities/store/db');
+  const pool = createPool(target.databaseUrl, { max: 1, embedded: target.databaseEmbedded });
+  try {
+    return await fn(pool);
+  } finally {
+    await pool.end();
+  }
 }
 
 async function withClient(fn: (client: OrchardClient, target: Target) => Promise<void>): Promise<void> {

@@ -107,6 +107,30 @@ export interface SessionSummary {
   startTime: Date;
 }
 
+/** An orchestrator or a team run as `orchestrator list` / `team list` show it. */
+export interface RunSummary {
+  id: string;
+  kind: 'orchestrator' | 'team';
+  /** Its Orchard status (the `OrchardStatus` search attribute), or running/closed when it has none. */
+  status: string;
+  /** The Temporal execution status (RUNNING, COMPLETED, CANCELED, …). */
+  execution: string;
+  host: string;
+  startTime: Date;
+}
+
+/** What `cancelRun` did. */
+export interface CancelRunResult {
+  id: string;
+  kind: 'orchestrator' | 'team';
+  /** The run's Temporal execution status once closed (CANCELED, or how it had closed before). */
+  execution: string;
+  /** It had closed before this cancel. */
+  alreadyClosed: boolean;
+  /** The sessions it started that were open and are now cancelled. */
+  sessionsClosed: string[];
+}
+
 /** The typed client services import: every call maps Temporal errors to an OrchardError with a code. */
 export class OrchardClient implements TemporalPort {
   readonly defaultHost: string;
@@ -518,6 +542,83 @@ export class OrchardClient implements TemporalPort {
       if (out.length >= limit) break;
     }
     return out;
+  }
+
+  /** Orchestrators or team runs (newest first, from Temporal visibility): id, Orchard status, Temporal execution status. */
+  async listRuns(kind: 'orchestrator' | 'team', { limit = 100 }: { limit?: number } = {}): Promise<RunSummary[]> {
+    const out: RunSummary[] = [];
+    const prefix = kind === 'orchestrator' ? orchestratorWorkflowId('') : teamWorkflowId('');
+    for await (const wf of this.temporal.workflow.list({ query: `OrchardKind = '${kind}'` })) {
+      out.push({
+        id: wf.workflowId.startsWith(prefix) ? wf.workflowId.slice(prefix.length) : wf.workflowId,
+        kind,
+        status: wf.typedSearchAttributes.get(ORCHARD_STATUS) ?? (wf.status.name === 'RUNNING' ? 'running' : 'closed'),
+        execution: wf.status.name,
+        host: wf.typedSearchAttributes.get(ORCHARD_HOST) ?? '',
+        startTime: wf.startTime,
+      });
+      if (out.length >= limit) break;
+    }
+    return out;
+  }
+
+  /**
+   * Cancels an orchestrator or a team run and closes the sessions it started (its children, its Members): the run is
+   * cancelled through Temporal and waited for until it has closed, then every session whose parent it is and that is
+   * still open is cancelled with `reason`. Idempotent: a repeat finds the run closed and closes whatever session is
+   * still open; a run that never existed is `orchestrator_not_found` / `team_not_found`.
+   */
+  async cancelRun(kind: 'orchestrator' | 'team', id: string, options: { reason?: string; timeoutMs?: number } = {}): Promise<CancelRunResult> {
+    const workflowId = kind === 'orchestrator' ? orchestratorWorkflowId(id) : teamWorkflowId(id);
+    const handle = this.temporal.workflow.getHandle(workflowId);
+    let description: Awaited<ReturnType<WorkflowHandle['describe']>>;
+    try {
+      description = await handle.describe();
+    } catch (err) {
+      if (err instanceof WorkflowNotFoundError || isNotFound(err)) {
+        throw new OrchardError(kind === 'orchestrator' ? 'orchestrator_not_found' : 'team_not_found', `no ${kind} ${id}`);
+      }
+      throw err;
+    }
+    const wasRunning = description.status.name === 'RUNNING';
+    // The children the orchestrator's ledger knows, asked before it closes (visibility may not show a new one yet).
+    const known =
+      kind === 'orchestrator' && wasRunning
+        ? await whenScheduled(() => handle.query(orchestratorStatusQuery)).then(
+            (view) => view.children.map((c) => c.childId),
+            () => [] as string[],
+          )
+        : [];
+    const deadline = Date.now() + (options.timeoutMs ?? 60_000);
+    const untilClosed = async (h: WorkflowHandle, what: string) => {
+      while ((await h.describe()).status.name === 'RUNNING') {
+        if (Date.now() > deadline) throw new OrchardError('wait_timeout', `${what} was asked to cancel and has not closed yet: run the cancel again`);
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    };
+    if (wasRunning) {
+      await handle.cancel();
+      await untilClosed(handle, workflowId);
+    }
+    const open = new Set(known);
+    for await (const wf of this.temporal.workflow.list({
+      query: `OrchardKind = 'session' AND OrchardParent = '${workflowId}' AND ExecutionStatus = 'Running'`,
+    })) {
+      open.add(sessionIdFromWorkflowId(wf.workflowId) ?? wf.workflowId);
+    }
+    const sessionsClosed: string[] = [];
+    for (const sessionId of [...open].sort()) {
+      try {
+        await this.cancel(sessionId, options.reason ?? `${kind} ${id} was cancelled`);
+        // Accepted is not closed: the session stops its running command and closes; the answer waits for that.
+        await untilClosed(this.handle(sessionId), `session ${sessionId}`);
+        sessionsClosed.push(sessionId);
+      } catch (err) {
+        if (!(err instanceof OrchardError && (err.code === 'session_closed' || err.code === 'session_not_found'))) throw err;
+      }
+    }
+    const execution = (await handle.describe()).status.name;
+    return { id, kind, execution, alreadyClosed: !wasRunning, sessionsClosed };
   }
 
   private handle(sessionId: string): WorkflowHandle {

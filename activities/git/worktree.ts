@@ -218,3 +218,34 @@ export async function prepareWorktree(input: PrepareWorktreeInput): Promise<Prep
   }
   return { worktree, branch, baseCommit, created: true };
 }
+
+/** A session's work as `orchard session diff` shows it. */
+export interface SessionDiff {
+  readonly branch: string;
+  /** The commit the branch started from (its reflog's first entry; else where it meets the repository's HEAD). */
+  readonly base: string;
+  readonly head: string;
+  /** `git diff <base> <head>`: what the branch's commits changed. */
+  readonly committed: string;
+  /** Changes in the worktree not committed yet (against the branch head), when the worktree exists. */
+  readonly uncommitted?: string;
+  /** Untracked files in the worktree (not in either diff). */
+  readonly untracked: readonly string[];
+}
+
+/** The session's branch against its base, and what its worktree holds uncommitted; read on the host that has both. */
+export async function sessionDiff(input: { repo: string; branch: string; worktree?: string }): Promise<SessionDiff> {
+  const git = simpleGit({ baseDir: input.repo, timeout: { block: 120_000 } });
+  const ref = `refs/heads/${input.branch}`;
+  const head = (await git.raw(['rev-parse', '--quiet', '--verify', `${ref}^{commit}`]).catch(() => '')).trim();
+  if (!head) throw new WorkspaceError('branch_not_found', `${input.repo} has no branch ${input.branch}`);
+  const base = await branchBase(git, ref, 'HEAD');
+  const diffArgs = ['diff', '--no-color', '--no-ext-diff', '--no-textconv'];
+  const committed = await git.raw([...diffArgs, base, head]);
+  const worktreeExists = input.worktree !== undefined && (await fs.stat(input.worktree).catch(() => undefined))?.isDirectory() === true;
+  if (!worktreeExists) return { branch: input.branch, base, head, committed, untracked: [] };
+  const wt = simpleGit({ baseDir: input.worktree!, timeout: { block: 120_000 } });
+  const uncommitted = await wt.raw([...diffArgs, 'HEAD']);
+  const untracked = (await wt.raw(['ls-files', '--others', '--exclude-standard', '-z'])).split('\0').filter(Boolean);
+  return { branch: input.branch, base, head, committed, uncommitted, untracked };
+}

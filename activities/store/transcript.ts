@@ -168,3 +168,47 @@ function toMessage(row: EntryRow): Exclude<ChatMessage, { role: 'system' }> {
       return row.tool_calls?.length ? { role: 'assistant', content: row.content, tool_calls: row.tool_calls } : { role: 'assistant', content: row.content };
   }
 }
+
+/** One entry of a session's transcript as `orchard session log` shows it. */
+export interface TranscriptEntry {
+  readonly turn: number;
+  readonly turnId: string;
+  readonly step: number;
+  readonly role: 'user' | 'assistant' | 'tool';
+  readonly content: string | null;
+  readonly toolCalls?: readonly { readonly id: string; readonly name: string; readonly arguments: string }[];
+  readonly toolCallId?: string;
+  readonly taskId?: string;
+  readonly at: string;
+  /** The entry's position in the store: `afterSeq` reads only newer ones (`session watch` follows with it). */
+  readonly seq: number;
+}
+
+/**
+ * A session's transcript, turn by turn: the task that opened each turn, every model answer with its tool calls, and
+ * every tool result the model was shown — for the newest attempt of each turn of `executionId`'s chain, oldest first.
+ */
+export async function readTranscript(pool: Pool, executionId: string, options: { afterSeq?: number; turn?: number } = {}): Promise<TranscriptEntry[]> {
+  const { rows } = await pool.query<EntryRow & { seq: string; task_id: string | null; created_at: Date }>(
+    `WITH attempts AS (
+       SELECT DISTINCT ON (turn) turn_id FROM transcript_entries WHERE execution_id = $1
+       GROUP BY turn, turn_id ORDER BY turn, min(seq) DESC
+     )
+     SELECT seq, turn_id, turn, step, ordinal, role, content, tool_calls, tool_call_id, task_id, created_at FROM transcript_entries
+     WHERE turn_id IN (SELECT turn_id FROM attempts) AND seq > $2 AND ($3::int IS NULL OR turn = $3)
+     ORDER BY turn, step, ordinal`,
+    [executionId, options.afterSeq ?? 0, options.turn ?? null],
+  );
+  return rows.map((r) => ({
+    turn: r.turn,
+    turnId: r.turn_id,
+    step: r.step,
+    role: r.role,
+    content: r.content,
+    ...(r.tool_calls?.length ? { toolCalls: r.tool_calls.map((c) => ({ id: c.id, name: c.function.name, arguments: c.function.arguments })) } : {}),
+    ...(r.tool_call_id ? { toolCallId: r.tool_call_id } : {}),
+    ...(r.task_id ? { taskId: r.task_id } : {}),
+    at: r.created_at.toISOString(),
+    seq: Number(r.seq),
+  }));
+}

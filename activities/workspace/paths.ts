@@ -13,6 +13,7 @@ export type WorkspaceErrorCode = Extract<
   | 'repository_not_found'
   | 'worktree_create_failed'
   | 'git_command_failed'
+  | 'branch_not_found'
 >;
 
 /** An expected refusal from a workspace primitive; `code` is one of the typed codes in contract/errors.ts. */

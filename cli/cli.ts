@@ -43,7 +43,15 @@ program
   .description('boot the embedded stack (Temporal dev server + PGlite unless configured) and a worker, in the foreground')
   .action(async () => {
     const { startOrchard } = await import('../worker/runtime');
-    const { writeStackFile, removeStackFile } = await import('../worker/stack');
+    const { readStackFile, writeStackFile, removeStackFile } = await import('../worker/stack');
+    const running = readStackFile(PROJECT_ROOT);
+    if (running) {
+      throw new OrchardError(
+        'dev_already_running',
+        `orchard dev already runs on this state directory (pid ${running.pid}, Temporal at ${running.temporalAddress}` +
+          `${running.webUiUrl ? `, Web UI ${running.webUiUrl}` : ''}): use it, stop it, or give this one another ORCHARD_STATE_DIR`,
+      );
+    }
     // The demo model when none is configured: `orchard dev` is the local playground.
     const orchard = await startOrchard(log, { model: { kind: 'demo' } });
     writeStackFile(PROJECT_ROOT, orchard.stack);
@@ -761,7 +769,10 @@ async function findTarget(): Promise<Target> {
       webUiUrl: stack.webUiUrl,
     };
   }
-  throw new OrchardError('invalid_input', 'no Temporal to talk to: set TEMPORAL_ADDRESS (or a temporal.toml profile), or start `orchard dev` in this project');
+  throw new OrchardError(
+    'temporal_unavailable',
+    'no Temporal to talk to: set TEMPORAL_ADDRESS (or a temporal.toml profile), or start `orchard dev` in this project',
+  );
 }
 
 /** Runs `fn` with a connection to the PostgreSQL that DATABASE_URL or a running `orchard dev` gives; `what` needs one. */

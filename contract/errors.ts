@@ -75,6 +75,7 @@ export const ERROR_CODES = [
   'database_unavailable',
   'search_attributes_missing',
   'host_id_in_use',
+  'dev_already_running',
   // Confinement (docs/confinement.md): the host cannot build the sandbox, or a command changed what it must not.
   'sandbox_unavailable',
   'verification_hold',

@@ -100,8 +100,11 @@ export function parseDevConfig(text: string, opts: { file: string; projectRoot: 
   return { ...config, dbFile: config.dbFile === null ? null : path.resolve(opts.projectRoot, config.dbFile) };
 }
 
-/** Reads `<projectRoot>/temporal-dev.yaml`; `overrides` win over the file (tests pass `{ port: 0, dbFile: null }`). */
-export function loadDevConfig(projectRoot: string, overrides?: DevConfigOverrides): DevConfig {
+/**
+ * Reads `<projectRoot>/temporal-dev.yaml`; the environment's ORCHARD_TEMPORAL_PORT and ORCHARD_UI_PORT (a port, 0 for
+ * any free one, or `off` for no Web UI) win over the file, and `overrides` over both (tests pass `{ port: 0, dbFile: null }`).
+ */
+export function loadDevConfig(projectRoot: string, overrides?: DevConfigOverrides, env: NodeJS.ProcessEnv = process.env): DevConfig {
   const file = path.join(projectRoot, DEV_CONFIG_FILE);
   let text: string;
   try {
@@ -109,7 +112,35 @@ export function loadDevConfig(projectRoot: string, overrides?: DevConfigOverride
   } catch (err) {
     throw new DevConfigError(file, [`cannot read it (${(err as NodeJS.ErrnoException).code ?? String(err)})`]);
   }
-  return parseDevConfig(text, { file, projectRoot, overrides });
+  const config = parseDevConfig(text, { file, projectRoot, overrides: { ...portsFromEnv(env), ...overrides } });
+  // A state directory of its own keeps the dev server's store file there too (a second stack beside the first).
+  if (env.ORCHARD_STATE_DIR && config.dbFile !== null && overrides?.dbFile === undefined) {
+    return { ...config, dbFile: path.join(path.resolve(projectRoot, env.ORCHARD_STATE_DIR), path.basename(config.dbFile)) };
+  }
+  return config;
+}
+
+/** The embedded stack's ports as the environment sets them; a value that is no port is refused, naming the variable. */
+function portsFromEnv(env: NodeJS.ProcessEnv): DevConfigOverrides {
+  const problems: string[] = [];
+  const portOf = (name: string): number | undefined => {
+    const value = env[name]?.trim();
+    if (value === undefined || value === '') return undefined;
+    const n = Number(value);
+    if (/^\d+$/.test(value) && n <= 65535) return n;
+    problems.push(`${name}=${JSON.stringify(value)} is not a port (0-65535${name === 'ORCHARD_UI_PORT' ? ', or off' : ''})`);
+    return undefined;
+  };
+  const out: DevConfigOverrides = {};
+  const port = portOf('ORCHARD_TEMPORAL_PORT');
+  if (port !== undefined) out.port = port;
+  if (env.ORCHARD_UI_PORT?.trim() === 'off') out.ui = false;
+  else {
+    const uiPort = portOf('ORCHARD_UI_PORT');
+    if (uiPort !== undefined) Object.assign(out, { ui: true, uiPort });
+  }
+  if (problems.length > 0) throw new DevConfigError('the environment', problems);
+  return out;
 }
 
 /** One `--search-attribute NAME=TYPE` per attribute. */

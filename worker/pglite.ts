@@ -143,6 +143,11 @@ function holdBackendUntilSync(db: PGlite): void {
   db.isInTransaction = () => midSequence || isInTransaction();
 }
 
+/** Another live process holds the data directory (PGlite is single-process). */
+class DataDirInUseError extends Error {
+  readonly code = 'dev_already_running';
+}
+
 function lockDataDir(dataDir: string): () => void {
   const lockPath = `${path.resolve(dataDir)}.lock`;
   for (;;) {
@@ -154,7 +159,9 @@ function lockDataDir(dataDir: string): () => void {
     }
     const pid = Number.parseInt(fs.readFileSync(lockPath, 'utf8'), 10);
     if (Number.isInteger(pid) && pid > 0 && isProcessAlive(pid)) {
-      throw new Error(`PGlite data directory ${dataDir} is in use by pid ${pid} (another orchard dev?); ` + 'stop it, or share one database with DATABASE_URL');
+      throw new DataDirInUseError(
+        `PGlite data directory ${dataDir} is in use by pid ${pid} (another orchard dev?); ` + 'stop it, or share one database with DATABASE_URL',
+      );
     }
     // Left by a process that died: take it over.
     fs.rmSync(lockPath, { force: true });

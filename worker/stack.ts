@@ -27,7 +27,7 @@ export interface BootStackOptions {
   readonly log: Log;
   /** Overrides for temporal-dev.yaml (tests: `{ port: 0, ui: false, dbFile: null }`). */
   readonly temporal?: DevConfigOverrides;
-  /** Where PGlite keeps its data; default `<projectRoot>/.orchard/pglite`. */
+  /** Where PGlite keeps its data; default `<state dir>/pglite`. */
   readonly postgres?: { readonly dataDir: string | 'memory' };
   /** Read instead of process.env (tests). */
   readonly env?: NodeJS.ProcessEnv;
@@ -93,7 +93,7 @@ async function bootTemporal(opts: BootStackOptions, env: NodeJS.ProcessEnv): Pro
       stop: async () => undefined,
     };
   }
-  const config = loadDevConfig(opts.projectRoot, opts.temporal);
+  const config = loadDevConfig(opts.projectRoot, opts.temporal, env);
   try {
     const server = await startDevServer(config, log);
     return {
@@ -144,7 +144,7 @@ async function bootPostgres(opts: BootStackOptions, env: NodeJS.ProcessEnv): Pro
     opts.log(`using DATABASE_URL ${redactUrl(env.DATABASE_URL)}`);
     return { value: env.DATABASE_URL, embedded: false, stop: async () => undefined };
   }
-  const dataDir = opts.postgres?.dataDir ?? path.join(opts.projectRoot, '.orchard', 'pglite');
+  const dataDir = opts.postgres?.dataDir ?? path.join(stateDirOf(opts.projectRoot, env), 'pglite');
   opts.log(`starting embedded PostgreSQL (PGlite, ${dataDir === 'memory' ? 'in memory' : `data in ${dataDir}`})…`);
   const pg = await startEmbeddedPostgres({ dataDir, log: opts.log });
   return { value: pg.url, embedded: true, stop: () => pg.stop() };
@@ -176,8 +176,14 @@ export interface StackFile {
   readonly startedAt: string;
 }
 
-export function stackFilePath(projectRoot: string): string {
-  return path.join(projectRoot, '.orchard', 'stack.json');
+/** `<state dir>/stack.json`. */
+export function stackFilePath(projectRoot: string, env: NodeJS.ProcessEnv = process.env): string {
+  return path.join(stateDirOf(projectRoot, env), 'stack.json');
+}
+
+/** ORCHARD_STATE_DIR (relative to the project) or `<project>/.orchard`, as the worker's configuration has it. */
+function stateDirOf(projectRoot: string, env: NodeJS.ProcessEnv): string {
+  return path.resolve(projectRoot, env.ORCHARD_STATE_DIR ?? '.orchard');
 }
 
 export function writeStackFile(projectRoot: string, stack: Stack): void {

@@ -46,6 +46,17 @@ test('a task of `-` is read from stdin, also one longer than the OS allows in on
   const empty = await withStdin(['session', 'send', id, '-'], '');
   t.is(empty.code, 2);
   t.regex(empty.stderr, /^orchard: task_empty: /);
+
+  // Over the limit (262,144 characters): refused before it reaches the session, which queues nothing.
+  const before = await shared().client.status(id);
+  const tooLarge = await withStdin(['session', 'send', id, '-'], 'y'.repeat(262_145));
+  t.is(tooLarge.code, 2);
+  t.regex(tooLarge.stderr, /^orchard: task_too_large: /);
+  const after = await shared().client.status(id);
+  t.is(
+    Object.values(after.tasks ?? {}).reduce((a, b) => a + b, 0),
+    Object.values(before.tasks ?? {}).reduce((a, b) => a + b, 0),
+  );
 });
 
 test('--json errors are one JSON object on stdout, {error: {code, message}}, with the same exit code', async (t) => {

@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import test from 'ava';
 import { runOrchard, workerEnv } from '../helpers/cli-process';
-import { makeRepo, sharedOrchard, uniqueId } from '../helpers/orchard';
+import { makeRepo, sharedOrchard, uniqueId, writeScenario } from '../helpers/orchard';
 import { gitIn } from '../helpers/git';
 import { waitFor } from '../helpers/wait';
 import { orchestratorWorkflowId, sessionWorkflowId, teamWorkflowId } from '../../contract/messages';
@@ -75,6 +75,18 @@ test('session watch follows a turn to its end, session log is the stored transcr
   t.deepEqual(after.untracked, ['scratch.txt']);
   t.is(after.committed, diff.committed);
 
+  // A watch that runs out of time says so (and leaves the session alone).
+  const slow = uniqueId('slow');
+  const sleeper = writeScenario({
+    name: 'sleeper',
+    turns: [{ steps: [{ tool_calls: [{ name: 'bash', arguments: { command: 'sleep 5' } }] }, { content: 'slept' }] }],
+  });
+  t.is((await orchard(['session', 'create', '--id', slow, '--title', 'slow', '--repo', repo, '--scenario', sleeper, '--task', 'sleep'])).code, 0);
+  const impatient = await orchard(['session', 'watch', slow, '--timeout', '1']);
+  t.is(impatient.code, 2, impatient.stdout);
+  t.regex(impatient.stderr, /^orchard: wait_timeout: session .* is still progressing after 1 s/);
+  t.like(await shared().client.waitUntilSettled(slow, { timeoutMs: 60_000 }), { lastTurn: { outcome: 'finished' } });
+
   const missing = await orchard(['session', 'log', uniqueId('nobody')]);
   t.is(missing.code, 2);
   t.regex(missing.stderr, /^orchard: session_not_found: /);
@@ -137,6 +149,20 @@ test("team list and cancel: the run is cancelled and its Members' sessions close
   );
   const listed = JSON.parse((await orchard(['team', 'list', '--json'])).stdout) as { id: string; status: string }[];
   t.truthy(listed.find((r) => r.id === id));
+
+  // Reassigning running work to a member the team does not have, or to the member who has it, is refused (the
+  // Tester's task runs a sweep of about 30 s: long enough to be running still).
+  const running = await waitFor(
+    async () => (await shared().client.teamStatus(id)).executions.find((e) => e.taskId === 'test-evaluator' && e.state === 'running'),
+    120_000,
+    "the Tester's running execution",
+  );
+  const nobody = await orchard(['team', 'reassign', id, running.taskId, '--to', 'nobody', '--reason', 'test']);
+  t.is(nobody.code, 2, nobody.stdout);
+  t.regex(nobody.stderr, /^orchard: member_not_found: no member nobody/);
+  const same = await orchard(['team', 'reassign', id, running.taskId, '--to', running.memberId, '--reason', 'test']);
+  t.is(same.code, 2, same.stdout);
+  t.regex(same.stderr, /^orchard: same_owner: /);
 
   const cancelled = await orchard(['team', 'cancel', id, '--json']);
   t.is(cancelled.code, 0, cancelled.stderr);

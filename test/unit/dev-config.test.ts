@@ -103,3 +103,24 @@ test('a missing temporal-dev.yaml is a DevConfigError naming the file', (t) => {
   const err = t.throws(() => loadDevConfig('/nonexistent-orchard-root'), { instanceOf: DevConfigError });
   t.regex(err?.message ?? '', /nonexistent-orchard-root\/temporal-dev\.yaml: cannot read it \(ENOENT\)/);
 });
+
+test('ORCHARD_TEMPORAL_PORT and ORCHARD_UI_PORT set the embedded server ports over the file; ORCHARD_UI_PORT=off runs it headless', (t) => {
+  const config = loadDevConfig(projectRoot, undefined, { ORCHARD_TEMPORAL_PORT: '17233', ORCHARD_UI_PORT: '18233' });
+  t.like(config, { port: 17233, ui: true, uiPort: 18233 });
+  const args = devServerArgs(config);
+  t.is(args[args.indexOf('--port') + 1], '17233');
+  t.is(args[args.indexOf('--ui-port') + 1], '18233');
+  const headless = devServerArgs(loadDevConfig(projectRoot, undefined, { ORCHARD_UI_PORT: 'off' }));
+  t.true(headless.includes('--headless'));
+  t.false(headless.includes('--ui-port'));
+  // Explicit overrides (tests) still win over the environment.
+  t.is(loadDevConfig(projectRoot, { port: 0 }, { ORCHARD_TEMPORAL_PORT: '17233' }).port, 0);
+});
+
+test('a port setting that is no port is a DevConfigError naming the variable, before anything starts', (t) => {
+  const err = t.throws(() => loadDevConfig(projectRoot, undefined, { ORCHARD_TEMPORAL_PORT: '72330', ORCHARD_UI_PORT: 'eight' }), {
+    instanceOf: DevConfigError,
+  });
+  t.regex(err?.message ?? '', /ORCHARD_TEMPORAL_PORT="72330" is not a port/);
+  t.regex(err?.message ?? '', /ORCHARD_UI_PORT="eight" is not a port/);
+});

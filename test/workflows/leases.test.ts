@@ -6,6 +6,7 @@ import { aliveInGroup, currentBootId, readProcessSync } from '../../activities/b
 import { acquireLease, leaseIsCurrent, recordProcessGroup, releaseLease, renewLease, type LivenessProbe } from '../../activities/store/leases';
 import { sessionWorkflowId } from '../../contract/messages';
 import { git, makeRepo, sharedOrchard, testPool, uniqueId, writeScenario } from '../helpers/orchard';
+import { waitFor } from '../helpers/wait';
 
 const shared = sharedOrchard(test);
 const running: LivenessProbe = { holderLiveness: async () => 'running', aliveProcesses: async () => [] };
@@ -109,4 +110,33 @@ test('a cancelled session started again re-enters its worktree: same branch and 
   t.is(Number(row.generation), 2);
   const description = await orchard.temporal.workflow.getHandle(sessionWorkflowId(sessionId)).describe();
   t.is(row.holder, `default/${sessionWorkflowId(sessionId)}@${description.raw.workflowExecutionInfo?.firstRunId}`);
+});
+
+test('a second workflow that names a worktree a live session holds fails worktree_held; the holder keeps its worktree', async (t) => {
+  const orchard = shared();
+  const sessionId = uniqueId('held');
+  const scenario = writeScenario({ name: 'held', turns: [{ steps: [{ content: 'ok' }] }] });
+  const create = { sessionId, title: 'held', repo: makeRepo(), host: orchard.hostId, model: { provider: 'scripted' as const, scenario } };
+  t.is((await orchard.client.createSession({ ...create, task: 'hello' })).outcome, 'created');
+  await orchard.client.waitUntilSettled(sessionId, { afterTurn: 1 });
+  const leaseBefore = (await orchard.pool.query(`SELECT holder, generation FROM worktree_leases WHERE worktree LIKE $1`, [`%/${sessionId}`])).rows;
+
+  // What any client could start: a session workflow under another id whose input names the same session (worktree).
+  const impostor = `session/${uniqueId('impostor')}`;
+  const handle = await orchard.temporal.workflow.start('childSession', {
+    workflowId: impostor,
+    taskQueue: orchard.taskQueue,
+    args: [{ create: { ...create, requestId: uniqueId('r') } }],
+  });
+  const view = await waitFor(
+    async () => {
+      const v = await handle.query<{ status: string; error?: { code: string } }>('status');
+      return v.error ? v : undefined;
+    },
+    60_000,
+    "the impostor's preparation to fail",
+  );
+  t.is(view.error?.code, 'worktree_held');
+  t.deepEqual((await orchard.pool.query(`SELECT holder, generation FROM worktree_leases WHERE worktree LIKE $1`, [`%/${sessionId}`])).rows, leaseBefore);
+  t.is((await orchard.client.status(sessionId)).status, 'idle');
 });

@@ -172,9 +172,30 @@ session
   .description("show a session's status, current task and last turn")
   .option('--json', 'print JSON')
   .action(async (id: string, o) => {
-    await withClient(async (client) => {
+    await withClient(async (client, target) => {
       const view = await client.status(id);
-      print(o.json, view, () => formatStatus(view));
+      // What Temporal is retrying for it (a model endpoint that is down), and, with a database, the model that answered last.
+      const pending = view.status === 'progressing' ? (await client.pendingCalls(id)).filter((p) => p.attempt > 1 || p.lastError) : [];
+      const model = target.databaseUrl
+        ? await withPool(target, 'the model', async (pool) => {
+            const { rows } = await pool.query<{ provider: string; model: string }>(
+              'SELECT provider, model FROM model_calls WHERE session_id = $1 ORDER BY created_at DESC LIMIT 1',
+              [id],
+            );
+            return rows[0] ? `${rows[0].model} (${rows[0].provider})` : undefined;
+          })
+        : undefined;
+      const shown = { ...view, ...(model ? { model } : {}), ...(pending.length > 0 ? { retrying: pending } : {}) };
+      print(o.json, shown, () =>
+        [
+          formatStatus(view),
+          ...(model ? [`  model: ${model} (its last call)`] : []),
+          ...pending.map(
+            (p) =>
+              `  retrying ${p.activity}: attempt ${p.attempt}${p.lastError ? `, last error: ${p.lastError}` : ''}${p.nextAttemptAt ? `, next at ${p.nextAttemptAt}` : ''}`,
+          ),
+        ].join('\n'),
+      );
     });
   });
 

@@ -107,6 +107,18 @@ export interface SessionSummary {
   startTime: Date;
 }
 
+/** An activity a workflow waits on (`pendingCalls`). */
+export interface PendingCall {
+  /** The activity type: `modelStep` (a model call), `executeTool`, a store call, … */
+  activity: string;
+  /** 1 on the first attempt; more while Temporal retries it. */
+  attempt: number;
+  /** Why the last attempt failed, when one did. */
+  lastError?: string;
+  /** When the next attempt is due, while it waits to retry. */
+  nextAttemptAt?: string;
+}
+
 /** An orchestrator or a team run as `orchestrator list` / `team list` show it. */
 export interface RunSummary {
   id: string;
@@ -448,6 +460,24 @@ export class OrchardClient implements TemporalPort {
 
   async status(sessionId: string): Promise<SessionStatusView> {
     return this.call(sessionId, (handle) => whenScheduled(() => handle.query(statusQuery)));
+  }
+
+  /**
+   * The activities the session's workflow waits on now, as Temporal sees them: which (model call, tool call, store),
+   * the attempt, and the error of the last failed attempt with when the next one is due — a model endpoint that is
+   * down shows here while `status` still reads `progressing`.
+   */
+  async pendingCalls(sessionId: string): Promise<PendingCall[]> {
+    const description = await this.call(sessionId, (handle) => handle.describe());
+    return (description.raw.pendingActivities ?? []).map((p) => {
+      const next = p.nextAttemptScheduleTime?.seconds;
+      return {
+        activity: p.activityType?.name ?? 'unknown',
+        attempt: p.attempt ?? 1,
+        ...(p.lastFailure?.message ? { lastError: p.lastFailure.message } : {}),
+        ...(next ? { nextAttemptAt: new Date(Number(next) * 1000).toISOString() } : {}),
+      };
+    });
   }
 
   /**

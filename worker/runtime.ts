@@ -117,6 +117,8 @@ export async function startOrchard(log: (line: string) => void, options: StartOr
         ? `worker: polling orchard-host-${config.hostId} only`
         : `worker: bundling workflows and polling ${config.taskQueue} + orchard-host-${config.hostId}`,
     );
+    // Which model answers sessions that name none: a scripted default fails any real task, so say which it is.
+    if (provider) log(`model: ${provider.description ?? provider.name}`);
     workers = await createOrchardWorkers({
       connection,
       namespace: target.namespace,

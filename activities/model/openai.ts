@@ -132,6 +132,19 @@ export class OpenAICompatibleProvider implements ModelProvider {
     });
   }
 
+  get description(): string {
+    let where = this.config.baseURL;
+    try {
+      const url = new URL(where);
+      url.username = '';
+      url.password = '';
+      where = url.toString();
+    } catch {
+      // not a URL: shown as given
+    }
+    return `${this.config.model} at ${where} (OpenAI-compatible${this.config.apiKey ? ', with an API key' : ''})`;
+  }
+
   async complete(request: ModelRequest, signal?: AbortSignal): Promise<ModelResponse> {
     if (signal?.aborted) throw signal.reason;
     const model = request.model ?? this.config.model;

@@ -207,6 +207,10 @@ export class ScriptedProvider implements ModelProvider {
 
   constructor(private readonly scenario: Scenario) {}
 
+  get description(): string {
+    return `scripted scenario ${this.scenario.name} (it plays a script: a task the script does not expect fails with scenario_expectation_failed)`;
+  }
+
   async complete(request: ModelRequest, signal?: AbortSignal): Promise<ModelResponse> {
     if (signal?.aborted) throw signal.reason;
     return scriptedResponse(this.scenario, request);

@@ -40,6 +40,8 @@ export interface ModelResponse {
 export interface ModelProvider {
   /** `openai` or `scripted`: recorded with every call's usage. */
   readonly name: string;
+  /** What answers, for people (worker start, `status`): the model and where, or the scenario; never a key. */
+  readonly description?: string;
   complete(request: ModelRequest, signal?: AbortSignal): Promise<ModelResponse>;
 }
 

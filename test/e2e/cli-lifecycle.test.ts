@@ -87,6 +87,10 @@ test('session watch follows a turn to its end, session log is the stored transcr
   t.regex(impatient.stderr, /^orchard: wait_timeout: session .* is still progressing after 1 s/);
   t.like(await shared().client.waitUntilSettled(slow, { timeoutMs: 60_000 }), { lastTurn: { outcome: 'finished' } });
 
+  // status names the model that answered the session's last call (from the store).
+  const status = JSON.parse((await orchard(['session', 'status', id, '--json'])).stdout) as { model?: string };
+  t.is(status.model, 'scripted-demo (scripted)');
+
   const missing = await orchard(['session', 'log', uniqueId('nobody')]);
   t.is(missing.code, 2);
   t.regex(missing.stderr, /^orchard: session_not_found: /);

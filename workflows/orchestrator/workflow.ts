@@ -130,7 +130,7 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
       const problem = messageProblem(message) ?? (isKnownRequest(message.requestId) ? undefined : queueRefusal(message.text.length));
       if (problem) {
         refusedSignals += 1;
-        return log.warn('message signal refused', { code: problem.code, reason: problem.message });
+        return log.info('message signal refused', { code: problem.code, reason: problem.message });
       }
       // A signal cannot be answered: a refusal (a store that failed for good) is counted in the status, never a
       // failure of the orchestrator.

@@ -117,7 +117,7 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
       // A signal cannot be answered: the refusal is recorded in the session's status and the workflow log.
       if (problem) {
         state.refuseSignal(problem.code, send ?? {});
-        log.warn('send signal refused', { code: problem.code, reason: problem.message });
+        log.info('send signal refused', { code: problem.code, reason: problem.message });
         publish();
         return;
       }

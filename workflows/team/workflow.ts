@@ -218,7 +218,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       const problem = messageProblem(message) ?? (isKnownMessage(message.requestId) ? undefined : queueRefusal(message.text.length));
       if (problem) {
         refusedSignals += 1;
-        return log.warn('message signal refused', { code: problem.code });
+        return log.info('message signal refused', { code: problem.code });
       }
       // A signal cannot be answered: a message the store refused for good is counted, never a failed team run.
       await accept(message).catch((err: unknown) => {

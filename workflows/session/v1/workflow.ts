@@ -86,7 +86,7 @@ export async function childSessionV1(input: SessionWorkflowInput): Promise<Sessi
   setHandler(sendSignal, (send) => {
     const problem = sendProblem(send) ?? (state.closed ? { code: 'session_closed', message: 'session is closed' } : undefined);
     // A signal cannot be answered: the refusal goes to the workflow log and nothing is queued.
-    if (problem) return log.warn('send signal refused', { code: problem.code, reason: problem.message });
+    if (problem) return log.info('send signal refused', { code: problem.code, reason: problem.message });
     publish(state.enqueue(send));
   });
   setHandler(

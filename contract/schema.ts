@@ -744,6 +744,8 @@ export const TaskExecutionState = agrees<ExecutionQueryResult>()(
 export interface MessageSchema {
   readonly kind: 'signal' | 'update' | 'query';
   readonly name: string;
+  /** The handler definition of contract/messages.ts that the workflow registers. */
+  readonly definition: { readonly type: string; readonly name: string };
   /** What it is for and who sends it. */
   readonly description: string;
   /** The one argument it takes, if any. */
@@ -771,7 +773,7 @@ function update<R, A extends unknown[], I extends z.ZodType | undefined, O exten
   schemas: { input: I; result: O; description: string },
   ..._mismatch: [...Mismatch<I extends z.ZodType ? [z.output<I>] : [], A>, ...Mismatch<z.output<O>, R>]
 ): MessageSchema {
-  return { kind: 'update', name: definition.name, ...schemas };
+  return { kind: 'update', name: definition.name, definition, ...schemas };
 }
 
 function signal<A extends unknown[], I extends z.ZodType>(
@@ -779,7 +781,7 @@ function signal<A extends unknown[], I extends z.ZodType>(
   schemas: { input: I; description: string },
   ..._mismatch: Mismatch<[z.output<I>], A>
 ): MessageSchema {
-  return { kind: 'signal', name: definition.name, ...schemas };
+  return { kind: 'signal', name: definition.name, definition, ...schemas };
 }
 
 function query<R, O extends z.ZodType>(
@@ -787,7 +789,7 @@ function query<R, O extends z.ZodType>(
   schemas: { result: O; description: string },
   ..._mismatch: Mismatch<z.output<O>, R>
 ): MessageSchema {
-  return { kind: 'query', name: definition.name, ...schemas };
+  return { kind: 'query', name: definition.name, definition, ...schemas };
 }
 
 export const WORKFLOWS: readonly WorkflowSchema[] = [

@@ -12,7 +12,8 @@ import {
   startTeamProblem,
   type Problem,
 } from '../../contract/messages';
-import { CreateRequest, CreateSessionInput, MessageInput, SendInput, StartOrchestratorInput, StartTeamInput } from '../../contract/schema';
+import * as messages from '../../contract/messages';
+import { CreateRequest, CreateSessionInput, MessageInput, SendInput, StartOrchestratorInput, StartTeamInput, WORKFLOWS } from '../../contract/schema';
 import { REGENERATE, SCHEMA_DIR, renderSchemaFiles } from '../../scripts/schema';
 
 const root = path.resolve(__dirname, '..', '..');
@@ -62,6 +63,19 @@ test('the generated JSON Schema of every kind has a start input, a result and it
     const inner = JSON.stringify(doc).match(/"\$ref":"#\/\$defs\/[^"]+"/g) ?? [];
     for (const r of inner) t.truthy(doc.$defs[r.slice('"$ref":"#/$defs/'.length, -1)], `${w.schema}: ${r}`);
   }
+});
+
+test('every signal, update and query contract/messages.ts defines has its schemas in the catalogue', (t) => {
+  const defined = Object.entries(messages).filter(
+    ([, value]) => typeof value === 'object' && value !== null && ['signal', 'update', 'query'].includes((value as { type?: string }).type ?? ''),
+  );
+  t.true(defined.length >= 20);
+  const catalogued = new Set(WORKFLOWS.flatMap((w) => w.messages.map((m) => m.definition)));
+  t.deepEqual(
+    defined.filter(([, definition]) => !catalogued.has(definition as never)).map(([name]) => name),
+    [],
+    'add each to WORKFLOWS in contract/schema.ts',
+  );
 });
 
 /**

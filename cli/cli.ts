@@ -52,8 +52,16 @@ program
           `${running.webUiUrl ? `, Web UI ${running.webUiUrl}` : ''}): use it, stop it, or give this one another ORCHARD_STATE_DIR`,
       );
     }
-    // The demo model when none is configured: `orchard dev` is the local playground.
-    const orchard = await startOrchard(log, { model: { kind: 'demo' } });
+    // The demo model when none is configured: `orchard dev` is the local playground. Booting shows its steps with a
+    // spinner on a terminal; what the worker says later is plain lines.
+    const { progress } = await import('../worker/progress');
+    let booting: import('../worker/progress').Progress | undefined = await progress('[orchard]', { stream: process.stdout });
+    const orchard = await startOrchard((line) => (booting ? booting(line) : log(line)), { model: { kind: 'demo' } }).catch((err: unknown) => {
+      booting?.end(false);
+      throw err;
+    });
+    booting.end();
+    booting = undefined;
     writeStackFile(PROJECT_ROOT, orchard.stack);
     if (orchard.stack.webUiUrl) log(`Web UI: ${orchard.stack.webUiUrl}`);
     log(`Temporal ${orchard.stack.temporalAddress}, task queue ${orchard.config.taskQueue}, host ${orchard.config.hostId}. Ctrl-C stops.`);
@@ -608,8 +616,13 @@ program
     const { startOrchard } = await import('../worker/runtime');
     const { makeFixtureRepo } = await import('../demos/fixture');
     // With --json, stdout carries the JSON alone.
-    const progress = (line: string) => (o.json ? console.error : console.log)(`[demo] ${line}`);
+    const { progress: progressOn } = await import('../worker/progress');
+    const progress = await progressOn('[demo]', { stream: o.json ? process.stderr : process.stdout });
     const orchard = await startOrchard(progress, { model: { kind: 'demo' } });
+    const print = (json: boolean | undefined, value: unknown, text: () => string) => {
+      progress.end();
+      printOut(json, value, text);
+    };
     let failed = false;
     try {
       const repo = makeFixtureRepo(resolve(orchard.config.stateDir, 'demo'));
@@ -648,6 +661,7 @@ program
       }
     } finally {
       await orchard.stop();
+      progress.end(!failed);
     }
     process.exit(failed ? 1 : 0);
   });
@@ -886,6 +900,7 @@ async function runUntilStopped(orchard: import('../worker/runtime').RunningOrcha
 function print(json: boolean | undefined, value: unknown, text: () => string): void {
   console.log(json ? JSON.stringify(value, null, 2) : text());
 }
+const printOut = print;
 
 /** `--member implementer:Implementer`, repeatable: the member id, then its role. */
 function collectMember(value: string, previous: { memberId: string; role: string }[]): { memberId: string; role: string }[] {

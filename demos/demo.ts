@@ -13,13 +13,13 @@ import { join, resolve } from 'node:path';
 import { orchestratorWorkflowId, sessionWorkflowId, teamWorkflowId, type SessionStatusView } from '../contract/messages';
 import { PROJECT_ROOT, startOrchard } from '../worker/runtime';
 import { removeStackFile, writeStackFile } from '../worker/stack';
+import { progress, type Progress } from '../worker/progress';
 import { makeFixtureRepo } from './fixture';
 import { formatRouteFirst, runRouteFirst } from './route-first';
 import { formatTeamAllCancelled, runTeamAllCancelledDemo } from './team-all-cancelled';
 import { formatTeamDemo, runTeamDemo } from './team-demo';
 
 const keep = process.argv.includes('--keep');
-const log = (line: string) => console.log(`[demo] ${line}`);
 
 function workflowUrl(webUiUrl: string | undefined, namespace: string, workflowId: string): string {
   if (!webUiUrl) return '(no Web UI: the Temporal cluster is external; open your own UI)';
@@ -31,7 +31,16 @@ function describeTurn(view: SessionStatusView): string {
   return t ? `turn ${t.turn} ${t.outcome}: ${t.steps} model call(s), ${t.toolCalls} tool call(s) — ${t.finalExcerpt ?? ''}` : 'no turn yet';
 }
 
+/** Each step with a spinner on a terminal (plain lines elsewhere); a printed result ends the spinner first. */
+let log: Progress;
+
+function printResult(text: string): void {
+  log.end();
+  console.log(text);
+}
+
 async function main(): Promise<void> {
+  log = await progress('[demo]', { stream: process.stdout });
   const orchard = await startOrchard(log);
   let ok = false;
   try {
@@ -77,7 +86,7 @@ async function main(): Promise<void> {
       scenario: resolve(PROJECT_ROOT, 'scenarios/route-first.json'),
       log,
     });
-    console.log(formatRouteFirst(routed));
+    printResult(formatRouteFirst(routed));
     log(`Web UI: ${workflowUrl(stack.webUiUrl, stack.namespace, orchestratorWorkflowId(routed.orchestratorId))}`);
     if (routed.problems.length > 0) throw new Error(`route-first failed its check: ${routed.problems.join('; ')}`);
 
@@ -90,7 +99,7 @@ async function main(): Promise<void> {
       scenario: resolve(PROJECT_ROOT, 'scenarios/team-handoff.json'),
       log,
     });
-    console.log(formatTeamDemo(team));
+    printResult(formatTeamDemo(team));
     log(`Web UI: ${workflowUrl(stack.webUiUrl, stack.namespace, teamWorkflowId(team.teamId))}`);
     if (team.problems.length > 0) throw new Error(`team failed its check: ${team.problems.join('; ')}`);
 
@@ -101,14 +110,16 @@ async function main(): Promise<void> {
       scenario: resolve(PROJECT_ROOT, 'scenarios/team-all-cancelled.json'),
       log,
     });
-    console.log(formatTeamAllCancelled(cancelled));
+    printResult(formatTeamAllCancelled(cancelled));
     log(`Web UI: ${workflowUrl(stack.webUiUrl, stack.namespace, teamWorkflowId(cancelled.teamId))}`);
     if (cancelled.problems.length > 0) throw new Error(`team-all-cancelled failed its check: ${cancelled.problems.join('; ')}`);
     ok = true;
 
     if (keep) {
       writeStackFile(PROJECT_ROOT, stack);
-      log(`--keep: stack and worker stay up (other shells reach it through .orchard/stack.json). Web UI: ${stack.webUiUrl ?? '(external)'}; Ctrl-C stops.`);
+      printResult(
+        `[demo] --keep: stack and worker stay up (other shells reach it through .orchard/stack.json). Web UI: ${stack.webUiUrl ?? '(external)'}; Ctrl-C stops.`,
+      );
       await new Promise<void>((done) => {
         process.once('SIGINT', done);
         process.once('SIGTERM', done);
@@ -119,10 +130,12 @@ async function main(): Promise<void> {
     log('stopping…');
     await orchard.stop();
   }
+  log.end(ok);
   process.exit(ok ? 0 : 1);
 }
 
 main().catch((err) => {
+  log?.end(false);
   console.error(`[demo] failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
   process.exit(1);
 });

@@ -334,7 +334,7 @@ session
   .action(async (id: string, o) => {
     await withClient(async (client) => {
       const view = await client.cancel(id, o.reason);
-      console.log(`${id}: ${view.status}`);
+      console.log(`${id}: ${view.status}${view.closedAs ? ` (${view.closedAs})` : ''}`);
     });
   });
 
@@ -754,8 +754,9 @@ function table(header: string[], rows: string[][]): string[] {
 
 function formatStatus(view: SessionStatusView): string {
   const lines = [
-    `${view.sessionId} | ${view.title} | ${view.agent} | ${view.status}`,
-    `  host ${view.host}, branch ${view.branch ?? '(preparing)'}, worktree ${view.worktree ?? '(preparing)'}`,
+    `${view.sessionId} | ${view.title} | ${view.agent} | ${view.status}${view.closedAs ? ` (${view.closedAs})` : ''}`,
+    // A closed session that never got a worktree has none; only an open one is still preparing it.
+    `  host ${view.host}, branch ${view.branch ?? (view.status === 'closed' ? '(none)' : '(preparing)')}, worktree ${view.worktree ?? (view.status === 'closed' ? '(none)' : '(preparing)')}`,
     `  ${view.turnsCompleted} turn(s) done, ${view.queued} queued, run ${view.runIndex}`,
   ];
   if (view.currentTask) lines.push(`  now: turn ${view.currentTask.turn}: ${view.currentTask.excerpt}`);

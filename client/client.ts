@@ -548,7 +548,7 @@ export class OrchardClient implements TemporalPort {
       const view = await this.status(sessionId);
       const settled = view.status !== 'progressing' && view.queued === 0 && !view.currentTask;
       if (settled && view.turnsCompleted >= afterTurn) return view;
-      if (view.status === 'cancelled') return view;
+      if (view.status === 'closed') return view;
       if (Date.now() > deadline) {
         throw new OrchardError('internal', `session ${sessionId} still ${view.status} after ${timeoutMs} ms`);
       }

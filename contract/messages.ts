@@ -26,7 +26,22 @@ export const hostTaskQueue = (hostId: string): string => `orchard-host-${hostId}
  */
 export const MAX_TASK_CHARS = 256 * 1024;
 
-export type SessionStatus = 'progressing' | 'idle' | 'failed' | 'cancelled';
+/**
+ * Where a session stands, in one vocabulary for the status query, the CLI, the `OrchardStatus` search attribute and
+ * the Web UI: `progressing` (a turn runs or is queued), `idle` (open, nothing to do), `failed_open` (its last turn
+ * failed; it is open and takes the next task), `closed` (cancelled, or it could not start: it takes nothing more;
+ * `closedAs` says which).
+ */
+export type SessionStatus = 'progressing' | 'idle' | 'failed_open' | 'closed';
+
+/** The lifecycle the session workflow keeps (and carries across continue-as-new); shown as a SessionStatus. */
+export type SessionLifecycle = 'progressing' | 'idle' | 'failed' | 'cancelled';
+
+/** A lifecycle as people and clients see it: a failed session is `closed` when it took nothing more, else `failed_open`. */
+export function sessionStatusOf(lifecycle: SessionLifecycle, closed: boolean): SessionStatus {
+  if (closed || lifecycle === 'cancelled') return 'closed';
+  return lifecycle === 'failed' ? 'failed_open' : lifecycle;
+}
 
 /** queued → running → done | failed | cancelled: every task a session accepted ends in a terminal state. */
 export type TaskState = 'queued' | 'running' | 'done' | 'failed' | 'cancelled';
@@ -224,6 +239,8 @@ export interface SessionStatusView {
   /** A command changed what this isolated child must not: no command runs in its worktree until `resolveHold`. */
   readonly held?: boolean;
   readonly status: SessionStatus;
+  /** How a `closed` session closed: cancelled, or failed (it could not start, or failed for good). */
+  readonly closedAs?: 'cancelled' | 'failed';
   /** Turns completed over the whole session (across continue-as-new runs). */
   readonly turnsCompleted: number;
   readonly currentTask?: { readonly taskId: string; readonly turn: number; readonly excerpt: string };

@@ -284,7 +284,11 @@ export const SendResult = agrees<SendResultType>()(
     z.strictObject({
       taskId: z.string(),
       position: z.number().int().describe('tasks ahead of this one (0: it runs next, or now)'),
-      status: z.enum(['progressing', 'idle', 'failed', 'cancelled']),
+      status: z
+        .enum(['progressing', 'idle', 'failed_open', 'closed'])
+        .describe(
+          'progressing: a turn runs or is queued; idle: open, nothing to do; failed_open: its last turn failed, it takes the next task; closed: it takes nothing more',
+        ),
       duplicate: z.boolean().describe('the requestId was seen before and nothing new was queued'),
       taskState: taskState.optional(),
     }),
@@ -351,6 +355,7 @@ export const SessionStatusView = agrees<SessionStatusViewType>()(
       confinement: z.enum(['confined', 'unconfined']).optional(),
       held: z.boolean().optional(),
       status: SendResult.shape.status,
+      closedAs: z.enum(['cancelled', 'failed']).optional().describe('how a closed session closed'),
       turnsCompleted: z.number().int(),
       currentTask: z.strictObject({ taskId: z.string(), turn: z.number().int(), excerpt: z.string() }).optional(),
       queued: z.number().int(),

@@ -121,7 +121,7 @@ test('orchestrator list and cancel: the orchestrator is cancelled and its childr
   t.is(await executionOf(orchestratorWorkflowId(id)), 'CANCELLED');
   t.not(await executionOf(sessionWorkflowId(childId)), 'RUNNING');
   const child = await shared().client.status(childId);
-  t.is(child.status, 'cancelled');
+  t.is(child.status, 'closed');
 
   const again = await orchard(['orchestrator', 'cancel', id, '--json']);
   t.is(again.code, 0, again.stderr);

@@ -219,9 +219,9 @@ test('a session driven by the temporal CLI alone: start with a task, send (updat
   t.like(again, { taskId: sent.taskId, duplicate: true });
 
   const [cancel, result] = docCommands('session close');
-  t.is((await docCommand(t, place, cancel)).status, 'cancelled');
+  t.is((await docCommand(t, place, cancel)).status, 'closed');
   const final = await docCommand(t, place, result);
-  t.is(final.status, 'cancelled');
+  t.is(final.status, 'closed');
   t.is(final.tasks.done, 3);
 });
 
@@ -278,7 +278,7 @@ test('an orchestrator driven by the temporal CLI alone: start, message, status, 
   // Its child outlives it, and is closed by its own cancel update.
   const childClosed = await temporal(['workflow', 'update', 'execute', '--workflow-id', `session/${child.childId}`, '--name', 'cancel', '--input', '{}']);
   t.is(childClosed.code, 0, childClosed.stderr);
-  t.is(parse(t, kindOf('session/x').result, payloadAt(childClosed.out, ['result']), 'the child cancel result').status, 'cancelled');
+  t.is(parse(t, kindOf('session/x').result, payloadAt(childClosed.out, ['result']), 'the child cancel result').status, 'closed');
 });
 
 test('a team run driven by the temporal CLI alone: start, status, message, a refused cancelTask, delivered, mergeTeam, cancel', async (t) => {

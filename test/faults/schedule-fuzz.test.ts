@@ -389,7 +389,7 @@ async function checkSession(orchard: TestOrchard, run: Run, deadline: number, ch
     if (!settled || rows.length < accepted.size) return undefined;
     // A cancelled session closes (its workflow completes): after that nothing changes its rows, so they are checked as
     // they are. A running one is quiet once every stored task has ended.
-    if (view.status === 'cancelled') return (await closed()) ? view : undefined;
+    if (view.status === 'closed') return (await closed()) ? view : undefined;
     return rows.every((r) => ['done', 'failed', 'cancelled'].includes(r.state)) ? view : undefined;
   }, deadline);
   const view = await orchard.client.status(id);

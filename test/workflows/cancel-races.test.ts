@@ -76,7 +76,7 @@ async function cancelAndCheck(t: import('ava').ExecutionContext, sessionId: stri
   const started = Date.now();
   const view = await orchard.client.cancel(sessionId, reason);
   t.true(Date.now() - started < 15_000, `cancel took ${Date.now() - started} ms`);
-  t.is(view.status, 'cancelled');
+  t.is(view.status, 'closed');
   t.false(view.closing);
   const handle = orchard.temporal.workflow.getHandle(sessionWorkflowId(sessionId));
   t.is((await handle.describe()).status.name, 'COMPLETED');
@@ -132,7 +132,7 @@ test('preparation failing while a cancel is pending still closes the session and
   await until(async () => (await orchard.client.status(sessionId)).closing);
   fail();
   const view = await cancelled;
-  t.is(view.status, 'cancelled');
+  t.is(view.status, 'closed');
   t.deepEqual(await leaseStates(sessionId), ['released']);
   t.deepEqual(
     view.recentTasks?.map((r) => r.state),
@@ -148,7 +148,7 @@ test('cancel during a model call aborts the request and closes the session', asy
   await own.client.createSession({ sessionId, title: 'model', repo: makeRepo(), task: 'think hard' });
   await stub.arrived(1);
   const view = await own.client.cancel(sessionId, 'too slow');
-  t.is(view.status, 'cancelled');
+  t.is(view.status, 'closed');
   t.is(view.lastTurn?.outcome, 'cancelled');
   await until(() => stub.abandoned === 1 || undefined);
   const { rows } = await own.pool.query(`SELECT state FROM worktree_leases WHERE holder LIKE $1`, [`%session/${sessionId}@%`]);
@@ -177,7 +177,7 @@ test('two concurrent cancels during bash both return the closed session; queued 
   t.is(queued.taskState, 'queued');
 
   const first = cancelAndCheck(t, sessionId, 'first');
-  await until(async () => (await orchard.client.status(sessionId)).closing || (await orchard.client.status(sessionId)).status === 'cancelled');
+  await until(async () => (await orchard.client.status(sessionId)).closing || (await orchard.client.status(sessionId)).status === 'closed');
   const second = orchard.client.cancel(sessionId, 'second').catch((err: unknown) => err);
   // While the cancel is under way: an update is refused with a typed code, a signal is recorded as refused.
   const refused = await orchard.client.send(sessionId, 'too late').catch((err: unknown) => err);
@@ -185,7 +185,7 @@ test('two concurrent cancels during bash both return the closed session; queued 
   const [view, other] = await Promise.all([first, second]);
   t.true(refused instanceof OrchardError && ['session_closing', 'session_closed'].includes(refused.code), String(refused));
   // The second cancel either waited for the same close or arrived after it (then the session was already closed).
-  t.true((other as SessionStatusView).status === 'cancelled' || (other as OrchardError).code === 'session_closed', String(other));
+  t.true((other as SessionStatusView).status === 'closed' || (other as OrchardError).code === 'session_closed', String(other));
   t.deepEqual(liveProcesses(`sleep ${seconds}`), []);
   t.deepEqual(
     view.recentTasks?.map((r) => [r.taskId, r.state]),
@@ -260,7 +260,7 @@ test('a Temporal cancellation answers a waiting cancel update before the workflo
   await until(async () => ((await handle.fetchHistory()).events ?? []).some((e) => e.workflowExecutionCancelRequestedEventAttributes) || undefined);
   preparing.release();
   const view = await update;
-  t.is(view.status, 'cancelled');
+  t.is(view.status, 'closed');
   await t.throwsAsync(handle.result());
   t.false((await leaseStates(sessionId)).includes('held'));
 });

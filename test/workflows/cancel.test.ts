@@ -31,14 +31,14 @@ for (const how of ['cancel update', 'Temporal cancellation'] as const) {
     const handle = orchard.temporal.workflow.getHandle(sessionWorkflowId(sessionId));
     if (how === 'cancel update') {
       const view = await orchard.client.cancel(sessionId, 'test');
-      t.is(view.status, 'cancelled');
+      t.is(view.status, 'closed');
       t.is(view.lastTurn?.outcome, 'cancelled');
       t.is((await handle.describe()).status.name, 'COMPLETED');
     } else {
       await handle.cancel();
       await t.throwsAsync(handle.result());
       t.is((await handle.describe()).status.name, 'CANCELLED');
-      t.is((await orchard.client.status(sessionId)).status, 'cancelled');
+      t.is((await orchard.client.status(sessionId)).status, 'closed');
     }
     // WAIT_CANCELLATION_COMPLETED: the workflow ended only after the activity verified the group was gone.
     for (const s of [seconds, seconds + 1, seconds + 2]) t.deepEqual(liveProcesses(`sleep ${s}`), []);

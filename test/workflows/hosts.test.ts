@@ -92,6 +92,6 @@ test('a session whose host has no worker fails setup with host_unavailable inste
     limits: { hostWaitSeconds: 2 },
   });
   const view = await orchard.client.waitUntilSettled(sessionId, { timeoutMs: 30_000 });
-  t.is(view.status, 'failed');
+  t.is(view.status, 'closed');
   t.is(view.error?.code, 'host_unavailable');
 });

@@ -42,7 +42,7 @@ test('a malformed provider response fails the turn with a typed error and a late
   const sessionId = uniqueId('malformed');
   await orchard.client.createSession({ sessionId, title: 'malformed', repo: makeRepo(), task: 'first' });
   const failed = await orchard.client.waitUntilSettled(sessionId, { afterTurn: 1 });
-  t.is(failed.status, 'failed');
+  t.is(failed.status, 'failed_open');
   t.is(failed.lastTurn?.outcome, 'failed');
   t.is(failed.error?.code, 'model_response_malformed');
   t.is(stub.requests.length, 1, 'a malformed response is not retried');

@@ -193,7 +193,7 @@ test('a cancel bound to an execution chain never reaches a later chain of the sa
   // The chain a handoff fenced, bound by its run id, is alive and is cancelled like any session.
   t.is((await orchard.client.sessionLiveness(sessionId, { chain: firstChain })).liveness, 'alive');
   await orchard.client.cancel(sessionId, 'handed off', { chain: firstChain });
-  t.is((await orchard.client.status(sessionId)).status, 'cancelled');
+  t.is((await orchard.client.status(sessionId)).status, 'closed');
 
   // The member gets a new session under the same id (a later task's): a late retry of the first cancel must not touch it.
   await orchard.client.createSession({ sessionId, title: 'second life', repo, model: { provider: 'scripted', scenario: idle }, task: 'second task' });

@@ -89,7 +89,7 @@ test('a cancelled session refuses sends with session_closed', async (t) => {
   await orchard.client.createSession({ sessionId, title: 'to cancel', repo: makeRepo(), model: { provider: 'scripted', scenario: DEMO } });
   await orchard.client.waitUntilSettled(sessionId);
   const view = await orchard.client.cancel(sessionId, 'no longer needed');
-  t.is(view.status, 'cancelled');
+  t.is(view.status, 'closed');
   const err = await t.throwsAsync(orchard.client.send(sessionId, 'more work'), { instanceOf: OrchardError });
   t.is((err as OrchardError).code, 'session_closed');
   const again = await t.throwsAsync(orchard.client.cancel(sessionId), { instanceOf: OrchardError });
@@ -208,7 +208,7 @@ test('a worktree that cannot be created fails the session with a typed error', a
   const sessionId = uniqueId('norepo');
   await orchard.client.createSession({ sessionId, title: 'no repo', repo: '/nonexistent/repo', model: { provider: 'scripted', scenario: DEMO } });
   const view = await orchard.client.waitUntilSettled(sessionId);
-  t.is(view.status, 'failed');
+  t.is(view.status, 'closed');
   t.is(view.error?.code, 'repository_not_found');
   const err = await t.throwsAsync(orchard.client.send(sessionId, 'anything'), { instanceOf: OrchardError });
   t.is((err as OrchardError).code, 'session_closed');

@@ -12,7 +12,8 @@ import {
   type SendInput,
   type SendResult,
   type SessionLimits,
-  type SessionStatus,
+  type SessionLifecycle,
+  sessionStatusOf,
   type SessionStatusView,
   type SessionWorkflowInput as SessionWorkflowInputOf,
   type TaskRecord,
@@ -45,7 +46,7 @@ export interface CarriedSessionState {
   readonly version: 2;
   readonly executionId: string;
   readonly limits: SessionLimits;
-  readonly status: SessionStatus;
+  readonly status: SessionLifecycle;
   readonly queue: readonly QueuedTask[];
   readonly nextTaskSeq: number;
   readonly turnsCompleted: number;
@@ -87,7 +88,7 @@ export function isCurrentCarried(carried: SessionWorkflowInput['carried']): carr
 export class SessionState {
   readonly executionId: string;
   limits: SessionLimits;
-  status: SessionStatus;
+  status: SessionLifecycle;
   queue: QueuedTask[];
   nextTaskSeq: number;
   turnsCompleted: number;
@@ -191,7 +192,13 @@ export class SessionState {
     if (requestId === undefined) return undefined;
     const seen = this.seenRequests.find(([r]) => r === requestId);
     if (!seen) return undefined;
-    return { taskId: seen[1], position: this.positionOf(seen[1]), status: this.status, duplicate: true, taskState: this.stateOf(seen[1]) };
+    return {
+      taskId: seen[1],
+      position: this.positionOf(seen[1]),
+      status: sessionStatusOf(this.status, this.closed),
+      duplicate: true,
+      taskState: this.stateOf(seen[1]),
+    };
   }
 
   /** Accepts a task: it gets an id and a place in the queue now; it may start once its text is stored. */
@@ -202,7 +209,7 @@ export class SessionState {
     this.taskCounts.queued += 1;
     if (input.requestId !== undefined) this.remember(input.requestId, taskId);
     return {
-      ack: { taskId, position: this.positionOf(taskId), status: this.status, duplicate: false, taskState: 'queued' },
+      ack: { taskId, position: this.positionOf(taskId), status: sessionStatusOf(this.status, this.closed), duplicate: false, taskState: 'queued' },
       task: { taskId, task: input.task, requestId: input.requestId, from: input.from },
     };
   }
@@ -350,7 +357,8 @@ export class SessionState {
       worktree: this.worktree?.path,
       confinement: this.create.isolated && this.worktree ? (this.worktree.unconfined ? 'unconfined' : 'confined') : undefined,
       held: this.worktree?.held ? true : undefined,
-      status: this.status,
+      status: sessionStatusOf(this.status, this.closed),
+      closedAs: this.closed ? (this.status === 'cancelled' ? 'cancelled' : 'failed') : undefined,
       turnsCompleted: this.turnsCompleted,
       currentTask: this.current && { taskId: this.current.taskId, turn: this.current.turn, excerpt: this.current.excerpt },
       queued: this.queue.length,

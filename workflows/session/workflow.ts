@@ -29,6 +29,7 @@ import {
   sendProblem,
   sendSignal,
   sendUpdate,
+  sessionStatusOf,
   statusQuery,
   teamFactSignal,
   teamWorkflowId,
@@ -201,7 +202,7 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
         state.endAdmittedLate(task.taskId, state.cancelRequested.reason) ?? (patched('session-late-store-ends') ? state.endedRecord(task.taskId) : undefined);
       if (ended) await recordEnds([ended]);
       publish();
-      return { ...ack, status: state.status, taskState: 'cancelled' };
+      return { ...ack, status: sessionStatusOf(state.status, state.closed), taskState: 'cancelled' };
     }
     state.markStored(task.taskId);
     publish();
@@ -230,7 +231,7 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
   function publish(): void {
     const desired: SearchAttributeUpdatePair[] = [
       { key: ORCHARD_KIND, value: 'session' },
-      { key: ORCHARD_STATUS, value: state.status },
+      { key: ORCHARD_STATUS, value: sessionStatusOf(state.status, state.closed) },
       { key: ORCHARD_HOST, value: create.host },
     ];
     if (create.parent) desired.push({ key: ORCHARD_PARENT, value: create.parent });

@@ -10,7 +10,8 @@ import {
   type SendInput,
   type SendResult,
   type SessionLimits,
-  type SessionStatus,
+  type SessionLifecycle,
+  sessionStatusOf,
   type SessionStatusView,
   type TranscriptRefs,
   type TurnRef,
@@ -31,7 +32,7 @@ export interface SessionWorktree {
 
 /** Carried across continue-as-new: JSON-safe (arrays and plain objects, never a Map). */
 export interface CarriedSessionState {
-  readonly status: SessionStatus;
+  readonly status: SessionLifecycle;
   readonly queue: readonly QueuedTask[];
   readonly nextTaskSeq: number;
   readonly turnsCompleted: number;
@@ -54,7 +55,7 @@ const TURN_REFS_KEPT = 50;
 const EXCERPT_CHARS = 120;
 
 export class SessionState {
-  status: SessionStatus;
+  status: SessionLifecycle;
   queue: QueuedTask[];
   nextTaskSeq: number;
   turnsCompleted: number;
@@ -94,7 +95,7 @@ export class SessionState {
   enqueue(input: SendInput): SendResult {
     if (input.requestId !== undefined) {
       const seen = this.seenRequests.find(([requestId]) => requestId === input.requestId);
-      if (seen) return { taskId: seen[1], position: this.positionOf(seen[1]), status: this.status, duplicate: true };
+      if (seen) return { taskId: seen[1], position: this.positionOf(seen[1]), status: sessionStatusOf(this.status, this.closed), duplicate: true };
     }
     const taskId = `t${this.nextTaskSeq++}`;
     this.queue.push({ taskId, task: input.task, from: input.from });
@@ -102,7 +103,7 @@ export class SessionState {
       this.seenRequests.push([input.requestId, taskId]);
       if (this.seenRequests.length > DEDUPE_WINDOW) this.seenRequests.splice(0, this.seenRequests.length - DEDUPE_WINDOW);
     }
-    return { taskId, position: this.positionOf(taskId), status: this.status, duplicate: false };
+    return { taskId, position: this.positionOf(taskId), status: sessionStatusOf(this.status, this.closed), duplicate: false };
   }
 
   private positionOf(taskId: string): number {
@@ -158,7 +159,8 @@ export class SessionState {
       repo: this.create.repo,
       branch: this.worktree?.branch,
       worktree: this.worktree?.path,
-      status: this.status,
+      status: sessionStatusOf(this.status, this.closed),
+      closedAs: this.closed ? (this.status === 'cancelled' ? 'cancelled' : 'failed') : undefined,
       turnsCompleted: this.turnsCompleted,
       currentTask: this.current,
       queued: this.queue.length,

@@ -5,11 +5,11 @@ import type { Pool } from 'pg';
 import { isErrorCode, orchardFailure } from '../contract/errors';
 import type { ModelSpec } from '../contract/messages';
 import { installRefBackstop, markWorktreeIsolated } from './git/backstop';
-import { prepareWorktree } from './git/worktree';
+import { prepareWorktree, repositoryProblem } from './git/worktree';
 import { loadScenario } from './model/scenario';
 import { ScriptedProvider } from './model/scripted';
 import { modelStep } from './model/step';
-import type { ModelProvider } from './model/types';
+import { ModelError, type ModelProvider } from './model/types';
 import { Context } from '@temporalio/activity';
 import { CancelledFailure } from '@temporalio/common';
 import { resolveLimits } from '../contract/messages';
@@ -153,6 +153,20 @@ export function createHostActivities(deps: HostActivityDeps): HostActivities {
       } finally {
         clearInterval(beat);
       }
+    },
+    /** Before a session, orchestrator or team on this host starts: the checks its creator could not make from afar. */
+    async checkRepository(input) {
+      const problem = await repositoryProblem(input.repo, { baseRef: input.baseRef, sessionId: input.sessionId });
+      if (problem) return { code: problem.code, message: `on host ${deps.hostId}: ${problem.message}` };
+      if (input.scenario) {
+        try {
+          await loadScenario(input.scenario);
+        } catch (err) {
+          if (err instanceof ModelError) return { code: err.code, message: `on host ${deps.hostId}: ${err.message}` };
+          throw err;
+        }
+      }
+      return null;
     },
     /** Release-if-current, when the session closes: a stale holder's release changes nothing. */
     async releaseWorktree(lease) {

@@ -839,8 +839,8 @@ async function withClient(fn: (client: OrchardClient, target: Target) => Promise
 /**
  * What `session create`, `orchestrator start` and `team start` check before anything starts, so a refusal leaves
  * nothing behind: when the repository is on this host, it is a git repository with a commit to start from (the base
- * ref names one) and the scenario file reads as a scenario; and a worker serves the host (another host's paths are
- * checked there, when its worktree is prepared).
+ * ref names one) and the scenario file reads as a scenario; and a worker serves the host. On another host the same
+ * checks are made there (`checkOnHost`: a short workflow runs them on that host's queue).
  */
 async function refuseBeforeStart(
   client: OrchardClient,
@@ -862,6 +862,11 @@ async function refuseBeforeStart(
       `no worker serves host ${host} (nothing polls orchard-host-${host}): start \`orchard worker\` there (ORCHARD_HOST_ID=${host}), ` +
         'or name a served host with --host',
     );
+  }
+  if (host !== client.defaultHost) {
+    // The same checks, made where the repository is.
+    const problem = await client.checkOnHost(host, { repo: o.repo, baseRef: o.baseRef, sessionId: o.sessionId, scenario: o.scenario });
+    if (problem) throw new OrchardError(problem.code, problem.message);
   }
 }
 

@@ -15,6 +15,10 @@ import { ApplicationFailure, TypedSearchAttributes, WorkflowIdConflictPolicy, Wo
 import { isErrorCode } from '../contract/errors';
 import {
   SESSION_WORKFLOW_TYPE,
+  HOST_PREFLIGHT_WORKFLOW_TYPE,
+  type HostPreflightInput,
+  type Problem,
+  type RepositoryCheck,
   ORCHESTRATOR_WORKFLOW_TYPE,
   cancelUpdate,
   resolveHoldUpdate,
@@ -189,6 +193,28 @@ export class OrchardClient implements TemporalPort {
       taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
     });
     return (response.pollers ?? []).length > 0;
+  }
+
+  /**
+   * Asks `host`'s worker to check a repository (and a scenario file) there, as `session create` checks one on this
+   * host before anything starts: the problem it finds (`repository_not_found`, `invalid_input` for a base that names
+   * no commit, `scenario_invalid`, `host_unavailable` when its worker does not take the check in time), or undefined.
+   * A short workflow on the shared queue runs the check on the host's queue; it creates nothing else.
+   */
+  async checkOnHost(host: string, check: RepositoryCheck, { hostWaitSeconds = 30 }: { hostWaitSeconds?: number } = {}): Promise<Problem | undefined> {
+    const input: HostPreflightInput = { host, check, hostWaitSeconds };
+    const problem = await this.temporal.workflow.execute<(i: HostPreflightInput) => Promise<Problem | null>>(HOST_PREFLIGHT_WORKFLOW_TYPE, {
+      workflowId: `preflight/${host}/${randomUUID()}`,
+      taskQueue: this.options.taskQueue,
+      args: [input],
+      workflowExecutionTimeout: `${hostWaitSeconds + 180} seconds`,
+      typedSearchAttributes: new TypedSearchAttributes([
+        { key: ORCHARD_KIND, value: 'preflight' },
+        { key: ORCHARD_HOST, value: host },
+      ]),
+      staticSummary: `check ${check.repo} on host ${host}`,
+    });
+    return problem ?? undefined;
   }
 
   /** Binds `signal` to every Temporal call `work` makes on this client (an activity's cancellation, for one). */

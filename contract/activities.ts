@@ -5,7 +5,7 @@
  * Activities that need no particular host run on the shared task queue; those bound to a worktree's disk run on
  * its host's queue (`hostTaskQueue`).
  */
-import type { ResolveHoldResult, MemberMessageFact, ModelSpec, SessionLimits, TaskState, TeamMembership } from './messages';
+import type { ResolveHoldResult, MemberMessageFact, ModelSpec, Problem, RepositoryCheck, SessionLimits, TaskState, TeamMembership } from './messages';
 import type { OrchestratorActivities } from './orchestrator-activities';
 import type { TeamActivities, TeamHostActivities } from './team-activities';
 import type { ToolProfile } from './tools';
@@ -175,6 +175,11 @@ export interface WorktreeActivities {
   releaseSessionWorktree(input: { holder: string; lease?: Lease }): Promise<boolean>;
   /** Runs one tool call of a model step; a mutating tool runs at most once. */
   executeTool(input: ExecuteToolInput): Promise<ExecuteToolResult>;
+  /**
+   * What `session create`, `orchestrator start` and `team start` check before anything starts, made on the host whose
+   * disk has the repository: it is a git repository with a commit (the base ref names one), and the scenario reads.
+   */
+  checkRepository(input: RepositoryCheck): Promise<Problem | null>;
 }
 
 /**

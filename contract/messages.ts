@@ -10,6 +10,26 @@ import { ordinarySessionIdProblem, plainIdProblem, sessionIdProblem } from './id
 import { legacyMemberSessionId, MEMBER_ID_PATTERN, memberSessionId } from './member-session';
 
 export const SESSION_WORKFLOW_TYPE = 'childSession';
+
+/** A short workflow that asks another host to check a repository before a session, orchestrator or team starts. */
+export const HOST_PREFLIGHT_WORKFLOW_TYPE = 'hostPreflight';
+
+/** What is checked on the host (see `checkRepository`). */
+export interface RepositoryCheck {
+  readonly repo: string;
+  readonly baseRef?: string;
+  /** The session whose branch may exist already (a session created again finds its work there). */
+  readonly sessionId?: string;
+  /** A scripted scenario file the worker would read. */
+  readonly scenario?: string;
+}
+
+export interface HostPreflightInput {
+  readonly host: string;
+  readonly check: RepositoryCheck;
+  /** How long to wait for the host's worker to take the check before answering `host_unavailable`. */
+  readonly hostWaitSeconds: number;
+}
 export const sessionWorkflowId = (sessionId: string): string => `session/${sessionId}`;
 export const sessionIdFromWorkflowId = (workflowId: string): string | undefined =>
   workflowId.startsWith('session/') ? workflowId.slice('session/'.length) : undefined;

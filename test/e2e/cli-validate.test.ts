@@ -81,3 +81,42 @@ test('orchestrator start and team start refuse a non-git directory and a missing
   t.regex(elsewhere.stderr, /^orchard: host_unavailable: no worker serves host nowhere-host/);
   t.false(await exists(`team/${teamId}`));
 });
+
+/** The same refusals for a repository on another host: the checks run there (a host-only worker of its own). */
+for (const [what, args, code, message] of badCreates.filter(([what]) => what !== 'a host no worker serves')) {
+  test(`session create on another host with ${what} is refused there (${code}) before anything starts`, async (t) => {
+    const host = `${shared().hostId}-far`;
+    await shared().startHost(host, { hostOnly: true });
+    const id = uniqueId('refused-far');
+    const run = await orchard(['session', 'create', '--id', id, '--title', 'refused', '--task', 'do it', '--host', host, ...args()]);
+    t.is(run.code, 2, run.stdout + run.stderr);
+    t.regex(run.stderr, new RegExp(`^orchard: ${code}: on host ${host}: `), run.stderr);
+    t.regex(run.stderr, message, run.stderr);
+    t.false(await exists(`session/${id}`), 'no session workflow was started');
+  });
+}
+
+test('session create on another host with a good repository starts there', async (t) => {
+  const host = `${shared().hostId}-far-ok`;
+  await shared().startHost(host, { hostOnly: true });
+  const id = uniqueId('accepted-far');
+  const run = await orchard([
+    'session',
+    'create',
+    '--id',
+    id,
+    '--title',
+    'far',
+    '--host',
+    host,
+    '--repo',
+    makeRepo(),
+    '--scenario',
+    DEMO,
+    '--task',
+    'Create NOTES.md',
+  ]);
+  t.is(run.code, 0, run.stderr);
+  const view = await shared().client.waitUntilSettled(id, { afterTurn: 1, timeoutMs: 60_000 });
+  t.like(view, { host, lastTurn: { outcome: 'finished' } });
+});

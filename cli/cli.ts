@@ -407,28 +407,7 @@ orchestrator
     });
   });
 
-orchestrator
-  .command('list')
-  .description('list orchestrators (from Temporal visibility)')
-  .option('--json', 'print JSON')
-  .action(async (o) => {
-    await withClient(async (client) => {
-      const runs = await client.listRuns('orchestrator');
-      print(o.json, runs, () => formatRuns(runs, 'orchestrators'));
-    });
-  });
-
-orchestrator
-  .command('cancel <id>')
-  .description('cancel an orchestrator and close the child sessions it started (a repeat closes what is still open)')
-  .option('--reason <text>', 'why (recorded on each child session it closes)')
-  .option('--json', 'print JSON')
-  .action(async (id: string, o) => {
-    await withClient(async (client) => {
-      const result = await client.cancelRun('orchestrator', id, { reason: o.reason });
-      print(o.json, result, () => formatCancelRun(result));
-    });
-  });
+registerRunCommands(orchestrator, 'orchestrator', { plural: 'orchestrators', sessions: 'the child sessions it started' });
 
 const team = program.command('team').description('start a team run (a Coordinator over Members), send it messages, inspect its board and certificate');
 
@@ -578,28 +557,7 @@ team
     });
   });
 
-team
-  .command('list')
-  .description('list team runs (from Temporal visibility)')
-  .option('--json', 'print JSON')
-  .action(async (o) => {
-    await withClient(async (client) => {
-      const runs = await client.listRuns('team');
-      print(o.json, runs, () => formatRuns(runs, 'team runs'));
-    });
-  });
-
-team
-  .command('cancel <id>')
-  .description("cancel a team run and close its Members' sessions (a repeat closes what is still open)")
-  .option('--reason <text>', "why (recorded on each Member's session it closes)")
-  .option('--json', 'print JSON')
-  .action(async (id: string, o) => {
-    await withClient(async (client) => {
-      const result = await client.cancelRun('team', id, { reason: o.reason });
-      print(o.json, result, () => formatCancelRun(result));
-    });
-  });
+registerRunCommands(team, 'team', { plural: 'team runs', sessions: "its Members' sessions" });
 
 program
   .command('demo <name>')
@@ -687,6 +645,31 @@ function formatTranscript(entries: readonly TranscriptEntry[], { full }: { full:
     } else lines.push(`  ← ${cut(e.content ?? '', full ? Infinity : 300).replace(/\n/g, '\n    ')}`);
   }
   return lines.join('\n');
+}
+
+/** `list` and `cancel` for orchestrators and team runs: the same two commands over `listRuns` and `cancelRun`. */
+function registerRunCommands(parent: Command, kind: 'orchestrator' | 'team', words: { plural: string; sessions: string }): void {
+  parent
+    .command('list')
+    .description(`list ${words.plural} (from Temporal visibility)`)
+    .option('--json', 'print JSON')
+    .action(async (o) => {
+      await withClient(async (client) => {
+        const runs = await client.listRuns(kind);
+        print(o.json, runs, () => formatRuns(runs, words.plural));
+      });
+    });
+  parent
+    .command('cancel <id>')
+    .description(`cancel the ${kind === 'team' ? 'team run' : kind} and close ${words.sessions} (a repeat closes what is still open)`)
+    .option('--reason <text>', 'why (recorded on each session it closes)')
+    .option('--json', 'print JSON')
+    .action(async (id: string, o) => {
+      await withClient(async (client) => {
+        const result = await client.cancelRun(kind, id, { reason: o.reason });
+        print(o.json, result, () => formatCancelRun(result));
+      });
+    });
 }
 
 function formatRuns(runs: RunSummary[], what: string): string {

@@ -39,6 +39,7 @@ import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_STATUS } from '../../contract/searc
 import { slugOf } from '../../contract/ids';
 import { excerpt } from '../session/state';
 import { agentRows } from './agents';
+import { orchestratorDetails } from '../current-details';
 import { parseDescriptionCall, ROUTING_CAPS_BEFORE_ISSUE_18, sameChange } from './descriptions';
 import { dispatchEcho } from './echo';
 import { Ledger, type CarriedLedger, type ChildResult } from './ledger';
@@ -274,9 +275,7 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
     const now = workflowInfo().typedSearchAttributes;
     const changed = desired.filter((pair) => now.get(pair.key) !== pair.value);
     if (changed.length > 0) upsertSearchAttributes(changed);
-    setCurrentDetails(
-      [`**${v.status}** · ${v.children.length} children · ${v.turnsCompleted} turn(s) · ${v.queued} queued`, renderRoster(ledger.children)].join('\n\n'),
-    );
+    setCurrentDetails(orchestratorDetails(v, ledger.children));
   }
 
   /** One tool call of the orchestrator's model, executed against the ledger; its result is what the model reads. */

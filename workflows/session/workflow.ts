@@ -47,6 +47,7 @@ import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_PARENT, ORCHARD_STATUS, ORCHARD_UNC
 import { leaseHolder } from '../../contract/ids';
 import { SessionState, excerpt, isCurrentCarried, type NewTask, type QueuedTask, type SessionWorkflowInput } from './state';
 import { childSessionV1 } from './v1/workflow';
+import { sessionDetails } from '../current-details';
 
 /**
  * One agent session in its own worktree: a turn per relayed task (model → tools → model … until the model
@@ -239,7 +240,7 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
     const current = workflowInfo().typedSearchAttributes;
     const changed = desired.filter((pair) => current.get(pair.key) !== pair.value);
     if (changed.length > 0) upsertSearchAttributes(changed);
-    setCurrentDetails(describe(state.view()));
+    setCurrentDetails(sessionDetails(state.view()));
   }
 
   function activitiesFor(limits: SessionLimits) {
@@ -517,25 +518,4 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
     }
     throw err;
   }
-}
-
-function describe(view: SessionStatusView): string {
-  const lines = [
-    `**${view.status}**${view.closing ? ' (closing)' : ''} · ${view.turnsCompleted} turn(s) · ${view.queued} queued · run ${view.runIndex}`,
-    `branch \`${view.branch ?? '(preparing)'}\` on host \`${view.host}\``,
-  ];
-  if (view.held) lines.push('**HELD**: a command changed what this session must not; no command runs until a user resolves it (`resolveHold`)');
-  if (view.confinement === 'unconfined') lines.push('**UNCONFINED**: this isolated child runs with the guard alone (ORCHARD_SANDBOX=off on its host)');
-  if (view.currentTask) lines.push(`now: turn ${view.currentTask.turn} — ${view.currentTask.excerpt}`);
-  if (view.lastTurn) {
-    lines.push(`last: turn ${view.lastTurn.turn} ${view.lastTurn.outcome} (${view.lastTurn.steps} steps, ${view.lastTurn.toolCalls} tool calls)`);
-    if (view.lastTurn.finalExcerpt) lines.push(`> ${excerpt(view.lastTurn.finalExcerpt)}`);
-  }
-  if (view.tasks) {
-    const t = view.tasks;
-    lines.push(`tasks: ${t.done} done · ${t.failed} failed · ${t.cancelled} cancelled · ${t.queued} queued`);
-  }
-  if (view.refusedSignals?.count) lines.push(`refused signalled sends: ${view.refusedSignals.count}`);
-  if (view.error) lines.push(`error: ${view.error.code} — ${view.error.message}`);
-  return lines.join('\n\n');
 }

@@ -60,6 +60,7 @@ import {
 import { ORCHARD_HANDOFF_SLO_MISSED, ORCHARD_HOST, ORCHARD_KIND, ORCHARD_STATUS } from '../../contract/search-attributes';
 import { excerpt } from '../session/state';
 import { isCoordinatorTool } from './authority';
+import { teamDetails } from '../current-details';
 import { teamTaskExecution } from './execution';
 import { legacyMemberSessionId } from '../../contract/member-session';
 import { announceReady, NO_CANDIDATE, takeAssessment, type Assessment, type CandidateState } from './candidate';
@@ -940,12 +941,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     const now = workflowInfo().typedSearchAttributes;
     const changed = desired.filter((pair) => now.get(pair.key) !== pair.value);
     if (changed.length > 0) upsertSearchAttributes(changed);
-    setCurrentDetails(
-      [
-        `**${v.status}** · revision ${v.workRevision} · generation ${v.generation} · ${turnsCompleted} Coordinator turn(s)`,
-        ...executions.slice(-10).map((e) => `- ${e.taskId} → ${e.memberId}: ${e.state}`),
-      ].join('\n'),
-    );
+    setCurrentDetails(teamDetails(v, turnsCompleted));
   }
 
   /** Starts every assigned task whose owner is free, once the plan is approved. One execution per member at a time. */

@@ -4,7 +4,7 @@
  * Pure, so a unit test parses exactly what a workflow publishes.
  */
 import type { OrchestratorStatusView, SessionStatusView, TaskExecutionInput, TeamStatusView, TurnRef } from '../contract/messages';
-import { mdBlocks, mdCode, mdTable, mdText } from './markdown';
+import { mdBlocks, mdCode, mdTable, mdText } from '../contract/markdown';
 import type { LedgerChild } from './orchestrator/ledger';
 import { routableChildren } from './orchestrator/roster';
 
@@ -76,21 +76,19 @@ export function teamDetails(view: TeamStatusView, turnsCompleted: number): strin
   return mdBlocks([
     `**${mdText(view.status)}** · revision ${view.workRevision} · generation ${view.generation} · ${turnsCompleted} Coordinator turn(s)` +
       ` · plan ${view.planApproved ? 'approved' : 'not approved'}${view.candidate ? ` · completion ${mdText(view.candidate)}` : ''}`,
-    `goal: ${mdText(view.goal, 300)}`,
-    mdTable(
-      ['member', 'role', 'session'],
-      view.members.map((m) => [{ code: m.memberId }, m.role, { code: m.sessionId }]),
-    ),
-    executions.length === 0
-      ? 'Board: no task has started yet.'
-      : mdTable(
-          ['task', 'member', 'session', 'state'],
-          executions.map((e) => [{ code: e.taskId }, { code: e.memberId }, { code: e.sessionId }, e.state]),
-        ),
-    omitted(view.executions.length, executions.length, 'executions'),
+    // What the run delivered first: the Web UI shows these details in a box of fixed height.
+    certificate &&
+      `**certificate** ${mdCode(certificate.certificateId)} · generation ${certificate.generation} · revision ${certificate.workRevision} · ` +
+        `${certificate.taskIds.length} task(s)`,
+    certificate?.resultBranch &&
+      `**result branch** ${mdCode(certificate.resultBranch)}${certificate.resultHead ? ` at ${mdCode(certificate.resultHead.slice(0, 12))}` : ''}`,
+    view.summary && `> ${mdText(view.summary.text, 400)}`,
+    lastTurn &&
+      `last Coordinator turn: ${lastTurn.turn} **${mdText(lastTurn.outcome)}** (${lastTurn.modelCalls} model calls, ${lastTurn.toolCalls} tool calls)`,
+    receipts.length > 0 && '**Handoff receipts**',
     receipts.length > 0 &&
       mdTable(
-        ['handoff receipt', 'kind', 'task', 'from', 'to', 'state', 'SLO missed', 'trail', 'resolution'],
+        ['receipt', 'kind', 'task', 'from', 'to', 'state', 'SLO missed', 'trail', 'resolution'],
         receipts.map((r) => [
           { code: r.receiptId },
           r.kind,
@@ -105,14 +103,19 @@ export function teamDetails(view: TeamStatusView, turnsCompleted: number): strin
       ),
     view.waiting.length > 0 &&
       `waiting for their previous execution: ${view.waiting.map((w) => `${mdCode(w.taskId)} (receipt ${mdCode(w.receiptId)})`).join(', ')}`,
-    certificate &&
-      `**certificate** ${mdCode(certificate.certificateId)} · generation ${certificate.generation} · revision ${certificate.workRevision} · ` +
-        `${certificate.taskIds.length} task(s)`,
-    certificate?.resultBranch &&
-      `**result branch** ${mdCode(certificate.resultBranch)}${certificate.resultHead ? ` at ${mdCode(certificate.resultHead.slice(0, 12))}` : ''}`,
-    view.summary && `> ${mdText(view.summary.text, 400)}`,
-    lastTurn &&
-      `last Coordinator turn: ${lastTurn.turn} **${mdText(lastTurn.outcome)}** (${lastTurn.modelCalls} model calls, ${lastTurn.toolCalls} tool calls)`,
+    '**Board** (task executions, newest last)',
+    executions.length === 0
+      ? 'No task has started yet.'
+      : mdTable(
+          ['task', 'member', 'session', 'state'],
+          executions.map((e) => [{ code: e.taskId }, { code: e.memberId }, { code: e.sessionId }, e.state]),
+        ),
+    omitted(view.executions.length, executions.length, 'executions'),
+    '**Members**',
+    mdTable(
+      ['member', 'role', 'session'],
+      view.members.map((m) => [{ code: m.memberId }, m.role, { code: m.sessionId }]),
+    ),
     view.refusals.length > 0 && `refused Coordinator tool calls: ${view.refusals.length}`,
     view.refusedSignals ? `refused signalled messages: ${view.refusedSignals}` : undefined,
   ]);

@@ -8,7 +8,7 @@ import fc from 'fast-check';
 import MarkdownIt from 'markdown-it';
 import type { OrchestratorStatusView, SessionStatusView, TeamStatusView } from '../../contract/messages';
 import { executionDetails, orchestratorDetails, sessionDetails, teamDetails } from '../../workflows/current-details';
-import { mdCode, mdTable, mdText } from '../../workflows/markdown';
+import { mdCode, mdTable, mdText } from '../../contract/markdown';
 import type { LedgerChild } from '../../workflows/orchestrator/ledger';
 
 const md = new MarkdownIt({ html: true });
@@ -170,7 +170,7 @@ test('an orchestrator: its children as table rows, newest first, system agents l
   t.true(codes.includes('session send <id> <task>'));
 });
 
-test('a team: members, the board and the handoff receipts as tables; the certificate and the result branch named', (t) => {
+test('a team: the certificate and the result branch first, then the handoff receipts, the board and the members as tables', (t) => {
   const view: TeamStatusView = {
     teamId: 'tm',
     goal: 'ship <feature> | fast',
@@ -219,7 +219,7 @@ test('a team: members, the board and the handoff receipts as tables; the certifi
   };
   const doc = md.parse(teamDetails(view, 5), {});
   t.deepEqual(htmlTokens(doc), []);
-  const [members, board, receipts] = tables(doc).map(cellText);
+  const [receipts, board, members] = tables(doc).map(cellText);
   t.deepEqual(members, [
     ['member', 'role', 'session'],
     ['planner', 'Planner', 'tm-planner'],
@@ -232,7 +232,6 @@ test('a team: members, the board and the handoff receipts as tables; the certifi
   ]);
   t.deepEqual(receipts.slice(1), [['r1', 'reassign', 'T1 → T2', 'planner', 'implementer', 'released', 'no', 'requested → yielding → released', '']]);
   const paragraphs = doc.filter((tk) => tk.type === 'inline').map(shown);
-  t.true(paragraphs.includes('goal: ship <feature> | fast'));
   t.true(paragraphs.includes('certificate cert-1 · generation 1 · revision 7 · 1 task(s)'), paragraphs.join('\n'));
   t.true(paragraphs.includes('result branch orchard/team/tm/result at 0123456789ab'), paragraphs.join('\n'));
   t.true(paragraphs.includes('Done <ok> | cert-1'));

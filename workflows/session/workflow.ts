@@ -80,7 +80,7 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
   // A user's hold resolution: one Postgres row.
   const holdActs = proxyActivities<SharedActivities>({ ...STORE_OPTIONS, summary: 'resolve hold' });
   // Built once the limits are resolved (they bound the host activities' timeouts).
-  let hostActs: { worktree: HostActivities; tool: HostActivities } | undefined;
+  let hostActs: ReturnType<typeof activitiesFor> | undefined;
 
   let turnScope: CancellationScope | undefined;
   let prepScope: CancellationScope | undefined;
@@ -288,30 +288,35 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
         const worktree = state.worktree!;
         for (let step = 1; step <= state.limits.maxStepsPerTurn; step++) {
           steps = step;
-          const answer = await shared.modelStep({
-            ...keys,
-            step,
-            taskId: step === 1 ? task.taskId : undefined,
-            model: create.model ?? { provider: 'default' },
-            profile,
-            context: { title: create.title, agent: create.agent ?? 'coder', worktree: worktree.path, branch: worktree.branch },
-            contextChars: state.limits.contextChars,
-          });
-          if (answer.toolCalls.length === 0) return ref('finished', { finalExcerpt: answer.textExcerpt });
-          for (const [index, call] of answer.toolCalls.entries()) {
-            const result = await acts.tool.executeTool({
+          const answer = await shared.modelStep.executeWithOptions({ summary: `model call (turn ${turn}, step ${step})` }, [
+            {
               ...keys,
               step,
-              callId: call.id,
-              index,
+              taskId: step === 1 ? task.taskId : undefined,
+              model: create.model ?? { provider: 'default' },
               profile,
-              worktree: worktree.path,
-              branch: worktree.branch,
-              bashTimeoutSeconds: state.limits.bashTimeoutSeconds,
-              lease: worktree.lease,
-              isolated: create.isolated === true,
-              ...(create.team ? { team: create.team } : {}),
-            });
+              context: { title: create.title, agent: create.agent ?? 'coder', worktree: worktree.path, branch: worktree.branch },
+              contextChars: state.limits.contextChars,
+            },
+          ]);
+          if (answer.toolCalls.length === 0) return ref('finished', { finalExcerpt: answer.textExcerpt });
+          for (const [index, call] of answer.toolCalls.entries()) {
+            // The Web UI names the call (`bash: git status`); its heartbeat details carry the command's recent output.
+            const result = await acts.tool.executeTool.executeWithOptions({ summary: call.label ?? call.name }, [
+              {
+                ...keys,
+                step,
+                callId: call.id,
+                index,
+                profile,
+                worktree: worktree.path,
+                branch: worktree.branch,
+                bashTimeoutSeconds: state.limits.bashTimeoutSeconds,
+                lease: worktree.lease,
+                isolated: create.isolated === true,
+                ...(create.team ? { team: create.team } : {}),
+              },
+            ]);
             toolCalls += 1;
             // A session from before the confined layout: the host moved its branch to orchard/<id>/work.
             if (result.branch && state.worktree && result.branch !== state.worktree.branch) {

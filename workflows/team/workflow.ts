@@ -1066,15 +1066,17 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     try {
       for (let step = 1; step <= limits.maxStepsPerTurn; step++) {
         modelCalls += 1;
-        const answer = await model.modelStep({
-          ...keys,
-          step,
-          taskId: step === 1 ? taskId : undefined,
-          model: start.model ?? { provider: 'default' },
-          profile: 'coordinator',
-          context: { title: start.goal, agent: 'coordinator', worktree: '', branch: '', roster: membersText() },
-          contextChars: limits.contextChars,
-        });
+        const answer = await model.modelStep.executeWithOptions({ summary: `Coordinator model call (turn ${turn}, step ${step})` }, [
+          {
+            ...keys,
+            step,
+            taskId: step === 1 ? taskId : undefined,
+            model: start.model ?? { provider: 'default' },
+            profile: 'coordinator',
+            context: { title: start.goal, agent: 'coordinator', worktree: '', branch: '', roster: membersText() },
+            contextChars: limits.contextChars,
+          },
+        ]);
         if (answer.toolCalls.length === 0) {
           outcome = 'finished';
           finalExcerpt = answer.textExcerpt;
@@ -1083,7 +1085,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
         for (const [index, call] of answer.toolCalls.entries()) {
           const ref: CallRef = { ...keys, step, callId: call.id };
           toolCalls += 1;
-          await executeTool(ref, index, call.name);
+          await executeTool(ref, index, call.name, call.label);
         }
         await dispatchReady();
       }
@@ -1119,7 +1121,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   }
 
   /** One Coordinator tool call: names outside the allowlist, and a re-read of an unchanged board, are refused here. */
-  async function executeTool(ref: CallRef, index: number, name: string): Promise<void> {
+  async function executeTool(ref: CallRef, index: number, name: string, label?: string): Promise<void> {
     const refuse = async (code: string, message: string) => {
       refusals.push({ tool: name, code });
       keep(refusals, KEPT);
@@ -1132,7 +1134,9 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
         `the board is unchanged since you read it at revision ${readRevision}; end your turn and you will be woken when something happens`,
       );
     }
-    const effects = await toolsOn.coordinatorTool({ teamId: start.teamId, ref, index, tool: name, members: memberIds, turnsRunning: running() });
+    const effects = await toolsOn.coordinatorTool.executeWithOptions({ summary: `Coordinator ${label ?? name}` }, [
+      { teamId: start.teamId, ref, index, tool: name, members: memberIds, turnsRunning: running() },
+    ]);
     if (effects.certificate) {
       certificate = effects.certificate;
       candidate = 'certified';

@@ -2,11 +2,15 @@
  * Markdown that shows text as itself: what the Temporal Web UI renders as a workflow's Current Details. Titles, tasks,
  * commands and error messages come from users and agents, so every piece of them is escaped here, in one place: a
  * `<id> <task>` is not swallowed as HTML, a `|` does not split a table cell, a leading `#` or `-` starts no heading
- * or list, and a newline starts no new block. Pure and workflow-safe.
+ * or list, and a newline starts no new block. Pure and workflow-safe: the workflows and the client (static details) use it.
  */
 
-/** Every ASCII punctuation character CommonMark lets a backslash escape (all of them that can mean anything). */
-const PUNCTUATION = /[!"#$%&'()*+,\-./:;<=>?@[\\\]^_`{|}~]/g;
+/**
+ * The punctuation that can mean something in Markdown (HTML, emphasis, code, links, tables, headings, lists,
+ * strikethrough, entities, autolinks). Only these: the Web UI's renderer honours no backslash before `" % ' , / ; = ?
+ * @` and would show the backslash (seen in Chromium against UI 2.42), and none of them means anything here.
+ */
+const PUNCTUATION = /[\\`*_{}[\]()#+\-.!<>|~^:&]/g;
 
 /** `text` on one line, cut to `max` characters (an ellipsis says it was cut). */
 function oneLine(text: string, max: number): string {

@@ -19,6 +19,7 @@ import {
   type HostPreflightInput,
   type Problem,
   type RepositoryCheck,
+  DEFAULT_TEAM_MEMBERS,
   ORCHESTRATOR_WORKFLOW_TYPE,
   cancelUpdate,
   resolveHoldUpdate,
@@ -80,6 +81,7 @@ import { temporal } from '@temporalio/proto';
 import type { ChainOptions, SessionLiveness, TemporalPort } from '../contract/temporal-port';
 import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_PARENT, ORCHARD_STATUS } from '../contract/search-attributes';
 import { sessionBranch } from '../contract/ids';
+import { mdBlocks, mdCode, mdText } from '../contract/markdown';
 import {
   DEFAULT_NAMESPACE,
   TemporalConfigError,
@@ -250,12 +252,12 @@ export class OrchardClient implements TemporalPort {
       workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
       typedSearchAttributes: new TypedSearchAttributes(searchAttributes),
       memo: { title: input.title, agent: input.agent ?? 'coder', host: input.host, repo: input.repo },
-      staticSummary: `session ${input.sessionId}: ${input.title}`,
-      staticDetails: [
-        `**${input.title}**`,
-        `repo \`${input.repo}\` on host \`${input.host}\`, branch \`${sessionBranch(input.sessionId)}\``,
-        input.parent ? `parent \`${input.parent}\`` : 'started directly (no orchestrator)',
-      ].join('\n\n'),
+      staticSummary: `session ${mdText(input.sessionId)}: ${mdText(input.title, 160)}`,
+      staticDetails: mdBlocks([
+        `**session** ${mdText(input.title)} · agent ${mdCode(input.agent ?? 'coder')}`,
+        `repo ${mdCode(input.repo)} on host ${mdCode(input.host)}, branch ${mdCode(sessionBranch(input.sessionId))}`,
+        input.parent ? `parent ${mdCode(input.parent)}` : 'started directly (no orchestrator)',
+      ]),
     });
     const result = await this.mapErrors(input.sessionId, () =>
       this.temporal.workflow.executeUpdateWithStart(createUpdate, {
@@ -283,7 +285,12 @@ export class OrchardClient implements TemporalPort {
     await this.startOrFind(ORCHESTRATOR_WORKFLOW_TYPE, workflowId, args, {
       kind: 'orchestrator',
       host: start.host,
-      summary: `orchestrator ${start.orchestratorId}${start.title ? `: ${start.title}` : ''}`,
+      summary: `orchestrator ${mdText(start.orchestratorId)}${start.title ? `: ${mdText(start.title, 160)}` : ''}`,
+      details: mdBlocks([
+        `**orchestrator** ${mdText(start.title ?? start.orchestratorId)}`,
+        `repo ${mdCode(start.repo)} on host ${mdCode(start.host)}`,
+        `routes work into child sessions (\`session/<child>\`); talk to it with ${mdCode(`orchard orchestrator send ${start.orchestratorId} <message>`)}`,
+      ]),
     });
   }
 
@@ -298,7 +305,13 @@ export class OrchardClient implements TemporalPort {
     await this.startOrFind(TEAM_WORKFLOW_TYPE, workflowId, args, {
       kind: 'team',
       host: start.host,
-      summary: `team ${start.teamId}: ${start.goal.slice(0, 120)}`,
+      summary: `team ${mdText(start.teamId)}: ${mdText(start.goal, 120)}`,
+      details: mdBlocks([
+        `**team run** · goal: ${mdText(start.goal, 500)}`,
+        `repo ${mdCode(start.repo)} on host ${mdCode(start.host)}`,
+        `members: ${(start.members ?? DEFAULT_TEAM_MEMBERS).map((m) => `${mdCode(m.memberId)} (${mdText(m.role)})`).join(', ')}`,
+        `talk to its Coordinator with ${mdCode(`orchard team send ${start.teamId} <message>`)}`,
+      ]),
     });
   }
 
@@ -328,7 +341,12 @@ export class OrchardClient implements TemporalPort {
   }
 
   /** Starts a long-lived workflow on the shared queue, or leaves the running one with that id as it is. */
-  private async startOrFind(type: string, workflowId: string, args: unknown, meta: { kind: string; host: string; summary: string }): Promise<void> {
+  private async startOrFind(
+    type: string,
+    workflowId: string,
+    args: unknown,
+    meta: { kind: string; host: string; summary: string; details: string },
+  ): Promise<void> {
     try {
       await this.temporal.workflow.start(type, {
         workflowId,
@@ -339,7 +357,9 @@ export class OrchardClient implements TemporalPort {
           { key: ORCHARD_KIND, value: meta.kind },
           { key: ORCHARD_HOST, value: meta.host },
         ]),
+        // The Web UI shows these on the workflow's page (as Markdown): what it is, on which repository and host, toward what.
         staticSummary: meta.summary,
+        staticDetails: meta.details,
       });
     } catch (err) {
       if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;

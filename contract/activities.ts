@@ -70,8 +70,12 @@ export interface ModelStepInput {
 }
 
 export interface ModelStepResult {
-  /** Ids and names only: the arguments stay in Postgres and the tool activity reads them there. */
-  toolCalls: { id: string; name: string }[];
+  /**
+   * Ids and names only: the arguments stay in Postgres and the tool activity reads them there. `label` is the call as
+   * the Web UI shows it for the tool's activity (`bash: git status`), at most 100 characters; absent in
+   * histories recorded before it.
+   */
+  toolCalls: { id: string; name: string; label?: string }[];
   /** The model's text, cut short for workflow history. */
   textExcerpt?: string;
 }

@@ -76,6 +76,25 @@ export class BoundedOutput {
   }
 }
 
+/** How much of a running command's latest output a tick reports (heartbeat details stay small). */
+const OUTPUT_TAIL_BYTES = 2048;
+
+/** The last `maxBytes` of what a command wrote (stdout and stderr as they arrived), for progress reports. */
+class OutputTail {
+  private buf = Buffer.alloc(0);
+
+  constructor(private readonly maxBytes: number) {}
+
+  push(chunk: Buffer): void {
+    const joined = Buffer.concat([this.buf, chunk]);
+    this.buf = joined.length > this.maxBytes ? joined.subarray(joined.length - this.maxBytes) : joined;
+  }
+
+  toString(): string {
+    return this.buf.subarray(utf8SafeStart(this.buf)).toString('utf8');
+  }
+}
+
 /** Length of `buf` without a trailing incomplete UTF-8 sequence. */
 export function utf8SafeEnd(buf: Buffer): number {
   for (let i = buf.length - 1; i >= 0 && i >= buf.length - 4; i--) {
@@ -112,9 +131,10 @@ export interface RunBashInput {
   signal?: AbortSignal;
   /**
    * Called every tickMs from the call until it returns: while it waits for a slot, while the group is recorded,
-   * while the command runs and while it is torn down (the activity heartbeats here).
+   * while the command runs and while it is torn down (the activity heartbeats here), with the last
+   * OUTPUT_TAIL_BYTES of what the command wrote so far.
    */
-  onTick?: () => void;
+  onTick?: (progress: { outputTail: string }) => void;
   tickMs?: number;
   /**
    * Awaited after the spawn and before any of the command's own code runs (the process waits at a gate): record
@@ -203,6 +223,7 @@ export async function runBash(input: RunBashInput): Promise<RunBashResult> {
   const started = performance.now();
   const stdout = new BoundedOutput(input.maxOutputBytes);
   const stderr = new BoundedOutput(input.maxOutputBytes);
+  const tail = new OutputTail(OUTPUT_TAIL_BYTES);
   const kill: typeof DEFAULT_KILL = {
     graceMs: input.kill?.graceMs ?? DEFAULT_KILL.graceMs,
     pollMs: input.kill?.pollMs ?? DEFAULT_KILL.pollMs,
@@ -230,7 +251,7 @@ export async function runBash(input: RunBashInput): Promise<RunBashResult> {
 
   const tick = setInterval(() => {
     try {
-      input.onTick?.();
+      input.onTick?.({ outputTail: tail.toString() });
     } catch {
       // a failed heartbeat must not leave the command unsupervised
     }
@@ -244,7 +265,7 @@ export async function runBash(input: RunBashInput): Promise<RunBashResult> {
       const marker = randomUUID();
       const tag = openProcessTag(marker);
       try {
-        return await supervise(input, { marker, tag, stdout, stderr, kill, result });
+        return await supervise(input, { marker, tag, stdout, stderr, tail, kill, result });
       } finally {
         tag?.close();
       }
@@ -262,12 +283,13 @@ interface Run {
   tag: ProcessTag | undefined;
   stdout: BoundedOutput;
   stderr: BoundedOutput;
+  tail: OutputTail;
   kill: typeof DEFAULT_KILL;
   result: (partial: Partial<RunBashResult>) => RunBashResult;
 }
 
 async function supervise(input: RunBashInput, run: Run): Promise<RunBashResult> {
-  const { marker, tag, stdout, stderr, kill, result } = run;
+  const { marker, tag, stdout, stderr, tail, kill, result } = run;
   const gated = input.argv ? ['-c', GATE_ARGV_SCRIPT, 'bash', ...input.argv] : ['-c', GATE_SCRIPT, 'bash', input.command];
   const child = spawn('bash', gated, {
     cwd: input.cwd,
@@ -297,8 +319,14 @@ async function supervise(input: RunBashInput, run: Run): Promise<RunBashResult> 
   const tracked: TrackedProcesses = new Map();
   if (leader) track(tracked, [leader]);
 
-  out.on('data', (chunk: Buffer) => stdout.push(chunk));
-  err.on('data', (chunk: Buffer) => stderr.push(chunk));
+  out.on('data', (chunk: Buffer) => {
+    stdout.push(chunk);
+    tail.push(chunk);
+  });
+  err.on('data', (chunk: Buffer) => {
+    stderr.push(chunk);
+    tail.push(chunk);
+  });
   const closed = (stream: Readable) =>
     new Promise<void>((resolve) => {
       if (stream.closed) resolve();

@@ -17,6 +17,8 @@ import { ModelError, type AssistantMessage, type ModelProvider, type ToolCall } 
 export type ProviderResolver = (spec: ModelSpec) => Promise<ModelProvider>;
 
 const EXCERPT_CHARS = 280;
+/** A tool call's label: enough of the command to recognise it in the Web UI, small enough for history. */
+const TOOL_LABEL_CHARS = 100;
 const HEARTBEAT_MS = 1000;
 
 /**
@@ -93,9 +95,28 @@ function summarize(message: AssistantMessage, profile: ToolProfile): ModelStepRe
   const raw = message.content ?? undefined;
   const text = raw !== undefined && profile === 'orchestrator' ? stripScaffolding(raw) : raw;
   return {
-    toolCalls: (message.tool_calls ?? []).map((call) => ({ id: call.id, name: call.function.name })),
+    toolCalls: (message.tool_calls ?? []).map((call) => ({ id: call.id, name: call.function.name, label: toolCallLabel(call) })),
     textExcerpt: text && text.length > EXCERPT_CHARS ? `${text.slice(0, EXCERPT_CHARS)}…` : text,
   };
+}
+
+/**
+ * The call as a summary line: the tool's name and the argument that says what it does (a command, a path, a task's
+ * title), on one line and cut to TOOL_LABEL_CHARS. Arguments that are not JSON give the name alone.
+ */
+function toolCallLabel(call: ToolCall): string {
+  const name = call.function.name.replace(/\s+/g, ' ').trim().slice(0, 40);
+  let args: unknown;
+  try {
+    args = JSON.parse(call.function.arguments || '{}');
+  } catch {
+    return name;
+  }
+  const fields = typeof args === 'object' && args !== null ? (args as Record<string, unknown>) : {};
+  const key = ['command', 'path', 'title', 'task', 'message', 'text', 'summary', 'id', 'task_id', 'session_id'].find((k) => typeof fields[k] === 'string');
+  const detail = key === undefined ? '' : (fields[key] as string).replace(/\s+/g, ' ').trim();
+  const label = detail === '' ? name : `${name}: ${detail}`;
+  return label.length > TOOL_LABEL_CHARS ? `${label.slice(0, TOOL_LABEL_CHARS - 1)}…` : label;
 }
 
 /** Retryable provider errors stay retryable (the activity retry policy backs off); the rest fail the step. */

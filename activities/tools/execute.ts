@@ -162,8 +162,8 @@ async function run(deps: ExecutorDeps, input: ExecuteToolInput, tool: string, ar
     maxOutputBytes: deps.maxOutputBytes,
     commandSlots: deps.commandSlots,
     signal: AbortSignal.any([context.cancellationSignal, lost.signal]),
-    onTick: () => {
-      context.heartbeat();
+    onTick: (progress) => {
+      context.heartbeat(progress);
       if (Date.now() - lastRenewal < RENEW_EVERY_MS) return;
       lastRenewal = Date.now();
       void renewLease(pool, input.lease).then(

@@ -34,8 +34,8 @@ export interface ToolContext {
   maxOutputBytes: number;
   /** Aborts a running command (activity cancellation). */
   signal: AbortSignal;
-  /** Called while a command runs, so the activity heartbeats. */
-  onTick: () => void;
+  /** Called while a command runs, so the activity heartbeats (with what it runs and its latest output, for the Web UI). */
+  onTick: (progress?: ToolProgress) => void;
   /** Revalidates the lease; called immediately before each side effect, throws when the caller is stale. */
   beforeSideEffect: () => Promise<void>;
   /** Records the command's process group against the lease; the command runs only once this resolved. */
@@ -45,6 +45,16 @@ export interface ToolContext {
   /** Called once teardown verified that nothing of the group is alive. */
   onGroupGone?: (pgid: number) => Promise<void>;
 }
+
+/** A running command as its activity's heartbeat details show it: small (the command cut short, a bounded output tail). */
+interface ToolProgress {
+  readonly tool: string;
+  readonly command: string;
+  readonly outputTail: string;
+}
+
+/** The command as progress reports show it. */
+const PROGRESS_COMMAND_CHARS = 500;
 
 export interface ToolResult extends ToolOutput {
   /** The command was stopped because the activity was cancelled. */
@@ -153,7 +163,12 @@ export async function runTool(name: ExecutableTool, rawArguments: string, ctx: T
           timeoutMs: Math.min(requested, ctx.bashTimeoutMs),
           maxOutputBytes: ctx.maxOutputBytes,
           signal: ctx.signal,
-          onTick: ctx.onTick,
+          onTick: ({ outputTail }) =>
+            ctx.onTick({
+              tool: 'bash',
+              command: args.command.length > PROGRESS_COMMAND_CHARS ? `${args.command.slice(0, PROGRESS_COMMAND_CHARS)}…` : args.command,
+              outputTail,
+            }),
           onSpawn: ctx.onSpawn,
           slots: ctx.commandSlots,
         });

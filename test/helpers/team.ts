@@ -67,6 +67,8 @@ export async function startScriptedTeam(
     teamHooks?: TeamActivityHooks;
     /** Where the workers reach PostgreSQL (a fault test's proxy); the test reads it directly. */
     databaseUrl?: string;
+    /** Another Temporal server's `host:port` (the Web UI test's, which serves a UI); the run's server by default. */
+    temporalAddress?: string;
   },
 ): Promise<TeamHarness> {
   const work = options.work ?? {};
@@ -121,6 +123,7 @@ export async function startScriptedTeam(
     defaultProvider: new OpenAICompatibleProvider({ baseURL: stub.url, model: 'stub', timeoutMs: 30_000 }),
     teamHooks: options.teamHooks,
     databaseUrl: options.databaseUrl,
+    temporalAddress: options.temporalAddress,
   });
   const teamId = uniqueId('team');
   const repo = makeRepo();

@@ -344,3 +344,18 @@ test('extra variables with forbidden names are refused', (t) => {
   t.true(isForbiddenEnvName('PGPASSWORD'));
   t.false(isForbiddenEnvName('PATH'));
 });
+
+test('while a command runs, each tick reports the last 2 KB of what it wrote so far (stdout and stderr)', async (t) => {
+  const ticks: string[] = [];
+  const result = await run("head -c 5000 /dev/zero | tr '\\0' x; echo; echo 'to stderr' >&2; sleep 0.3; echo 'END-MARKER'; sleep 1.5", {
+    tickMs: 100,
+    onTick: ({ outputTail }) => ticks.push(outputTail),
+  });
+  t.is(result.exitCode, 0);
+  const whileRunning = ticks.filter((tail) => tail.endsWith('END-MARKER\n'));
+  t.true(whileRunning.length > 0, `no tick saw the output: ${JSON.stringify(ticks.map((tail) => tail.slice(-30)))}`);
+  for (const tail of ticks) t.true(Buffer.byteLength(tail) <= 2048, `a tail of ${Buffer.byteLength(tail)} bytes`);
+  t.true(whileRunning[0].includes('to stderr'));
+  t.regex(whileRunning[0], /^x+\n/);
+  t.is(Buffer.byteLength(whileRunning[0]), 2048);
+});

@@ -39,6 +39,7 @@ import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_STATUS } from '../../contract/searc
 import { slugOf } from '../../contract/ids';
 import { excerpt } from '../session/state';
 import { agentRows } from './agents';
+import { orchestratorDetails } from '../current-details';
 import { parseDescriptionCall, ROUTING_CAPS_BEFORE_ISSUE_18, sameChange } from './descriptions';
 import { dispatchEcho } from './echo';
 import { Ledger, type CarriedLedger, type ChildResult } from './ledger';
@@ -274,9 +275,7 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
     const now = workflowInfo().typedSearchAttributes;
     const changed = desired.filter((pair) => now.get(pair.key) !== pair.value);
     if (changed.length > 0) upsertSearchAttributes(changed);
-    setCurrentDetails(
-      [`**${v.status}** · ${v.children.length} children · ${v.turnsCompleted} turn(s) · ${v.queued} queued`, renderRoster(ledger.children)].join('\n\n'),
-    );
+    setCurrentDetails(orchestratorDetails(v, ledger.children));
   }
 
   /** One tool call of the orchestrator's model, executed against the ledger; its result is what the model reads. */
@@ -374,17 +373,19 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
           completion,
         });
         if (completion.policy === 'group') ledger.joinGroup(completion.groupId, childId, ref.turn);
-        const creating = dispatch.createChild({
-          ref,
-          childId,
-          requestId,
-          title: call.title,
-          agent: call.agent,
-          repo: start.repo,
-          host: start.host,
-          parent: info.workflowId,
-          model: start.childModel,
-        });
+        const creating = dispatch.createChild.executeWithOptions({ summary: `session create ${childId}` }, [
+          {
+            ref,
+            childId,
+            requestId,
+            title: call.title,
+            agent: call.agent,
+            repo: start.repo,
+            host: start.host,
+            parent: info.workflowId,
+            model: start.childModel,
+          },
+        ]);
         // A create that failed for good (not a typed refusal the activity answers) leaves no phantom `running` row.
         const created = patched('orchestrator-no-phantom-child')
           ? await creating.catch((err: unknown) => {
@@ -414,7 +415,7 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
     const child = ledger.get(childId);
     if (!child) return `error (session_not_found): no child ${childId} in your roster; nothing was created. ${renderRoster(ledger.children)}`;
     if (child.status === 'cancelled') return `error (session_closed): child ${childId} is closed; nothing was sent`;
-    const sent = await dispatch.sendToChild({ ref, childId, requestId, from: info.workflowId });
+    const sent = await dispatch.sendToChild.executeWithOptions({ summary: `session send ${childId}` }, [{ ref, childId, requestId, from: info.workflowId }]);
     if (!sent.ok) {
       if (sent.code === 'session_closed' || sent.code === 'session_not_found') ledger.closed(childId, 'cancelled');
       return `error (${sent.code}): ${sent.message}; nothing was sent`;
@@ -432,15 +433,17 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
     try {
       for (let step = 1; step <= limits.maxStepsPerTurn; step++) {
         steps = step;
-        const answer = await model.modelStep({
-          ...keys,
-          step,
-          taskId: step === 1 ? message.messageId : undefined,
-          model: start.model ?? { provider: 'default' },
-          profile: 'orchestrator',
-          context: { title: start.title ?? start.orchestratorId, agent: 'orchestrator', worktree: '', branch: '', roster: renderRoster(ledger.children) },
-          contextChars: limits.contextChars,
-        });
+        const answer = await model.modelStep.executeWithOptions({ summary: `orchestrator model call (turn ${turn}, step ${step})` }, [
+          {
+            ...keys,
+            step,
+            taskId: step === 1 ? message.messageId : undefined,
+            model: start.model ?? { provider: 'default' },
+            profile: 'orchestrator',
+            context: { title: start.title ?? start.orchestratorId, agent: 'orchestrator', worktree: '', branch: '', roster: renderRoster(ledger.children) },
+            contextChars: limits.contextChars,
+          },
+        ]);
         if (answer.toolCalls.length === 0) {
           // The activity stripped the scaffolding before cutting the text short (item 9).
           return { turn, turnId, taskId: message.messageId, outcome: 'finished', steps, toolCalls, finalExcerpt: answer.textExcerpt };

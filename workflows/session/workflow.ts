@@ -48,6 +48,7 @@ import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_PARENT, ORCHARD_STATUS, ORCHARD_UNC
 import { leaseHolder } from '../../contract/ids';
 import { SessionState, excerpt, isCurrentCarried, type NewTask, type QueuedTask, type SessionWorkflowInput } from './state';
 import { childSessionV1 } from './v1/workflow';
+import { sessionDetails } from '../current-details';
 
 /**
  * One agent session in its own worktree: a turn per relayed task (model → tools → model … until the model
@@ -80,7 +81,7 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
   // A user's hold resolution: one Postgres row.
   const holdActs = proxyActivities<SharedActivities>({ ...STORE_OPTIONS, summary: 'resolve hold' });
   // Built once the limits are resolved (they bound the host activities' timeouts).
-  let hostActs: { worktree: HostActivities; tool: HostActivities } | undefined;
+  let hostActs: ReturnType<typeof activitiesFor> | undefined;
 
   let turnScope: CancellationScope | undefined;
   let prepScope: CancellationScope | undefined;
@@ -240,7 +241,7 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
     const current = workflowInfo().typedSearchAttributes;
     const changed = desired.filter((pair) => current.get(pair.key) !== pair.value);
     if (changed.length > 0) upsertSearchAttributes(changed);
-    setCurrentDetails(describe(state.view()));
+    setCurrentDetails(sessionDetails(state.view()));
   }
 
   function activitiesFor(limits: SessionLimits) {
@@ -288,30 +289,35 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
         const worktree = state.worktree!;
         for (let step = 1; step <= state.limits.maxStepsPerTurn; step++) {
           steps = step;
-          const answer = await shared.modelStep({
-            ...keys,
-            step,
-            taskId: step === 1 ? task.taskId : undefined,
-            model: create.model ?? { provider: 'default' },
-            profile,
-            context: { title: create.title, agent: create.agent ?? 'coder', worktree: worktree.path, branch: worktree.branch },
-            contextChars: state.limits.contextChars,
-          });
-          if (answer.toolCalls.length === 0) return ref('finished', { finalExcerpt: answer.textExcerpt });
-          for (const [index, call] of answer.toolCalls.entries()) {
-            const result = await acts.tool.executeTool({
+          const answer = await shared.modelStep.executeWithOptions({ summary: `model call (turn ${turn}, step ${step})` }, [
+            {
               ...keys,
               step,
-              callId: call.id,
-              index,
+              taskId: step === 1 ? task.taskId : undefined,
+              model: create.model ?? { provider: 'default' },
               profile,
-              worktree: worktree.path,
-              branch: worktree.branch,
-              bashTimeoutSeconds: state.limits.bashTimeoutSeconds,
-              lease: worktree.lease,
-              isolated: create.isolated === true,
-              ...(create.team ? { team: create.team } : {}),
-            });
+              context: { title: create.title, agent: create.agent ?? 'coder', worktree: worktree.path, branch: worktree.branch },
+              contextChars: state.limits.contextChars,
+            },
+          ]);
+          if (answer.toolCalls.length === 0) return ref('finished', { finalExcerpt: answer.textExcerpt });
+          for (const [index, call] of answer.toolCalls.entries()) {
+            // The Web UI names the call (`bash: git status`); its heartbeat details carry the command's recent output.
+            const result = await acts.tool.executeTool.executeWithOptions({ summary: call.label ?? call.name }, [
+              {
+                ...keys,
+                step,
+                callId: call.id,
+                index,
+                profile,
+                worktree: worktree.path,
+                branch: worktree.branch,
+                bashTimeoutSeconds: state.limits.bashTimeoutSeconds,
+                lease: worktree.lease,
+                isolated: create.isolated === true,
+                ...(create.team ? { team: create.team } : {}),
+              },
+            ]);
             toolCalls += 1;
             // A session from before the confined layout: the host moved its branch to orchard/<id>/work.
             if (result.branch && state.worktree && result.branch !== state.worktree.branch) {
@@ -518,25 +524,4 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
     }
     throw err;
   }
-}
-
-function describe(view: SessionStatusView): string {
-  const lines = [
-    `**${view.status}**${view.closing ? ' (closing)' : ''} · ${view.turnsCompleted} turn(s) · ${view.queued} queued · run ${view.runIndex}`,
-    `branch \`${view.branch ?? '(preparing)'}\` on host \`${view.host}\``,
-  ];
-  if (view.held) lines.push('**HELD**: a command changed what this session must not; no command runs until a user resolves it (`resolveHold`)');
-  if (view.confinement === 'unconfined') lines.push('**UNCONFINED**: this isolated child runs with the guard alone (ORCHARD_SANDBOX=off on its host)');
-  if (view.currentTask) lines.push(`now: turn ${view.currentTask.turn} — ${view.currentTask.excerpt}`);
-  if (view.lastTurn) {
-    lines.push(`last: turn ${view.lastTurn.turn} ${view.lastTurn.outcome} (${view.lastTurn.steps} steps, ${view.lastTurn.toolCalls} tool calls)`);
-    if (view.lastTurn.finalExcerpt) lines.push(`> ${excerpt(view.lastTurn.finalExcerpt)}`);
-  }
-  if (view.tasks) {
-    const t = view.tasks;
-    lines.push(`tasks: ${t.done} done · ${t.failed} failed · ${t.cancelled} cancelled · ${t.queued} queued`);
-  }
-  if (view.refusedSignals?.count) lines.push(`refused signalled sends: ${view.refusedSignals.count}`);
-  if (view.error) lines.push(`error: ${view.error.code} — ${view.error.message}`);
-  return lines.join('\n\n');
 }

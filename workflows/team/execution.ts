@@ -22,6 +22,7 @@ import {
   type TaskExecutionSettled,
 } from '../../contract/messages';
 import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_PARENT, ORCHARD_STATUS } from '../../contract/search-attributes';
+import { executionDetails } from '../current-details';
 
 /**
  * One task execution (`team/<team>/task/<task>/<execution>`, issue 9): a workflow of its own, started by the team
@@ -55,20 +56,20 @@ export async function teamTaskExecution(input: TaskExecutionInput): Promise<Task
   );
   setHandler(taskExecutionQuery, () => ({ ...input, state, sessionTaskId }), { description: 'The execution: task, member, session and state.' });
 
-  const show = (status: string) => {
+  const show = (status: string, reason?: string) => {
     upsertSearchAttributes([
       { key: ORCHARD_KIND, value: 'task_execution' },
       { key: ORCHARD_PARENT, value: teamWorkflowId(input.teamId) },
       { key: ORCHARD_HOST, value: input.host },
       { key: ORCHARD_STATUS, value: status },
     ]);
-    setCurrentDetails(`task **${input.taskId}** → ${input.memberId} (${input.sessionId}): ${status}`);
+    setCurrentDetails(executionDetails(input, status, reason));
   };
   show('dispatching');
 
   const finish = async (settled: TaskExecutionSettled): Promise<TaskExecutionSettled> => {
     state = settled.state;
-    show(settled.state);
+    show(settled.state, settled.message);
     await team.signal(taskExecutionSettledSignal, settled);
     return settled;
   };

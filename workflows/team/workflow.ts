@@ -60,6 +60,7 @@ import {
 import { ORCHARD_HANDOFF_SLO_MISSED, ORCHARD_HOST, ORCHARD_KIND, ORCHARD_STATUS } from '../../contract/search-attributes';
 import { excerpt } from '../session/state';
 import { isCoordinatorTool } from './authority';
+import { teamDetails } from '../current-details';
 import { teamTaskExecution } from './execution';
 import { legacyMemberSessionId } from '../../contract/member-session';
 import { announceReady, NO_CANDIDATE, takeAssessment, type Assessment, type CandidateState } from './candidate';
@@ -940,12 +941,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     const now = workflowInfo().typedSearchAttributes;
     const changed = desired.filter((pair) => now.get(pair.key) !== pair.value);
     if (changed.length > 0) upsertSearchAttributes(changed);
-    setCurrentDetails(
-      [
-        `**${v.status}** · revision ${v.workRevision} · generation ${v.generation} · ${turnsCompleted} Coordinator turn(s)`,
-        ...executions.slice(-10).map((e) => `- ${e.taskId} → ${e.memberId}: ${e.state}`),
-      ].join('\n'),
-    );
+    setCurrentDetails(teamDetails(v, turnsCompleted));
   }
 
   /** Starts every assigned task whose owner is free, once the plan is approved. One execution per member at a time. */
@@ -1070,15 +1066,17 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     try {
       for (let step = 1; step <= limits.maxStepsPerTurn; step++) {
         modelCalls += 1;
-        const answer = await model.modelStep({
-          ...keys,
-          step,
-          taskId: step === 1 ? taskId : undefined,
-          model: start.model ?? { provider: 'default' },
-          profile: 'coordinator',
-          context: { title: start.goal, agent: 'coordinator', worktree: '', branch: '', roster: membersText() },
-          contextChars: limits.contextChars,
-        });
+        const answer = await model.modelStep.executeWithOptions({ summary: `Coordinator model call (turn ${turn}, step ${step})` }, [
+          {
+            ...keys,
+            step,
+            taskId: step === 1 ? taskId : undefined,
+            model: start.model ?? { provider: 'default' },
+            profile: 'coordinator',
+            context: { title: start.goal, agent: 'coordinator', worktree: '', branch: '', roster: membersText() },
+            contextChars: limits.contextChars,
+          },
+        ]);
         if (answer.toolCalls.length === 0) {
           outcome = 'finished';
           finalExcerpt = answer.textExcerpt;
@@ -1087,7 +1085,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
         for (const [index, call] of answer.toolCalls.entries()) {
           const ref: CallRef = { ...keys, step, callId: call.id };
           toolCalls += 1;
-          await executeTool(ref, index, call.name);
+          await executeTool(ref, index, call.name, call.label);
         }
         await dispatchReady();
       }
@@ -1123,7 +1121,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   }
 
   /** One Coordinator tool call: names outside the allowlist, and a re-read of an unchanged board, are refused here. */
-  async function executeTool(ref: CallRef, index: number, name: string): Promise<void> {
+  async function executeTool(ref: CallRef, index: number, name: string, label?: string): Promise<void> {
     const refuse = async (code: string, message: string) => {
       refusals.push({ tool: name, code });
       keep(refusals, KEPT);
@@ -1136,7 +1134,9 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
         `the board is unchanged since you read it at revision ${readRevision}; end your turn and you will be woken when something happens`,
       );
     }
-    const effects = await toolsOn.coordinatorTool({ teamId: start.teamId, ref, index, tool: name, members: memberIds, turnsRunning: running() });
+    const effects = await toolsOn.coordinatorTool.executeWithOptions({ summary: `Coordinator ${label ?? name}` }, [
+      { teamId: start.teamId, ref, index, tool: name, members: memberIds, turnsRunning: running() },
+    ]);
     if (effects.certificate) {
       certificate = effects.certificate;
       candidate = 'certified';

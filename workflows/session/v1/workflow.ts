@@ -77,18 +77,23 @@ export async function childSessionV1(input: SessionWorkflowInput): Promise<Sessi
   let turnScope: CancellationScope | undefined;
 
   setHandler(sendUpdate, (send) => publish(state.enqueue(send)), {
+    description: 'Queue a task for this session (a session of the first layout: it answers its task id and queue position).',
     validator: (send) => {
       const problem = sendProblem(send);
       if (problem) throw orchardFailure(problem.code, problem.message);
       if (state.closed) throw closedFailure();
     },
   });
-  setHandler(sendSignal, (send) => {
-    const problem = sendProblem(send) ?? (state.closed ? { code: 'session_closed', message: 'session is closed' } : undefined);
-    // A signal cannot be answered: the refusal goes to the workflow log and nothing is queued.
-    if (problem) return log.info('send signal refused', { code: problem.code, reason: problem.message });
-    publish(state.enqueue(send));
-  });
+  setHandler(
+    sendSignal,
+    (send) => {
+      const problem = sendProblem(send) ?? (state.closed ? { code: 'session_closed', message: 'session is closed' } : undefined);
+      // A signal cannot be answered: the refusal goes to the workflow log and nothing is queued.
+      if (problem) return log.info('send signal refused', { code: problem.code, reason: problem.message });
+      publish(state.enqueue(send));
+    },
+    { description: 'Queue a task without an answer (a refused one is logged, nothing is queued).' },
+  );
   setHandler(
     cancelUpdate,
     async (cancel) => {
@@ -98,13 +103,14 @@ export async function childSessionV1(input: SessionWorkflowInput): Promise<Sessi
       return state.view();
     },
     {
+      description: 'Cancel the session: the running turn is stopped, the session closes, and its final view is the answer.',
       validator: (_cancel) => {
         if (state.closed) throw closedFailure();
       },
     },
   );
-  setHandler(statusQuery, () => state.view());
-  setHandler(transcriptRefsQuery, () => state.transcriptRefs());
+  setHandler(statusQuery, () => state.view(), { description: 'The session: status, current task, queue, last turn.' });
+  setHandler(transcriptRefsQuery, () => state.transcriptRefs(), { description: 'Turn refs under which the transcript is stored in Postgres.' });
 
   function closedFailure() {
     return orchardFailure('session_closed', `session ${create.sessionId} is ${state.status}: create a new session`);

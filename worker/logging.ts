@@ -12,8 +12,12 @@ export function createLogger(level = process.env.ORCHARD_LOG_LEVEL ?? 'warn'): p
 
 const LEVELS: Record<LogLevel, pino.Level> = { TRACE: 'trace', DEBUG: 'debug', INFO: 'info', WARN: 'warn', ERROR: 'error' };
 
-/** Routes the Temporal SDK's logs (worker, workflow and activity loggers) into pino. */
-export function installSdkLogger(logger: pino.Logger): void {
+/**
+ * Routes the Temporal SDK's logs (worker, workflow and activity loggers) into pino. With `sdkMetricsAddress`
+ * (`host:port`), the runtime also exports the SDK's metrics there in Prometheus' format (worker/metrics-server.ts
+ * passes them on at `/metrics/temporal`).
+ */
+export function installSdkLogger(logger: pino.Logger, sdkMetricsAddress?: string): void {
   const write = (level: LogLevel, message: string, meta?: LogMetadata) => {
     // A host-queue worker runs no workflows by design; the SDK warns about that on every start.
     const effective = message.startsWith('No workflows registered') ? 'DEBUG' : level;
@@ -29,5 +33,11 @@ export function installSdkLogger(logger: pino.Logger): void {
   };
   // The core's own logs (Rust) are forwarded into the same logger: left to the default they are printed on stdout
   // with terminal colours, where they break `--json` output (seen: `orchard demo team --json` on a loaded machine).
-  Runtime.install({ logger: sdkLogger, telemetryOptions: { logging: { forward: {}, filter: { core: 'WARN', other: 'ERROR' } } } });
+  Runtime.install({
+    logger: sdkLogger,
+    telemetryOptions: {
+      logging: { forward: {}, filter: { core: 'WARN', other: 'ERROR' } },
+      ...(sdkMetricsAddress ? { metrics: { prometheus: { bindAddress: sdkMetricsAddress } } } : {}),
+    },
+  });
 }

@@ -44,6 +44,8 @@ export interface ToolContext {
   commandSlots?: CommandSlots;
   /** Called once teardown verified that nothing of the group is alive. */
   onGroupGone?: (pgid: number) => Promise<void>;
+  /** Called with the typed reason when the call is refused before it runs (a guard reason or an error code). */
+  onRefused?: (reason: string) => void;
 }
 
 export interface ToolResult extends ToolOutput {
@@ -83,9 +85,14 @@ export function isExecutableTool(name: string): name is ExecutableTool {
 export function refusal(code: string, message: string): ToolResult {
   return { ok: false, content: `error (${code}): ${message}`, durationMs: 0 };
 }
+const refusedWith = refusal;
 
 /** Parses the model's arguments and runs one tool. Expected failures come back as results, not throws. */
 export async function runTool(name: ExecutableTool, rawArguments: string, ctx: ToolContext): Promise<ToolResult> {
+  const refusal = (code: string, message: string): ToolResult => {
+    ctx.onRefused?.(code);
+    return refusedWith(code, message);
+  };
   let json: unknown;
   try {
     json = rawArguments.trim() === '' ? {} : JSON.parse(rawArguments);
@@ -113,6 +120,7 @@ export async function runTool(name: ExecutableTool, rawArguments: string, ctx: T
     const { command } = parsed.data as z.infer<typeof argsSchemas.bash>;
     const admission = await admitIsolated({ command, worktree: ctx.worktree, branch: ctx.branch, confinement: ctx.confinement });
     if (!admission.admitted) {
+      ctx.onRefused?.(admission.decision && !admission.decision.allowed ? admission.decision.reason : admission.code);
       const content = admission.code === 'guard_refused' ? admission.message : `error (${admission.code}): ${admission.message}`;
       return { ok: false, content, durationMs: performance.now() - started };
     }

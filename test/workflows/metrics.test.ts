@@ -2,7 +2,7 @@ import test from 'ava';
 import { memberSessionId } from '../../contract/member-session';
 import { startMetricsServer } from '../../worker/metrics-server';
 import { startScriptedTeam, type Call } from '../helpers/team';
-import { git, uniqueId, writeScenario } from '../helpers/orchard';
+import { git, testConfinement, uniqueId, writeScenario } from '../helpers/orchard';
 import { waitFor } from '../helpers/wait';
 
 /**
@@ -83,6 +83,37 @@ test('after a refused tool call, an orchestrator message and a certified team ru
   const { rows } = await orchard.pool.query(`SELECT content FROM transcript_entries WHERE session_id = $1 AND role = 'tool'`, [sessionId]);
   t.regex(String(rows[0]?.content), /\(moves_other_ref\)/);
 
+  // Where commands run in the sandbox: a command that points the child's HEAD at main is put back and holds the worktree.
+  const sandboxed = (await testConfinement()).mode === 'sandbox';
+  const heldId = uniqueId('metered-held');
+  if (sandboxed) {
+    const held = writeScenario({
+      name: 'held',
+      turns: [
+        {
+          steps: [
+            {
+              tool_calls: [
+                { name: 'write_file', arguments: { path: 'hack.sh', content: 'git symbolic-ref HEAD refs/heads/main\n' } },
+                { name: 'bash', arguments: { command: `git checkout -q orchard/${heldId}/work && bash hack.sh` } },
+              ],
+            },
+            { content: 'held' },
+          ],
+        },
+      ],
+    });
+    await orchard.client.createSession({
+      sessionId: heldId,
+      title: 'held',
+      repo: h.repo,
+      isolated: true,
+      model: { provider: 'scripted', scenario: held },
+      task: 'hold',
+    });
+    t.true((await orchard.client.waitUntilSettled(heldId, { afterTurn: 1 })).held);
+  } else t.log('no sandbox on this machine: no verification hold to count');
+
   // An orchestrator answers a message.
   const orchestratorId = uniqueId('metered-orch');
   const orchestratorMessage = 'What is the state of the login page work?';
@@ -132,6 +163,7 @@ test('after a refused tool call, an orchestrator message and a certified team ru
   t.true(total(samples, 'orchard_handoff_duration_seconds_count', { outcome: 'released' }) >= 1);
   t.true(total(samples, 'orchard_handoff_duration_seconds_sum', { outcome: 'released' }) > 0);
   t.true(total(samples, 'orchard_handoff_slo_misses_total') >= 1);
+  if (sandboxed) t.true(total(samples, 'orchard_sandbox_verification_holds_total') >= 1);
   t.true(total(samples, 'orchard_certificate_validations_total', { result: 'issued' }) >= 1);
   for (const role of ['session', 'orchestrator', 'coordinator'])
     for (const type of ['prompt', 'completion']) t.true(total(samples, 'orchard_model_tokens_total', { type, role }) > 0, `${type} tokens of ${role}`);
@@ -149,6 +181,8 @@ test('after a refused tool call, an orchestrator message and a certified team ru
   const worktree = session.worktree!;
   const content = [
     sessionId,
+    heldId,
+    'hack.sh',
     orchestratorId,
     h.teamId,
     memberSessionId(h.teamId, 'implementer'),

@@ -86,6 +86,7 @@ async function execute(deps: ExecutorDeps, input: ExecuteToolInput): Promise<Exe
       pool,
       { team: input.team, sessionId: input.sessionId, messageId: `${input.sessionId}/${callKey}`, rawArguments: call.function.arguments },
       deps.teamLiveness,
+      (code) => metrics.toolRefused(input.profile, code),
     );
     await record(sent.output.content);
     return { tool, outcome: 'settled', ok: sent.output.ok, message: sent.message };

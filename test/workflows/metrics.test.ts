@@ -7,7 +7,7 @@ import { waitFor } from '../helpers/wait';
 
 /**
  * Issue 21, deliverable 7: metrics without content. Real work against a real worker — an isolated session whose
- * bash call the guard refuses, an orchestrator answering a message, a team run with a reassign (its handoff missing a
+ * bash call the guard refuses, an orchestrator routing a message to a child whose result comes back as a manifest, a team run with a reassign (its handoff missing a
  * 1 s SLO, then released) and a certified delivery — then `GET /metrics` over HTTP from the server the worker
  * starts. The counters moved, and no label value (nor anything else in the scrape) carries a prompt, a task, a
  * command, a path or an id of the run.
@@ -114,16 +114,26 @@ test('after a refused tool call, an orchestrator message and a certified team ru
     t.true((await orchard.client.waitUntilSettled(heldId, { afterTurn: 1 })).held);
   } else t.log('no sandbox on this machine: no verification hold to count');
 
-  // An orchestrator answers a message.
+  // An orchestrator (the scripted router) creates a child for the message; the child's result comes back as a manifest.
   const orchestratorId = uniqueId('metered-orch');
   const orchestratorMessage = 'What is the state of the login page work?';
-  await orchard.client.startOrchestrator({ orchestratorId, repo: h.repo });
+  const router = writeScenario({
+    name: 'router',
+    router: { topics: [{ title: 'login page', topic: 'login-page', keywords: ['login'] }] },
+    turns: [{ steps: [{ content: 'child finished' }] }],
+  });
+  const routed = { provider: 'scripted' as const, scenario: router };
+  await orchard.client.startOrchestrator({ orchestratorId, repo: h.repo, model: routed, childModel: routed });
   await orchard.client.message(orchestratorId, { text: orchestratorMessage });
-  await waitFor(
-    async () => ((await orchard.client.orchestratorStatus(orchestratorId)).turnsCompleted >= 1 ? true : undefined),
+  const orchestrated = await waitFor(
+    async () => {
+      const v = await orchard.client.orchestratorStatus(orchestratorId);
+      return v.turnsCompleted >= 2 && v.children.length === 1 ? v : undefined;
+    },
     60_000,
-    'the orchestrator turn',
+    'the message turn and the manifest turn',
   );
+  const childId = orchestrated.children[0].childId;
 
   // The team: the implementer writes, the task is reassigned, the replacement completes, the Coordinator reads the
   // board twice (the second read is refused: nothing changed) and requests completion.
@@ -159,6 +169,7 @@ test('after a refused tool call, an orchestrator message and a certified team ru
   t.true(total(samples, 'orchard_coordinator_turn_ends_total', { outcome: 'waiting_for_org_event' }) >= 1, 'a turn without progress');
   t.true(total(samples, 'orchard_wake_coalesced_events_count', { kind: 'coordinator' }) >= 1, 'a Coordinator wake on work facts');
   t.true(total(samples, 'orchard_wake_coalesced_events_sum', { kind: 'coordinator' }) >= 1);
+  t.true(total(samples, 'orchard_wake_coalesced_events_count', { kind: 'orchestrator' }) >= 1, "an orchestrator manifest of its child's result");
   t.true(total(samples, 'orchard_handoff_outcomes_total', { outcome: 'released' }) >= 1);
   t.true(total(samples, 'orchard_handoff_duration_seconds_count', { outcome: 'released' }) >= 1);
   t.true(total(samples, 'orchard_handoff_duration_seconds_sum', { outcome: 'released' }) > 0);
@@ -184,6 +195,8 @@ test('after a refused tool call, an orchestrator message and a certified team ru
     heldId,
     'hack.sh',
     orchestratorId,
+    childId,
+    'login page',
     h.teamId,
     memberSessionId(h.teamId, 'implementer'),
     'measured',

@@ -26,6 +26,7 @@ import { createOrchestratorActivities } from './orchestrator';
 import { createTeamActivities, createTeamHostActivities, type TeamActivityHooks } from './team';
 import { limitsFromEnv } from './limits';
 import { withHeartbeats, type AbortBinding } from './heartbeat';
+import { metrics } from './metrics';
 
 export interface SharedActivityDeps {
   pool: Pool;
@@ -109,7 +110,8 @@ export function createSharedActivities(deps: SharedActivityDeps): SharedActiviti
     },
     /** Accepted tasks' text goes to Postgres; history and continue-as-new carry their ids. */
     async storeTasks(tasks) {
-      await storeTasks(deps.pool, tasks);
+      const inserted = await storeTasks(deps.pool, tasks);
+      for (const t of tasks) if (t.coalesced && inserted.has(`${t.executionId}/${t.taskId}`)) metrics.wakeCoalesced(t.coalesced.kind, t.coalesced.events);
     },
     /** Terminal states of tasks; a terminal row never changes again. */
     async endTasks(input) {

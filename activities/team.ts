@@ -45,6 +45,7 @@ import {
   type TeamResultRecord,
 } from './store/team';
 import { validateClosure } from '../workflows/team/closure';
+import { metrics } from './metrics';
 import { parseLeaseHolder, sessionBranch } from '../contract/ids';
 import { memberSessionIdAs } from '../contract/member-session';
 import { appendEntry, findAssistantMessage } from './store/transcript';
@@ -270,6 +271,7 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
               completion_candidate: { state: candidate.candidate, reasons: candidate.reasons.map((r) => r.code) },
             });
             effects = { readRevision: board.workRevision };
+            metrics.coordinatorObserved();
             break;
           }
           case 'task_get': {
@@ -342,8 +344,10 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
             // such as a merge), it is the answer, with the result it names.
             const issued = await findCertificate(deps.pool, teamId, board.generation);
             let certificate: RunCompletionCertificate;
-            if (issued) certificate = issued;
-            else {
+            if (issued) {
+              certificate = issued;
+              metrics.certificateValidated('already_issued');
+            } else {
               const closure = validateClosure(closureInputOf(board, input.turnsRunning ?? 0));
               if (closure.outcome !== 'delivered') {
                 throw new TeamStoreRefusal(
@@ -364,6 +368,7 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
                   }),
                 ).then((issued) => issued.result),
               );
+              metrics.certificateValidated('issued');
             }
             await syncResultBranch(teamId);
             content = `delivered: certificate ${certificate.certificateId}\n${JSON.stringify(certificate)}\nNow give the user your final summary, citing the certificate.`;
@@ -385,6 +390,8 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
           const code: string = err instanceof SyntaxError ? 'tool_args_invalid' : (err as TeamStoreRefusal | TeamGitRefusal | OrchardError).code;
           content = `error (${code}): ${err.message}; nothing was changed`;
           effects = { refused: code };
+          metrics.toolRefused('coordinator', code);
+          if (input.tool === 'org_run_complete' && code !== 'tool_args_invalid') metrics.certificateValidated('refused');
         } else throw err;
       }
       await record(ref, input.index, content!);
@@ -394,6 +401,7 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
     /** Records a tool result the workflow decided itself (a refusal before any store query). */
     async recordCoordinatorResult(input) {
       await record(input, input.index, input.content);
+      if (input.code) metrics.toolRefused('coordinator', input.code);
     },
 
     /**
@@ -449,7 +457,8 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
     /** A receipt's next state. A release or a user's resolution may close the board: it answers the candidate too. */
     async moveReceipt(input) {
       await deps.hooks?.beforeMoveReceipt?.(input);
-      const { result, revision } = await moveReceipt(deps.pool, input.teamId, input.receiptId, input.to, input);
+      const { result, revision, change } = await moveReceipt(deps.pool, input.teamId, input.receiptId, input.to, input);
+      if (change) metrics.receiptMoved(input.to, change.elapsedMs, change.missedSlo);
       const settles = input.to === 'released' || input.resolution !== undefined;
       return { receipt: result, revision, ...(settles ? await candidateOf(input.teamId) : {}) };
     },

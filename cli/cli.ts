@@ -41,7 +41,9 @@ const log = (line: string) => console.log(`[orchard] ${line}`);
 program
   .command('dev')
   .description('boot the embedded stack (Temporal dev server + PGlite unless configured) and a worker, in the foreground')
-  .action(async () => {
+  .option('--metrics-port <port>', 'serve GET /metrics on this port (ORCHARD_METRICS_PORT; docs/operations.md, Metrics)')
+  .action(async (options: { metricsPort?: string }) => {
+    if (options.metricsPort !== undefined) process.env.ORCHARD_METRICS_PORT = options.metricsPort;
     const { startOrchard } = await import('../worker/runtime');
     const { readStackFile, writeStackFile, removeStackFile } = await import('../worker/stack');
     const running = readStackFile(PROJECT_ROOT);
@@ -73,7 +75,9 @@ program
   .description('run a worker against an existing Temporal (TEMPORAL_ADDRESS / temporal.toml) and PostgreSQL (DATABASE_URL)')
   .option('--host-only', "poll only this host's worktree queue (no workflows, no model calls)")
   .option('--scripted <scenario>', 'answer model calls from this scripted scenario file instead of ORCHARD_MODEL_URL (demos, tests)')
-  .action(async (options: { hostOnly?: boolean; scripted?: string }) => {
+  .option('--metrics-port <port>', 'serve GET /metrics on this port (ORCHARD_METRICS_PORT; docs/operations.md, Metrics)')
+  .action(async (options: { hostOnly?: boolean; scripted?: string; metricsPort?: string }) => {
+    if (options.metricsPort !== undefined) process.env.ORCHARD_METRICS_PORT = options.metricsPort;
     const { modelProviderFor, startOrchard } = await import('../worker/runtime');
     if (options.scripted && process.env.ORCHARD_MODEL_URL) log(`--scripted ${options.scripted}: ORCHARD_MODEL_URL is ignored`);
     // First, before connecting anywhere: a worker without a model refuses to start.

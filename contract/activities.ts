@@ -31,6 +31,8 @@ export interface StoredTask {
   readonly task: string;
   readonly requestId?: string;
   readonly from?: string;
+  /** A wake that stands for several events (a Coordinator's work facts, an orchestrator's child results): how many (metrics). */
+  readonly coalesced?: { readonly kind: 'coordinator' | 'orchestrator'; readonly events: number };
 }
 
 export interface TaskEnd {
@@ -67,6 +69,11 @@ export interface ModelStepInput {
   context: SessionContext;
   /** Characters of conversation sent at most; older turns are left out whole beyond it. */
   contextChars?: number;
+  /**
+   * A Coordinator's step: whether its turn has committed a fact so far. A final answer (no tool calls) then ends the
+   * turn `finished`, or `waiting_for_org_event` when it has not (counted in the metrics).
+   */
+  progressed?: boolean;
 }
 
 export interface ModelStepResult {

@@ -102,7 +102,7 @@ export interface TeamActivities {
     turnsRunning?: number;
   }): Promise<CoordinatorToolEffects>;
   /** Records a tool result the workflow decided itself (a refusal before any store query). */
-  recordCoordinatorResult(input: CallRef & { index: number; content: string }): Promise<void>;
+  recordCoordinatorResult(input: CallRef & { index: number; content: string; code?: string }): Promise<void>;
   /** Starts a task's execution: the board marks it in progress and its text goes to the owner's session. */
   dispatchTask(input: {
     teamId: string;

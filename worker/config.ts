@@ -43,6 +43,11 @@ export interface WorkerConfig {
    * run); then the SDK cancels them, and a tool call cut short is reported to the model as `unknown`.
    */
   shutdownGraceSeconds: number;
+  /**
+   * ORCHARD_METRICS_PORT: where the worker serves `GET /metrics` (Orchard's metrics) and `GET /metrics/temporal` (the
+   * Temporal SDK's); unset, no metrics endpoint. ORCHARD_METRICS_HOST: the address it binds (all interfaces when unset).
+   */
+  metrics?: { port: number; host?: string };
 }
 
 /** Long enough for a typical build or test run to finish during a deploy. */
@@ -81,7 +86,19 @@ export function workerConfigFromEnv(env: NodeJS.ProcessEnv = process.env, cwd = 
     stateDir,
     maxConcurrentCommands: maxCommandsFromEnv(env.ORCHARD_MAX_COMMANDS),
     shutdownGraceSeconds: nonNegativeSeconds(env, 'ORCHARD_SHUTDOWN_GRACE_SECONDS', DEFAULT_SHUTDOWN_GRACE_SECONDS),
+    metrics: metricsFromEnv(env),
   };
+}
+
+function metricsFromEnv(env: NodeJS.ProcessEnv): WorkerConfig['metrics'] {
+  const raw = env.ORCHARD_METRICS_PORT?.trim();
+  if (!raw) return undefined;
+  const port = Number(raw);
+  if (!Number.isInteger(port) || port < 1 || port > 65535) {
+    throw new ConfigError(`ORCHARD_METRICS_PORT must be a TCP port (1 to 65535), got ${JSON.stringify(raw)}`);
+  }
+  const host = env.ORCHARD_METRICS_HOST?.trim();
+  return { port, ...(host ? { host } : {}) };
 }
 
 function nonNegativeSeconds(env: NodeJS.ProcessEnv, name: string, fallback: number): number {

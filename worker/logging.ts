@@ -35,8 +35,12 @@ function isTypedRefusal(error: unknown): boolean {
   return false;
 }
 
-/** Routes the Temporal SDK's logs (worker, workflow and activity loggers) into pino. */
-export function installSdkLogger(logger: pino.Logger): void {
+/**
+ * Routes the Temporal SDK's logs (worker, workflow and activity loggers) into pino. With `sdkMetricsAddress`
+ * (`host:port`), the runtime also exports the SDK's metrics there in Prometheus' format (worker/metrics-server.ts
+ * passes them on at `/metrics/temporal`).
+ */
+export function installSdkLogger(logger: pino.Logger, sdkMetricsAddress?: string): void {
   const write = (level: LogLevel, message: string, meta?: LogMetadata) => {
     logger[LEVELS[sdkLogLevel(level, message, meta)]](meta ?? {}, message);
   };
@@ -50,5 +54,11 @@ export function installSdkLogger(logger: pino.Logger): void {
   };
   // The core's own logs (Rust) are forwarded into the same logger: left to the default they are printed on stdout
   // with terminal colours, where they break `--json` output (seen: `orchard demo team --json` on a loaded machine).
-  Runtime.install({ logger: sdkLogger, telemetryOptions: { logging: { forward: {}, filter: { core: 'WARN', other: 'ERROR' } } } });
+  Runtime.install({
+    logger: sdkLogger,
+    telemetryOptions: {
+      logging: { forward: {}, filter: { core: 'WARN', other: 'ERROR' } },
+      ...(sdkMetricsAddress ? { metrics: { prometheus: { bindAddress: sdkMetricsAddress } } } : {}),
+    },
+  });
 }

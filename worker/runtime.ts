@@ -17,6 +17,8 @@ import { PayloadKeyError } from '../client/codec';
 import { assertSearchAttributes } from './search-attributes';
 import { registerHost, type HostRegistration } from './host-identity';
 import { createOrchardWorkers, type OrchardWorkers } from './worker';
+import { startMetricsServer, type MetricsServer } from './metrics-server';
+import { createServer } from 'node:net';
 
 export { PROJECT_ROOT } from './config';
 
@@ -84,8 +86,10 @@ export interface StartOrchardOptions {
  * what `orchard dev`, `orchard worker` and `npm start` run in the foreground.
  */
 export async function startOrchard(log: (line: string) => void, options: StartOrchardOptions = {}): Promise<RunningOrchard> {
-  installSdkLogger(createLogger());
   const config = workerConfigFromEnv(process.env, PROJECT_ROOT);
+  // With a metrics port, the SDK's own metrics are exported on a loopback port and passed on at /metrics/temporal.
+  const sdkMetricsAddress = config.metrics ? `127.0.0.1:${await freeLoopbackPort()}` : undefined;
+  installSdkLogger(createLogger(), sdkMetricsAddress);
   // Payload encryption (ORCHARD_PAYLOAD_KEY*): bad key material stops the worker here, before anything is booted.
   const dataConverter = payloadDataConverter();
   // Before anything is booted or connected: a worker without a model has nothing to start.
@@ -97,8 +101,16 @@ export async function startOrchard(log: (line: string) => void, options: StartOr
   let clientConnection: Connection | undefined;
   let registration: HostRegistration | undefined;
   let workers: OrchardWorkers | undefined;
+  let metricsServer: MetricsServer | undefined;
   let lost: OrchardError | undefined;
   try {
+    if (config.metrics) {
+      metricsServer = await startMetricsServer({ ...config.metrics, sdkMetricsUrl: `http://${sdkMetricsAddress}/metrics` }).catch((err: unknown) => {
+        const message = err instanceof Error ? err.message : String(err);
+        throw new OrchardError('invalid_input', `ORCHARD_METRICS_PORT=${config.metrics!.port}: cannot serve metrics there (${message})`);
+      });
+      log(`metrics: http://${config.metrics.host ?? 'localhost'}:${metricsServer.port}/metrics (Temporal SDK: /metrics/temporal)`);
+    }
     connection = await NativeConnection.connect(nativeConnectionOptions(target));
     clientConnection = await Connection.connect(clientConnectionOptions(target));
     // Refuse now, with the commands that fix it, rather than fail every session start in this namespace later.
@@ -144,6 +156,7 @@ export async function startOrchard(log: (line: string) => void, options: StartOr
     const client = new OrchardClient(temporal, { taskQueue: config.taskQueue, defaultHost: config.hostId });
     const conn = connection;
     const cconn = clientConnection;
+    const served = metricsServer;
     let stopping: Promise<void> | undefined;
     return {
       stack,
@@ -160,6 +173,7 @@ export async function startOrchard(log: (line: string) => void, options: StartOr
           await workersDone.catch(() => undefined);
           // Only now: the host's activities have finished or been cancelled.
           await held.release();
+          await served?.close();
           await cconn.close().catch(() => undefined);
           await conn.close().catch(() => undefined);
           await pool.end().catch(() => undefined);
@@ -168,12 +182,22 @@ export async function startOrchard(log: (line: string) => void, options: StartOr
     };
   } catch (err) {
     await registration?.release();
+    await metricsServer?.close();
     await clientConnection?.close().catch(() => undefined);
     await connection?.close().catch(() => undefined);
     await pool.end().catch(() => undefined);
     await stack.stop();
     throw err;
   }
+}
+
+/** A loopback port nobody listens on now (for the runtime's own Prometheus exporter, which takes an address, not 0). */
+async function freeLoopbackPort(): Promise<number> {
+  const probe = createServer();
+  await new Promise<void>((resolve, reject) => probe.once('error', reject).listen(0, '127.0.0.1', resolve));
+  const { port } = probe.address() as { port: number };
+  await new Promise<void>((resolve) => probe.close(() => resolve()));
+  return port;
 }
 
 function payloadDataConverter(): ReturnType<typeof dataConverterFromEnv> {

@@ -10,6 +10,7 @@ import { turnKeyOf, type TurnKey } from '../store/keys';
 import { markTaskRunning, taskText } from '../store/tasks';
 import { appendEntry, findAssistantMessage, loadConversation } from '../store/transcript';
 import { recordModelCall } from '../store/usage';
+import { metrics } from '../metrics';
 import { promptFor } from './prompt';
 import type { ModelStepInput, ModelStepResult } from '../../contract/activities';
 import { ModelError, type AssistantMessage, type ModelProvider, type ToolCall } from './types';
@@ -61,7 +62,11 @@ export async function modelStep(pool: Pool, resolve: ProviderResolver, input: Mo
   }
   const message = withUniqueCallIds(response.message);
   await appendEntry(pool, { ...key, step: input.step, ordinal: 0 }, message);
-  await recordModelCall(pool, { ...key, step: input.step, provider: provider.name, latencyMs: performance.now() - started }, response);
+  const recordedNow = await recordModelCall(pool, { ...key, step: input.step, provider: provider.name, latencyMs: performance.now() - started }, response);
+  if (recordedNow) {
+    metrics.modelTokens(input.profile, response.usage);
+    if (input.profile === 'coordinator' && input.progressed !== undefined && !message.tool_calls?.length) metrics.coordinatorTurnEnded(input.progressed);
+  }
   // Return what stands in the store: if a concurrent attempt won the insert, its answer is the answer.
   return summarize((await findAssistantMessage(pool, key.turnId, input.step)) ?? message, input.profile);
 }

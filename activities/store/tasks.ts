@@ -7,12 +7,14 @@ import type { StoredTask, TaskEnd } from '../../contract/activities';
  */
 
 /** Idempotent: a retried store keeps the first text (a task id is never reused within a chain). */
-export async function storeTasks(pool: Pool, tasks: readonly StoredTask[]): Promise<void> {
-  if (tasks.length === 0) return;
-  await pool.query(
+/** Stores tasks (idempotent); answers the ids of those this call inserted (a retry's repeats are not among them). */
+export async function storeTasks(pool: Pool, tasks: readonly StoredTask[]): Promise<Set<string>> {
+  if (tasks.length === 0) return new Set();
+  const { rows } = await pool.query<{ execution_id: string; task_id: string }>(
     `INSERT INTO session_tasks (execution_id, task_id, session_id, request_id, sender, task, state)
      SELECT * , 'queued' FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
-     ON CONFLICT (execution_id, task_id) DO NOTHING`,
+     ON CONFLICT (execution_id, task_id) DO NOTHING
+     RETURNING execution_id, task_id`,
     [
       tasks.map((t) => t.executionId),
       tasks.map((t) => t.taskId),
@@ -22,6 +24,7 @@ export async function storeTasks(pool: Pool, tasks: readonly StoredTask[]): Prom
       tasks.map((t) => t.task),
     ],
   );
+  return new Set(rows.map((r) => `${r.execution_id}/${r.task_id}`));
 }
 
 export async function taskText(pool: Pool, executionId: string, taskId: string): Promise<string | undefined> {

@@ -787,8 +787,10 @@ export async function moveReceipt(
   receiptId: string,
   to: ReceiptState,
   extra: { sloMissed?: boolean; resolution?: unknown; why?: string } = {},
-): Promise<{ result: HandoffReceipt; revision: number }> {
-  return commit(pool, teamId, { kind: 'system' }, 'handoff', async ({ c }) => {
+): Promise<{ result: HandoffReceipt; revision: number; change?: ReceiptChange }> {
+  let change: ReceiptChange | undefined;
+  const moved = await commit(pool, teamId, { kind: 'system' }, 'handoff', async ({ c }) => {
+    change = undefined;
     const { rows } = await c.query(`SELECT * FROM team_handoff_receipts WHERE receipt_id = $1 AND team_id = $2 FOR UPDATE`, [receiptId, teamId]);
     if (!rows[0]) throw new TeamStoreRefusal('receipt_not_found', `no handoff receipt ${receiptId}`);
     const receipt = toReceipt(rows[0]);
@@ -798,14 +800,25 @@ export async function moveReceipt(
     if (same || final) return { result: receipt };
     const updated = await c.query(
       `UPDATE team_handoff_receipts SET state = $3, slo_missed = slo_missed OR $4, resolution = COALESCE($5, resolution), updated_at = now()
-       WHERE receipt_id = $1 AND team_id = $2 RETURNING *`,
+       WHERE receipt_id = $1 AND team_id = $2 RETURNING *, extract(epoch FROM (now() - created_at)) * 1000 AS elapsed_ms`,
       [receiptId, teamId, to, extra.sloMissed ?? false, extra.resolution === undefined ? null : JSON.stringify(extra.resolution)],
     );
+    change = { from: receipt.state, elapsedMs: Number(updated.rows[0].elapsed_ms), missedSlo: extra.sloMissed === true && !receipt.sloMissed };
     return {
       result: toReceipt(updated.rows[0]),
       fact: { kind: `handoff_${to}`, taskId: receipt.oldTaskId, detail: { receiptId, sloMissed: extra.sloMissed, why: extra.why } },
     };
   });
+  return change ? { ...moved, change } : moved;
+}
+
+/** What a receipt's move changed (absent when it changed nothing: a repeat, or a final receipt). */
+interface ReceiptChange {
+  readonly from: ReceiptState;
+  /** Since the fence wrote the receipt. */
+  readonly elapsedMs: number;
+  /** This move recorded the SLO miss (it was not recorded before). */
+  readonly missedSlo: boolean;
 }
 
 /**

@@ -18,6 +18,7 @@ import { isExecutableTool, isMutatingTool, refusal, runTool } from './run-tool';
 import { sendMemberMessage } from './member-message';
 import type { SessionLiveness } from '../../contract/temporal-port';
 import type { ExecuteToolInput, ExecuteToolResult, Lease } from '../../contract/activities';
+import { metrics } from '../metrics';
 
 export interface ExecutorDeps {
   pool: Pool;
@@ -85,6 +86,7 @@ async function execute(deps: ExecutorDeps, input: ExecuteToolInput): Promise<Exe
       pool,
       { team: input.team, sessionId: input.sessionId, messageId: `${input.sessionId}/${callKey}`, rawArguments: call.function.arguments },
       deps.teamLiveness,
+      (code) => metrics.toolRefused(input.profile, code),
     );
     await record(sent.output.content);
     return { tool, outcome: 'settled', ok: sent.output.ok, message: sent.message };
@@ -140,6 +142,7 @@ async function run(deps: ExecutorDeps, input: ExecuteToolInput, tool: string, ar
   const { pool } = deps;
   const offered = TOOL_PROFILES[input.profile].some((d) => d.name === tool);
   if (!offered || !isExecutableTool(tool)) {
+    metrics.toolRefused(input.profile, 'tool_unknown');
     return { output: refusal('tool_unknown', `there is no tool named ${tool}; use one of the tools you were given`) };
   }
   const context = Context.current();
@@ -156,8 +159,13 @@ async function run(deps: ExecutorDeps, input: ExecuteToolInput, tool: string, ar
     // Keyed like the lease (`<host>:<path>`): a hold belongs to the worktree, whichever session holds it next.
     holds: {
       open: () => openHold(pool, input.lease.worktree),
-      hold: (command, changes) => holdWorktree(pool, { worktree: input.lease.worktree, sessionId: input.sessionId, command, changes }),
+      hold: async (command, changes) => {
+        const hold = await holdWorktree(pool, { worktree: input.lease.worktree, sessionId: input.sessionId, command, changes });
+        metrics.verificationHeld();
+        return hold;
+      },
     },
+    onRefused: (reason) => metrics.toolRefused(input.profile, reason),
     bashTimeoutMs: input.bashTimeoutSeconds * 1000,
     maxOutputBytes: deps.maxOutputBytes,
     commandSlots: deps.commandSlots,

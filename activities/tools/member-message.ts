@@ -31,9 +31,14 @@ export async function sendMemberMessage(
   pool: Pool,
   input: { team: TeamMembership; sessionId: string; messageId: string; rawArguments: string },
   teamLiveness?: (teamId: string) => Promise<SessionLiveness>,
+  /** Called with the typed code of a refusal (metrics). */
+  onRefused?: (code: string) => void,
 ): Promise<{ output: ToolOutput; message?: MemberMessageFact & { revision: number } }> {
   const started = performance.now();
-  const refused = (code: string, why: string) => ({ output: { ...refusal(code, `${why}; nothing was sent`), durationMs: performance.now() - started } });
+  const refused = (code: string, why: string) => {
+    onRefused?.(code);
+    return { output: { ...refusal(code, `${why}; nothing was sent`), durationMs: performance.now() - started } };
+  };
   let json: unknown;
   try {
     json = input.rawArguments.trim() === '' ? {} : JSON.parse(input.rawArguments);

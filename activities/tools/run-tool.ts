@@ -44,6 +44,8 @@ export interface ToolContext {
   commandSlots?: CommandSlots;
   /** Called once teardown verified that nothing of the group is alive. */
   onGroupGone?: (pgid: number) => Promise<void>;
+  /** Called with the typed reason when the call is refused before it runs (a guard reason or an error code). */
+  onRefused?: (reason: string) => void;
 }
 
 /** A running command as its activity's heartbeat details show it: small (the command cut short, a bounded output tail). */
@@ -96,16 +98,20 @@ export function refusal(code: string, message: string): ToolResult {
 
 /** Parses the model's arguments and runs one tool. Expected failures come back as results, not throws. */
 export async function runTool(name: ExecutableTool, rawArguments: string, ctx: ToolContext): Promise<ToolResult> {
+  const refuse = (code: string, message: string): ToolResult => {
+    ctx.onRefused?.(code);
+    return refusal(code, message);
+  };
   let json: unknown;
   try {
     json = rawArguments.trim() === '' ? {} : JSON.parse(rawArguments);
   } catch {
-    return refusal('tool_args_invalid', `arguments of ${name} are not valid JSON`);
+    return refuse('tool_args_invalid', `arguments of ${name} are not valid JSON`);
   }
   const parsed = argsSchemas[name].safeParse(json);
   if (!parsed.success) {
     const issues = parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
-    return refusal('tool_args_invalid', `arguments of ${name} do not match its schema: ${issues}`);
+    return refuse('tool_args_invalid', `arguments of ${name} do not match its schema: ${issues}`);
   }
   const started = performance.now();
   const done = (ok: boolean, content: string): ToolResult => ({ ok, content, durationMs: performance.now() - started });
@@ -113,9 +119,9 @@ export async function runTool(name: ExecutableTool, rawArguments: string, ctx: T
   // A held worktree runs nothing: not bash, and not the git tools either, which run git on the host, where a `.git`
   // file or admin dir the command changed could point git at config the child wrote.
   if (ctx.isolated && HOLD_BLOCKS.has(name)) {
-    if (!ctx.holds) return refusal('verification_hold', "this worker cannot check the worktree's verification hold, so no command runs");
+    if (!ctx.holds) return refuse('verification_hold', "this worker cannot check the worktree's verification hold, so no command runs");
     const hold = await ctx.holds.open();
-    if (hold) return refusal('verification_hold', heldMessage(hold));
+    if (hold) return refuse('verification_hold', heldMessage(hold));
   }
   let guardNotes: string | undefined;
   let admitted: GuardDecision | undefined;
@@ -123,6 +129,7 @@ export async function runTool(name: ExecutableTool, rawArguments: string, ctx: T
     const { command } = parsed.data as z.infer<typeof argsSchemas.bash>;
     const admission = await admitIsolated({ command, worktree: ctx.worktree, branch: ctx.branch, confinement: ctx.confinement });
     if (!admission.admitted) {
+      ctx.onRefused?.(admission.decision && !admission.decision.allowed ? admission.decision.reason : admission.code);
       const content = admission.code === 'guard_refused' ? admission.message : `error (${admission.code}): ${admission.message}`;
       return { ok: false, content, durationMs: performance.now() - started };
     }
@@ -135,7 +142,7 @@ export async function runTool(name: ExecutableTool, rawArguments: string, ctx: T
       await ctx.beforeSideEffect();
     } catch (err) {
       const code = (err as { type?: string }).type ?? 'lease_stale';
-      return refusal(code, err instanceof Error ? err.message : String(err));
+      return refuse(code, err instanceof Error ? err.message : String(err));
     }
   }
   try {
@@ -175,7 +182,7 @@ export async function runTool(name: ExecutableTool, rawArguments: string, ctx: T
         if (result.pgid !== null && result.remaining.length === 0) await ctx.onGroupGone?.(result.pgid);
         // An unrecorded command must not run: one the worker could lose track of could outlive it unseen.
         if (result.notStarted && !result.cancelled) {
-          return refusal('command_not_started', `the command did not start (${result.notStartedReason}); none of it ran`);
+          return refuse('command_not_started', `the command did not start (${result.notStartedReason}); none of it ran`);
         }
         const status = result.cancelled
           ? 'cancelled (the process group was stopped)'

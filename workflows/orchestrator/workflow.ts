@@ -473,7 +473,8 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
       r.kind === 'each' ? [line(r.notice)] : [`- group ${r.groupId} complete (${r.notices.length} results):`, ...r.notices.map((n) => line(n, '  '))],
     );
     const text = [`Child results (${results.length}):`, ...lines].join('\n');
-    await storeActs.storeTasks([{ executionId, sessionId: start.orchestratorId, taskId: messageId, task: text }]);
+    const coalesced = { kind: 'orchestrator' as const, events: results.reduce((n, r) => n + (r.kind === 'each' ? 1 : r.notices.length), 0) };
+    await storeActs.storeTasks([{ executionId, sessionId: start.orchestratorId, taskId: messageId, task: text, coalesced }]);
     return { messageId, kind: 'manifest', excerpt: excerpt(text) };
   }
 

@@ -181,7 +181,8 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   // Every handoff driver this run started: awaited before the run continues-as-new, never left floating.
   const drivers = new Map<string, Promise<void>>();
   const handoffTimes = { ...DEFAULT_HANDOFF, ...(start.handoff ?? {}) };
-  // Emitted through the worker's telemetry (Prometheus when the runtime exports metrics); replay-safe.
+  // Emitted through the worker's telemetry (Prometheus when the runtime exports metrics); replay-safe. No labels: a
+  // team id is content (docs/operations.md, Metrics); orchard_handoff_slo_misses_total counts the same by store write.
   const sloMisses = metricMeter.createCounter('orchard_handoff_slo_missed', 'handoffs', 'Handoffs whose old execution was not released within the SLO');
 
   // Regular activities, not local ones: update handlers (a handoff's driver) run beside the main loop, and a local
@@ -631,7 +632,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       const slo = clocks.slo.then(async (fired) => {
         if (!fired || settled) return;
         await moveTo(receiptId, 'yielding', { sloMissed: true });
-        sloMisses.add(1, { team: start.teamId });
+        sloMisses.add(1);
         publish();
       });
       let why: string | undefined;
@@ -722,7 +723,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
           async () => {
             if (settled) return;
             await moveTo(receiptId, 'yielding', { sloMissed: true });
-            sloMisses.add(1, { team: start.teamId });
+            sloMisses.add(1);
             publish();
           },
           () => undefined,
@@ -1044,8 +1045,9 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     if (user) return user.messageId;
     const messageId = `e${nextMessageSeq++}`;
     const text = [`Work facts changed (revision ${knownRevision}):`, ...wake.events.map((e) => `- ${e}`)].join('\n');
+    const coalesced = { kind: 'coordinator' as const, events: wake.events.length };
     wake.events = [];
-    await store.storeTasks([{ executionId, sessionId: start.teamId, taskId: messageId, task: text }]);
+    await store.storeTasks([{ executionId, sessionId: start.teamId, taskId: messageId, task: text, coalesced }]);
     return messageId;
   }
 
@@ -1075,6 +1077,8 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
             profile: 'coordinator',
             context: { title: start.goal, agent: 'coordinator', worktree: '', branch: '', roster: membersText() },
             contextChars: limits.contextChars,
+            // Whether a final answer now ends the turn finished or waiting_for_org_event (see below): for the metrics.
+            progressed: knownRevision !== startRevision || (certificate !== undefined && !certifiedBefore),
           },
         ]);
         if (answer.toolCalls.length === 0) {
@@ -1125,7 +1129,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     const refuse = async (code: string, message: string) => {
       refusals.push({ tool: name, code });
       keep(refusals, KEPT);
-      await store.recordCoordinatorResult({ ...ref, index, content: `error (${code}): ${message}; nothing was done` });
+      await store.recordCoordinatorResult({ ...ref, index, content: `error (${code}): ${message}; nothing was done`, code });
     };
     if (!isCoordinatorTool(name)) return refuse('tool_not_allowed', `${name} is not one of your tools: you only orchestrate, members do the work`);
     if (name === 'task_list' && readRevision === knownRevision) {

@@ -25,6 +25,7 @@ import {
   createTeamRun,
   failTask,
   readBoard,
+  taskStatusOf,
   readInbox,
   recordTaskOutput,
   startTask,
@@ -504,6 +505,11 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
     /** Proof that the old runtime is quiescent (for a user's `release` after a timeout). */
     async checkQuiescent(input) {
       return quiescence(input);
+    },
+
+    /** A task's board status (absent: no such task), for a refusal that names what is wrong with a user's request. */
+    async taskStatus(input) {
+      return { status: await taskStatusOf(deps.pool, input.teamId, input.taskId) };
     },
 
     /** A user's cancel of a task that is not running, or "keep stopped" (cancels only a handoff's replacement). */

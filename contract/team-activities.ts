@@ -139,6 +139,8 @@ export interface TeamActivities {
   yieldExecution(input: { sessionId: string; reason: string; lease?: FencedLease }): Promise<Quiescence>;
   /** Proof that the old runtime is quiescent (for a user's `release` after a timeout). */
   checkQuiescent(input: { sessionId: string; lease?: FencedLease }): Promise<Quiescence>;
+  /** A task's status on the board; `status` absent when the board has no such task. */
+  taskStatus(input: { teamId: string; taskId: string }): Promise<{ status?: string }>;
   /** A user's cancel of a task that is not running, or "keep stopped" (cancels only a handoff's replacement). */
   cancelPendingTask(input: {
     teamId: string;

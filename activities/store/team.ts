@@ -191,6 +191,16 @@ function toTask(r: any): TeamTask {
   };
 }
 
+/** A task's status on the board, or undefined when the board has no such task (a read: no lock). */
+export async function taskStatusOf(pool: Pool, teamId: string, taskId: string): Promise<TeamTask['status'] | undefined> {
+  const c = await pool.connect();
+  try {
+    return (await taskRow(c, teamId, taskId, false))?.status;
+  } finally {
+    c.release();
+  }
+}
+
 async function requireTask(c: PoolClient, teamId: string, taskId: string): Promise<TeamTask> {
   const task = await taskRow(c, teamId, taskId);
   if (!task) throw new TeamStoreRefusal('task_not_found', `no task ${taskId}`);

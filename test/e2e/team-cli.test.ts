@@ -336,7 +336,7 @@ test('team reassign and resolve-handoff refuse what they cannot do with typed er
   ]);
   t.is(started.code, 0, started.stderr);
   const cases: [string[], RegExp][] = [
-    [['team', 'reassign', id, 'no-such-task', '--to', 'tester', '--reason', 'x'], /^orchard: task_not_in_progress: /],
+    [['team', 'reassign', id, 'no-such-task', '--to', 'tester', '--reason', 'x'], /^orchard: task_not_found: no task no-such-task/],
     [['team', 'resolve-handoff', id, 'handoff-x', 'release'], /^orchard: receipt_not_found: /],
     [['team', 'resolve-handoff', id, 'handoff-x', 'shrug'], /^orchard: invalid_input: action must be keep_stopped or release/],
     [['team', 'reassign', uniqueId('no-team'), 't1', '--to', 'tester', '--reason', 'x'], /^orchard: team_not_found: /],

@@ -134,7 +134,9 @@ test('keep_stopped cancels only the replacement; the rest of the team runs on', 
   t.is((await orchard.temporal.workflow.getHandle(`team/${teamId}`).describe()).status.name, 'RUNNING');
   // Bad reassigns are refused before anything is written.
   for (const [input, code] of [
-    [{ taskId: 'nope', newOwner: 'reviewer', reason: 'x' }, 'task_not_in_progress'],
+    [{ taskId: 'nope', newOwner: 'reviewer', reason: 'x' }, 'task_not_found'],
+    [{ taskId: 'implement-r1', newOwner: 'implementer', reason: 'x' }, 'task_not_in_progress'],
+    [{ taskId: 'implement', newOwner: 'nobody', reason: 'x' }, 'member_not_found'],
     [{ taskId: 'implement', newOwner: 'reviewer', reason: '' }, 'invalid_input'],
   ] as const) {
     const err = await t.throwsAsync(orchard.client.reassignTask(teamId, input));

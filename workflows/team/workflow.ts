@@ -408,16 +408,39 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     if (typeof i.taskId !== 'string' || typeof i.newOwner !== 'string' || typeof i.reason !== 'string' || i.reason.trim() === '') {
       return { code: 'invalid_input', message: 'reassign needs { taskId, newOwner, reason }' };
     }
-    const execution = executions.find((e) => e.taskId === i.taskId && e.state === 'running');
-    if (!execution) return { code: 'task_not_in_progress', message: `task ${i.taskId} has no running execution: only running work is handed off` };
     if (!memberIds.includes(i.newOwner)) return { code: 'member_not_found', message: `no member ${i.newOwner}; members: ${memberIds.join(', ')}` };
-    if (i.newOwner === execution.memberId) return { code: 'same_owner', message: `task ${i.taskId} is already ${i.newOwner}'s` };
+    const execution = executions.find((e) => e.taskId === i.taskId && e.state === 'running');
+    // A task this run has never dispatched, queued or handed off may not exist at all: the handler asks the board
+    // (task_not_found, or task_not_in_progress with its status). Nothing is changed either way.
+    if (!execution && knowsTask(i.taskId)) return notInProgress(i.taskId);
+    if (execution && i.newOwner === execution.memberId) return { code: 'same_owner', message: `task ${i.taskId} is already ${i.newOwner}'s` };
     return undefined;
+  }
+
+  function notInProgress(taskId: string, status?: string): { code: 'task_not_in_progress'; message: string } {
+    const is = status === undefined ? '' : ` (it is ${status})`;
+    return { code: 'task_not_in_progress', message: `task ${taskId} has no running execution${is}: only running work is handed off` };
+  }
+
+  /** Whether this run has dispatched, queued or handed off the task (so the board has it). */
+  function knowsTask(taskId: string): boolean {
+    return (
+      executions.some((e) => e.taskId === taskId) ||
+      assigned.some((a) => a.taskId === taskId) ||
+      receipts.some((r) => r.oldTaskId === taskId || r.newTaskId === taskId) ||
+      userCancelled.includes(taskId)
+    );
   }
 
   /** The user's reassign: one fence transaction (before anything is asked of the old execution), then the driver. */
   async function reassign(input: { taskId: string; newOwner: string; reason: string }): Promise<ReceiptView> {
-    const execution = executions.find((e) => e.taskId === input.taskId && e.state === 'running')!;
+    const execution = executions.find((e) => e.taskId === input.taskId && e.state === 'running');
+    if (!execution) {
+      const { status } = await store.taskStatus({ teamId: start.teamId, taskId: input.taskId });
+      if (status === undefined) throw orchardFailure('task_not_found', `no task ${input.taskId} in team ${start.teamId}`);
+      const problem = notInProgress(input.taskId, status);
+      throw orchardFailure(problem.code, problem.message);
+    }
     return fence(
       execution,
       'reassign',

@@ -6,6 +6,7 @@ import { isCoordinatorTool, MEMBER_MESSAGE_PURPOSES, type Actor } from '../workf
 import { excerpt } from '../workflows/session/state';
 import type { CallRef } from '../contract/orchestrator-activities';
 import type {
+  BoardAssessment,
   CoordinatorToolEffects,
   FencedLease,
   Quiescence,
@@ -46,6 +47,7 @@ import {
   type TeamResultRecord,
 } from './store/team';
 import { validateClosure } from '../workflows/team/closure';
+import { boardOutcomeFacts } from '../workflows/team/outcome';
 import { metrics } from './metrics';
 import { parseLeaseHolder, sessionBranch } from '../contract/ids';
 import { memberSessionIdAs } from '../contract/member-session';
@@ -171,9 +173,11 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
    * the revision it read: facts settle concurrently and their answers may reach the workflow out of order, so the
    * workflow keeps only the newest assessment.
    */
-  async function candidateOf(teamId: string): Promise<{ candidate: string; candidateRevision: number }> {
-    const board = await readBoard(deps.pool, teamId);
-    return { candidate: validateClosure(closureInputOf(board, 0)).candidate, candidateRevision: board.workRevision };
+  /** The board's assessment after a fact: the completion candidate and what the board says about the run's outcome. */
+  async function candidateOf(teamId: string): Promise<BoardAssessment> {
+    const board = closureInputOf(await readBoard(deps.pool, teamId), 0);
+    const closure = validateClosure(board);
+    return { candidate: closure.candidate, candidateRevision: board.workRevision, board: boardOutcomeFacts(board, closure) };
   }
 
   /**
@@ -292,6 +296,7 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
               title: text(args.title, 'title'),
               description: typeof args.description === 'string' ? args.description : '',
               owner,
+              ...(args.replaces === undefined ? {} : { replacesTaskId: text(args.replaces, 'replaces') }),
             });
             content = `created task ${result.taskId}${result.owner ? ` for ${result.owner}` : ''} (revision ${revision})`;
             effects = { revision, assigned: result.owner ? [{ taskId: result.taskId, owner: result.owner }] : [] };
@@ -396,6 +401,11 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
         } else throw err;
       }
       await record(ref, input.index, content!);
+      // A fact the Coordinator committed (a task created, replaced or cancelled) may change the run's outcome.
+      if (effects.revision !== undefined && !effects.certificate) {
+        const { board, candidateRevision } = await candidateOf(teamId);
+        effects = { ...effects, board, boardRevision: candidateRevision };
+      }
       return effects;
     },
 
@@ -575,7 +585,7 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
       });
       return { revision, state: 'completed', ...(await candidateOf(input.teamId)) };
     }
-    const { revision } = await failTask(deps.pool, input.teamId, actor, input.taskId, `execution ended ${input.outcome}`);
+    const { revision } = await failTask(deps.pool, input.teamId, actor, input.taskId, `execution ended ${input.outcome}`, input.failure);
     return { revision, state: 'failed', ...(await candidateOf(input.teamId)) };
   }
 }

@@ -18,6 +18,7 @@ interface TeamBoardView {
     readonly outputId: string | null;
     readonly replacesTaskId: string | null;
     readonly cancel: { by: string; kind?: string; reason?: string; userEventId?: string } | null;
+    readonly failure: { code: string; message: string } | null;
   }[];
   readonly outputs: readonly {
     readonly id: string;
@@ -61,7 +62,8 @@ export async function readTeamRecord(pool: Pool, teamId: string): Promise<Pick<T
 /** The report as text: status line, board, executions, receipts, candidate and certificate, Coordinator turns and refusals. */
 export function formatTeamReport({ status: v, board, certificate }: TeamReport, options: { hasDatabase: boolean }): string {
   const lines = [
-    `team ${v.teamId} | ${v.status} | revision ${v.workRevision} (read ${v.readRevision < 0 ? '-' : v.readRevision}) | generation ${v.generation} | plan ${v.planApproved ? 'approved' : 'not approved'}`,
+    `team ${v.teamId} | ${v.outcome ?? v.status} (${v.status}) | revision ${v.workRevision} (read ${v.readRevision < 0 ? '-' : v.readRevision}) | generation ${v.generation} | plan ${v.planApproved ? 'approved' : 'not approved'}`,
+    ...(v.outcomeBecause?.length ? [`  ${(v.outcome ?? '').replace('_', ' ')}: ${v.outcomeBecause.join('; ')}`] : []),
     `  goal: ${oneLine(v.goal)}`,
     `  members: ${v.members.map((m) => `${m.memberId} (${m.role})`).join(', ')}`,
   ];
@@ -71,7 +73,7 @@ export function formatTeamReport({ status: v, board, certificate }: TeamReport, 
     else {
       lines.push(
         ...table(
-          ['task', 'title', 'owner', 'status', 'output', 'replaces', 'cancel'],
+          ['task', 'title', 'owner', 'status', 'output', 'replaces', 'cancel', 'failure'],
           board.tasks.map((t) => [
             t.id,
             t.title,
@@ -80,6 +82,7 @@ export function formatTeamReport({ status: v, board, certificate }: TeamReport, 
             t.outputId ?? '-',
             t.replacesTaskId ?? '-',
             t.cancel ? `${t.cancel.by}${t.cancel.kind ? ` ${t.cancel.kind}` : ''}${t.cancel.reason ? `: ${t.cancel.reason}` : ''}` : '-',
+            t.failure ? `${t.failure.code}: ${oneLine(t.failure.message)}` : '-',
           ]),
         ),
       );
@@ -96,7 +99,13 @@ export function formatTeamReport({ status: v, board, certificate }: TeamReport, 
     lines.push(
       ...table(
         ['task', 'member', 'state', 'session', 'workflow'],
-        v.executions.map((e) => [e.taskId, e.memberId, e.state, e.sessionId, e.workflowId ?? e.executionId]),
+        v.executions.map((e) => [
+          e.taskId,
+          e.memberId,
+          e.failure ? `${e.state} (${e.failure.code}: ${oneLine(e.failure.message)})` : e.state,
+          e.sessionId,
+          e.workflowId ?? e.executionId,
+        ]),
       ),
     );
   lines.push('', `handoff receipts (${v.receipts.length}):`);

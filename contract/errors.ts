@@ -20,6 +20,7 @@ export const ERROR_CODES = [
   'task_not_in_progress',
   'task_not_pending',
   'task_not_startable',
+  'task_not_replaceable',
   'replacement_blocked',
   'member_not_found',
   'same_owner',

@@ -499,6 +499,8 @@ export interface ChildTurnEnded {
   readonly queued: number;
   /** The session itself closed (cancelled or failed): `outcome` says which, `excerpt` why; no turn ended. */
   readonly closed?: boolean;
+  /** A failed turn's (or a failed session's) typed code and message. */
+  readonly error?: { readonly code: string; readonly message: string };
 }
 
 export interface OrchestratorChildView {
@@ -642,6 +644,8 @@ export interface TaskExecutionView {
   readonly state: 'running' | 'completed' | 'failed' | 'handed_off' | 'cancelled';
   /** The member session's task id (its queue entry). */
   readonly sessionTaskId?: string;
+  /** Why it failed (the Member's typed code and message). */
+  readonly failure?: { readonly code: string; readonly message: string };
 }
 
 export const TASK_EXECUTION_WORKFLOW_TYPE = 'teamTaskExecution';
@@ -679,6 +683,10 @@ export interface TaskExecutionSettled {
   readonly sessionTaskId?: string;
   readonly excerpt?: string;
   readonly message?: string;
+  /** A failed task's reason (the Member's typed code and message), as stored on the board. */
+  readonly failure?: { readonly code: string; readonly message: string };
+  /** What the board says about the run's outcome after this settlement (read at `candidateRevision`). */
+  readonly board?: BoardOutcomeFacts;
 }
 
 /** Team → execution: a turn end (or the close) of the Member's session. */
@@ -702,10 +710,29 @@ export interface CoordinatorTurnView {
   readonly finalExcerpt?: string;
 }
 
+/**
+ * A team run's outcome, derived by one pure function (workflows/team/outcome.ts) from board, receipts and
+ * certificate; a team's `OrchardStatus` search attribute.
+ */
+export const TEAM_OUTCOMES = ['running', 'needs_attention', 'delivered', 'cancelled', 'failed'] as const;
+export type TeamOutcome = (typeof TEAM_OUTCOMES)[number];
+
+/** What the board contributes to a team run's outcome (workflows/team/outcome.ts): ids only, reasons are on the board. */
+export interface BoardOutcomeFacts {
+  /** Failed tasks that no task replaces (`replacesTaskId`), sorted. */
+  readonly failedUnreplaced: readonly string[];
+  /** Every task's scope was removed by a user event (the closure's `cancelled`). */
+  readonly userRemovedAll: boolean;
+}
+
 export interface TeamStatusView {
   readonly teamId: string;
   readonly goal: string;
   readonly status: 'coordinating' | 'waiting_for_org_event' | 'delivered';
+  /** What the run has come to: see TEAM_OUTCOMES. */
+  readonly outcome: TeamOutcome;
+  /** Why it needs attention or failed: short lines naming tasks and receipts (empty otherwise). */
+  readonly outcomeBecause: readonly string[];
   readonly generation: number;
   /** The highest work revision the workflow has been told of, and the one the Coordinator last read. */
   readonly workRevision: number;

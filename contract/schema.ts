@@ -23,6 +23,7 @@ import {
   type CancelTaskInput as CancelTaskInputType,
   type CancelTaskResult as CancelTaskResultType,
   type ChildTurnEnded as ChildTurnEndedType,
+  type BoardOutcomeFacts as BoardOutcomeFactsType,
   type Completion as CompletionType,
   type CompletionGroupView as CompletionGroupViewType,
   type CoordinatorTurnView as CoordinatorTurnViewType,
@@ -66,6 +67,7 @@ import {
   cancelTaskUpdate,
   cancelUpdate,
   childTurnEndedSignal,
+  TEAM_OUTCOMES,
   createUpdate,
   executionTurnEndedSignal,
   mergeTeamUpdate,
@@ -221,6 +223,7 @@ export const ChildTurnEnded = agrees<ChildTurnEndedType>()(
       excerpt: z.string().optional(),
       queued: z.number().int(),
       closed: z.boolean().optional(),
+      error: codedError.optional().describe("a failed turn's or session's typed code and message"),
     }),
   ),
 );
@@ -637,6 +640,7 @@ const TaskExecutionView = agrees<TaskExecutionViewType>()(
       sessionId: z.string(),
       state: z.enum(['running', 'completed', 'failed', 'handed_off', 'cancelled']),
       sessionTaskId: z.string().optional(),
+      failure: codedError.optional().describe("why it failed: the Member's typed code and message"),
     }),
   ),
 );
@@ -665,6 +669,8 @@ export const TeamStatusView = agrees<TeamStatusViewType>()(
       teamId: z.string(),
       goal: z.string(),
       status: z.enum(['coordinating', 'waiting_for_org_event', 'delivered']),
+      outcome: z.enum(TEAM_OUTCOMES).describe("what the run has come to (the team's OrchardStatus)"),
+      outcomeBecause: z.array(z.string()).describe('why it needs attention or failed'),
       generation: z.number().int(),
       workRevision: z.number().int(),
       readRevision: z.number().int(),
@@ -715,6 +721,14 @@ export const TaskExecutionInput = agrees<TaskExecutionInputType>()(
   ),
 );
 
+const BoardOutcomeFacts = agrees<BoardOutcomeFactsType>()(
+  named(
+    'BoardOutcomeFacts',
+    "What the board says about a team run's outcome: failed tasks nothing replaces, and whether users removed every task.",
+    z.strictObject({ failedUnreplaced: z.array(z.string()), userRemovedAll: z.boolean() }),
+  ),
+);
+
 export const TaskExecutionSettled = agrees<TaskExecutionSettledType>()(
   named(
     'TaskExecutionSettled',
@@ -730,6 +744,8 @@ export const TaskExecutionSettled = agrees<TaskExecutionSettledType>()(
       sessionTaskId: z.string().optional(),
       excerpt: z.string().optional(),
       message: z.string().optional(),
+      failure: codedError.optional().describe("a failed task's reason, as stored on the board"),
+      board: BoardOutcomeFacts.optional(),
     }),
   ),
 );

@@ -5,7 +5,7 @@
  * effects it must act on.
  */
 import type { MemberSessionIds } from './member-session';
-import type { ModelSpec, StartTeamInput, TeamMergeResult } from './messages';
+import type { BoardOutcomeFacts, ModelSpec, StartTeamInput, TeamMergeResult } from './messages';
 import type { CallRef } from './orchestrator-activities';
 
 /**
@@ -22,6 +22,13 @@ export interface FencedLease {
   readonly holder?: string;
 }
 
+/** An answer that assessed the board: the completion candidate, the revision it was read at, and the outcome facts. */
+export interface BoardAssessment {
+  candidate: string;
+  candidateRevision: number;
+  board?: BoardOutcomeFacts;
+}
+
 export interface SettleInput {
   teamId: string;
   taskId: string;
@@ -29,9 +36,11 @@ export interface SettleInput {
   memberId: string;
   outcome: string;
   excerpt?: string;
+  /** Why the Member's turn failed or its session closed (its typed code and message): stored on the failed task. */
+  failure?: { code: string; message: string };
 }
 
-export type SettledAnswer = { revision: number; state: 'completed' | 'failed' | 'handed_off'; candidate: string; candidateRevision: number };
+export type SettledAnswer = { revision: number; state: 'completed' | 'failed' | 'handed_off' } & BoardAssessment;
 
 /** What the workflow keeps of a certificate: ids and revisions (the certificate is in Postgres). */
 export interface CertificateRef {
@@ -59,6 +68,9 @@ export interface CoordinatorToolEffects {
   certificate?: CertificateRef;
   /** The call was refused; the code is in the tool result too. */
   refused?: string;
+  /** After a committed fact: what the board says about the run's outcome, read at `boardRevision`. */
+  board?: BoardOutcomeFacts;
+  boardRevision?: number;
 }
 
 export type ReceiptState = 'requested' | 'yielding' | 'released' | 'timeout' | 'unknown' | 'failed';
@@ -134,7 +146,7 @@ export interface TeamActivities {
     sloMissed?: boolean;
     resolution?: unknown;
     why?: string;
-  }): Promise<{ receipt: HandoffReceipt; revision: number; candidate?: string; candidateRevision?: number }>;
+  }): Promise<{ receipt: HandoffReceipt; revision: number } & Partial<BoardAssessment>>;
   /** Asks the old execution to yield (its session is cancelled), then answers whether its runtime is quiescent. */
   yieldExecution(input: { sessionId: string; reason: string; lease?: FencedLease }): Promise<Quiescence>;
   /** Proof that the old runtime is quiescent (for a user's `release` after a timeout). */
@@ -148,7 +160,7 @@ export interface TeamActivities {
     taskId: string;
     reason: string;
     kind: 'keep_stopped' | 'cancel';
-  }): Promise<{ revision: number; candidate: string; candidateRevision: number }>;
+  }): Promise<{ revision: number } & BoardAssessment>;
   /** Returns once the team's run chain has closed, with how (a long poll on Temporal). */
   awaitTeamClosed(input: { teamId: string }): Promise<{ closed: string }>;
   /** The owner's execution ended: its evidence (or its failure), attributed to the Member's execution. */

@@ -74,8 +74,9 @@ export function teamDetails(view: TeamStatusView, turnsCompleted: number): strin
   const lastTurn = view.turns[view.turns.length - 1];
   const certificate = view.certificate;
   return mdBlocks([
-    `**${mdText(view.status)}** · revision ${view.workRevision} · generation ${view.generation} · ${turnsCompleted} Coordinator turn(s)` +
+    `**${mdText(view.outcome)}** (${mdText(view.status)}) · revision ${view.workRevision} · generation ${view.generation} · ${turnsCompleted} Coordinator turn(s)` +
       ` · plan ${view.planApproved ? 'approved' : 'not approved'}${view.candidate ? ` · completion ${mdText(view.candidate)}` : ''}`,
+    view.outcomeBecause.length > 0 && `**${mdText(view.outcome.replace('_', ' '))}:** ${view.outcomeBecause.map((b) => mdText(b)).join('; ')}`,
     // What the run delivered first: the Web UI shows these details in a box of fixed height.
     certificate &&
       `**certificate** ${mdCode(certificate.certificateId)} · generation ${certificate.generation} · revision ${certificate.workRevision} · ` +
@@ -108,7 +109,12 @@ export function teamDetails(view: TeamStatusView, turnsCompleted: number): strin
       ? 'No task has started yet.'
       : mdTable(
           ['task', 'member', 'session', 'state'],
-          executions.map((e) => [{ code: e.taskId }, { code: e.memberId }, { code: e.sessionId }, e.state]),
+          executions.map((e) => [
+            { code: e.taskId },
+            { code: e.memberId },
+            { code: e.sessionId },
+            e.failure ? `${e.state}: ${e.failure.code} — ${e.failure.message}` : e.state,
+          ]),
         ),
     omitted(view.executions.length, executions.length, 'executions'),
     '**Members**',

@@ -20,6 +20,12 @@ import type { HandoffKind, HandoffReceipt, ReceiptState } from '../../contract/t
 
 type TaskStatus = 'pending' | 'in_progress' | 'completed' | 'failed' | 'cancelled';
 
+/** Why a task failed: the typed code and message of its Member's failed turn or closed session. */
+export interface TaskFailure {
+  readonly code: string;
+  readonly message: string;
+}
+
 export interface TeamTask {
   readonly taskId: string;
   readonly title: string;
@@ -29,6 +35,8 @@ export interface TeamTask {
   readonly replacesTaskId?: string;
   readonly outputId?: string;
   readonly cancel?: { by: 'user' | 'coordinator'; kind?: string; reason?: string; userEventId?: string };
+  /** Why it failed (its execution's typed code and message), once failed. */
+  readonly failure?: TaskFailure;
   readonly generation: number;
   readonly updatedRevision: number;
 }
@@ -186,6 +194,7 @@ function toTask(r: any): TeamTask {
     replacesTaskId: r.replaces_task_id ?? undefined,
     outputId: r.output_id ?? undefined,
     cancel: r.cancel ?? undefined,
+    failure: r.failure ?? undefined,
     generation: Number(r.generation),
     updatedRevision: Number(r.updated_revision),
   };
@@ -222,6 +231,13 @@ export async function createTask(
     const existing = await taskRow(c, teamId, task.taskId);
     if (existing) return { result: existing };
     if (task.owner) await requireMember(c, teamId, task.owner);
+    if (task.replacesTaskId !== undefined) {
+      // The Coordinator replaces failed work (its scope moves to the replacement); everything else has its own path.
+      const replaced = await requireTask(c, teamId, task.replacesTaskId);
+      if (replaced.status !== 'failed' || replaced.taskId === task.taskId) {
+        throw new TeamStoreRefusal('task_not_replaceable', `task ${task.replacesTaskId} is ${replaced.status}: only a failed task is replaced`);
+      }
+    }
     await c.query(
       `INSERT INTO team_tasks (team_id, task_id, title, description, owner, status, replaces_task_id, generation, updated_revision)
        VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7, $8)`,
@@ -338,14 +354,22 @@ export async function recordTaskOutput(
   });
 }
 
-export async function failTask(pool: Pool, teamId: string, actor: Actor, taskId: string, reason: string) {
+export async function failTask(pool: Pool, teamId: string, actor: Actor, taskId: string, reason: string, failure?: TaskFailure) {
   return commit(pool, teamId, actor, 'task_fail', async ({ c, revision }) => {
     const task = await requireTask(c, teamId, taskId);
     if (task.status === 'failed') return { result: task };
     if (actor.kind === 'member' && task.owner !== actor.memberId) throw new TeamStoreRefusal('task_not_owned', `task ${taskId} is owned by ${task.owner}`);
     if (task.status !== 'in_progress' && task.status !== 'pending') throw new TeamStoreRefusal('task_closed', `task ${taskId} is ${task.status}`);
-    await c.query(`UPDATE team_tasks SET status = 'failed', updated_revision = $3 WHERE team_id = $1 AND task_id = $2`, [teamId, taskId, revision]);
-    return { result: { ...task, status: 'failed' as const }, fact: { kind: 'task_failed', taskId, detail: { reason } } };
+    await c.query(`UPDATE team_tasks SET status = 'failed', updated_revision = $3, failure = $4 WHERE team_id = $1 AND task_id = $2`, [
+      teamId,
+      taskId,
+      revision,
+      failure ?? null,
+    ]);
+    return {
+      result: { ...task, status: 'failed' as const, failure },
+      fact: { kind: 'task_failed', taskId, detail: { reason, ...(failure ? { failure } : {}) } },
+    };
   });
 }
 
@@ -481,6 +505,7 @@ export function taskView(t: TeamTask) {
     outputId: t.outputId ?? null,
     replacesTaskId: t.replacesTaskId ?? null,
     cancel: t.cancel ?? null,
+    failure: t.failure ?? null,
   };
 }
 

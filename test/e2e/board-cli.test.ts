@@ -29,7 +29,7 @@ test('--json prints the same result the validator gives the workflow', async (t)
   t.deepEqual(printed, validateClosure(JSON.parse(readFileSync(join(BOARDS, 'delivered.json'), 'utf8'))));
 });
 
-test('an all-cancelled board ends cancelled with exit 0, even with a real user event', async (t) => {
+test('a board whose every task users removed ends cancelled with exit 0', async (t) => {
   const text = await orchard(['board', 'check', 'all-cancelled.json']);
   t.is(text.code, 0, text.stderr);
   t.regex(text.stdout, /^outcome: cancelled \(candidate: blocked\)$/m);
@@ -39,6 +39,17 @@ test('an all-cancelled board ends cancelled with exit 0, even with a real user e
   t.is(json.code, 0, json.stderr);
   const { outcome, reasons } = JSON.parse(json.stdout);
   t.is(outcome, 'cancelled');
+  t.deepEqual(
+    reasons.map((x: { code: string }) => x.code),
+    ['all_cancelled'],
+  );
+});
+
+test("a board the Coordinator cancelled is not the user's abandonment: not_delivered, with why", async (t) => {
+  const json = await orchard(['board', 'check', 'coordinator-cancelled.json', '--json']);
+  t.is(json.code, 0, json.stderr);
+  const { outcome, reasons } = JSON.parse(json.stdout);
+  t.is(outcome, 'not_delivered');
   t.deepEqual(
     reasons.map((x: { code: string }) => x.code),
     ['all_cancelled', 'cancelled_by_coordinator'],

@@ -244,6 +244,8 @@ test('orchard demo team-all-cancelled --json: every task cancelled by the user, 
   t.not(result.status.status, 'delivered');
   t.is(result.status.certificate, undefined);
   t.is(result.certificate, null);
+  // The users removed every task: the run's outcome is theirs, cancelled.
+  t.is(result.status.outcome, 'cancelled');
   t.is((await pool.query('SELECT count(*)::int AS n FROM team_certificates WHERE team_id = $1', [teamId])).rows[0].n, 0);
   // Every task on the board is cancelled by the user, each citing a user event about it.
   const board = await readBoard(pool, teamId);

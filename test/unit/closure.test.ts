@@ -79,10 +79,25 @@ test('all cancelled ends cancelled, never delivered, even when every cancel cite
   t.is(r.outcome, 'cancelled');
   t.is(r.candidate, 'blocked');
   t.true(codes(r).includes('all_cancelled'));
+});
 
+test("a board whose tasks the Coordinator cancelled is not a user's abandonment: not cancelled, not delivered", (t) => {
   const byCoordinator = validateClosure(board({ tasks: [{ id: 'a', status: 'cancelled', cancel: { by: 'coordinator' } }] }));
-  t.is(byCoordinator.outcome, 'cancelled');
+  t.is(byCoordinator.outcome, 'not_delivered');
   t.deepEqual(codes(byCoordinator), ['all_cancelled', 'cancelled_by_coordinator']);
+  // One task the user removed and one the Coordinator cancelled: still not the user's word.
+  const mixed = validateClosure(
+    board({
+      tasks: [
+        { id: 'a', status: 'cancelled', cancel: { by: 'user', userEventId: 'ev-a' } },
+        { id: 'b', status: 'cancelled', cancel: { by: 'coordinator' } },
+      ],
+      userEvents: [{ id: 'ev-a', teamId: TEAM, kind: 'cancel_task', taskId: 'a' }],
+    }),
+  );
+  t.is(mixed.outcome, 'not_delivered');
+  // A cancel with no user event is not the user's either.
+  t.is(validateClosure(board({ tasks: [{ id: 'a', status: 'cancelled', cancel: { by: 'user' } }] })).outcome, 'not_delivered');
 });
 
 test('all failed is not delivered, and says which tasks failed', (t) => {

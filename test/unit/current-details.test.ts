@@ -175,6 +175,8 @@ test('a team: the certificate and the result branch first, then the handoff rece
     teamId: 'tm',
     goal: 'ship <feature> | fast',
     status: 'delivered',
+    outcome: 'delivered',
+    outcomeBecause: [],
     generation: 1,
     workRevision: 7,
     readRevision: 7,

@@ -357,6 +357,7 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
       outcome: ref.outcome,
       excerpt: ref.finalExcerpt && excerpt(ref.finalExcerpt, 280),
       queued: state.queue.length,
+      ...(ref.error ? { error: { code: ref.error.code, message: excerpt(ref.error.message, 500) } } : {}),
     };
     await CancellationScope.nonCancellable(() => getExternalWorkflowHandle(create.parent!).signal(childTurnEndedSignal, notice)).catch((err: unknown) =>
       log.warn('turn end not delivered to the parent', { parent: create.parent, error: String(err) }),
@@ -390,19 +391,19 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
    * Ends the session: every task still queued gets its terminal state, the worktree lease goes back (if still
    * ours), waiting handlers are answered, and only then does the run end.
    */
-  async function close(status: 'cancelled' | 'failed', reason: string): Promise<void> {
+  async function close(status: 'cancelled' | 'failed', reason: string, error?: { code: string; message: string }): Promise<void> {
     await CancellationScope.nonCancellable(async () => {
       await recordEnds(state.endQueued(status, reason));
       await releaseWorktree();
       state.markClosed(status, reason);
       publish();
-      await notifyParentClosed(status, reason);
+      await notifyParentClosed(status, reason, error);
       await condition(allHandlersFinished);
     });
   }
 
   /** The session closed (cancelled or failed, maybe while idle): its orchestrator takes it off the roster. */
-  async function notifyParentClosed(status: 'cancelled' | 'failed', reason: string): Promise<void> {
+  async function notifyParentClosed(status: 'cancelled' | 'failed', reason: string, error?: { code: string; message: string }): Promise<void> {
     if (!create.parent || !patched('notify-parent-close')) return;
     const notice: ChildTurnEnded = {
       childId: create.sessionId,
@@ -413,6 +414,7 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
       excerpt: excerpt(reason, 280),
       queued: 0,
       closed: true,
+      ...(error ? { error: { code: error.code, message: excerpt(error.message, 500) } } : {}),
     };
     await getExternalWorkflowHandle(create.parent)
       .signal(childTurnEndedSignal, notice)
@@ -471,7 +473,7 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
         if (!state.cancelRequested) {
           const error = failureOf(err as ActivityFailure);
           state.failSetup(error);
-          await close('failed', `the session could not start: ${error.message}`);
+          await close('failed', `the session could not start: ${error.message}`, error);
           throw orchardFailure(isErrorCode(error.code) ? error.code : 'worktree_create_failed', error.message);
         }
       } finally {

@@ -106,7 +106,7 @@ export const CLOSURE_REASONS = {
   duplicate_task_id: 'two task rows share an id: the board is not a consistent ledger view',
   duplicate_output_id: 'two output rows share an id: the evidence is ambiguous',
   duplicate_user_event_id: 'two user events share an id: a citation is ambiguous',
-  all_cancelled: 'every task is cancelled: the run ends cancelled, never delivered',
+  all_cancelled: 'every task is cancelled: nothing is delivered (the board reads cancelled only when users removed every task)',
   all_failed: 'every task failed',
   stale_revision: 'the assessment was made at another work revision than the current one',
   task_open: 'a task is pending or in progress',
@@ -128,6 +128,7 @@ export const CLOSURE_REASONS = {
 } as const;
 
 type ClosureReasonCode = keyof typeof CLOSURE_REASONS;
+/** `cancelled`: every task removed from scope by a user event (never a Coordinator's cancels). */
 export type ClosureOutcome = 'delivered' | 'not_delivered' | 'not_applicable' | 'cancelled';
 /** The workflow adds `certified` once a certificate is issued. */
 type CandidateState = 'ready' | 'blocked' | 'not_applicable';
@@ -205,7 +206,10 @@ export function validateClosure(board: BoardSnapshot): ClosureResult {
     add('no_completed_output', 'no task is completed with an output of this generation');
   }
 
-  const outcome: ClosureOutcome = tasks.length === 0 ? 'not_applicable' : allCancelled ? 'cancelled' : reasons.length > 0 ? 'not_delivered' : 'delivered';
+  // `cancelled` is the user's word only: every task's scope removed by a user event (directly, or through a chain of
+  // replacements the user removed too). A board the Coordinator cancelled is not delivered and not abandoned.
+  const userRemovedAll = allCancelled && duplicated.length === 0 && closure.resolutions.length === tasks.length;
+  const outcome: ClosureOutcome = tasks.length === 0 ? 'not_applicable' : userRemovedAll ? 'cancelled' : reasons.length > 0 ? 'not_delivered' : 'delivered';
   return {
     outcome,
     candidate: outcome === 'not_applicable' ? 'not_applicable' : outcome === 'delivered' ? 'ready' : 'blocked',

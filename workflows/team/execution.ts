@@ -120,13 +120,16 @@ export async function teamTaskExecution(input: TaskExecutionInput): Promise<Task
     show(`team_closed (${teamGone})`);
     return { ...base, state: 'team_closed', revision: 0, sessionTaskId, message: `team ${input.teamId} closed (${teamGone}) while this execution waited` };
   }
+  const outcome = end.closed && end.outcome === 'finished' ? 'cancelled' : end.outcome;
+  const failure = outcome === 'finished' ? undefined : failureOfEnd(end, outcome);
   const settled = await settleOn.settleExecution({
     teamId: input.teamId,
     taskId: input.taskId,
     executionId: input.executionId,
     memberId: input.memberId,
-    outcome: end!.closed && end!.outcome === 'finished' ? 'cancelled' : end!.outcome,
-    excerpt: end!.excerpt,
+    outcome,
+    excerpt: end.excerpt,
+    ...(failure ? { failure } : {}),
   });
   return finish({
     ...base,
@@ -135,6 +138,18 @@ export async function teamTaskExecution(input: TaskExecutionInput): Promise<Task
     candidate: settled.candidate,
     candidateRevision: settled.candidateRevision,
     sessionTaskId,
-    excerpt: end!.excerpt,
+    excerpt: end.excerpt,
+    ...(settled.state === 'failed' && failure ? { failure } : {}),
+    ...(settled.board ? { board: settled.board } : {}),
   });
+}
+
+/**
+ * Why a Member's work on a task did not finish: the typed error its session reported, or else what ended it — its
+ * session closed (`session_closed`) or its turn ended another way (the turn's outcome: `step_limit`, `cancelled`, …).
+ */
+function failureOfEnd(end: ChildTurnEnded, outcome: string): { code: string; message: string } {
+  if (end.error) return end.error;
+  const what = end.closed ? `the Member's session closed (${outcome})` : `the Member's turn ended ${outcome}`;
+  return { code: end.closed ? 'session_closed' : outcome, message: end.excerpt ? `${what}: ${end.excerpt}` : what };
 }

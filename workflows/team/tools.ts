@@ -21,7 +21,8 @@ const DEFINITIONS: Record<CoordinatorToolName, Omit<ToolDefinition, 'name'>> = {
     parameters: { type: 'object', properties: { taskId: TASK_ID }, required: ['taskId'], additionalProperties: false },
   },
   task_create: {
-    description: 'Add a task to the board (pending); give an owner to assign it at once.',
+    description:
+      'Add a task to the board (pending); give an owner to assign it at once. To retry failed work, name the failed task in replaces: the new task carries its scope.',
     parameters: {
       type: 'object',
       properties: {
@@ -29,6 +30,7 @@ const DEFINITIONS: Record<CoordinatorToolName, Omit<ToolDefinition, 'name'>> = {
         title: { type: 'string' },
         description: { type: 'string', description: 'Everything the member needs to do the task.' },
         owner: MEMBER,
+        replaces: { type: 'string', description: 'The id of a failed task this one replaces (optional).' },
       },
       required: ['taskId', 'title', 'description'],
       additionalProperties: false,

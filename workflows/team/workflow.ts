@@ -55,6 +55,7 @@ import {
   type TaskExecutionView,
   type TeamMemberSpec,
   type TeamStatusView,
+  type BoardOutcomeFacts,
   type TeamWorkflowInput as TeamWorkflowInputOf,
 } from '../../contract/messages';
 import { ORCHARD_HANDOFF_SLO_MISSED, ORCHARD_HOST, ORCHARD_KIND, ORCHARD_STATUS } from '../../contract/search-attributes';
@@ -64,6 +65,7 @@ import { teamDetails } from '../current-details';
 import { teamTaskExecution } from './execution';
 import { legacyMemberSessionId } from '../../contract/member-session';
 import { announceReady, NO_CANDIDATE, takeAssessment, type Assessment, type CandidateState } from './candidate';
+import { teamOutcome } from './outcome';
 
 /** Why the Coordinator is woken: what happened since its last turn, as short lines (the board has the rest). */
 interface Wake {
@@ -104,6 +106,10 @@ interface CarriedTeamState {
   readonly refusedSignals?: number;
   /** [memberId, sessionId] as the team's rows store them (absent in runs before collision-free ids: legacy ids). */
   readonly memberSessions?: readonly (readonly [string, string])[];
+  /** What the board last said about the outcome, and the revision it was read at. */
+  readonly boardFacts?: { readonly revision: number; readonly facts: BoardOutcomeFacts };
+  /** The work revision at which the Coordinator's completion request was last refused. */
+  readonly completionRefusedAt?: number;
 }
 
 /** What a user's team request was answered: a retry with its request id gets the same. */
@@ -170,6 +176,8 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   let assessed: CandidateState = carried?.assessed ?? NO_CANDIDATE;
   let certificate: TeamStatusView['certificate'] = carried?.certificate;
   let summary: TeamStatusView['summary'] = carried?.summary;
+  let boardFacts = carried?.boardFacts;
+  let completionRefusedAt = carried?.completionRefusedAt;
   const running = () => executions.filter((e) => e.state === 'running').length;
   const receipts: HandoffState[] = (carried?.receipts ?? []).map((r) => ({ ...r, kind: r.kind ?? 'reassign' }));
   const userCancelled: string[] = [...(carried?.userCancelled ?? [])];
@@ -556,7 +564,8 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
    * applied) is dropped. When the board is ready and no execution is still running here, the Coordinator's next
    * request says to call org_run_complete directly: the board is closed, there is nothing to read first.
    */
-  function assess(assessment: Assessment | undefined): void {
+  function assess(assessment: (Assessment & { board?: BoardOutcomeFacts }) | undefined): void {
+    if (assessment) noteBoard(assessment.board, assessment.candidateRevision ?? assessment.revision);
     if (assessment?.candidate === undefined || certificate) return;
     if (!patched('team-candidate-revision')) {
       candidate = assessment.candidate as TeamStatusView['candidate'];
@@ -565,6 +574,11 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     }
     take(assessment);
     steerIfReady();
+  }
+
+  /** The board's outcome facts, unless an answer read at a later revision was taken already. */
+  function noteBoard(facts: BoardOutcomeFacts | undefined, revision: number): void {
+    if (facts && (boardFacts === undefined || revision >= boardFacts.revision)) boardFacts = { revision, facts };
   }
 
   function take(assessment: Assessment): void {
@@ -927,10 +941,21 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   }
 
   function view(): TeamStatusView {
+    const status = coordinating || wake.userMessages.length > 0 || dirty ? 'coordinating' : certificate ? 'delivered' : 'waiting_for_org_event';
+    const { outcome, because } = teamOutcome({
+      certified: certificate !== undefined,
+      archived: false,
+      board: boardFacts?.facts,
+      handoffs: receipts,
+      quiet: status === 'waiting_for_org_event' && running() === 0 && driving === 0 && pendingSettled.length === 0 && pendingEnds.length === 0,
+      completionRefused: completionRefusedAt === knownRevision,
+    });
     return {
       teamId: start.teamId,
       goal: start.goal,
-      status: coordinating || wake.userMessages.length > 0 || dirty ? 'coordinating' : certificate ? 'delivered' : 'waiting_for_org_event',
+      status,
+      outcome,
+      outcomeBecause: because,
       generation,
       workRevision: knownRevision,
       readRevision,
@@ -958,7 +983,8 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     const v = view();
     const desired: SearchAttributeUpdatePair[] = [
       { key: ORCHARD_KIND, value: 'team' },
-      { key: ORCHARD_STATUS, value: v.status },
+      // Runs recorded before outcomes upserted their activity status here; they replay that way.
+      { key: ORCHARD_STATUS, value: patched('team-outcome-status') ? v.outcome : v.status },
       { key: ORCHARD_HOST, value: start.host },
       ...(receipts.some((r) => r.sloMissed) ? [{ key: ORCHARD_HANDOFF_SLO_MISSED, value: true }] : []),
     ];
@@ -1047,7 +1073,8 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
         publish();
         continue;
       }
-      executions[at] = { ...execution, state: settled.state, sessionTaskId: settled.sessionTaskId };
+      executions[at] = { ...execution, state: settled.state, sessionTaskId: settled.sessionTaskId, ...(settled.failure ? { failure: settled.failure } : {}) };
+      noteBoard(settled.board, settled.candidateRevision ?? settled.revision);
       if (settled.state === 'handed_off') {
         if (certificate || settled.candidate === undefined) continue;
         if (patched('team-candidate-revision')) {
@@ -1056,7 +1083,8 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
         } else candidate = settled.candidate as TeamStatusView['candidate'];
         continue;
       }
-      noteEvent(`task ${execution.taskId} ${settled.state} by ${execution.memberId}${settled.excerpt ? `: ${excerpt(settled.excerpt, 160)}` : ''}`);
+      const because = settled.failure ? ` (${settled.failure.code}: ${excerpt(settled.failure.message, 200)})` : '';
+      noteEvent(`task ${execution.taskId} ${settled.state} by ${execution.memberId}${because}${settled.excerpt ? `: ${excerpt(settled.excerpt, 160)}` : ''}`);
       assess(settled);
       publish();
     }
@@ -1173,6 +1201,8 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       keep(refusals, KEPT);
     }
     if (effects.revision !== undefined) knownRevision = Math.max(knownRevision, effects.revision);
+    if (effects.boardRevision !== undefined) noteBoard(effects.board, effects.boardRevision);
+    if (effects.refused === 'completion_refused') completionRefusedAt = knownRevision;
     if (effects.readRevision !== undefined) {
       readRevision = effects.readRevision;
       // The board may be ahead of what this run was told (an execution's start is committed by its workflow).
@@ -1263,6 +1293,8 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       answered,
       refusedSignals,
       memberSessions,
+      boardFacts,
+      completionRefusedAt,
     },
   });
 }

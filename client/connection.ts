@@ -84,10 +84,17 @@ export function taskQueueFromEnv(env: NodeJS.ProcessEnv = process.env): string {
 }
 
 /**
+ * The failure converter that moves failure messages and stack traces into an encrypted payload (contract/failure-converter.ts),
+ * by path: the SDK loads it with `require()` in the client and the worker, and a workflow bundle must be built with it.
+ */
+export const ENCRYPTED_FAILURE_CONVERTER_PATH = require.resolve('../contract/failure-converter');
+
+/**
  * The data converter client, CLI and worker share: AES-256-GCM payload encryption when ORCHARD_PAYLOAD_KEY is set
- * (client/codec.ts), else undefined (the SDK's default, plaintext JSON). Bad key material throws PayloadKeyError.
+ * (client/codec.ts), with failure messages and stack traces encrypted too, else undefined (the SDK's default: plaintext
+ * JSON and plaintext failures). Bad key material throws PayloadKeyError.
  */
 export function dataConverterFromEnv(env: NodeJS.ProcessEnv = process.env): DataConverter | undefined {
   const keys = payloadKeysFromEnv(env);
-  return keys ? { payloadCodecs: [new AesGcmPayloadCodec(keys)] } : undefined;
+  return keys ? { payloadCodecs: [new AesGcmPayloadCodec(keys)], failureConverterPath: ENCRYPTED_FAILURE_CONVERTER_PATH } : undefined;
 }

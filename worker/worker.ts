@@ -24,7 +24,10 @@ export interface OrchardWorkerOptions {
   /** Asked whether a worktree lease's holder still runs before anyone takes the lease over. */
   client: Client;
   defaultProvider?: ModelProvider;
-  /** A prebuilt bundle (tests bundle once per run); otherwise the workflows are bundled at start. */
+  /**
+   * A prebuilt bundle (tests bundle once per run); otherwise the workflows are bundled at start. It must have been
+   * built with `dataConverter`'s failure converter (bundleWorkflows does): the Worker does not add it to a bundle.
+   */
   workflowBundle?: { codePath: string } | WorkflowBundleWithSourceMap;
   /** Run only the host queue (a host that holds worktrees but runs no workflows). */
   hostOnly?: boolean;
@@ -58,7 +61,10 @@ export interface OrchardWorkerOptions {
    * of bubblewrap, once per worker (resolveConfinement).
    */
   confinement?: Confinement;
-  /** Payload encryption (client/connection.ts dataConverterFromEnv); the same one the client uses. Default: none. */
+  /**
+   * Payload and failure encryption (client/connection.ts dataConverterFromEnv); the same one the client uses. Default:
+   * none.
+   */
   dataConverter?: DataConverter;
 }
 
@@ -77,8 +83,17 @@ export interface OrchardWorkers {
  */
 const HEARTBEAT_THROTTLE = '1 second';
 
-async function bundleWorkflows(): Promise<WorkflowBundleWithSourceMap> {
-  return bundleWorkflowCode({ workflowsPath: require.resolve('../workflows'), logger: quietBundlerLogger });
+/**
+ * The workflow code, bundled with the data converter's failure converter: workflow code runs in an isolate that
+ * takes its failure converter from the bundle, never from the Worker's options (with encryption on, an update's
+ * refusal or a workflow's failure would otherwise reach history in plaintext).
+ */
+export async function bundleWorkflows(dataConverter?: DataConverter): Promise<WorkflowBundleWithSourceMap> {
+  return bundleWorkflowCode({
+    workflowsPath: require.resolve('../workflows'),
+    failureConverterPath: dataConverter?.failureConverterPath,
+    logger: quietBundlerLogger,
+  });
 }
 
 /** Two workers in one process: the shared queue (workflows, model, store) and this host's queue (worktrees). */
@@ -137,7 +152,7 @@ export async function createOrchardWorkers(options: OrchardWorkerOptions): Promi
         taskQueue: options.taskQueue,
         identity: `orchard@${options.hostId}`,
         dataConverter: options.dataConverter,
-        workflowBundle: options.workflowBundle ?? (await bundleWorkflows()),
+        workflowBundle: options.workflowBundle ?? (await bundleWorkflows(options.dataConverter)),
         activities: createSharedActivities({
           pool: options.pool,
           defaultProvider: options.defaultProvider,

@@ -13,7 +13,7 @@ import type { TeamActivityHooks } from '../../activities/team';
 import type { ModelProvider } from '../../activities/model/types';
 import { createPool } from '../../activities/store/db';
 import { migrate } from '../../activities/store/migrate';
-import { createOrchardWorkers, type OrchardWorkers } from '../../worker/worker';
+import { bundleWorkflows, createOrchardWorkers, type OrchardWorkers } from '../../worker/worker';
 import { OrchardClient } from '../../client/client';
 import { gitIn } from './git';
 
@@ -36,6 +36,19 @@ export function testStackEnv() {
 
 let migrated: Promise<unknown> | undefined;
 let probed: Promise<Confinement> | undefined;
+const failureBundles = new Map<string, ReturnType<typeof bundleWorkflows>>();
+
+/**
+ * The run's prebuilt bundle has the SDK's default failure converter: a data converter with a failure converter of its
+ * own (payload encryption) gets a bundle built with it, once per test file.
+ */
+async function workflowBundleFor(dataConverter: DataConverter | undefined, prebuilt: { codePath: string } | undefined) {
+  const path = dataConverter?.failureConverterPath;
+  if (!path) return prebuilt;
+  let bundle = failureBundles.get(path);
+  if (!bundle) failureBundles.set(path, (bundle = bundleWorkflows(dataConverter)));
+  return bundle;
+}
 
 /**
  * This machine's confinement, probed once per test file. Where `.ci/run` could not install bubblewrap it says why in
@@ -144,7 +157,7 @@ export async function startOrchard(
       pool: workerPool,
       client: temporal,
       defaultProvider: hostOptions.defaultProvider ?? options.defaultProvider,
-      workflowBundle: env.workflowBundle,
+      workflowBundle: await workflowBundleFor(options.dataConverter, env.workflowBundle),
       hostOnly: hostOptions.hostOnly,
       maxOutputBytes: options.maxOutputBytes,
       hostHooks: options.hostHooks,

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import test from 'ava';
-import { DefaultPayloadConverter } from '@temporalio/common';
+import { ApplicationFailure, DefaultPayloadConverter } from '@temporalio/common';
+import { decodeOptionalFailureToOptionalError, encodeErrorToFailure, loadDataConverter } from '@temporalio/common/lib/internal-non-workflow';
 import { AesGcmPayloadCodec, ENCRYPTED_ENCODING, KEY_ID_METADATA, PayloadDecryptionError, PayloadKeyError, payloadKeysFromEnv } from '../../client/codec';
 import { dataConverterFromEnv } from '../../client/connection';
 
@@ -97,4 +98,41 @@ test('key configuration: unset is no encryption; bad material is a typed Payload
     t.is(err.code, 'payload_key_invalid');
     for (const value of Object.values(env)) if (value && value.length > 20) t.false(err.message.includes(value));
   }
+});
+
+test('with a key, a failure is stored as `Encoded failure` and ciphertext; its code stays readable; the key reads the message back', async (t) => {
+  const on = loadDataConverter(dataConverterFromEnv({ ORCHARD_PAYLOAD_KEY: keyA.toString('base64'), ORCHARD_PAYLOAD_KEY_ID: 'k1' }));
+  const refusal = ApplicationFailure.create({ type: 'repository_not_found', message: '/srv/SECRET-REPO is not a directory', nonRetryable: true });
+  const failure = await encodeErrorToFailure(on, refusal);
+  t.is(failure.message, 'Encoded failure');
+  t.is(failure.stackTrace, '');
+  t.is(failure.applicationFailureInfo?.type, 'repository_not_found');
+  t.true(failure.applicationFailureInfo?.nonRetryable);
+  t.is(text(failure.encodedAttributes?.metadata?.encoding), ENCRYPTED_ENCODING);
+  const stored = Buffer.from(JSON.stringify(failure));
+  t.false(stored.includes('SECRET-REPO'));
+  t.false(stored.includes('payload-codec.test'), 'nor the stack trace');
+  const back = await decodeOptionalFailureToOptionalError(on, failure);
+  t.true(back instanceof ApplicationFailure);
+  t.is((back as ApplicationFailure).type, 'repository_not_found');
+  t.is(back?.message, '/srv/SECRET-REPO is not a directory');
+  t.regex(back?.stack ?? '', /payload-codec\.test/);
+  // The SDK's default converter (a client without Orchard's failure converter, but with the key) reads it as well.
+  const codecOnly = loadDataConverter({ payloadCodecs: on.payloadCodecs });
+  t.is((await decodeOptionalFailureToOptionalError(codecOnly, failure))?.message, '/srv/SECRET-REPO is not a directory');
+  // Without a key, failures are what they always were.
+  const off = loadDataConverter(dataConverterFromEnv({}));
+  t.is((await encodeErrorToFailure(off, refusal)).message, '/srv/SECRET-REPO is not a directory');
+});
+
+test("a worker's own decryption failure stays readable: encrypted, it would be under the key that does not match", async (t) => {
+  const on = loadDataConverter(dataConverterFromEnv({ ORCHARD_PAYLOAD_KEY: keyA.toString('base64'), ORCHARD_PAYLOAD_KEY_ID: 'k1' }));
+  const err = new PayloadDecryptionError('payload under key id "k1" failed authentication', 'k1', {
+    cause: new Error('Unsupported state or unable to authenticate data'),
+  });
+  const failure = await encodeErrorToFailure(on, err);
+  t.is(failure.message, 'payload under key id "k1" failed authentication');
+  t.falsy(failure.encodedAttributes);
+  t.is(failure.cause?.message, 'Unsupported state or unable to authenticate data');
+  t.falsy(failure.cause?.encodedAttributes);
 });

@@ -1,7 +1,9 @@
 import { randomBytes } from 'node:crypto';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import test from 'ava';
-import { Client, Connection } from '@temporalio/client';
-import type { Payload } from '@temporalio/common';
+import { Client, Connection, WorkflowFailedError } from '@temporalio/client';
+import { ApplicationFailure, type Payload } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
 import { OrchardClient, OrchardError } from '../../client/client';
 import { ENCRYPTED_ENCODING, KEY_ID_METADATA } from '../../client/codec';
@@ -132,6 +134,76 @@ test('with ORCHARD_PAYLOAD_KEY the history holds only ciphertext; the session wo
   t.like(await refused.json(), { code: 'payload_decryption_failed' });
 });
 
+/** The raw, stored history of a workflow (read without any codec) and its protobuf bytes. */
+async function rawHistory(raw: OrchardClient, workflowId: string) {
+  const history = await raw.temporal.workflowService.getWorkflowExecutionHistory({ namespace: testStackEnv().namespace, execution: { workflowId } });
+  const bytes = Buffer.from(temporal.api.workflowservice.v1.GetWorkflowExecutionHistoryResponse.encode(history).finish());
+  return { events: history.history?.events ?? [], bytes };
+}
+
+test('with ORCHARD_PAYLOAD_KEY failure messages and stack traces are ciphertext in history; the client still gets the code and the message', async (t) => {
+  const orchard = await startOrchard(t, { dataConverter: dataConverterFromEnv(env) });
+  const raw = await clientWith(t, orchard.taskQueue);
+  const scenario = writeScenario({ name: 'enc', turns: [{ repeat: true, steps: [{ content: 'done' }] }] });
+  const model = { provider: 'scripted' as const, scenario };
+
+  // A repository that does not exist, named by a marker: the activity fails (the worker's failure converter), then
+  // the workflow with the same refusal (the workflow bundle's).
+  const marker = `MISSING-REPO-${randomBytes(6).toString('hex')}`;
+  const missing = uniqueId('enc-norepo');
+  await orchard.client.createSession({ sessionId: missing, title: 'no repo', repo: join(tmpdir(), marker), model });
+  const closed = await orchard.client.waitUntilSettled(missing);
+  t.is(closed.error?.code, 'repository_not_found');
+  t.true(closed.error?.message.includes(marker), closed.error?.message);
+  // The status says closed before the run has ended: its end is awaited, so that the history holds the failure.
+  const ended = await t.throwsAsync(orchard.temporal.workflow.getHandle(sessionWorkflowId(missing)).result(), { instanceOf: WorkflowFailedError });
+  t.true(ended.cause instanceof ApplicationFailure);
+  t.is((ended.cause as ApplicationFailure).type, 'repository_not_found');
+  t.true(ended.cause?.message.includes(marker), ended.cause?.message);
+  const norepo = await rawHistory(raw, sessionWorkflowId(missing));
+  t.false(norepo.bytes.includes(marker), 'the failure messages are not in the stored history');
+  const workflowFailure = norepo.events.find((e) => e.workflowExecutionFailedEventAttributes)?.workflowExecutionFailedEventAttributes?.failure;
+  t.is(workflowFailure?.message, 'Encoded failure');
+  t.is(workflowFailure?.applicationFailureInfo?.type, 'repository_not_found');
+  t.is(text(workflowFailure?.encodedAttributes?.metadata?.encoding), ENCRYPTED_ENCODING);
+  const activityFailures = norepo.events.map((e) => e.activityTaskFailedEventAttributes?.failure).filter((f) => !!f);
+  t.true(activityFailures.length > 0, 'an activity failed');
+  for (const failure of activityFailures) {
+    t.is(failure.message, 'Encoded failure');
+    t.falsy(failure.stackTrace);
+    t.is(text(failure.encodedAttributes?.metadata?.encoding), ENCRYPTED_ENCODING);
+  }
+  // The code stays readable: the type of the failure, which the client maps to an Orchard error code.
+  t.true(activityFailures.some((f) => f.applicationFailureInfo?.type === 'repository_not_found'));
+
+  // An update's refusal in its handler (the workflow bundle's failure converter) is in history: resolveHold on a
+  // session with nothing held names the session's worktree, a path that appears nowhere else in plaintext.
+  const sessionId = uniqueId('enc-refused');
+  await orchard.client.createSession({ sessionId, title: 'refusals', repo: makeRepo(), model, task: 'a task' });
+  const idle = await orchard.client.waitUntilSettled(sessionId, { afterTurn: 1 });
+  const worktree = idle.worktree!;
+  t.truthy(worktree);
+  const refused = await t.throwsAsync(orchard.client.resolveHold(sessionId), { instanceOf: OrchardError });
+  t.is(refused.code, 'invalid_input');
+  t.true(refused.message.includes(`no open verification hold on ${worktree}`), refused.message);
+  // A validator's refusal is never written to history, and travels encrypted as well: code and message arrive.
+  const invalid = await t.throwsAsync(orchard.client.resolveHold(sessionId, { by: 'x'.repeat(2001) }), { instanceOf: OrchardError });
+  t.is(invalid.code, 'invalid_input');
+  t.is(invalid.message, 'resolveHold: by must be a string of at most 2000 characters');
+  const session = await rawHistory(raw, sessionWorkflowId(sessionId));
+  t.false(session.bytes.includes(worktree), 'the refusal message is not in the stored history');
+  const updateFailures = session.events.map((e) => e.workflowExecutionUpdateCompletedEventAttributes?.outcome?.failure).filter((f) => !!f);
+  t.is(updateFailures.length, 1);
+  t.is(updateFailures[0]!.message, 'Encoded failure');
+  t.is(updateFailures[0]!.applicationFailureInfo?.type, 'invalid_input');
+  t.is(text(updateFailures[0]!.encodedAttributes?.metadata?.encoding), ENCRYPTED_ENCODING);
+
+  // Activity summaries (user metadata, what the Web UI shows per activity) go through the codec too.
+  const summaries = [...norepo.events, ...session.events].map((e) => e.userMetadata?.summary).filter((p) => !!p);
+  t.true(summaries.length > 0);
+  for (const summary of summaries) t.is(text(summary.metadata?.encoding), ENCRYPTED_ENCODING);
+});
+
 test('a worker with the wrong key does no work: its workflow task fails, naming the key id, and nothing is decoded as garbage', async (t) => {
   // The worker has another key under the same id as the client's.
   const orchard = await startOrchard(t, {
@@ -146,17 +218,19 @@ test('a worker with the wrong key does no work: its workflow task fails, naming 
   const handle = client.temporal.workflow.getHandle(sessionWorkflowId(sessionId));
   t.teardown(() => handle.terminate('test over').catch(() => undefined));
   const deadline = Date.now() + 60_000;
-  let failure: string | undefined;
+  let failure: temporal.api.failure.v1.IFailure | undefined;
   while (!failure && Date.now() < deadline) {
     const history = await client.temporal.workflowService
       .getWorkflowExecutionHistory({ namespace: testStackEnv().namespace, execution: { workflowId: sessionWorkflowId(sessionId) } })
       .catch(() => undefined);
     const failed = history?.history?.events?.find((e) => e.workflowTaskFailedEventAttributes);
-    failure = failed?.workflowTaskFailedEventAttributes?.failure?.message ?? undefined;
+    failure = failed?.workflowTaskFailedEventAttributes?.failure ?? undefined;
     if (!failure) await new Promise((r) => setTimeout(r, 200));
   }
   t.truthy(failure, 'a workflow task failure is recorded');
-  t.regex(failure ?? '', /key id "k1" failed authentication/);
+  // In plaintext although failures are encrypted: under this worker's key, nobody with the right one could read it.
+  t.regex(failure?.message ?? '', /key id "k1" failed authentication/);
+  t.is(failure?.cause?.message, 'Unsupported state or unable to authenticate data');
   const description = await handle.describe();
   t.is(description.status.name, 'RUNNING');
 });

@@ -27,6 +27,7 @@ import {
   failTask,
   readBoard,
   taskStatusOf,
+  archiveBoard,
   readInbox,
   recordTaskOutput,
   startTask,
@@ -517,6 +518,16 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
       return quiescence(input);
     },
 
+    /** A user's archive, after its fences: every pending task cancelled citing the one event; the run marked archived. */
+    async archiveBoard(input) {
+      try {
+        const { result, revision } = await archiveBoard(deps.pool, input.teamId, input);
+        return { revision, cancelled: result.cancelled, ...(await candidateOf(input.teamId)) };
+      } catch (err) {
+        throw asFailure(err);
+      }
+    },
+
     /** A task's board status (absent: no such task), for a refusal that names what is wrong with a user's request. */
     async taskStatus(input) {
       return { status: await taskStatusOf(deps.pool, input.teamId, input.taskId) };
@@ -561,7 +572,9 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
     const board = await readBoard(deps.pool, input.teamId);
     const task = board.tasks.find((t) => t.taskId === input.taskId);
     // A fence committed first (the task was handed off): this end is not evidence.
-    if (task?.status === 'cancelled') return { revision: board.workRevision, state: 'handed_off', ...(await candidateOf(input.teamId)) };
+    // …or a pause did (the task is pending again, or already runs under a newer execution).
+    const fenced = task?.status === 'cancelled' || task?.status === 'pending' || (task?.executionId !== undefined && task.executionId !== input.executionId);
+    if (fenced) return { revision: board.workRevision, state: 'handed_off', ...(await candidateOf(input.teamId)) };
     if (input.outcome === 'finished') {
       // Evidence binds code: the head of the Member's branch now that its turn has ended. Only committed work
       // counts; uncommitted changes stay in its worktree (a Member that committed nothing has its base as head).

@@ -529,6 +529,31 @@ team
     });
   });
 
+for (const [action, description] of [
+  ['pause', 'pause a team: no Coordinator turn and no execution starts; running work is fenced and stopped, its tasks wait for their owners'],
+  ['resume', 'resume a paused team: paused tasks start again with their owners'],
+  ['archive', 'abandon a team run: running work stopped, open tasks cancelled, Members’ sessions closed; it ends cancelled (or failed)'],
+] as const) {
+  team
+    .command(`${action} <id>`)
+    .description(description)
+    .requiredOption('--reason <text>', 'why (recorded on the user event)')
+    .option('--request-id <id>', `idempotency key: a repeated ${action} with the same key is done once and answers the same`)
+    .option('--json', 'print the result as JSON')
+    .action(async (id: string, o) => {
+      await withClient(async (client) => {
+        const result = await client.teamLifecycle(id, action, { reason: o.reason, requestId: o.requestId });
+        print(o.json, result, () =>
+          [
+            `${id}: ${result.state} at revision ${result.workRevision}`,
+            ...result.receipts.map((r) => `  ${r.receiptId}: ${r.oldTaskId} of ${r.oldOwner} fenced (${r.state})`),
+            ...(result.cancelledTasks?.length ? [`  cancelled: ${result.cancelledTasks.join(', ')}`] : []),
+          ].join('\n'),
+        );
+      });
+    });
+}
+
 team
   .command('merge <id>')
   .description("merge a delivered team's result branch into its protected branch (refused without a certificate; a repeat changes nothing)")

@@ -32,10 +32,15 @@ import {
   orchestratorStartQuery,
   startTeamProblem,
   cancelTaskUpdate,
+  pauseTeamUpdate,
+  resumeTeamUpdate,
+  archiveTeamUpdate,
   reassignTaskUpdate,
   mergeTeamUpdate,
   resolveHandoffUpdate,
   type CancelTaskInput,
+  type TeamLifecycleInput,
+  type TeamLifecycleResult,
   type CancelTaskResult,
   type ReassignInput,
   type ReceiptView,
@@ -387,6 +392,13 @@ export class OrchardClient implements TemporalPort {
     } catch (err) {
       rethrowUpdateRefusal(err);
       if (err instanceof WorkflowNotFoundError || isNotFound(err)) {
+        // An update to a run that has ended (an archived team, a cancelled one) is "not found" to Temporal too.
+        const closed = await this.temporal.workflow
+          .getHandle(teamWorkflowId(teamId))
+          .describe()
+          .then((d) => (d.status.name === 'RUNNING' ? undefined : d.status.name.toLowerCase()))
+          .catch(() => undefined);
+        if (closed) throw new OrchardError('team_not_running', `team ${teamId} has ended (${closed}): it takes no more requests`);
         throw new OrchardError('team_not_found', `no team ${teamId}: start it with \`orchard team start ${teamId} --repo <path> --goal <text>\``);
       }
       throw err;
@@ -407,6 +419,16 @@ export class OrchardClient implements TemporalPort {
   async cancelTask(teamId: string, input: CancelTaskInput): Promise<CancelTaskResult> {
     const request = { ...input, requestId: input.requestId ?? randomUUID() };
     return this.teamCall(teamId, (h) => h.executeUpdate(cancelTaskUpdate, { args: [request], updateId: request.requestId }));
+  }
+
+  /**
+   * A user's pause, resume or archive of a whole team run; idempotent by request id (a retry answers the first).
+   * Refused (typed, nothing changed): `team_paused`, `team_not_paused`, `team_archived`, `run_delivered`.
+   */
+  async teamLifecycle(teamId: string, action: 'pause' | 'resume' | 'archive', input: TeamLifecycleInput): Promise<TeamLifecycleResult> {
+    const request = { ...input, requestId: input.requestId ?? randomUUID() };
+    const definition = { pause: pauseTeamUpdate, resume: resumeTeamUpdate, archive: archiveTeamUpdate }[action];
+    return this.teamCall(teamId, (h) => h.executeUpdate(definition, { args: [request], updateId: request.requestId }));
   }
 
   /** Resolves a handoff that timed out: keep_stopped, or release with proof the old runtime is quiescent; idempotent by request id. */

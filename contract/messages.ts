@@ -641,7 +641,7 @@ export interface TaskExecutionView {
   readonly taskId: string;
   readonly memberId: string;
   readonly sessionId: string;
-  readonly state: 'running' | 'completed' | 'failed' | 'handed_off' | 'cancelled';
+  readonly state: 'running' | 'completed' | 'failed' | 'handed_off' | 'cancelled' | 'paused';
   /** The member session's task id (its queue entry). */
   readonly sessionTaskId?: string;
   /** Why it failed (the Member's typed code and message). */
@@ -728,7 +728,10 @@ export interface BoardOutcomeFacts {
 export interface TeamStatusView {
   readonly teamId: string;
   readonly goal: string;
-  readonly status: 'coordinating' | 'waiting_for_org_event' | 'delivered';
+  readonly status: 'coordinating' | 'waiting_for_org_event' | 'delivered' | 'paused' | 'archived';
+  /** A user's pause (while paused) or archive, and why. */
+  readonly paused?: { readonly reason: string };
+  readonly archived?: { readonly reason: string; readonly eventId: string };
   /** What the run has come to: see TEAM_OUTCOMES. */
   readonly outcome: TeamOutcome;
   /** Why it needs attention or failed: short lines naming tasks and receipts (empty otherwise). */
@@ -775,8 +778,11 @@ export interface TeamStatusView {
 
 export interface ReceiptView {
   readonly receiptId: string;
-  /** `reassign` (the work goes on with `newOwner` as `newTaskId`) or `cancel` (the user removed it; no replacement). */
-  readonly kind: 'reassign' | 'cancel';
+  /**
+   * `reassign` (the work goes on with `newOwner` as `newTaskId`), `cancel` (the user removed it; no replacement),
+   * `pause` (the team was paused: the task is pending again for the same owner) or `archive` (the team was archived).
+   */
+  readonly kind: HandoffKind;
   readonly oldTaskId: string;
   readonly newTaskId?: string;
   readonly oldOwner: string;
@@ -787,6 +793,9 @@ export interface ReceiptView {
   readonly trail: readonly string[];
   readonly resolution?: 'keep_stopped' | 'release';
 }
+
+/** Why running work was fenced: a user's reassign or cancel of one task, or a pause or archive of the whole team. */
+export type HandoffKind = 'reassign' | 'cancel' | 'pause' | 'archive';
 
 /** Idempotency of a user's team action: the update id, remembered by the team across continue-as-new. */
 interface TeamRequest {
@@ -824,6 +833,38 @@ export interface CancelTaskResult {
 }
 
 export const cancelTaskUpdate = defineUpdate<CancelTaskResult, [CancelTaskInput]>('cancelTask');
+
+/** A user's pause, resume or archive of a whole team run (`orchard team pause|resume|archive`). */
+export interface TeamLifecycleInput extends TeamRequest {
+  readonly reason: string;
+}
+
+/**
+ * What a pause, resume or archive did: the team's state after it, the running work it fenced (one receipt per
+ * execution: kind `pause` or `archive`), and for an archive the tasks it cancelled.
+ */
+export interface TeamLifecycleResult {
+  readonly teamId: string;
+  readonly state: 'paused' | 'running' | 'archived';
+  readonly receipts: readonly ReceiptView[];
+  readonly cancelledTasks?: readonly string[];
+  readonly workRevision: number;
+}
+
+/**
+ * Pause: no Coordinator turn and no execution starts while paused; running executions are fenced and yielded
+ * (receipts of kind `pause`) and their tasks are pending again for the same owners. Refused `team_paused` when
+ * paused already, `run_delivered` once delivered, `team_archived` after an archive.
+ */
+export const pauseTeamUpdate = defineUpdate<TeamLifecycleResult, [TeamLifecycleInput]>('pauseTeam');
+/** Resume: the Coordinator and the dispatch run again; paused tasks start again with their owners. Refused `team_not_paused`. */
+export const resumeTeamUpdate = defineUpdate<TeamLifecycleResult, [TeamLifecycleInput]>('resumeTeam');
+/**
+ * Archive: the whole episode is abandoned — running executions fenced and stopped, open tasks cancelled citing one
+ * user event, no certificate, the Members' sessions closed; the run then ends with outcome `cancelled` (or `failed`
+ * with unresolved failed or unknown work). Refused `run_delivered` once delivered, `team_archived` when archiving already.
+ */
+export const archiveTeamUpdate = defineUpdate<TeamLifecycleResult, [TeamLifecycleInput]>('archiveTeam');
 
 /**
  * `orchard team merge`: a user integrates the certified result into the protected branch. Repeating it answers the

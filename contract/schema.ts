@@ -67,6 +67,11 @@ import {
   cancelTaskUpdate,
   cancelUpdate,
   childTurnEndedSignal,
+  pauseTeamUpdate,
+  resumeTeamUpdate,
+  archiveTeamUpdate,
+  type TeamLifecycleInput as TeamLifecycleInputType,
+  type TeamLifecycleResult as TeamLifecycleResultType,
   TEAM_OUTCOMES,
   createUpdate,
   executionTurnEndedSignal,
@@ -543,10 +548,10 @@ export const TeamWorkflowInput = agrees<ClientStart<TeamWorkflowInputType>>()(
 export const ReceiptView = agrees<ReceiptViewType>()(
   named(
     'ReceiptView',
-    'A handoff receipt: a reassign or a cancel of running work, fenced and yielded.',
+    'A handoff receipt: running work fenced and yielded for a reassign, a cancel, a pause or an archive.',
     z.strictObject({
       receiptId: z.string(),
-      kind: z.enum(['reassign', 'cancel']),
+      kind: z.enum(['reassign', 'cancel', 'pause', 'archive']),
       oldTaskId: z.string(),
       newTaskId: z.string().optional(),
       oldOwner: z.string(),
@@ -578,6 +583,26 @@ export const CancelTaskResult = agrees<CancelTaskResultType>()(
     'CancelTaskResult',
     'The cancelled task, and the receipt when running work was fenced and yielded.',
     z.strictObject({ taskId: z.string(), status: z.literal('cancelled'), workRevision: z.number().int(), receipt: ReceiptView.optional() }),
+  ),
+);
+export const TeamLifecycleInput = agrees<TeamLifecycleInputType>()(
+  named(
+    'TeamLifecycleInput',
+    "The 'pauseTeam', 'resumeTeam' and 'archiveTeam' updates: why (and a request id: a retry answers the first).",
+    z.object({ requestId: requestId.optional(), reason: z.string().min(1) }),
+  ),
+);
+export const TeamLifecycleResult = agrees<TeamLifecycleResultType>()(
+  named(
+    'TeamLifecycleResult',
+    'What a pause, resume or archive did: the state after it, the receipts of the running work it fenced, the tasks an archive cancelled.',
+    z.strictObject({
+      teamId: z.string(),
+      state: z.enum(['paused', 'running', 'archived']),
+      receipts: z.array(ReceiptView),
+      cancelledTasks: z.array(z.string()).optional(),
+      workRevision: z.number().int(),
+    }),
   ),
 );
 export const ResolveHandoffInput = agrees<ResolveHandoffInputType>()(
@@ -638,7 +663,7 @@ const TaskExecutionView = agrees<TaskExecutionViewType>()(
       taskId: z.string(),
       memberId: z.string(),
       sessionId: z.string(),
-      state: z.enum(['running', 'completed', 'failed', 'handed_off', 'cancelled']),
+      state: z.enum(['running', 'completed', 'failed', 'handed_off', 'cancelled', 'paused']),
       sessionTaskId: z.string().optional(),
       failure: codedError.optional().describe("why it failed: the Member's typed code and message"),
     }),
@@ -668,7 +693,9 @@ export const TeamStatusView = agrees<TeamStatusViewType>()(
     z.strictObject({
       teamId: z.string(),
       goal: z.string(),
-      status: z.enum(['coordinating', 'waiting_for_org_event', 'delivered']),
+      status: z.enum(['coordinating', 'waiting_for_org_event', 'delivered', 'paused', 'archived']),
+      paused: z.strictObject({ reason: z.string() }).optional(),
+      archived: z.strictObject({ reason: z.string(), eventId: z.string() }).optional(),
       outcome: z.enum(TEAM_OUTCOMES).describe("what the run has come to (the team's OrchardStatus)"),
       outcomeBecause: z.array(z.string()).describe('why it needs attention or failed'),
       generation: z.number().int(),
@@ -876,6 +903,17 @@ export const WORKFLOWS: readonly WorkflowSchema[] = [
       }),
       update(cancelTaskUpdate, { input: CancelTaskInput, result: CancelTaskResult, description: "Removes a task from the run's scope." }),
       update(resolveHandoffUpdate, { input: ResolveHandoffInput, result: ReceiptView, description: 'Resolves a timed-out or unknown handoff.' }),
+      update(pauseTeamUpdate, {
+        input: TeamLifecycleInput,
+        result: TeamLifecycleResult,
+        description: 'Pauses the team: no Coordinator turn or execution starts; running work is fenced and its tasks wait, pending, for their owners.',
+      }),
+      update(resumeTeamUpdate, { input: TeamLifecycleInput, result: TeamLifecycleResult, description: 'Resumes a paused team.' }),
+      update(archiveTeamUpdate, {
+        input: TeamLifecycleInput,
+        result: TeamLifecycleResult,
+        description: 'Abandons the whole run: running work stopped, open tasks cancelled, sessions closed; the run ends cancelled (or failed).',
+      }),
       update(mergeTeamUpdate, {
         input: undefined,
         result: TeamMergeResult,

@@ -5,7 +5,7 @@
  * effects it must act on.
  */
 import type { MemberSessionIds } from './member-session';
-import type { BoardOutcomeFacts, ModelSpec, StartTeamInput, TeamMergeResult } from './messages';
+import type { BoardOutcomeFacts, HandoffKind, ModelSpec, StartTeamInput, TeamMergeResult } from './messages';
 import type { CallRef } from './orchestrator-activities';
 
 /**
@@ -75,7 +75,7 @@ export interface CoordinatorToolEffects {
 
 export type ReceiptState = 'requested' | 'yielding' | 'released' | 'timeout' | 'unknown' | 'failed';
 /** `reassign`: the work goes on with another member; `cancel`: the user removed it from the run's scope. */
-export type HandoffKind = 'reassign' | 'cancel';
+export type { HandoffKind } from './messages';
 
 export interface HandoffReceipt {
   readonly receiptId: string;
@@ -151,6 +151,8 @@ export interface TeamActivities {
   yieldExecution(input: { sessionId: string; reason: string; lease?: FencedLease }): Promise<Quiescence>;
   /** Proof that the old runtime is quiescent (for a user's `release` after a timeout). */
   checkQuiescent(input: { sessionId: string; lease?: FencedLease }): Promise<Quiescence>;
+  /** A user's archive, after its fences: every pending task cancelled citing the event; the board takes no more writes. */
+  archiveBoard(input: { teamId: string; eventId: string; reason: string }): Promise<{ revision: number; cancelled: string[] } & BoardAssessment>;
   /** A task's status on the board; `status` absent when the board has no such task. */
   taskStatus(input: { teamId: string; taskId: string }): Promise<{ status?: string }>;
   /** A user's cancel of a task that is not running, or "keep stopped" (cancels only a handoff's replacement). */

@@ -97,10 +97,15 @@ export async function repositoryProblem(repo: string, options: { baseRef?: strin
   } catch (err) {
     return new WorkspaceError('repository_not_found', `${repo} is not a git repository: ${message(err)}`);
   }
+  // `--verify --quiet` fails silently (exit 1, no output) for a ref that names no commit; anything git says is a
+  // fault (a lock, a repository being written, a timeout), never "no commit": it is thrown, so the caller retries.
   const commitOf = (ref: string) =>
     git.raw(['rev-parse', '--verify', '--quiet', '--end-of-options', `${ref}^{commit}`]).then(
       (out) => out.trim(),
-      () => '',
+      (err: unknown) => {
+        if (message(err).trim() === '') return '';
+        throw err;
+      },
     );
   if (options.sessionId && (await commitOf(`refs/heads/${sessionBranch(options.sessionId)}`))) return undefined;
   if (options.baseRef !== undefined) {

@@ -37,6 +37,8 @@ export interface TeamTask {
   readonly cancel?: { by: 'user' | 'coordinator'; kind?: string; reason?: string; userEventId?: string };
   /** Why it failed (its execution's typed code and message), once failed. */
   readonly failure?: TaskFailure;
+  /** The execution it was last started under (a paused task starts again under a new one). */
+  readonly executionId?: string;
   readonly generation: number;
   readonly updatedRevision: number;
 }
@@ -152,10 +154,14 @@ export async function commit<T>(
   const refused = storeRefusal(actor, operation);
   if (refused) throw new TeamStoreRefusal('tool_not_allowed', refused);
   return withTransaction(pool, async (c) => {
-    const { rows } = await c.query(`SELECT generation, work_revision FROM team_runs WHERE team_id = $1 FOR UPDATE`, [teamId]);
+    const { rows } = await c.query(`SELECT generation, work_revision, archived FROM team_runs WHERE team_id = $1 FOR UPDATE`, [teamId]);
     if (rows.length === 0) throw new TeamStoreRefusal('team_not_found', `no team run ${teamId}`);
     const generation = Number(rows[0].generation);
     const current = Number(rows[0].work_revision);
+    if ((GRAPH_WRITES.includes(operation) || operation === 'task_start' || operation === 'certificate') && rows[0].archived) {
+      // An archived run is over: nobody changes its board any more.
+      throw new TeamStoreRefusal('team_archived', `team ${teamId} is archived (${String(rows[0].archived.reason)}): its task graph is closed`);
+    }
     if (GRAPH_WRITES.includes(operation)) {
       // A delivered generation's task graph is closed: its certificate is the last word on it, for everyone.
       const { rows: certified } = await c.query(
@@ -195,6 +201,7 @@ function toTask(r: any): TeamTask {
     outputId: r.output_id ?? undefined,
     cancel: r.cancel ?? undefined,
     failure: r.failure ?? undefined,
+    executionId: r.execution_id ?? undefined,
     generation: Number(r.generation),
     updatedRevision: Number(r.updated_revision),
   };
@@ -315,7 +322,12 @@ export async function startTask(pool: Pool, teamId: string, taskId: string, exec
         `task ${taskId} replaces fenced work: it starts once handoff ${receiptId} is released (it is ${state})`,
       );
     }
-    await c.query(`UPDATE team_tasks SET status = 'in_progress', updated_revision = $3 WHERE team_id = $1 AND task_id = $2`, [teamId, taskId, revision]);
+    await c.query(`UPDATE team_tasks SET status = 'in_progress', updated_revision = $3, execution_id = $4 WHERE team_id = $1 AND task_id = $2`, [
+      teamId,
+      taskId,
+      revision,
+      executionId,
+    ]);
     return { result: { ...task, status: 'in_progress' as const }, fact: { kind: 'task_started', taskId, detail: { executionId } } };
   });
 }
@@ -336,6 +348,7 @@ export async function recordTaskOutput(
     if (task.status === 'completed' && task.outputId === output.outputId) return { result: task };
     if (task.owner !== actor.memberId) throw new TeamStoreRefusal('task_not_owned', `task ${output.taskId} is owned by ${task.owner ?? 'nobody'}`);
     if (task.status !== 'in_progress') throw new TeamStoreRefusal('task_not_in_progress', `task ${output.taskId} is ${task.status}`);
+    refuseOtherExecution(task, actor);
     await c.query(
       `INSERT INTO team_task_outputs (output_id, team_id, task_id, generation, execution_id, summary, commit_sha)
        VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (team_id, output_id) DO NOTHING`,
@@ -354,12 +367,20 @@ export async function recordTaskOutput(
   });
 }
 
+/** A Member's execution writes only the task it was started under (a paused and restarted task has a new one). */
+function refuseOtherExecution(task: TeamTask, actor: Actor): void {
+  if (actor.kind === 'member' && task.executionId !== undefined && actor.executionId !== task.executionId) {
+    throw new TeamStoreRefusal('task_not_in_progress', `task ${task.taskId} is being worked by execution ${task.executionId}, not ${actor.executionId}`);
+  }
+}
+
 export async function failTask(pool: Pool, teamId: string, actor: Actor, taskId: string, reason: string, failure?: TaskFailure) {
   return commit(pool, teamId, actor, 'task_fail', async ({ c, revision }) => {
     const task = await requireTask(c, teamId, taskId);
     if (task.status === 'failed') return { result: task };
     if (actor.kind === 'member' && task.owner !== actor.memberId) throw new TeamStoreRefusal('task_not_owned', `task ${taskId} is owned by ${task.owner}`);
     if (task.status !== 'in_progress' && task.status !== 'pending') throw new TeamStoreRefusal('task_closed', `task ${taskId} is ${task.status}`);
+    refuseOtherExecution(task, actor);
     await c.query(`UPDATE team_tasks SET status = 'failed', updated_revision = $3, failure = $4 WHERE team_id = $1 AND task_id = $2`, [
       teamId,
       taskId,
@@ -737,7 +758,12 @@ export async function fenceHandoff(
   },
 ): Promise<{ result: HandoffReceipt; revision: number }> {
   return commit(pool, teamId, { kind: 'user', eventId: input.eventId }, 'handoff', async ({ c, generation, revision }) => {
-    const existing = await c.query(`SELECT * FROM team_handoff_receipts WHERE team_id = $1 AND old_task_id = $2`, [teamId, input.oldTaskId]);
+    // One fence per execution: a paused task is fenced again under its next execution, with a receipt of its own.
+    const existing = await c.query(`SELECT * FROM team_handoff_receipts WHERE team_id = $1 AND old_task_id = $2 AND execution_id = $3`, [
+      teamId,
+      input.oldTaskId,
+      input.executionId,
+    ]);
     if (existing.rows[0]) {
       // A retry of this fence (same user event) finds its receipt; another user's cancel/reassign of the same
       // execution lost the race to it, and is told so instead of being handed the winner's receipt.
@@ -751,6 +777,8 @@ export async function fenceHandoff(
     const task = await requireTask(c, teamId, input.oldTaskId);
     if (task.status !== 'in_progress' || !task.owner)
       throw new TeamStoreRefusal('task_not_in_progress', `task ${input.oldTaskId} is ${task.status}: only running work is handed off`);
+    if (task.executionId !== undefined && task.executionId !== input.executionId)
+      throw new TeamStoreRefusal('task_not_in_progress', `task ${input.oldTaskId} runs under execution ${task.executionId}, not ${input.executionId}`);
     const replacement = input.replacement;
     if ((input.kind === 'reassign') !== (replacement !== undefined))
       throw new TeamStoreRefusal('invalid_input', 'a reassign names its replacement; a cancel has none');
@@ -767,20 +795,28 @@ export async function fenceHandoff(
     if (fenced) {
       await c.query(`UPDATE worktree_leases SET generation = generation + 1 WHERE worktree = $1 AND generation = $2`, [fenced.worktree, fenced.generation]);
     }
-    const cancel = { by: 'user', kind: input.kind, reason: input.reason, userEventId: input.eventId };
-    await c.query(`UPDATE team_tasks SET status = 'cancelled', cancel = $3, updated_revision = $4 WHERE team_id = $1 AND task_id = $2`, [
-      teamId,
-      input.oldTaskId,
-      JSON.stringify(cancel),
-      revision,
-    ]);
-    await c.query(`INSERT INTO team_user_events (team_id, event_id, kind, task_id, text) VALUES ($1, $2, $3, $4, $5)`, [
-      teamId,
-      input.eventId,
-      input.kind,
-      input.oldTaskId,
-      input.reason,
-    ]);
+    if (input.kind === 'pause') {
+      // Paused, not cancelled: the task waits, pending, for the same owner (no new task state); a resume starts it again.
+      await c.query(`UPDATE team_tasks SET status = 'pending', execution_id = NULL, updated_revision = $3 WHERE team_id = $1 AND task_id = $2`, [
+        teamId,
+        input.oldTaskId,
+        revision,
+      ]);
+    } else {
+      const cancel = { by: 'user', kind: input.kind, reason: input.reason, userEventId: input.eventId };
+      await c.query(`UPDATE team_tasks SET status = 'cancelled', cancel = $3, updated_revision = $4 WHERE team_id = $1 AND task_id = $2`, [
+        teamId,
+        input.oldTaskId,
+        JSON.stringify(cancel),
+        revision,
+      ]);
+    }
+    // A pause or an archive is one user event for the whole team, cited by each of its fences.
+    const whole = input.kind === 'pause' || input.kind === 'archive';
+    await c.query(
+      `INSERT INTO team_user_events (team_id, event_id, kind, task_id, text) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (team_id, event_id) DO NOTHING`,
+      [teamId, input.eventId, input.kind, whole ? null : input.oldTaskId, input.reason],
+    );
     if (replacement) {
       await c.query(
         `INSERT INTO team_tasks (team_id, task_id, title, description, owner, status, replaces_task_id, generation, updated_revision)
@@ -792,7 +828,9 @@ export async function fenceHandoff(
       `INSERT INTO team_handoff_receipts (receipt_id, team_id, old_task_id, new_task_id, owner, session_id, execution_id, lease, generation, state, reason)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'requested', $10) RETURNING *`,
       [
-        `handoff-${teamId}-${input.oldTaskId}`,
+        input.kind === 'pause' || input.kind === 'archive'
+          ? `${input.kind}-${teamId}-${input.oldTaskId}-${input.executionId}`
+          : `handoff-${teamId}-${input.oldTaskId}`,
         teamId,
         input.oldTaskId,
         replacement?.taskId ?? null,
@@ -861,6 +899,27 @@ interface ReceiptChange {
  * closure counts it as `user_scope_removed`). `keep_stopped` is the same for a handoff's blocked replacement.
  * Running work is cancelled through the fence instead (`fenceHandoff`, kind `cancel`). A repeat changes nothing.
  */
+/**
+ * A user's archive of the whole run, after its running work was fenced: every task still pending is cancelled citing
+ * the one archive event, and the run is marked archived (its board takes no more writes). A retry changes nothing.
+ */
+export async function archiveBoard(pool: Pool, teamId: string, input: { eventId: string; reason: string }) {
+  return commit(pool, teamId, { kind: 'user', eventId: input.eventId }, 'task_cancel', async ({ c, revision }) => {
+    const cancel = { by: 'user' as const, kind: 'archive', reason: input.reason, userEventId: input.eventId };
+    await c.query(
+      `INSERT INTO team_user_events (team_id, event_id, kind, task_id, text) VALUES ($1, $2, 'archive', NULL, $3) ON CONFLICT (team_id, event_id) DO NOTHING`,
+      [teamId, input.eventId, input.reason],
+    );
+    const { rows } = await c.query(
+      `UPDATE team_tasks SET status = 'cancelled', cancel = $2, updated_revision = $3 WHERE team_id = $1 AND status = 'pending' RETURNING task_id`,
+      [teamId, JSON.stringify(cancel), revision],
+    );
+    await c.query(`UPDATE team_runs SET archived = $2 WHERE team_id = $1`, [teamId, JSON.stringify({ eventId: input.eventId, reason: input.reason })]);
+    const cancelled = rows.map((r) => r.task_id as string).sort();
+    return { result: { cancelled }, fact: { kind: 'team_archived', detail: { eventId: input.eventId, cancelled } } };
+  });
+}
+
 export async function cancelPendingTask(
   pool: Pool,
   teamId: string,

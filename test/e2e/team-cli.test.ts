@@ -470,3 +470,80 @@ test('team reassign and cancel-task from the CLI: a running task handed over (re
   t.regex(cancelled.stderr, /^orchard: task_not_pending: /);
   t.is((await readBoard(shared().pool, id)).workRevision, revision);
 });
+
+test('team pause, resume and archive from the CLI: a running task paused and started again, then the run archived; refusals typed with exit 2', async (t) => {
+  t.timeout(240_000);
+  const id = uniqueId('team-cli-steer');
+  const repo = makeRepo();
+  // One task whose Member works for a long time (a bash sleep): it is running whenever the CLI steers the team.
+  const scenario = writeScenario({
+    name: 'team-steer',
+    model: 'scripted-team',
+    coordinator: {
+      tasks: [{ taskId: 'slow', title: 'A slow task', description: 'Sleep for a long time.', owner: 'implementer' }],
+      completion: 'done',
+      summary: 'Delivered, certificate {{certificate}}.',
+      reply: 'Done: {{result}}',
+      waiting: 'Nothing to do until a member reports.',
+    },
+    members: { implementer: [{ steps: [{ tool_calls: [{ name: 'bash', arguments: { command: 'sleep 600' } }] }, { content: 'done' }] }] },
+  });
+  const started = await orchard([
+    'team',
+    'start',
+    id,
+    '--repo',
+    repo,
+    '--goal',
+    'Do the slow task',
+    '--member',
+    'implementer:Implementer',
+    '--scripted',
+    scenario,
+    // Generous handoff timers: on a loaded machine stopping the Member's command may take more than the default 10 s.
+    '--handoff-slo',
+    '60000',
+    '--handoff-timeout',
+    '120000',
+  ]);
+  t.is(started.code, 0, started.stderr);
+  const runningExecution = async () =>
+    waitFor(
+      async () => (await shared().client.teamStatus(id)).executions.find((e) => e.taskId === 'slow' && e.state === 'running'),
+      120_000,
+      'the slow task running',
+    );
+  const first = await runningExecution();
+
+  const paused = await orchard(['team', 'pause', id, '--reason', 'hold on', '--json']);
+  t.is(paused.code, 0, paused.stderr);
+  const pausedResult = JSON.parse(paused.stdout);
+  t.is(pausedResult.state, 'paused');
+  t.deepEqual(
+    pausedResult.receipts.map((r: any) => [r.kind, r.oldTaskId]),
+    [['pause', 'slow']],
+  );
+  const again = await orchard(['team', 'pause', id, '--reason', 'again', '--json']);
+  t.is(again.code, 2);
+  t.is(JSON.parse(again.stdout || again.stderr).error.code, 'team_paused');
+  const text = await orchard(['team', 'status', id]);
+  t.regex(text.stdout, new RegExp(`^team ${id} \\| running \\(paused\\)`, 'm'));
+
+  const resumed = await orchard(['team', 'resume', id, '--reason', 'go on']);
+  t.is(resumed.code, 0, resumed.stderr);
+  t.regex(resumed.stdout, new RegExp(`^${id}: running at revision \\d+`));
+  const second = await runningExecution();
+  t.not(second.executionId, first.executionId);
+
+  const archived = await orchard(['team', 'archive', id, '--reason', 'not needed', '--json']);
+  t.is(archived.code, 0, archived.stderr);
+  t.like(JSON.parse(archived.stdout), { state: 'archived' });
+  const board = await readBoard(shared().pool, id);
+  t.deepEqual(
+    board.tasks.map((task) => [task.taskId, task.status, task.cancel?.kind]),
+    [['slow', 'cancelled', 'archive']],
+  );
+  const late = await orchard(['team', 'archive', id, '--reason', 'again']);
+  t.is(late.code, 2);
+  t.regex(late.stderr, /^orchard: team_not_running: /);
+});

@@ -7,6 +7,7 @@ import {
   createTask,
   createTeamRun,
   failTask,
+  fenceHandoff,
   postInboxMessage,
   readBoard,
   recordTaskOutput,
@@ -188,5 +189,57 @@ test('activations: the first is generation 1, the same activation again changes 
   // Only the system activates a team.
   await refusedWith(t, pool, teamId, 'tool_not_allowed', () =>
     __testing.commit(pool, teamId, coordinator, 'activate', async () => ({ result: 0, fact: { kind: 'activated' } })),
+  );
+});
+
+test('a paused task starts again under a new execution: the fenced execution can no longer write its evidence or its failure', async (t) => {
+  const pool = await testPool(t);
+  const teamId = await team(pool);
+  await activateTeamRun(pool, teamId, 'run-a');
+  await createTask(pool, teamId, coordinator, { taskId: 'a', title: 'A', owner: 'implementer' });
+  await startTask(pool, teamId, 'a', 'exec-1', 'implementer');
+  // The pause fences exec-1: the task is pending again for the same owner, bound to no execution.
+  const fenced = await fenceHandoff(pool, teamId, {
+    eventId: 'pause-1',
+    oldTaskId: 'a',
+    kind: 'pause',
+    reason: 'hold',
+    sessionId: memberSessionId(teamId, 'implementer'),
+    executionId: 'exec-1',
+    namespace: 'default',
+  });
+  t.like(fenced.result, { oldTaskId: 'a', owner: 'implementer', receiptId: `pause-${teamId}-a-exec-1` });
+  t.like((await readBoard(pool, teamId)).tasks[0], { status: 'pending', owner: 'implementer', executionId: undefined });
+  // Resumed: a new execution of the same owner.
+  const next: Actor = { kind: 'member', memberId: 'implementer', executionId: 'exec-3' };
+  await startTask(pool, teamId, 'a', 'exec-3', 'implementer');
+  await refusedWith(t, pool, teamId, 'task_not_in_progress', () =>
+    recordTaskOutput(pool, teamId, implementer, { taskId: 'a', outputId: 'out-exec-1', summary: 'late' }),
+  );
+  await refusedWith(t, pool, teamId, 'task_not_in_progress', () => failTask(pool, teamId, implementer, 'a', 'late failure'));
+  await recordTaskOutput(pool, teamId, next, { taskId: 'a', outputId: 'out-exec-3', summary: 'done' });
+  t.like((await readBoard(pool, teamId)).tasks[0], { status: 'completed', outputId: 'out-exec-3' });
+
+  // One fence per execution: the same task paused under two executions has two receipts.
+  await createTask(pool, teamId, coordinator, { taskId: 'b', title: 'B', owner: 'reviewer' });
+  const pauseB = (executionId: string, eventId: string) =>
+    fenceHandoff(pool, teamId, {
+      eventId,
+      oldTaskId: 'b',
+      kind: 'pause',
+      reason: 'hold',
+      sessionId: memberSessionId(teamId, 'reviewer'),
+      executionId,
+      namespace: 'default',
+    });
+  await startTask(pool, teamId, 'b', 'exec-4', 'reviewer');
+  await pauseB('exec-4', 'pause-2');
+  await startTask(pool, teamId, 'b', 'exec-5', 'reviewer');
+  await pauseB('exec-5', 'pause-3');
+  const receipts = (await pool.query(`SELECT execution_id FROM team_handoff_receipts WHERE team_id = $1 AND old_task_id = 'b' ORDER BY execution_id`, [teamId]))
+    .rows;
+  t.deepEqual(
+    receipts.map((r) => r.execution_id),
+    ['exec-4', 'exec-5'],
   );
 });

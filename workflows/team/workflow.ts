@@ -34,6 +34,9 @@ import {
   type TaskExecutionSettled,
   DEFAULT_TEAM_MEMBERS,
   cancelTaskUpdate,
+  archiveTeamUpdate,
+  pauseTeamUpdate,
+  resumeTeamUpdate,
   hostTaskQueue,
   mergeTeamUpdate,
   reassignTaskUpdate,
@@ -56,6 +59,9 @@ import {
   type TeamMemberSpec,
   type TeamStatusView,
   type BoardOutcomeFacts,
+  type HandoffKind,
+  type TeamLifecycleInput,
+  type TeamLifecycleResult,
   type TeamWorkflowInput as TeamWorkflowInputOf,
 } from '../../contract/messages';
 import { ORCHARD_HANDOFF_SLO_MISSED, ORCHARD_HOST, ORCHARD_KIND, ORCHARD_STATUS } from '../../contract/search-attributes';
@@ -110,10 +116,12 @@ interface CarriedTeamState {
   readonly boardFacts?: { readonly revision: number; readonly facts: BoardOutcomeFacts };
   /** The work revision at which the Coordinator's completion request was last refused. */
   readonly completionRefusedAt?: number;
+  /** A user's pause in force, and the user event its fences cite. */
+  readonly paused?: { readonly reason: string; readonly eventId: string };
 }
 
 /** What a user's team request was answered: a retry with its request id gets the same. */
-type AnsweredRequest = { readonly receipt: ReceiptView } | { readonly cancelled: CancelTaskResult };
+type AnsweredRequest = { readonly receipt: ReceiptView } | { readonly cancelled: CancelTaskResult } | { readonly lifecycle: TeamLifecycleResult };
 
 /** A handoff as the workflow drives it: the receipt's view plus what the driver needs. */
 interface HandoffState extends ReceiptView {
@@ -178,6 +186,15 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   let summary: TeamStatusView['summary'] = carried?.summary;
   let boardFacts = carried?.boardFacts;
   let completionRefusedAt = carried?.completionRefusedAt;
+  // A user's pause or archive (issue 22): while paused no Coordinator turn and no execution starts; an archive
+  // abandons the run, which ends once it is done (`archiveDone`). An archive never spans a continue-as-new.
+  let paused = carried?.paused;
+  let archived: { reason: string; eventId: string } | undefined;
+  let archiveDone = false;
+  // A resume has paused work to dispatch; dispatches and Coordinator tool calls in flight (a pause waits them out).
+  let resumeDue = false;
+  let dispatching = 0;
+  let toolsInFlight = 0;
   const running = () => executions.filter((e) => e.state === 'running').length;
   const receipts: HandoffState[] = (carried?.receipts ?? []).map((r) => ({ ...r, kind: r.kind ?? 'reassign' }));
   const userCancelled: string[] = [...(carried?.userCancelled ?? [])];
@@ -317,6 +334,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
         if (typeof i.taskId !== 'string' || i.taskId === '' || typeof i.reason !== 'string' || i.reason.trim() === '') {
           throw orchardFailure('invalid_input', 'cancel needs { taskId, reason }');
         }
+        if (archived) throw orchardFailure('team_archived', `team ${start.teamId} is archived: its open tasks are cancelled already`);
       },
     },
   );
@@ -352,6 +370,40 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       },
     },
   );
+  for (const [definition, kind, description] of [
+    [
+      pauseTeamUpdate,
+      'pause',
+      'Pause the team: no Coordinator turn or execution starts; running work is fenced (receipts of kind pause) and its tasks wait, pending, for their owners.',
+    ],
+    [resumeTeamUpdate, 'resume', 'Resume a paused team: the Coordinator and the dispatch run again; paused tasks start again with their owners.'],
+    [
+      archiveTeamUpdate,
+      'archive',
+      'Abandon the whole run: running work fenced and stopped, open tasks cancelled citing one user event, Members’ sessions closed; the run ends cancelled (or failed).',
+    ],
+  ] as const) {
+    setHandler(
+      definition,
+      (input: TeamLifecycleInput) =>
+        answering(
+          input.requestId,
+          (a) => ('lifecycle' in a ? a.lifecycle : undefined),
+          async () => {
+            const lifecycle = kind === 'pause' ? await pause(input.reason) : kind === 'resume' ? resume(input.reason) : await archive(input.reason);
+            return { answer: lifecycle, remembered: { lifecycle } };
+          },
+        ),
+      {
+        description,
+        validator: (input: TeamLifecycleInput) => {
+          if (answerOf(input?.requestId)) return;
+          const problem = lifecycleProblem(kind, input);
+          if (problem) throw orchardFailure(problem.code, problem.message);
+        },
+      },
+    );
+  }
   setHandler(
     mergeTeamUpdate,
     async () => {
@@ -409,13 +461,103 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     return answer;
   }
 
+  /** Why a pause, resume or archive does not apply now (nothing is changed then). */
+  function lifecycleProblem(
+    kind: 'pause' | 'resume' | 'archive',
+    input: unknown,
+  ): { code: 'invalid_input' | 'team_archived' | 'run_delivered' | 'team_paused' | 'team_not_paused'; message: string } | undefined {
+    const i = (input ?? {}) as Record<string, unknown>;
+    if (typeof i.reason !== 'string' || i.reason.trim() === '') return { code: 'invalid_input', message: `${kind} needs { reason }` };
+    if (archived) return { code: 'team_archived', message: `team ${start.teamId} is archived (${archived.reason}): nothing more to ${kind}` };
+    if (kind !== 'resume' && certificate) {
+      return { code: 'run_delivered', message: `team ${start.teamId} is delivered (certificate ${certificate.certificateId}): there is nothing to ${kind}` };
+    }
+    if (kind === 'pause' && paused) return { code: 'team_paused', message: `team ${start.teamId} is paused already (${paused.reason})` };
+    if (kind === 'resume' && !paused) return { code: 'team_not_paused', message: `team ${start.teamId} is not paused` };
+    return undefined;
+  }
+
+  /** Fences every running execution under one user event (receipts of `kind`); one that settled first is skipped. */
+  async function fenceAll(kind: 'pause' | 'archive', reason: string, eventId: string): Promise<ReceiptView[]> {
+    // Nothing new starts (the flag is set): wait out a dispatch or a Coordinator tool call already under way.
+    await condition(() => dispatching === 0 && toolsInFlight === 0);
+    const receiptsOf: ReceiptView[] = [];
+    for (const execution of executions.filter((e) => e.state === 'running')) {
+      const event = (r: HandoffState) =>
+        kind === 'pause'
+          ? `the user paused the team (${reason}): ${r.oldTaskId} of ${r.oldOwner} is stopped and starts again after the resume`
+          : `the user archived the team (${reason}): ${r.oldTaskId} of ${r.oldOwner} is stopped`;
+      try {
+        receiptsOf.push(await fence(execution, kind, reason, event, undefined, eventId));
+      } catch (err) {
+        // Its end was committed first (completed or failed): it is applied as any settlement; nothing to fence.
+        if (!(err instanceof ApplicationFailure)) throw err;
+        continue;
+      }
+      // Paused, the task is pending again for the same owner: it starts again once resumed (and its receipt released).
+      if (kind === 'pause' && !assigned.some((a) => a.taskId === execution.taskId)) assigned.unshift({ taskId: execution.taskId, owner: execution.memberId });
+    }
+    return receiptsOf;
+  }
+
+  async function pause(reason: string): Promise<TeamLifecycleResult> {
+    const eventId = `pause-${uuid4()}`;
+    paused = { reason, eventId };
+    publish();
+    const fenced = await fenceAll('pause', reason, eventId);
+    publish();
+    return { teamId: start.teamId, state: 'paused', receipts: fenced, workRevision: knownRevision };
+  }
+
+  function resume(reason: string): TeamLifecycleResult {
+    paused = undefined;
+    resumeDue = true;
+    noteEvent(`the user resumed the team (${reason}): paused tasks start again with their owners`);
+    publish();
+    return { teamId: start.teamId, state: 'running', receipts: [], workRevision: knownRevision };
+  }
+
+  /**
+   * The whole episode abandoned: running work fenced and stopped (receipts of kind `archive`, driven to their end),
+   * every open task cancelled citing the one archive event, the Members' sessions closed; then the run ends.
+   */
+  async function archive(reason: string): Promise<TeamLifecycleResult> {
+    const eventId = `archive-${uuid4()}`;
+    archived = { reason, eventId };
+    paused = undefined;
+    publish();
+    const fenced = await fenceAll('archive', reason, eventId);
+    const board = await asUpdateFailure(store.archiveBoard({ teamId: start.teamId, eventId, reason }));
+    knownRevision = Math.max(knownRevision, board.revision);
+    noteBoard(board.board, board.candidateRevision);
+    assigned.length = 0;
+    // Every receipt settles (released, or timeout/unknown for a person to see) before the sessions close.
+    await condition(() => driving === 0);
+    await Promise.all(drivers.values());
+    for (const memberId of memberIds) {
+      await handoffActs
+        .yieldExecution({ sessionId: sessionOf(memberId), reason: `team ${start.teamId} archived: ${reason}` })
+        .catch((err: unknown) => log.warn('member session not closed by the archive', { memberId, error: String(err) }));
+    }
+    archiveDone = true;
+    publish();
+    return {
+      teamId: start.teamId,
+      state: 'archived',
+      receipts: fenced.map((r) => publicReceipt(r.receiptId)),
+      cancelledTasks: board.cancelled,
+      workRevision: knownRevision,
+    };
+  }
+
   function reassignProblem(
     input: unknown,
-  ): { code: 'invalid_input' | 'task_not_in_progress' | 'member_not_found' | 'same_owner'; message: string } | undefined {
+  ): { code: 'invalid_input' | 'team_archived' | 'task_not_in_progress' | 'member_not_found' | 'same_owner'; message: string } | undefined {
     const i = (input ?? {}) as Record<string, unknown>;
     if (typeof i.taskId !== 'string' || typeof i.newOwner !== 'string' || typeof i.reason !== 'string' || i.reason.trim() === '') {
       return { code: 'invalid_input', message: 'reassign needs { taskId, newOwner, reason }' };
     }
+    if (archived) return { code: 'team_archived', message: `team ${start.teamId} is archived: nothing is handed off any more` };
     if (!memberIds.includes(i.newOwner)) return { code: 'member_not_found', message: `no member ${i.newOwner}; members: ${memberIds.join(', ')}` };
     const execution = executions.find((e) => e.taskId === i.taskId && e.state === 'running');
     // A task this run has never dispatched, queued or handed off may not exist at all: the handler asks the board
@@ -498,17 +640,18 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
    */
   async function fence(
     execution: TaskExecutionView,
-    kind: 'reassign' | 'cancel',
+    kind: HandoffKind,
     reason: string,
     event: (receipt: HandoffState) => string,
     replacement?: { taskId: string; owner: string },
+    userEventId = `${kind}-${uuid4()}`,
   ): Promise<ReceiptView> {
     // The handoff's clocks start when the user's request is accepted, not once the fence and its writes are done.
     const clocks = patched('team-handoff-clocks-at-accept') ? startClocks() : undefined;
     const fencing = asUpdateFailure(
       store.fenceHandoff({
         teamId: start.teamId,
-        eventId: `${kind}-${uuid4()}`,
+        eventId: userEventId,
         oldTaskId: execution.taskId,
         kind,
         reason,
@@ -524,7 +667,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     });
     knownRevision = Math.max(knownRevision, fenced.revision);
     const at = executions.findIndex((e) => e.executionId === execution.executionId);
-    executions[at] = { ...executions[at], state: kind === 'cancel' ? 'cancelled' : 'handed_off' };
+    executions[at] = { ...executions[at], state: kind === 'reassign' ? 'handed_off' : kind === 'pause' ? 'paused' : 'cancelled' };
     // The task is frozen: its execution's workflow has nothing left to record. (The session is stopped by the driver.)
     if (execution.workflowId) {
       await getExternalWorkflowHandle(execution.workflowId)
@@ -941,10 +1084,18 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   }
 
   function view(): TeamStatusView {
-    const status = coordinating || wake.userMessages.length > 0 || dirty ? 'coordinating' : certificate ? 'delivered' : 'waiting_for_org_event';
+    const status = archived
+      ? 'archived'
+      : paused
+        ? 'paused'
+        : coordinating || wake.userMessages.length > 0 || dirty
+          ? 'coordinating'
+          : certificate
+            ? 'delivered'
+            : 'waiting_for_org_event';
     const { outcome, because } = teamOutcome({
       certified: certificate !== undefined,
-      archived: false,
+      archived: archived !== undefined,
       board: boardFacts?.facts,
       handoffs: receipts,
       quiet: status === 'waiting_for_org_event' && running() === 0 && driving === 0 && pendingSettled.length === 0 && pendingEnds.length === 0,
@@ -954,6 +1105,8 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       teamId: start.teamId,
       goal: start.goal,
       status,
+      ...(paused ? { paused: { reason: paused.reason } } : {}),
+      ...(archived ? { archived: { reason: archived.reason, eventId: archived.eventId } } : {}),
       outcome,
       outcomeBecause: because,
       generation,
@@ -996,8 +1149,19 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
 
   /** Starts every assigned task whose owner is free, once the plan is approved. One execution per member at a time. */
   async function dispatchReady(): Promise<void> {
-    if (!planApproved) return;
+    if (!planApproved || paused || archived) return;
+    dispatching += 1;
+    try {
+      await dispatchAssigned();
+    } finally {
+      dispatching -= 1;
+    }
+  }
+
+  async function dispatchAssigned(): Promise<void> {
     for (let i = 0; i < assigned.length;) {
+      // A pause or an archive accepted meanwhile: nothing more starts.
+      if (paused || archived) return;
       const next = assigned[i];
       // One writer per worktree: a member is busy while it runs an execution, and while a fenced execution of its
       // own is not yet released (its session may still be tearing down in that worktree).
@@ -1118,6 +1282,11 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     let finalExcerpt: string | undefined;
     try {
       for (let step = 1; step <= limits.maxStepsPerTurn; step++) {
+        // A pause or an archive stops the Coordinator between steps.
+        if (paused || archived) {
+          outcome = 'cancelled';
+          break;
+        }
         modelCalls += 1;
         const answer = await model.modelStep.executeWithOptions({ summary: `Coordinator model call (turn ${turn}, step ${step})` }, [
           {
@@ -1183,15 +1352,20 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       await store.recordCoordinatorResult({ ...ref, index, content: `error (${code}): ${message}; nothing was done`, code });
     };
     if (!isCoordinatorTool(name)) return refuse('tool_not_allowed', `${name} is not one of your tools: you only orchestrate, members do the work`);
+    if (archived) return refuse('team_archived', 'the user archived the team: end your turn');
+    if (paused) return refuse('team_paused', 'the user paused the team: end your turn; you are woken when it resumes');
     if (name === 'task_list' && readRevision === knownRevision) {
       return refuse(
         'coordinator_no_new_work_facts',
         `the board is unchanged since you read it at revision ${readRevision}; end your turn and you will be woken when something happens`,
       );
     }
-    const effects = await toolsOn.coordinatorTool.executeWithOptions({ summary: `Coordinator ${label ?? name}` }, [
-      { teamId: start.teamId, ref, index, tool: name, members: memberIds, turnsRunning: running() },
-    ]);
+    toolsInFlight += 1;
+    const effects = await toolsOn.coordinatorTool
+      .executeWithOptions({ summary: `Coordinator ${label ?? name}` }, [
+        { teamId: start.teamId, ref, index, tool: name, members: memberIds, turnsRunning: running() },
+      ])
+      .finally(() => (toolsInFlight -= 1));
     if (effects.certificate) {
       certificate = effects.certificate;
       candidate = 'certified';
@@ -1238,12 +1412,16 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
 
   // A run that has done nothing yet never hands over for its size (a budget below a fresh run's history would loop).
   const handOver = () =>
-    turnsThisRun >= limits.turnsPerRun ||
-    workflowInfo().continueAsNewSuggested ||
-    (turnsThisRun > 0 && workflowInfo().historySize >= (limits.historyBudgetBytes * 3) / 4);
+    !archived &&
+    (turnsThisRun >= limits.turnsPerRun ||
+      workflowInfo().continueAsNewSuggested ||
+      (turnsThisRun > 0 && workflowInfo().historySize >= (limits.historyBudgetBytes * 3) / 4));
+  // The Coordinator is due: a user message or a new fact, and neither a pause nor an archive in force.
+  const coordinatorDue = () => !paused && !archived && (userReady() || dirty);
   for (;;) {
-    await condition(() => userReady() || dirty || pendingEnds.length > 0 || pendingSettled.length > 0 || handOver());
-    const pending = userReady() || dirty || pendingEnds.length > 0 || pendingSettled.length > 0;
+    await condition(() => coordinatorDue() || resumeDue || archiveDone || pendingEnds.length > 0 || pendingSettled.length > 0 || handOver());
+    if (archiveDone) break;
+    const pending = coordinatorDue() || resumeDue || pendingEnds.length > 0 || pendingSettled.length > 0;
     // A busy team still hands over when due: everything pending (wakes, ends, settlements) is carried to the next run.
     if (pending && handOver() && patched('team-continue-under-load')) break;
     if (pendingEnds.length > 0) {
@@ -1255,7 +1433,12 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       await dispatchReady();
       continue;
     }
-    if (userReady() || dirty) {
+    if (resumeDue) {
+      resumeDue = false;
+      await dispatchReady();
+      continue;
+    }
+    if (coordinatorDue()) {
       await dispatchReady();
       await coordinatorTurn();
       continue;
@@ -1264,6 +1447,11 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   }
   await condition(() => driving === 0 && allHandlersFinished());
   await Promise.all(drivers.values());
+  if (archiveDone) {
+    // The archived run ends here: its outcome (cancelled, or failed with unresolved work) is its result.
+    publish();
+    return view();
+  }
   return continueAsNew<typeof teamRun>({
     start,
     carried: {
@@ -1295,6 +1483,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       memberSessions,
       boardFacts,
       completionRefusedAt,
+      paused,
     },
   });
 }

@@ -24,6 +24,7 @@ import type { HostActivities, PrepareWorktreeInput, PreparedSessionWorktree, Sha
 import type { SessionLiveness, TemporalPort } from '../contract/temporal-port';
 import { createOrchestratorActivities } from './orchestrator';
 import { createTeamActivities, createTeamHostActivities, type TeamActivityHooks } from './team';
+import type { VerifierDeps } from './git/verify-result';
 import { limitsFromEnv } from './limits';
 import { withHeartbeats, type AbortBinding } from './heartbeat';
 import { metrics } from './metrics';
@@ -136,6 +137,8 @@ export const leaseKey = (hostId: string, worktree: string): string => `${hostId}
 export function createHostActivities(deps: HostActivityDeps): HostActivities {
   const maxOutputBytes = deps.maxOutputBytes ?? 64 * 1024;
   const commandSlots = new CommandSlots(deps.maxConcurrentCommands ?? DEFAULT_MAX_COMMANDS);
+  // A team's verify command runs like a child's command: same sandbox, same cap on this host's commands.
+  const verifier: VerifierDeps = { worktreeRoot: deps.worktreeRoot, confinement: deps.confinement, slots: commandSlots };
   return {
     /**
      * Takes the worktree's lease, then creates (or re-enters) the worktree. A live holder is never joined by a
@@ -189,11 +192,11 @@ export function createHostActivities(deps: HostActivityDeps): HostActivities {
         input,
       );
     },
-    /** `orchard team merge`: the team repository is on this host's disk. */
-    ...createTeamHostActivities({ pool: deps.pool }),
+    /** `orchard team merge` and `orchard team verify`: the team repository is on this host's disk. */
+    ...withHeartbeats(createTeamHostActivities({ pool: deps.pool, verifier }), ['reverifyTeam'], abortBindingOf(deps)),
     // Settling an execution (reading the Member's head) and a Coordinator tool that may certify (building the result
-    // branch) read and write the team's repository: they run on its host's queue, heartbeating.
-    ...withHeartbeats(pickTeamGitActivities(deps), ['settleExecution', 'coordinatorTool'], abortBindingOf(deps)),
+    // branch, running the verify command) read and write the team's repository: they run on its host's queue, heartbeating.
+    ...withHeartbeats(pickTeamGitActivities(deps, verifier), ['settleExecution', 'coordinatorTool'], abortBindingOf(deps)),
   };
 
   async function prepare(input: PrepareWorktreeInput, signal: AbortSignal): Promise<PreparedSessionWorktree> {
@@ -251,8 +254,8 @@ export function createHostActivities(deps: HostActivityDeps): HostActivities {
 }
 
 /** The team activities that touch the repository, as a host serves them (the same code as on the shared queue). */
-function pickTeamGitActivities(deps: HostActivityDeps) {
-  const team = teamActivitiesOf(deps);
+function pickTeamGitActivities(deps: HostActivityDeps, verifier: VerifierDeps) {
+  const team = createTeamActivities({ ...teamDepsOf(deps), verifier });
   return { settleExecution: team.settleExecution, coordinatorTool: team.coordinatorTool };
 }
 
@@ -260,7 +263,11 @@ type TemporalDeps = Pick<SharedActivityDeps, 'pool' | 'temporal' | 'namespace' |
 
 /** The team activities, as the shared queue and a host queue both serve them. */
 function teamActivitiesOf(deps: TemporalDeps) {
-  return createTeamActivities({ pool: deps.pool, namespace: deps.namespace, hooks: deps.teamHooks, temporal: temporalOf(deps, 'team runs') });
+  return createTeamActivities(teamDepsOf(deps));
+}
+
+function teamDepsOf(deps: TemporalDeps) {
+  return { pool: deps.pool, namespace: deps.namespace, hooks: deps.teamHooks, temporal: temporalOf(deps, 'team runs') };
 }
 
 function temporalOf(deps: TemporalDeps, what: string): () => TemporalPort {

@@ -1,4 +1,5 @@
 import { Context } from '@temporalio/activity';
+import { createHash } from 'node:crypto';
 import type { Pool } from 'pg';
 import { isErrorCode, OrchardError, orchardFailure } from '../contract/errors';
 import type { SessionLiveness, TemporalPort } from '../contract/temporal-port';
@@ -48,6 +49,9 @@ import {
   type TeamResultRecord,
 } from './store/team';
 import { validateClosure } from '../workflows/team/closure';
+import { DEFAULT_VERIFY_TIMEOUT_MS, type CertificateVerification, type VerificationView } from '../contract/messages';
+import { verifyResult, type VerifierDeps } from './git/verify-result';
+import { certifiedVerification, findVerification, recordVerification, verificationView, verifySpecOf, type StoredVerification } from './store/team-verify';
 import { boardOutcomeFacts } from '../workflows/team/outcome';
 import { metrics } from './metrics';
 import { parseLeaseHolder, sessionBranch } from '../contract/ids';
@@ -79,6 +83,8 @@ export interface TeamActivityDeps {
   namespace?: string;
   /** Test hooks that widen race windows (never set in production). */
   hooks?: TeamActivityHooks;
+  /** Where and how the team's verify command runs: the team host's activities have it (the shared queue's do not). */
+  verifier?: VerifierDeps;
 }
 
 export interface TeamActivityHooks {
@@ -115,6 +121,52 @@ function boardView(board: BoardSnapshot) {
     tasks: board.tasks.map(taskView),
     inboxUnread: board.inboxUnread,
   };
+}
+
+/** A refused completion whose verify command failed: the run it refers to goes to the workflow (status, outcome). */
+class VerificationRefusal extends TeamStoreRefusal {
+  constructor(readonly view: VerificationView) {
+    const how = view.timedOut ? 'did not finish in time' : `exited ${view.exitCode ?? 'by a signal'}`;
+    super(
+      'verification_failed',
+      `the verify command \`${view.command}\` ${how} after ${(view.durationMs / 1000).toFixed(1)} s on the result ${view.resultHead.slice(0, 12)} ` +
+        `(verification ${view.verificationId}; its output is stored). Output ends:\n${view.excerpt}\nHave a member fix it, then call org_run_complete again`,
+    );
+    this.name = 'VerificationRefusal';
+  }
+}
+
+/** The running activity's cancellation, when there is one (the functions are also called directly in tests). */
+function activitySignal(): AbortSignal | undefined {
+  try {
+    return Context.current().cancellationSignal;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Runs `spec` on `head` (one run per verification id: a retried attempt gets the stored run back) and stores it. */
+async function runStoredVerification(
+  pool: Pool,
+  verifier: VerifierDeps | undefined,
+  v: { verificationId: string; teamId: string; purpose: 'completion' | 'recheck'; certificateId?: string; repo: string; head: string; branch: string },
+  spec: { command: string; timeoutMs: number },
+): Promise<StoredVerification> {
+  const stored = await findVerification(pool, v.verificationId);
+  if (stored) return stored;
+  // Only the team host's activities can run it (coordinatorTool runs there since 'team-git-on-host'): elsewhere a
+  // fault, retried until the host's worker takes it.
+  if (!verifier) throw new Error(`verification ${v.verificationId} needs the team host's worker`);
+  const ran = await verifyResult(verifier, {
+    repo: v.repo,
+    head: v.head,
+    branch: v.branch,
+    command: spec.command,
+    timeoutMs: spec.timeoutMs,
+    scratchId: createHash('sha256').update(v.verificationId).digest('hex').slice(0, 20),
+    signal: activitySignal(),
+  });
+  return recordVerification(pool, { ...ran, verificationId: v.verificationId, teamId: v.teamId, purpose: v.purpose, certificateId: v.certificateId });
 }
 
 export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
@@ -225,11 +277,36 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
     try {
       return await issue(result);
     } catch (err) {
+      // A failed verification keeps no result branch: the run is not delivered.
       const latest = await latestCertificate(deps.pool, teamId);
       if (latest?.result) await setBranch(repo, latest.result.branch, latest.result.head);
       else await deleteBranch(repo, result.branch, result.head);
       throw err;
     }
+  }
+
+  /**
+   * The verify command of the run (if it has one) on the result about to be certified: what the certificate binds,
+   * and the run itself. Refused `verification_failed` (VerificationRefusal) when it did not pass.
+   */
+  async function verifyForCompletion(
+    teamId: string,
+    result: TeamResultRecord,
+    callKey: string,
+  ): Promise<{ bound: CertificateVerification; view?: VerificationView }> {
+    const spec = await verifySpecOf(deps.pool, teamId);
+    if (!spec) return { bound: { verified: false, reason: 'the run has no verify command (orchard team start --verify)' } };
+    const { repo } = await teamRunInfo(deps.pool, teamId);
+    const verificationId = `ver-${createHash('sha256').update(`${teamId}/${callKey}`).digest('hex').slice(0, 24)}`;
+    const stored = await runStoredVerification(
+      deps.pool,
+      deps.verifier,
+      { verificationId, teamId, purpose: 'completion', repo, head: result.head, branch: result.branch },
+      spec,
+    );
+    const view = verificationView(stored);
+    if (!view.passed) throw new VerificationRefusal(view);
+    return { bound: certifiedVerification(stored), view };
   }
 
   return {
@@ -246,6 +323,7 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
         goal: start.goal,
         protectedBranch: start.protectedBranch,
         members: start.members.map((m) => ({ ...m, sessionId: memberSessionIdAs(encoding, start.teamId, m.memberId) })),
+        verify: start.verify,
       });
       if (start.activationId) await activateTeamRun(deps.pool, start.teamId, start.activationId);
       const board = await readBoard(deps.pool, start.teamId);
@@ -362,9 +440,12 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
                   `the run is ${closure.outcome}: ${closure.reasons.map((r) => `${r.code}${r.taskId ? ` (${r.taskId})` : ''}`).join(', ')}`,
                 );
               }
-              // The result is built once, before the certificate exists.
-              certificate = await certify(teamId, board, closure.evidence.outputIds, (result) =>
-                issueCertificate(
+              // The result is built once, before the certificate exists; a run with a verify command runs it on
+              // that result first (one run per call: a retried attempt gets the stored run back).
+              certificate = await certify(teamId, board, closure.evidence.outputIds, async (result) => {
+                const verification = await verifyForCompletion(teamId, result, `${ref.executionId}/${ref.turnId}/${ref.step}/${ref.callId}`);
+                if (verification.view) effects = { verification: verification.view };
+                const issued = await issueCertificate(
                   deps.pool,
                   teamId,
                   actor,
@@ -372,14 +453,17 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
                     certificateId: `cert-${teamId}-g${board.generation}-r${board.workRevision}`,
                     summary: excerpt(summary, 1000),
                     result,
+                    verification: verification.bound,
                   }),
-                ).then((issued) => issued.result),
-              );
+                );
+                return issued.result;
+              });
               metrics.certificateValidated('issued');
             }
             await syncResultBranch(teamId);
             content = `delivered: certificate ${certificate.certificateId}\n${JSON.stringify(certificate)}\nNow give the user your final summary, citing the certificate.`;
             effects = {
+              ...effects,
               certificate: {
                 certificateId: certificate.certificateId,
                 generation: certificate.generation,
@@ -387,6 +471,7 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
                 taskIds: [...certificate.evidence.taskIds],
                 outputIds: [...certificate.evidence.outputIds],
                 ...(certificate.result ? { resultBranch: certificate.result.branch, resultHead: certificate.result.head } : {}),
+                ...(certificate.verification ? { verified: certificate.verification.verified } : {}),
               },
             };
             break;
@@ -396,7 +481,7 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
         if (err instanceof TeamStoreRefusal || err instanceof TeamGitRefusal || err instanceof OrchardError || err instanceof SyntaxError) {
           const code: string = err instanceof SyntaxError ? 'tool_args_invalid' : (err as TeamStoreRefusal | TeamGitRefusal | OrchardError).code;
           content = `error (${code}): ${err.message}; nothing was changed`;
-          effects = { refused: code };
+          effects = { refused: code, ...(err instanceof VerificationRefusal ? { verification: err.view } : {}) };
           metrics.toolRefused('coordinator', code);
           if (input.tool === 'org_run_complete' && code !== 'tool_args_invalid') metrics.certificateValidated('refused');
         } else throw err;
@@ -606,7 +691,7 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
 /**
  * Team activities bound to the repository's disk (they run on the team host's queue): `orchard team merge`.
  */
-export function createTeamHostActivities(deps: { pool: Pool }): TeamHostActivities {
+export function createTeamHostActivities(deps: { pool: Pool; verifier?: VerifierDeps }): TeamHostActivities {
   const typed = (err: unknown): unknown => {
     if (err instanceof TeamStoreRefusal || err instanceof TeamGitRefusal)
       return orchardFailure(isErrorCode(err.code) ? err.code : 'invalid_input', err.message);
@@ -654,6 +739,47 @@ export function createTeamHostActivities(deps: { pool: Pool }): TeamHostActiviti
         if (row.state === 'merged') return { result: mergeResultOf(row) };
         const done = await completeTeamMerge(deps.pool, teamId, certificateId, row.eventId);
         return { result: mergeResultOf(done.result), revision: done.revision };
+      } catch (err) {
+        throw typed(err);
+      }
+    },
+
+    /**
+     * `orchard team verify`: the command the certificate binds, run again on the certified result commit (not on
+     * whatever the result branch points to now), in a new scratch checkout. One run per request id; stored like the
+     * first. Refused `not_delivered` (no such certificate), `verification_not_configured` (it binds no verification).
+     */
+    async reverifyTeam(input) {
+      try {
+        const { teamId, certificateId } = input;
+        const certificate = await certificateById(deps.pool, teamId, certificateId);
+        if (!certificate?.result) throw new TeamStoreRefusal('not_delivered', `team ${teamId} has no certificate ${certificateId} with a result`);
+        const bound = certificate.verification;
+        if (!bound?.verified) {
+          throw new TeamStoreRefusal(
+            'verification_not_configured',
+            `certificate ${certificateId} binds no verification (${bound?.reason ?? 'it predates verification'}): start the team with --verify`,
+          );
+        }
+        const { repo } = await teamRunInfo(deps.pool, teamId);
+        const stored = await runStoredVerification(
+          deps.pool,
+          deps.verifier,
+          {
+            verificationId: `recheck-${createHash('sha256').update(`${teamId}/${input.requestId}`).digest('hex').slice(0, 24)}`,
+            teamId,
+            purpose: 'recheck',
+            certificateId,
+            repo,
+            head: bound.resultHead,
+            branch: certificate.result.branch,
+          },
+          // The certified run's bound; a longer setting of the run now does not change what was certified.
+          { command: bound.command, timeoutMs: (await verifySpecOf(deps.pool, teamId))?.timeoutMs ?? DEFAULT_VERIFY_TIMEOUT_MS },
+        );
+        const run = verificationView(stored);
+        const { verified: _verified, ...certified } = bound;
+        return { teamId, certificateId, certified, run, stillPasses: run.passed, outputMatches: run.outputDigest === bound.outputDigest };
       } catch (err) {
         throw typed(err);
       }

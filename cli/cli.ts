@@ -32,6 +32,8 @@ const program = new Command('orchard')
  * ran): the status is printed as usual, and the exit code says it was not a success.
  */
 const TURN_NOT_FINISHED_EXIT = 3;
+/** `team verify` when the verify command no longer passes on the certified tree (the result is printed as usual). */
+const VERIFY_FAILED_EXIT = 4;
 
 /** What the running command talks to, for error messages that say what to check. */
 let errorContext: CliErrorContext = {};
@@ -429,6 +431,8 @@ team
   .option('--scripted <scenario>', 'play the Coordinator and the members with this scripted scenario (see scenarios/FORMAT.md, coordinator)')
   .option('--handoff-slo <ms>', 'a handoff not released within this is an SLO miss (default 5000)')
   .option('--handoff-timeout <ms>', 'a handoff not released within this is durable timeout or unknown (default 10000)')
+  .option('--verify <command>', 'delivered only when this command exits 0 on the result tree (run sandboxed on the team host, e.g. "npm test")')
+  .option('--verify-timeout <ms>', 'how long the verify command may run (default 300000, at most 540000)')
   .action(async (id: string, o) => {
     const idProblem = sessionIdProblem(id);
     if (idProblem) throw new OrchardError('invalid_input', idProblem.replace(/^session id/, 'team id'));
@@ -446,6 +450,9 @@ team
               ...(o.handoffSlo === undefined ? {} : { sloMs: ms(o.handoffSlo) }),
               ...(o.handoffTimeout === undefined ? {} : { timeoutMs: ms(o.handoffTimeout) }),
             };
+      if (o.verify === undefined && o.verifyTimeout !== undefined) throw new OrchardError('invalid_input', '--verify-timeout needs --verify');
+      const verify =
+        o.verify === undefined ? undefined : { command: o.verify as string, ...(o.verifyTimeout === undefined ? {} : { timeoutMs: ms(o.verifyTimeout) }) };
       await client.startTeam({
         teamId: id,
         repo,
@@ -455,6 +462,7 @@ team
         model,
         memberModel: model,
         handoff,
+        verify,
       });
       console.log(`team ${id} is running; follow it with: orchard team status ${id}`);
     });
@@ -574,6 +582,27 @@ team
   });
 
 team
+  .command('verify <id>')
+  .description("run a delivered team's verify command again on its certified tree: exit 0 when it still passes (the output may differ)")
+  .option('--request-id <id>', 'idempotency key: a repeat with the same key answers the same run')
+  .option('--json', 'print the result as JSON')
+  .action(async (id: string, o) => {
+    await withClient(async (client) => {
+      const result = await client.verifyTeam(id, { requestId: o.requestId });
+      const { run, certified } = result;
+      print(o.json, result, () =>
+        [
+          `${id}: ${result.stillPasses ? 'still passes' : 'NO LONGER PASSES'} on ${run.resultHead.slice(0, 12)} (tree ${run.tree.slice(0, 12)}, certificate ${result.certificateId})`,
+          `  \`${run.command}\` ${run.timedOut ? 'timed out' : `exited ${run.exitCode ?? 'by a signal'}`} after ${(run.durationMs / 1000).toFixed(1)} s; certified: exit ${certified.exitCode}, ${(certified.durationMs / 1000).toFixed(1)} s`,
+          `  output ${result.outputMatches ? 'matches the certified digest' : `differs: ${run.outputDigest} (certified ${certified.outputDigest})`}`,
+          ...(result.stillPasses ? [] : [`  output ends:\n${run.excerpt.replace(/^/gm, '    ')}`]),
+        ].join('\n'),
+      );
+      if (!result.stillPasses) process.exitCode = VERIFY_FAILED_EXIT;
+    });
+  });
+
+team
   .command('resolve-handoff <id> <receiptId> <action>')
   .description('resolve a handoff that timed out: keep_stopped (cancel only the replacement) or release (needs the old runtime quiescent)')
   .option('--reason <text>', 'why (recorded with the resolution)')
@@ -593,7 +622,7 @@ program
   .description('run a demo on the embedded stack (or the configured one): route-first, team, or team-all-cancelled')
   .option(
     '--json',
-    'print the result as JSON (progress goes to stderr): route-first {children, deliveries, messages, problems}; team {status, board, certificate, handoff, problems}; team-all-cancelled {status, board, certificate, closure, certificates, writer, problems}',
+    'print the result as JSON (progress goes to stderr): route-first {children, deliveries, messages, problems}; team {status, board, certificate, handoff, pause, verify, problems}; team-all-cancelled {status, board, certificate, closure, certificates, writer, problems}',
   )
   .option('--scenario <file>', 'the scenario (default scenarios/route-first.json, scenarios/team-handoff.json or scenarios/team-all-cancelled.json)')
   .action(async (name: string, o) => {
@@ -621,8 +650,10 @@ program
           scenario: o.scenario ? resolve(o.scenario) : resolve(PROJECT_ROOT, 'scenarios/team-handoff.json'),
           log: progress,
         });
-        const { status, board, certificate, handoff, problems } = result;
-        print(o.json, { status, board, certificate, handoff: handoff ?? null, problems }, () => formatTeamDemo(result));
+        const { status, board, certificate, handoff, pause, verify, problems } = result;
+        print(o.json, { status, board, certificate, handoff: handoff ?? null, pause: pause ?? null, verify: verify ?? null, problems }, () =>
+          formatTeamDemo(result),
+        );
         failed = problems.length > 0;
       } else if (name === 'team-all-cancelled') {
         const { runTeamAllCancelledDemo, formatTeamAllCancelled } = await import('../demos/team-all-cancelled');

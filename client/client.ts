@@ -37,6 +37,8 @@ import {
   archiveTeamUpdate,
   reassignTaskUpdate,
   mergeTeamUpdate,
+  verifyTeamUpdate,
+  type VerifyTeamResult,
   resolveHandoffUpdate,
   type CancelTaskInput,
   type TeamLifecycleInput,
@@ -444,6 +446,16 @@ export class OrchardClient implements TemporalPort {
    */
   async mergeTeam(teamId: string, options: { requestId?: string } = {}): Promise<TeamMergeResult> {
     return this.teamCall(teamId, (h) => h.executeUpdate(mergeTeamUpdate, { updateId: options.requestId ?? randomUUID() }));
+  }
+
+  /**
+   * Runs the delivered team's verify command again on its certified tree (`orchard team verify`): whether it still
+   * passes and whether its output matches the certified digest. Refused `not_delivered` without a certificate,
+   * `verification_not_configured` when the certificate binds no verification. One run per request id.
+   */
+  async verifyTeam(teamId: string, options: { requestId?: string } = {}): Promise<VerifyTeamResult> {
+    const requestId = options.requestId ?? randomUUID();
+    return this.teamCall(teamId, (h) => h.executeUpdate(verifyTeamUpdate, { args: [{ requestId }], updateId: requestId }));
   }
 
   /** A user message to an orchestrator (an update: answered once it is accepted, with its id). */

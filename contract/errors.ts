@@ -34,6 +34,7 @@ export const ERROR_CODES = [
   'team_paused',
   'team_not_paused',
   'team_archived',
+  'verification_not_configured',
   'merge_conflict',
   'checkout_dirty',
   'branch_not_found',

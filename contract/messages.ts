@@ -623,6 +623,83 @@ export interface StartTeamInput {
   readonly limits?: Partial<SessionLimits>;
   /** Handoff SLO and timeout in milliseconds (durable timers; defaults 5 000 and 10 000). */
   readonly handoff?: { readonly sloMs?: number; readonly timeoutMs?: number };
+  /**
+   * Delivery verified by running it: `org_run_complete` runs `command` on the result tree in a sandboxed scratch
+   * checkout on the team's host, and certifies only when it exits 0 within `timeoutMs` (default 5 minutes).
+   */
+  readonly verify?: VerifySpec;
+}
+
+export interface VerifySpec {
+  readonly command: string;
+  readonly timeoutMs?: number;
+}
+
+export const DEFAULT_VERIFY_TIMEOUT_MS = 300_000;
+/** A verification runs inside one Coordinator tool call (at most ten minutes): its command gets nine at most. */
+export const MAX_VERIFY_TIMEOUT_MS = 540_000;
+const MAX_VERIFY_COMMAND_CHARS = 4096;
+
+/** Why `verify` is unusable: a non-empty command without NUL (at most 4096 characters), a timeout of 1 s to 9 min. */
+function verifyProblem(verify: unknown): string | undefined {
+  if (verify === undefined) return undefined;
+  if (typeof verify !== 'object' || verify === null || Array.isArray(verify)) return 'verify must be an object { command, timeoutMs? }';
+  const v = verify as Record<string, unknown>;
+  const extra = Object.keys(v).filter((k) => k !== 'command' && k !== 'timeoutMs');
+  if (extra.length > 0) return `verify has unknown field(s) ${extra.join(', ')}: only command and timeoutMs`;
+  if (typeof v.command !== 'string' || v.command.trim() === '') return 'verify.command must be a non-empty command';
+  if (v.command.length > MAX_VERIFY_COMMAND_CHARS || v.command.includes('\0')) {
+    return `verify.command must be at most ${MAX_VERIFY_COMMAND_CHARS} characters, without NUL`;
+  }
+  const t = v.timeoutMs;
+  if (t !== undefined && (typeof t !== 'number' || !Number.isInteger(t) || t < 1000 || t > MAX_VERIFY_TIMEOUT_MS)) {
+    return `verify.timeoutMs must be a whole number of milliseconds from 1000 to ${MAX_VERIFY_TIMEOUT_MS}`;
+  }
+  return undefined;
+}
+
+/**
+ * One run of a team's verify command on a result tree (the output itself is in PostgreSQL, `team_verifications`;
+ * this carries its digest and the end of it).
+ */
+export interface VerificationView {
+  readonly verificationId: string;
+  readonly command: string;
+  /** The result commit it ran on, and that commit's tree. */
+  readonly resultHead: string;
+  readonly tree: string;
+  /** null when it was killed (a timeout: `timedOut`). */
+  readonly exitCode: number | null;
+  readonly timedOut: boolean;
+  readonly durationMs: number;
+  /** sha256 of what it wrote (stdout, NUL, stderr; as stored: head and tail of each when it wrote more). */
+  readonly outputDigest: string;
+  /** Ran under the sandbox (false only where the operator turned it off: ORCHARD_SANDBOX=off). */
+  readonly confined: boolean;
+  /** Exit code 0, not timed out. */
+  readonly passed: boolean;
+  /** The end of its output (stderr after stdout), at most 2000 characters. */
+  readonly excerpt: string;
+}
+
+/** What a certificate says about running the result: bound to a passing verification, or why it was not verified. */
+export type CertificateVerification =
+  ({ readonly verified: true } & Omit<VerificationView, 'passed' | 'excerpt'>) | { readonly verified: false; readonly reason: string };
+
+/** `orchard team verify`: the verify command again, on the certified tree. */
+export interface VerifyTeamInput {
+  readonly requestId?: string;
+}
+
+export interface VerifyTeamResult {
+  readonly teamId: string;
+  readonly certificateId: string;
+  /** What the certificate bound, and this run. */
+  readonly certified: Omit<Extract<CertificateVerification, { verified: true }>, 'verified'>;
+  readonly run: VerificationView;
+  /** It still exits 0; and whether its output is byte-for-byte what was certified (same digest). */
+  readonly stillPasses: boolean;
+  readonly outputMatches: boolean;
 }
 
 /** What a team run's workflow is started with; `carried` (its own state, workflows/team/workflow.ts) only on a continued run. */
@@ -767,7 +844,11 @@ export interface TeamStatusView {
     /** The run's result branch and the commit the certificate names (absent on certificates issued before them). */
     readonly resultBranch?: string;
     readonly resultHead?: string;
+    /** Whether the certificate binds a passing run of the verify command (absent on certificates issued before them). */
+    readonly verified?: boolean;
   };
+  /** The newest run of the verify command at completion (passing or not). */
+  readonly verification?: VerificationView;
   /**
    * The final summary of the delivered run: the Coordinator's last words of the turn that certified it, always
    * citing the certificate (prefixed with it when the Coordinator did not). Recorded after the certificate and
@@ -887,6 +968,11 @@ export interface TeamMergeResult {
 }
 
 export const reassignTaskUpdate = defineUpdate<ReceiptView, [ReassignInput]>('reassignTask');
+/**
+ * Runs the verify command again on the certified tree and says whether it still passes and its output matches.
+ * Refused `not_delivered` without a certificate, `verification_not_configured` when the certificate binds none.
+ */
+export const verifyTeamUpdate = defineUpdate<VerifyTeamResult, [VerifyTeamInput]>('verifyTeam');
 /** Refused `not_delivered` (before history is written) while the team has no certificate with a result. */
 export const mergeTeamUpdate = defineUpdate<TeamMergeResult>('mergeTeam');
 export const resolveHandoffUpdate = defineUpdate<ReceiptView, [ResolveHandoffInput]>('resolveHandoff');
@@ -973,6 +1059,8 @@ export function startTeamProblem(input: unknown): Problem | undefined {
   }
   const handoff = handoffProblem(i.handoff);
   if (handoff) return { code: 'invalid_input', message: handoff };
+  const verify = verifyProblem(i.verify);
+  if (verify) return { code: 'invalid_input', message: verify };
   if (i.memberModel !== undefined) {
     const problem = placementProblem({ ...i, childModel: i.memberModel });
     if (problem) return problem;

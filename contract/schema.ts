@@ -19,6 +19,11 @@ import {
   LIMIT_MINIMUMS,
   MAX_HANDOFF_MS,
   MAX_TASK_CHARS,
+  MAX_VERIFY_TIMEOUT_MS,
+  verifyTeamUpdate,
+  type VerificationView as VerificationViewType,
+  type VerifyTeamInput as VerifyTeamInputType,
+  type VerifyTeamResult as VerifyTeamResultType,
   type CancelInput as CancelInputType,
   type CancelTaskInput as CancelTaskInputType,
   type CancelTaskResult as CancelTaskResultType,
@@ -537,6 +542,13 @@ export const StartTeamInput = agrees<StartTeamInputType>()(
         .strictObject({ sloMs: z.number().int().min(1).max(MAX_HANDOFF_MS).optional(), timeoutMs: z.number().int().min(1).max(MAX_HANDOFF_MS).optional() })
         .optional()
         .describe('handoff SLO and timeout in milliseconds (defaults 5000 and 10000; the SLO no later than the timeout)'),
+      verify: z
+        .strictObject({
+          command: z.string().min(1).max(4096).describe('run with bash -c in a sandboxed checkout of the result tree; delivered only when it exits 0'),
+          timeoutMs: z.number().int().min(1000).max(MAX_VERIFY_TIMEOUT_MS).optional().describe('default 300000'),
+        })
+        .optional()
+        .describe('delivery verified by running it: org_run_complete runs the command on the result before it certifies'),
     }),
   ),
 );
@@ -631,6 +643,43 @@ export const TeamMergeResult = agrees<TeamMergeResultType>()(
   ),
 );
 
+const VerificationView = agrees<VerificationViewType>()(
+  named(
+    'VerificationView',
+    "One run of a team's verify command on a result tree (its output is in PostgreSQL, team_verifications).",
+    z.strictObject({
+      verificationId: z.string(),
+      command: z.string(),
+      resultHead: z.string(),
+      tree: z.string(),
+      exitCode: z.number().int().nullable().describe('null when it was killed (timedOut)'),
+      timedOut: z.boolean(),
+      durationMs: z.number().int(),
+      outputDigest: z.string().describe('sha256 of stdout, NUL, stderr as stored'),
+      confined: z.boolean(),
+      passed: z.boolean(),
+      excerpt: z.string().describe('the end of its output, at most 2000 characters'),
+    }),
+  ),
+);
+export const VerifyTeamInput = agrees<VerifyTeamInputType>()(
+  named('VerifyTeamInput', "The 'verifyTeam' update: a request id (a retry answers the first run).", z.object({ requestId: requestId.optional() })),
+);
+export const VerifyTeamResult = agrees<VerifyTeamResultType>()(
+  named(
+    'VerifyTeamResult',
+    "The answer to 'verifyTeam': what the certificate bound, the new run on the certified tree, and whether it still passes with the same output.",
+    z.strictObject({
+      teamId: z.string(),
+      certificateId: z.string(),
+      certified: VerificationView.omit({ passed: true, excerpt: true }),
+      run: VerificationView,
+      stillPasses: z.boolean(),
+      outputMatches: z.boolean(),
+    }),
+  ),
+);
+
 const MemberMessageFact = agrees<MemberMessageFactType>()(
   named(
     'MemberMessageFact',
@@ -721,8 +770,10 @@ export const TeamStatusView = agrees<TeamStatusViewType>()(
           outputIds: z.array(z.string()),
           resultBranch: z.string().optional(),
           resultHead: z.string().optional(),
+          verified: z.boolean().optional().describe('it binds a passing run of the verify command'),
         })
         .optional(),
+      verification: VerificationView.optional().describe('the newest run of the verify command at completion'),
       summary: z.strictObject({ certificateId: z.string(), turn: z.number().int(), text: z.string() }).optional(),
     }),
   ),
@@ -913,6 +964,11 @@ export const WORKFLOWS: readonly WorkflowSchema[] = [
         input: TeamLifecycleInput,
         result: TeamLifecycleResult,
         description: 'Abandons the whole run: running work stopped, open tasks cancelled, sessions closed; the run ends cancelled (or failed).',
+      }),
+      update(verifyTeamUpdate, {
+        input: VerifyTeamInput,
+        result: VerifyTeamResult,
+        description: 'Runs the verify command again on the certified tree: whether it still passes and its output matches.',
       }),
       update(mergeTeamUpdate, {
         input: undefined,

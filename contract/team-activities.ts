@@ -5,7 +5,7 @@
  * effects it must act on.
  */
 import type { MemberSessionIds } from './member-session';
-import type { BoardOutcomeFacts, HandoffKind, ModelSpec, StartTeamInput, TeamMergeResult } from './messages';
+import type { BoardOutcomeFacts, HandoffKind, ModelSpec, StartTeamInput, TeamMergeResult, VerificationView, VerifyTeamResult } from './messages';
 import type { CallRef } from './orchestrator-activities';
 
 /**
@@ -52,6 +52,8 @@ export interface CertificateRef {
   /** The result branch and the commit the certificate names. */
   resultBranch?: string;
   resultHead?: string;
+  /** It binds a passing run of the verify command. */
+  verified?: boolean;
 }
 
 /** What a Coordinator tool call changed that the workflow acts on. */
@@ -68,6 +70,8 @@ export interface CoordinatorToolEffects {
   certificate?: CertificateRef;
   /** The call was refused; the code is in the tool result too. */
   refused?: string;
+  /** org_run_complete ran the verify command on the result (passing or not). */
+  verification?: VerificationView;
   /** After a committed fact: what the board says about the run's outcome, read at `boardRevision`. */
   board?: BoardOutcomeFacts;
   boardRevision?: number;
@@ -173,4 +177,6 @@ export interface TeamActivities {
 export interface TeamHostActivities {
   /** A user's merge of a delivered run: the certified result commit into the team's protected branch. */
   mergeTeamResult(input: { teamId: string; certificateId: string }): Promise<{ result: TeamMergeResult; revision?: number }>;
+  /** `orchard team verify`: the certificate's verify command again on its result tree (one run per request id). */
+  reverifyTeam(input: { teamId: string; certificateId: string; requestId: string }): Promise<VerifyTeamResult>;
 }

@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Pool } from 'pg';
 import { loadScenario, type Scenario } from '../activities/model/scenario';
-import type { ReceiptView, TeamStatusView } from '../contract/messages';
+import type { ReceiptView, TeamStatusView, VerifyTeamResult } from '../contract/messages';
 import { OrchardError, type OrchardClient } from '../client/client';
 import { formatTeamReport, readTeamRecord, type TeamReport } from '../cli/team-view';
 
@@ -22,6 +22,27 @@ export const TEAM_DEMO_GOAL =
   'Build a poker hand evaluator with tests: evaluator.js (evaluate and compare five-card hands) and evaluator.test.js, run with node --test.';
 
 type Reassign = NonNullable<NonNullable<Scenario['driver']>['reassign']>;
+type Pause = NonNullable<NonNullable<Scenario['driver']>['pause']>;
+type Verify = NonNullable<NonNullable<Scenario['driver']>['verify']>;
+
+/** The pause as the run's facts have it: the receipts it fenced (kind `pause`) and the writer it stopped. */
+interface PauseFacts {
+  readonly taskId: string;
+  readonly reason: string;
+  readonly receipts: readonly ReceiptView[];
+  /** The writer's log when the team was paused, read again a moment later: it must not grow while paused. */
+  readonly writer: WriterFacts | null;
+  readonly resumed: boolean;
+}
+
+/** The verify command's runs (team_verifications, oldest first), the certificate's binding, and `team verify` again. */
+interface VerifyFacts {
+  readonly command: string;
+  readonly failsFirst: boolean;
+  readonly runs: readonly { verificationId: string; purpose: string; exitCode: number | null; resultHead: string; durationMs: number; outputDigest: string }[];
+  readonly recheck: VerifyTeamResult | null;
+  readonly recheckError?: string;
+}
 
 /** One writer's timestamped log as found on disk (timestamps are nanoseconds since the epoch, as strings). */
 export interface WriterFacts {
@@ -56,6 +77,10 @@ export interface TeamDemoResult extends TeamReport {
   readonly teamId: string;
   /** Present when the scenario's driver reassigned a task. */
   readonly handoff?: HandoffFacts;
+  /** Present when the scenario's driver paused the team. */
+  readonly pause?: PauseFacts;
+  /** Present when the team was started with the scenario's verify command. */
+  readonly verify?: VerifyFacts;
   /** What the check found wrong; empty when it passed. */
   readonly problems: readonly string[];
 }
@@ -78,10 +103,29 @@ export async function runTeamDemo(client: OrchardClient, pool: Pool, options: Te
   }
   const model = { provider: 'scripted' as const, scenario: options.scenario };
   const deadline = Date.now() + (options.timeoutMs ?? 240_000);
-  await client.startTeam({ teamId: options.teamId, repo: options.repo, host: options.host, goal: TEAM_DEMO_GOAL, model, memberModel: model });
-  log(`started team ${options.teamId}: ${TEAM_DEMO_GOAL}`);
+  const verify = scenario.driver?.verify;
+  const goal = scenario.driver?.goal ?? TEAM_DEMO_GOAL;
+  await client.startTeam({
+    teamId: options.teamId,
+    repo: options.repo,
+    host: options.host,
+    goal,
+    model,
+    memberModel: model,
+    ...(verify ? { verify: { command: verify.command, ...(verify.timeoutMs ? { timeoutMs: verify.timeoutMs } : {}) } } : {}),
+  });
+  log(`started team ${options.teamId}${verify ? ` (verify: ${verify.command})` : ''}: ${goal}`);
   const driverProblems: string[] = [];
   const progress = progressLog(log);
+  let pause: PauseFacts | undefined;
+  if (scenario.driver?.pause) {
+    try {
+      pause = await pauseWhileWriting(client, options.teamId, scenario.driver.pause, deadline, log, progress);
+    } catch (err) {
+      if (!(err instanceof OrchardError)) throw err;
+      driverProblems.push(`the pause of ${scenario.driver.pause.taskId} did not happen: ${err.code}: ${err.message}`);
+    }
+  }
   const reassign = scenario.driver?.reassign;
   if (reassign) {
     try {
@@ -94,8 +138,141 @@ export async function runTeamDemo(client: OrchardClient, pool: Pool, options: Te
   const status = await waitForOutcome(client, options.teamId, deadline, progress);
   const record = await readTeamRecord(pool, options.teamId);
   const handoff = reassign ? await readHandoffFacts(client, pool, status, reassign) : undefined;
-  const problems = [...driverProblems, ...(await checkTeamDemo(client, pool, { status, ...record }, options.repo, handoff))];
-  return { teamId: options.teamId, status, ...record, ...(handoff ? { handoff } : {}), problems };
+  const verified = verify ? await readVerifyFacts(client, pool, status, verify, log) : undefined;
+  const problems = [
+    ...driverProblems,
+    ...(await checkTeamDemo(client, pool, { status, ...record }, options.repo, handoff)),
+    ...(pause ? checkPause(pause) : []),
+    ...(verified ? checkVerify(verified, { status, ...record }) : []),
+  ];
+  return {
+    teamId: options.teamId,
+    status,
+    ...record,
+    ...(handoff ? { handoff } : {}),
+    ...(pause ? { pause } : {}),
+    ...(verified ? { verify: verified } : {}),
+    problems,
+  };
+}
+
+/**
+ * Pauses the team as the user would (`orchard team pause`) while `pause.taskId` writes; waits until it is paused and
+ * every pause receipt is settled, reads the writer's log twice (it must have stopped), then resumes the team.
+ */
+async function pauseWhileWriting(
+  client: OrchardClient,
+  teamId: string,
+  pause: Pause,
+  deadline: number,
+  log: (line: string) => void,
+  progress: (v: TeamStatusView) => void,
+): Promise<PauseFacts> {
+  const { execution, lines } = await waitUntilWriting(client, teamId, pause, deadline, log, progress);
+  log(`the user pauses the team while ${pause.taskId} writes (${lines} lines so far): ${pause.reason}`);
+  const paused = await client.teamLifecycle(teamId, 'pause', { reason: pause.reason, requestId: `${teamId}/pause` });
+  log(`paused at revision ${paused.workRevision}: ${paused.receipts.map((r) => `${r.receiptId} fences ${r.oldTaskId}`).join(', ') || 'nothing was running'}`);
+  let settled: TeamStatusView;
+  for (;;) {
+    settled = await client.teamStatus(teamId);
+    progress(settled);
+    const mine = settled.receipts.filter((r) => r.kind === 'pause');
+    if (settled.status === 'paused' && mine.length > 0 && mine.every((r) => r.state !== 'requested' && r.state !== 'yielding')) break;
+    if (Date.now() > deadline) throw new OrchardError('wait_timeout', 'the pause receipts did not settle in time');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const writer = await writerFacts(client, execution.memberId, execution.sessionId, pause.log);
+  const still = writer ? await afterPause(writer) : null;
+  log(`paused: ${pause.taskId} is pending again for ${execution.memberId}; its writer stopped at ${still?.lines ?? 0} line(s)`);
+  const resumed = await client.teamLifecycle(teamId, 'resume', { reason: 'the build machine is back', requestId: `${teamId}/resume` });
+  log(`resumed at revision ${resumed.workRevision}: ${pause.taskId} starts again with ${execution.memberId}`);
+  return {
+    taskId: pause.taskId,
+    reason: pause.reason,
+    receipts: settled.receipts.filter((r) => r.kind === 'pause'),
+    writer: still,
+    resumed: resumed.state === 'running',
+  };
+}
+
+function checkPause(p: PauseFacts): string[] {
+  const problems: string[] = [];
+  if (p.receipts.length === 0) problems.push(`the pause fenced nothing, though ${p.taskId} was running`);
+  for (const r of p.receipts) if (r.state !== 'released') problems.push(`pause receipt ${r.receiptId} is ${r.state}, not released`);
+  if (!p.writer || p.writer.lines === 0) problems.push(`no lines from ${p.taskId}'s writer before the pause`);
+  else if (p.writer.linesAfterPause !== p.writer.lines)
+    problems.push(`the writer kept writing while paused: ${p.writer.lines} lines, then ${p.writer.linesAfterPause}`);
+  if (!p.resumed) problems.push('the team did not resume');
+  return problems;
+}
+
+/** The verify command's runs from PostgreSQL, and `orchard team verify` run once more on the certified tree. */
+async function readVerifyFacts(client: OrchardClient, pool: Pool, status: TeamStatusView, verify: Verify, log: (line: string) => void): Promise<VerifyFacts> {
+  const { rows } = await pool.query(
+    `SELECT verification_id, purpose, exit_code, result_head, duration_ms, output_digest FROM team_verifications WHERE team_id = $1 ORDER BY created_at`,
+    [status.teamId],
+  );
+  const runs = rows.map((r) => ({
+    verificationId: r.verification_id,
+    purpose: r.purpose,
+    exitCode: r.exit_code,
+    resultHead: r.result_head,
+    durationMs: r.duration_ms,
+    outputDigest: r.output_digest,
+  }));
+  let recheck: VerifyTeamResult | null = null;
+  let recheckError: string | undefined;
+  if (status.status === 'delivered') {
+    try {
+      recheck = await client.verifyTeam(status.teamId, { requestId: `${status.teamId}/recheck` });
+      log(
+        `orchard team verify: ${recheck.stillPasses ? 'still passes' : 'NO LONGER PASSES'}; output ${recheck.outputMatches ? 'matches' : 'differs from'} the certified digest`,
+      );
+    } catch (err) {
+      if (!(err instanceof OrchardError)) throw err;
+      recheckError = `${err.code}: ${err.message}`;
+    }
+  }
+  return { command: verify.command, failsFirst: verify.failsFirst, runs, recheck, ...(recheckError ? { recheckError } : {}) };
+}
+
+function checkVerify(v: VerifyFacts, report: TeamReport): string[] {
+  const problems: string[] = [];
+  const completion = v.runs.filter((r) => r.purpose === 'completion');
+  if (v.failsFirst && !(completion.length >= 2 && completion[0].exitCode !== 0)) {
+    problems.push(`the verify command was expected to fail first: runs ${completion.map((r) => r.exitCode).join(', ') || 'none'}`);
+  }
+  const bound = report.certificate?.verification;
+  if (!bound?.verified) problems.push(`the certificate binds no verification: ${JSON.stringify(bound ?? null)}`);
+  else {
+    const run = completion.find((r) => r.verificationId === bound.verificationId);
+    if (!run || run.exitCode !== 0) problems.push(`the certificate's verification ${bound.verificationId} is not a stored passing run`);
+    if (bound.command !== v.command) problems.push(`the certificate binds ${bound.command}, not ${v.command}`);
+    if (report.certificate?.result?.head !== bound.resultHead) problems.push(`the verification ran on ${bound.resultHead}, not the certified result`);
+  }
+  if (!v.recheck) problems.push(`orchard team verify did not answer${v.recheckError ? `: ${v.recheckError}` : ''}`);
+  else if (!v.recheck.stillPasses) problems.push(`orchard team verify: no longer passes (exit ${v.recheck.run.exitCode})`);
+  return problems;
+}
+
+function formatPause(p: PauseFacts): string[] {
+  return [
+    `pause: the user paused the team while ${p.taskId} was writing ("${p.reason}"), then resumed it`,
+    ...p.receipts.map((r) => `  receipt ${r.receiptId} (${r.kind}): ${r.trail.join(' → ')}; ${r.oldTaskId} pending again for ${r.oldOwner}`),
+    p.writer
+      ? `  writer: ${p.writer.lines} line(s) in ${p.writer.path}; ${p.writer.linesAfterPause === p.writer.lines ? 'not one more while paused' : 'it GREW while paused'}`
+      : '  writer: not found',
+  ];
+}
+
+function formatVerify(v: VerifyFacts): string[] {
+  return [
+    `verify: ${v.command}`,
+    ...v.runs.map(
+      (r) =>
+        `  ${r.purpose} ${r.verificationId}: exit ${r.exitCode ?? '-'} on ${r.resultHead.slice(0, 12)} in ${(r.durationMs / 1000).toFixed(1)} s (${r.outputDigest.slice(0, 19)}…)`,
+    ),
+  ];
 }
 
 /** A task whose execution the driver waits for: it runs and has written `lines` lines to `log` in its worktree. */
@@ -406,6 +583,8 @@ function formatHandoff(h: HandoffFacts): string[] {
 export function formatTeamDemo(result: TeamDemoResult): string {
   const lines = [formatTeamReport(result, { hasDatabase: true }), ''];
   if (result.handoff) lines.push(...formatHandoff(result.handoff), '');
+  if (result.pause) lines.push(...formatPause(result.pause), '');
+  if (result.verify) lines.push(...formatVerify(result.verify), '');
   if (result.certificate && result.board) {
     lines.push(`evidence of certificate ${result.certificate.certificateId}:`);
     for (const taskId of result.certificate.evidence.taskIds) {
@@ -423,9 +602,19 @@ export function formatTeamDemo(result: TeamDemoResult): string {
     lines.push('');
   }
   const tasks = result.board?.tasks ?? [];
-  const verdict = result.handoff
-    ? `team: ok: delivered with one certificate; ${tasks.length} task(s); ${result.handoff.taskId} reassigned while writing, receipt requested → yielding → released, the writers never overlapped; the tested program passes node --test`
-    : `team: ok: delivered with one certificate; ${tasks.length} task(s), each completed with an output; the tested program passes node --test`;
+  const verdict = [
+    `team: ok: delivered with one certificate; ${tasks.length} task(s)`,
+    result.handoff
+      ? `${result.handoff.taskId} reassigned while writing, receipt requested → yielding → released, the writers never overlapped`
+      : 'each completed with an output',
+    ...(result.pause ? [`paused while ${result.pause.taskId} wrote and resumed, its writer stopped while paused`] : []),
+    ...(result.verify
+      ? [
+          `the certificate binds a passing run of ${result.verify.command}${result.verify.failsFirst ? ' after a failed one and a fix' : ''}, and it still passes`,
+        ]
+      : []),
+    'the tested program passes node --test',
+  ].join('; ');
   lines.push(result.problems.length === 0 ? verdict : `team: FAILED:\n${result.problems.map((p) => `  - ${p}`).join('\n')}`);
   return lines.join('\n');
 }

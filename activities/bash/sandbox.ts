@@ -192,29 +192,7 @@ export async function prepareSandboxDirs(layout: SandboxLayout): Promise<void> {
 export function buildSandboxArgv(layout: SandboxLayout, command: string, options: SandboxOptions = {}): string[] {
   const problem = sandboxLayoutProblem(layout);
   if (problem) throw new Error(`buildSandboxArgv: ${problem}`);
-  const argv = [options.bwrap ?? findBwrap() ?? 'bwrap'];
-  argv.push(
-    '--unshare-user', // a user namespace, so that...
-    '--disable-userns', // ...the command cannot make another one and get CAP_SYS_ADMIN back in it
-    '--cap-drop',
-    'ALL', // bwrap keeps capabilities when the worker is root; then `mount -o remount,rw /` works
-    '--unshare-pid', // cannot see or signal the worker; all of it dies with the namespace's init
-    '--unshare-ipc',
-    '--die-with-parent',
-    '--new-session', // no TIOCSTI into a terminal the worker might hold
-    '--ro-bind',
-    '/',
-    '/',
-    '--dev',
-    '/dev', // fresh: the host /dev/shm is not shared
-    '--proc',
-    '/proc',
-    '--bind',
-    layout.tmpDir,
-    '/tmp',
-  );
-  if (existsSync('/var/tmp')) argv.push('--bind', layout.tmpDir, '/var/tmp');
-  for (const hidden of layout.hide ?? []) argv.push('--tmpfs', hidden, '--remount-ro', hidden);
+  const argv = sandboxPrelude(options, layout.tmpDir, layout.hide);
   argv.push('--ro-bind', layout.commonDir, layout.commonDir);
   // A local remote under /tmp would be hidden by the private /tmp like the repository: shown again, read-only.
   for (const remote of layout.localRemotes ?? []) argv.push('--ro-bind', remote, remote);
@@ -237,10 +215,74 @@ export function buildSandboxArgv(layout: SandboxLayout, command: string, options
     // Unset, git would write to the read-only store and fail: never to anyone else's objects.
     argv.push('--setenv', 'GIT_OBJECT_DIRECTORY', layout.quarantine, '--setenv', 'GIT_ALTERNATE_OBJECT_DIRECTORIES', sharedObjects);
   }
+  return sandboxCommand(argv, layout.worktree, command);
+}
+
+/**
+ * A scratch tree's allowance (a team's verification, activities/team-verify.ts): the tree and its HOME writable, its
+ * private tmp as /tmp; everything else read-only, `readOnly` (the repository the tree borrows objects from) shown
+ * again in case it sits under a hidden path or /tmp.
+ */
+export interface ScratchLayout {
+  readonly tree: string;
+  readonly home: string;
+  readonly tmpDir: string;
+  readonly readOnly: readonly string[];
+  readonly hide?: readonly string[];
+}
+
+/** The argv (bwrap first) that runs `bash -c <command>` in `layout.tree`, confined to the scratch allowance. */
+export function buildScratchSandboxArgv(layout: ScratchLayout, command: string, options: SandboxOptions = {}): string[] {
+  for (const key of ['tree', 'home', 'tmpDir'] as const) {
+    const value = layout[key];
+    if (!path.isAbsolute(value) || path.normalize(value) !== value || value === '/') {
+      throw new Error(`buildScratchSandboxArgv: ${key} must be a normalised absolute path other than /, got ${JSON.stringify(value)}`);
+    }
+  }
+  const argv = sandboxPrelude(options, layout.tmpDir, layout.hide);
+  for (const dir of layout.readOnly) argv.push('--ro-bind', dir, dir);
+  for (const dir of [layout.tree, layout.home]) argv.push('--bind', dir, dir);
+  for (const [name, value] of Object.entries(SANDBOX_ENV)) argv.push('--setenv', name, value);
+  return sandboxCommand(argv, layout.tree, command);
+}
+
+/**
+ * What every sandbox starts with (the policy's first half): everything read-only, a fresh /dev and /proc, the
+ * private tmp over /tmp and /var/tmp, hidden paths emptied. The allowance is bound on top by the caller.
+ */
+function sandboxPrelude(options: SandboxOptions, tmpDir: string, hide: readonly string[] | undefined): string[] {
+  const argv = [options.bwrap ?? findBwrap() ?? 'bwrap'];
+  argv.push(
+    '--unshare-user', // a user namespace, so that...
+    '--disable-userns', // ...the command cannot make another one and get CAP_SYS_ADMIN back in it
+    '--cap-drop',
+    'ALL', // bwrap keeps capabilities when the worker is root; then `mount -o remount,rw /` works
+    '--unshare-pid', // cannot see or signal the worker; all of it dies with the namespace's init
+    '--unshare-ipc',
+    '--die-with-parent',
+    '--new-session', // no TIOCSTI into a terminal the worker might hold
+    '--ro-bind',
+    '/',
+    '/',
+    '--dev',
+    '/dev', // fresh: the host /dev/shm is not shared
+    '--proc',
+    '/proc',
+    '--bind',
+    tmpDir,
+    '/tmp',
+  );
+  if (existsSync('/var/tmp')) argv.push('--bind', tmpDir, '/var/tmp');
+  for (const hidden of hide ?? []) argv.push('--tmpfs', hidden, '--remount-ro', hidden);
+  return argv;
+}
+
+/** The policy's end: the working directory and `bash -c <command>`. */
+function sandboxCommand(argv: string[], cwd: string, command: string): string[] {
   // --norc: Debian's bash sources ~/.bashrc for `bash -c` when stdin is a socket and SHLVL is unset (its "run by
   // sshd" check), and Node's stdio pipes are socketpairs: observed here, at 300 ms a command. The bash tool feeds
   // /dev/null, where nothing is sourced; the sandbox makes that hold for any caller.
-  argv.push('--chdir', layout.worktree, '--', 'bash', '--norc', '--noprofile', '-c', command);
+  argv.push('--chdir', cwd, '--', 'bash', '--norc', '--noprofile', '-c', command);
   return argv;
 }
 

@@ -95,6 +95,10 @@ export async function repositoryProblem(repo: string, options: { baseRef?: strin
   try {
     await git.raw(['rev-parse', '--git-dir']);
   } catch (err) {
+    // Only git's own verdict (`fatal: not a git repository`, `fatal: detected dubious ownership`) means "not one";
+    // anything else (a process killed on a loaded machine, a spawn that failed) is a fault, thrown so that the caller
+    // retries rather than failing the session for good.
+    if (!/fatal:/i.test(message(err))) throw err;
     return new WorkspaceError('repository_not_found', `${repo} is not a git repository: ${message(err)}`);
   }
   // `--verify --quiet` fails silently (exit 1, no output) for a ref that names no commit; anything git says is a

@@ -29,6 +29,8 @@ export interface CoordinatorScript {
   readonly waiting: string;
   /** Phrases of a user message that asks to complete the run (case-insensitive): `org_run_complete`, ready or not. */
   readonly completeOn?: readonly string[];
+  /** The fix it creates (once, with its owner) when `org_run_complete` is refused `verification_failed`. */
+  readonly onVerificationFailed?: Omit<PlannedTask, 'after'>;
 }
 
 export type CoordinatorDecision =
@@ -39,6 +41,21 @@ export type CoordinatorDecision =
 const READY_MARKER = 'completion_candidate.state is ready';
 const MEMBERS_HEADER = 'member | role | session';
 const CERTIFICATE = /^delivered: certificate (\S+)/m;
+const VERIFICATION_FAILED = /^error \(verification_failed\)/;
+
+/** Whether an assistant message of `messages` already called task_create for `taskId` (the fix is created once). */
+function created(messages: readonly ChatMessage[], taskId: string): boolean {
+  return messages.some((m) =>
+    (m.role === 'assistant' ? (m.tool_calls ?? []) : []).some((c) => {
+      if (c.function.name !== 'task_create') return false;
+      try {
+        return (JSON.parse(c.function.arguments) as { taskId?: unknown }).taskId === taskId;
+      } catch {
+        return false;
+      }
+    }),
+  );
+}
 
 /** `member → session` from the rows under the `member | role | session` header of the system message. */
 function memberSessionsOf(messages: readonly ChatMessage[]): Map<string, string> {
@@ -77,7 +94,8 @@ function reportsCompleted(text: string, taskId: string): boolean {
 /**
  * The decision for one Coordinator request:
  * 1. the last message is a tool result: end the turn — the summary citing the certificate when one was issued
- *    since the user message, else `reply`;
+ *    since the user message, else `reply` — unless it is a `verification_failed` refusal and the script has a fix
+ *    it has not created yet: `task_create` that fix (with its owner);
  * 2. the first user message (the goal): create every planned task (owners for those without `after`), approve;
  * 3. a wake that says the candidate is ready, or a message with one of the `completeOn` phrases:
  *    `org_run_complete` first thing;
@@ -93,6 +111,11 @@ export function coordinateRequest(script: CoordinatorScript, request: Pick<Model
     const results = messages.slice(lastUser + 1).filter((m) => m.role === 'tool');
     const certificate = results.map((m) => CERTIFICATE.exec(m.content ?? '')?.[1]).find(Boolean);
     if (certificate) return { kind: 'text', content: script.summary.replaceAll('{{certificate}}', certificate) };
+    const fix = script.onVerificationFailed;
+    if (fix && VERIFICATION_FAILED.test(last.content ?? '') && !created(messages, fix.taskId)) {
+      const description = fillSessions(fix.description, memberSessionsOf(messages));
+      return { kind: 'calls', calls: [{ name: 'task_create', arguments: { taskId: fix.taskId, title: fix.title, description, owner: fix.owner } }] };
+    }
     const result = (last.content ?? '').split('\n')[0].trim();
     return { kind: 'text', content: script.reply.replaceAll('{{result}}', result) };
   }

@@ -124,6 +124,15 @@ const coordinatorSchema = z.strictObject({
   waiting: z.string().min(1).default('Nothing to do until a member reports.'),
   /** A user message containing one of these (case-insensitive) is answered with `org_run_complete`, ready or not. */
   completeOn: z.array(z.string().min(1)).optional(),
+  /** Created (with its owner) when `org_run_complete` is refused `verification_failed`: the fix, once. */
+  onVerificationFailed: z
+    .strictObject({
+      taskId: z.string().regex(/^[a-z][a-z0-9-]{0,39}$/, 'lowercase letters, digits and "-", at most 40'),
+      title: z.string().min(1),
+      description: z.string().min(1),
+      owner: z.string().min(1),
+    })
+    .optional(),
 });
 
 /** A message a driver (`orchard demo`) sends, and the topic it is about; never read by the provider. */
@@ -164,6 +173,19 @@ const teamDriver = z.strictObject({
       message: z.string().min(1),
     })
     .optional(),
+  /** `orchard demo team`: pause the team with `reason` while `taskId` writes, wait until it is paused, resume it. */
+  pause: z
+    .strictObject({
+      taskId: z.string().min(1),
+      log: worktreeLog,
+      lines: z.number().int().min(1).default(5),
+      reason: z.string().min(1),
+    })
+    .optional(),
+  /** `orchard demo team`: the team's goal (the Coordinator's first message) instead of the poker evaluator's. */
+  goal: z.string().min(1).optional(),
+  /** `orchard demo team`: start the team with this verify command; `failsFirst`: the check expects a failed run before the passing one. */
+  verify: z.strictObject({ command: z.string().min(1), timeoutMs: z.number().int().min(1000).optional(), failsFirst: z.boolean().default(false) }).optional(),
 });
 
 const scenarioSchema = z
@@ -189,7 +211,7 @@ const scenarioSchema = z
     if (scenario.router) {
       for (const message of routerProblems(scenario.router)) ctx.addIssue({ code: 'custom', path: ['router'], message });
     }
-    for (const action of ['reassign', 'cancelAll'] as const) {
+    for (const action of ['reassign', 'cancelAll', 'pause'] as const) {
       const taskId = scenario.driver?.[action]?.taskId;
       if (taskId !== undefined && !scenario.coordinator?.tasks.some((t) => t.taskId === taskId)) {
         ctx.addIssue({ code: 'custom', path: ['driver', action, 'taskId'], message: `"${taskId}" is not a task of the coordinator's plan` });

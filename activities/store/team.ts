@@ -10,6 +10,8 @@ import {
 } from '../../workflows/team/closure';
 import { withTransaction } from './db';
 import type { HandoffKind, HandoffReceipt, ReceiptState } from '../../contract/team-activities';
+import type { CertificateVerification, VerifySpec } from '../../contract/messages';
+import { verificationProblem } from './team-verify';
 
 /**
  * The team board in Postgres (issue 9): tasks, outputs, facts, the Inbox and user events. Every write goes through
@@ -81,7 +83,15 @@ export class TeamStoreRefusal extends Error {
  */
 export async function createTeamRun(
   pool: Pool,
-  run: { teamId: string; repo: string; goal: string; protectedBranch?: string; members: readonly { memberId: string; role: string; sessionId: string }[] },
+  run: {
+    teamId: string;
+    repo: string;
+    goal: string;
+    protectedBranch?: string;
+    members: readonly { memberId: string; role: string; sessionId: string }[];
+    /** The verify command of the run as started now (each start of the team sets it; none: not verified). */
+    verify?: VerifySpec;
+  },
 ): Promise<{ memberId: string; sessionId: string }[]> {
   return withTransaction(pool, async (c) => {
     await c.query(`INSERT INTO team_runs (team_id, repo, goal, protected_branch) VALUES ($1, $2, $3, $4) ON CONFLICT (team_id) DO NOTHING`, [
@@ -89,6 +99,10 @@ export async function createTeamRun(
       run.repo,
       run.goal,
       run.protectedBranch ?? 'main',
+    ]);
+    await c.query(`UPDATE team_runs SET verify = $2 WHERE team_id = $1 AND verify IS DISTINCT FROM $2::jsonb`, [
+      run.teamId,
+      run.verify ? JSON.stringify(run.verify) : null,
     ]);
     for (const m of run.members) {
       await c.query(`INSERT INTO team_members (team_id, member_id, role, session_id) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, [
@@ -623,13 +637,15 @@ export interface RunCompletionCertificate {
   readonly summary: string;
   /** The run's result branch and the commit it was built at (activities/git/team-result.ts); absent on older certificates. */
   readonly result?: TeamResultRecord;
+  /** The passing run of the verify command it binds, or why the result was not verified; absent on older certificates. */
+  readonly verification?: CertificateVerification;
 }
 
 /** The certificate of a delivered closure of `board` (the validator's evidence, at the board's generation and revision). */
 export function deliveredCertificate(
   board: Pick<BoardSnapshot, 'teamId' | 'generation' | 'workRevision'>,
   closure: ClosureResult,
-  fields: { certificateId: string; summary: string; issuedAt?: string; result?: TeamResultRecord },
+  fields: { certificateId: string; summary: string; issuedAt?: string; result?: TeamResultRecord; verification?: CertificateVerification },
 ): RunCompletionCertificate {
   return {
     certificateId: fields.certificateId,
@@ -643,6 +659,7 @@ export function deliveredCertificate(
     issuedAt: fields.issuedAt ?? new Date().toISOString(),
     summary: fields.summary,
     ...(fields.result ? { result: fields.result } : {}),
+    ...(fields.verification ? { verification: fields.verification } : {}),
   };
 }
 
@@ -687,6 +704,9 @@ export async function issueCertificate(pool: Pool, teamId: string, actor: Actor,
     if (JSON.stringify(claimed) !== JSON.stringify(actual)) {
       throw new TeamStoreRefusal('completion_refused', "the certificate's evidence is not the board's closure");
     }
+    // A run with a verify command is delivered only with a passing run of it on the result (team-verify.ts).
+    const unverified = await verificationProblem(c, teamId, certificate);
+    if (unverified) throw new TeamStoreRefusal('verification_failed', unverified);
     return { result: await insertCertificate(c, teamId, certificate) };
   });
 }

@@ -231,6 +231,48 @@ test('orchard demo team --json: a task reassigned while its execution writes; re
   t.regex(demoRun.stderr(), /\[demo\] the user reassigns test-evaluator from tester to reviewer while it writes/);
 });
 
+test('orchard demo team --scenario scenarios/team-verify.json --json: paused mid-task and resumed; verify fails, a Member fixes it, delivered bound to the passing run', async (t) => {
+  t.timeout(300_000);
+  const demoRun = demo(t, ['--json', '--scenario', join(__dirname, '../../scenarios/team-verify.json')]);
+  const { code } = await demoRun.exit(290_000);
+  t.is(code, 0, `${demoRun.stderr()}\n${demoRun.stdout().slice(-3000)}`);
+  const result = JSON.parse(demoRun.stdout());
+  t.deepEqual(result.problems, []);
+  t.is(result.status.outcome, 'delivered');
+  const teamId: string = result.status.teamId;
+  const pool = shared().pool;
+  // The pause: the running execution was fenced (a receipt of kind pause, released) and the task ran again.
+  const pauses = (await pool.query(`SELECT state, reason FROM team_handoff_receipts WHERE team_id = $1`, [teamId])).rows;
+  t.deepEqual(
+    pauses.map((r) => [r.state, r.reason.kind]),
+    [['released', 'pause']],
+  );
+  t.deepEqual(
+    result.status.executions.map((e: any) => [e.taskId, e.state]),
+    [
+      ['implement-sum', 'paused'],
+      ['implement-sum', 'completed'],
+      ['fix-sum', 'completed'],
+    ],
+  );
+  // The verify command: failed on the first result, passed on the fixed one, which the certificate binds.
+  const runs = (
+    await pool.query(`SELECT verification_id, purpose, exit_code, result_head FROM team_verifications WHERE team_id = $1 ORDER BY created_at`, [teamId])
+  ).rows;
+  t.deepEqual(
+    runs.map((r) => [r.purpose, r.exit_code === 0]),
+    [
+      ['completion', false],
+      ['completion', true],
+      ['recheck', true],
+    ],
+  );
+  const certificate = (await pool.query(`SELECT certificate FROM team_certificates WHERE team_id = $1`, [teamId])).rows[0].certificate;
+  t.is(certificate.verification.verificationId, runs[1].verification_id);
+  t.is(certificate.verification.resultHead, certificate.result.head);
+  t.is(certificate.verification.command, 'node --test');
+});
+
 test('orchard demo team-all-cancelled --json: every task cancelled by the user, org_run_complete refused, not delivered and why; exit 0', async (t) => {
   t.timeout(300_000);
   const demoRun = demo(t, ['--json'], 'team-all-cancelled');

@@ -247,11 +247,20 @@ export function lostObjects(before: Map<string, string>, after: Map<string, stri
 
 /** Every file, link and directory outside the allowance: type, mode and content hash (or link target). */
 function files(f: Fixture): Record<string, string> {
-  const skip = new Set(allowance(f));
+  return tree(f.base, allowance(f));
+}
+
+/** Every file, link and directory of the fixture, the child's allowance included (for what may write none of it). */
+export function everything(f: Fixture): Record<string, string> {
+  return tree(f.base, []);
+}
+
+function tree(base: string, skipped: readonly string[]): Record<string, string> {
+  const skip = new Set(skipped);
   const out: Record<string, string> = {};
   const walk = (rel: string) => {
     if (skip.has(rel)) return;
-    const abs = path.join(f.base, rel);
+    const abs = path.join(base, rel);
     const st = lstatSync(abs);
     const mode = (st.mode & 0o7777).toString(8);
     if (st.isSymbolicLink()) out[rel] = `link ${readlinkSync(abs)}`;

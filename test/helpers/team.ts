@@ -21,9 +21,9 @@ import { waitFor } from './wait';
  * - A Member does what the test set for its task id (read from the brief it was sent, `Task <id>: …`):
  *   `finish` (answers done), `fail` (its model refuses every request: the turn fails), `write` (a long bash
  *   writer appending timestamps to `<id>.log` in its worktree, until stopped), `gate` (its answer is held until
- *   the test opens the task's gate).
+ *   the test opens the task's gate), `{ commit: { path: content } }` (writes the files and commits them, then done).
  */
-export type Work = 'finish' | 'fail' | 'write' | 'gate';
+export type Work = 'finish' | 'fail' | 'write' | 'gate' | { readonly commit: Readonly<Record<string, string>> };
 export type Call = [string, unknown];
 
 const isCoordinator = (body: any) => (body.tools ?? []).some((tool: any) => tool.function.name === 'task_list');
@@ -64,6 +64,7 @@ export async function startScriptedTeam(
     plan: Call[];
     work?: Record<string, Work>;
     handoff?: StartTeamInput['handoff'];
+    verify?: StartTeamInput['verify'];
     teamHooks?: TeamActivityHooks;
     /** Where the workers reach PostgreSQL (a fault test's proxy); the test reads it directly. */
     databaseUrl?: string;
@@ -109,6 +110,13 @@ export async function startScriptedTeam(
     const what = (taskId && work[taskId]) ?? 'finish';
     if (what === 'fail') return { status: 400, body: { error: { message: 'bad request' } } };
     if (body.messages.at(-1).role === 'tool') return completion({ content: `done ${taskId}` });
+    if (typeof what === 'object') {
+      const files = Object.entries(what.commit);
+      return calls(...files.map(([path, content]): Call => ['write_file', { path, content }]), [
+        'git_commit',
+        { message: `${taskId}: ${files.map(([p]) => p).join(', ')}`, paths: files.map(([p]) => p) },
+      ]);
+    }
     if (what === 'write') return calls(['bash', { command: `for i in $(seq 1 400); do date +%s%N >> ${taskId}.log; sleep 0.05; done` }]);
     if (what === 'gate') {
       const g = gateOf(taskId!);
@@ -166,6 +174,7 @@ export async function startScriptedTeam(
     goal: plan.text,
     members: members.map((memberId) => ({ memberId, role: memberId[0].toUpperCase() + memberId.slice(1) })),
     handoff: options.handoff,
+    verify: options.verify,
   });
   await answered(plan.nonce, plan.results);
 

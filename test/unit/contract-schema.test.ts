@@ -47,6 +47,7 @@ test('the generated JSON Schema of every kind has a start input, a result and it
           'update:pauseTeam',
           'update:resumeTeam',
           'update:archiveTeam',
+          'update:verifyTeam',
           'update:mergeTeam',
           'signal:fact',
           'signal:childTurnEnded',

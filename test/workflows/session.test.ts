@@ -172,7 +172,8 @@ test('continue-as-new at the turn bound keeps a send queued at that moment', asy
   const queued = await orchard.client.send(sessionId, 'second task');
   t.is(queued.position, 1);
   const view = await orchard.client.waitUntilSettled(sessionId, { afterTurn: 2 });
-  t.is(view.turnsCompleted, 2);
+  // A session that closed (e.g. its setup failed) says why in the assertion, not only "0 turns".
+  t.is(view.turnsCompleted, 2, JSON.stringify({ status: view.status, closedAs: view.closedAs, error: view.error, lastTurn: view.lastTurn }));
   t.true(view.runIndex >= 1, `runIndex ${view.runIndex}`);
   t.is(view.lastTurn?.finalExcerpt, 'second done');
   const description = await orchard.temporal.workflow.getHandle(sessionWorkflowId(sessionId)).describe();

@@ -39,6 +39,8 @@ import {
   resumeTeamUpdate,
   hostTaskQueue,
   mergeTeamUpdate,
+  verifyTeamUpdate,
+  DEFAULT_VERIFY_TIMEOUT_MS,
   reassignTaskUpdate,
   resolveHandoffUpdate,
   messageProblem,
@@ -62,6 +64,7 @@ import {
   type HandoffKind,
   type TeamLifecycleInput,
   type TeamLifecycleResult,
+  type VerificationView,
   type TeamWorkflowInput as TeamWorkflowInputOf,
 } from '../../contract/messages';
 import { ORCHARD_HANDOFF_SLO_MISSED, ORCHARD_HOST, ORCHARD_KIND, ORCHARD_STATUS } from '../../contract/search-attributes';
@@ -118,6 +121,8 @@ interface CarriedTeamState {
   readonly completionRefusedAt?: number;
   /** A user's pause in force, and the user event its fences cite. */
   readonly paused?: { readonly reason: string; readonly eventId: string };
+  /** The newest run of the verify command at completion. */
+  readonly verification?: VerificationView;
 }
 
 /** What a user's team request was answered: a retry with its request id gets the same. */
@@ -186,6 +191,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   let summary: TeamStatusView['summary'] = carried?.summary;
   let boardFacts = carried?.boardFacts;
   let completionRefusedAt = carried?.completionRefusedAt;
+  let verification = carried?.verification;
   // A user's pause or archive (issue 22): while paused no Coordinator turn and no execution starts; an archive
   // abandons the run, which ends once it is done (`archiveDone`). An archive never spans a continue-as-new.
   let paused = carried?.paused;
@@ -431,6 +437,42 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
             certificate
               ? `certificate ${certificate.certificateId} names no result branch: certify the run again`
               : `team ${start.teamId} is not delivered: there is no certificate, so there is no result to merge`,
+          );
+        }
+      },
+    },
+  );
+  setHandler(
+    verifyTeamUpdate,
+    async (input) => {
+      // On the team's host (the disk that holds the repository), bounded like the completion's run. One run per request
+      // id (the activity keys the stored run by it), so a retried update answers the first run.
+      const timeoutMs = (start.verify?.timeoutMs ?? DEFAULT_VERIFY_TIMEOUT_MS) + 60_000;
+      const host = proxyActivities<HostActivities>({
+        ...hostActivityOptions(start.host, 60),
+        startToCloseTimeout: timeoutMs,
+        heartbeatTimeout: '30 seconds',
+        summary: 'team verify',
+      });
+      try {
+        return await host.reverifyTeam({ teamId: start.teamId, certificateId: certificate!.certificateId, requestId: input?.requestId ?? uuid4() });
+      } catch (err) {
+        if (!(err instanceof ActivityFailure)) throw err;
+        const failure = failureOf(err);
+        throw orchardFailure(isErrorCode(failure.code) ? failure.code : 'git_command_failed', failure.message);
+      }
+    },
+    {
+      description: "Runs the certificate's verify command again on the certified tree: whether it still passes, and whether its output matches.",
+      validator: (input) => {
+        if (input !== undefined && (typeof input !== 'object' || input === null)) throw orchardFailure('invalid_input', 'verifyTeam takes { requestId? }');
+        if (!certificate?.resultHead) {
+          throw orchardFailure('not_delivered', `team ${start.teamId} is not delivered: there is no certified result to verify`);
+        }
+        if (certificate.verified !== true) {
+          throw orchardFailure(
+            'verification_not_configured',
+            `certificate ${certificate.certificateId} binds no verification: the team was started without --verify`,
           );
         }
       },
@@ -1128,6 +1170,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       ),
       candidate,
       certificate,
+      ...(verification ? { verification } : {}),
       summary,
     };
   }
@@ -1361,10 +1404,16 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       );
     }
     toolsInFlight += 1;
+    // A completion that runs the verify command may take as long as that command is allowed, and then some.
+    const verifying = name === 'org_run_complete' && start.verify !== undefined;
     const effects = await toolsOn.coordinatorTool
-      .executeWithOptions({ summary: `Coordinator ${label ?? name}` }, [
-        { teamId: start.teamId, ref, index, tool: name, members: memberIds, turnsRunning: running() },
-      ])
+      .executeWithOptions(
+        {
+          summary: `Coordinator ${label ?? name}`,
+          ...(verifying ? { startToCloseTimeout: (start.verify!.timeoutMs ?? DEFAULT_VERIFY_TIMEOUT_MS) + 60_000 } : {}),
+        },
+        [{ teamId: start.teamId, ref, index, tool: name, members: memberIds, turnsRunning: running() }],
+      )
       .finally(() => (toolsInFlight -= 1));
     if (effects.certificate) {
       certificate = effects.certificate;
@@ -1376,7 +1425,10 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     }
     if (effects.revision !== undefined) knownRevision = Math.max(knownRevision, effects.revision);
     if (effects.boardRevision !== undefined) noteBoard(effects.board, effects.boardRevision);
-    if (effects.refused === 'completion_refused') completionRefusedAt = knownRevision;
+    // A refused completion, or a result whose verify command failed: the run needs someone to act (the Coordinator
+    // has it in its tool result; a person sees it in the outcome).
+    if (effects.refused === 'completion_refused' || effects.refused === 'verification_failed') completionRefusedAt = knownRevision;
+    if (effects.verification) verification = effects.verification;
     if (effects.readRevision !== undefined) {
       readRevision = effects.readRevision;
       // The board may be ahead of what this run was told (an execution's start is committed by its workflow).
@@ -1484,6 +1536,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       boardFacts,
       completionRefusedAt,
       paused,
+      verification,
     },
   });
 }

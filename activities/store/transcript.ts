@@ -76,6 +76,8 @@ export interface Conversation {
   messages: ChatMessage[];
   /** Earlier turns left out to keep the request within the context budget. */
   omittedTurns: number;
+  /** The leading messages that are the conversation the chain started from (starting-context.ts). */
+  startingMessages: number;
 }
 
 /**
@@ -130,7 +132,8 @@ export async function loadConversation(pool: Pool, key: TurnKey, contextChars = 
      WHERE turn_id = ANY($1) ORDER BY turn, step, ordinal`,
     [kept],
   );
-  return { messages: [...inherited.flat(), ...(await withSyntheticResults(pool, rows))], omittedTurns };
+  const startingMessages = inherited.flat();
+  return { messages: [...startingMessages, ...(await withSyntheticResults(pool, rows))], omittedTurns, startingMessages: startingMessages.length };
 }
 
 /** Conversation rows in order, with a result for every tool call that has none (see loadConversation). */

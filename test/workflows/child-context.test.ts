@@ -128,7 +128,8 @@ test('context: an explicit handoff is the message before the task; both kinds at
     const text = String(messages[lastUser].content);
     if (messages.slice(lastUser + 1).some((m) => m.role === 'tool')) return final('Done.');
     if (text === 'both please') return calls(session('create', { title: 'both', task: 'Do both', includeContext: true, context: HANDOFF }));
-    if (text === 'hand it off') return calls(session('create', { title: 'handoff', task: 'Fix the flaky test', context: HANDOFF }));
+    if (text === 'hand it off') return calls(session('create', { title: 'handoff', task: 'Fix the flaky test', topic: 'flaky', context: HANDOFF }));
+    if (text === 'more on it') return calls(session('create', { title: 'again', task: 'Also fix the retry log', topic: 'flaky', includeContext: true }));
     return final('ok');
   });
 
@@ -152,6 +153,17 @@ test('context: an explicit handoff is the message before the task; both kinds at
   t.false(texts(first).some((c) => c === 'hand it off' || c === 'both please'));
   const { rows } = await fleet.orchard.pool.query('SELECT handoff, parent_turn_id FROM session_starting_context WHERE session_id = $1', [child.childId]);
   t.deepEqual(rows, [{ handoff: HANDOFF, parent_turn_id: null }]);
+
+  // A create routed to the topic's owner is a send: that child has its conversation, and the result says so.
+  const routed = await fleet.say('more on it');
+  t.deepEqual(
+    routed.deliveries.filter((d) => d.messageId === routed.messageId).map((d) => [d.childId, d.via]),
+    [[child.childId, 'topic']],
+  );
+  t.regex(fleet.toolResults().find((r) => r.includes('routed to')) ?? '', new RegExp(`^includeContext was not used: ${child.childId} already has`));
+  await fleet.orchard.client.waitUntilSettled(child.childId, { afterTurn: 2 });
+  const second = childRequests.find((b) => lastUserText(b) === 'Also fix the retry log')!;
+  t.false(texts(second).some((c) => c === 'more on it'));
 });
 
 test('a client create with a context: the handoff precedes the first task; a create that binds to the running session with one is refused context_conflict', async (t) => {

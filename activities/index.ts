@@ -18,6 +18,7 @@ import { reapWorktree, type ReapOptions } from './bash/reaper';
 import { acquireLease, releaseHolder, releaseLease, type HolderLiveness } from './store/leases';
 import { turnKeyOf } from './store/keys';
 import { endTasks, storeTasks } from './store/tasks';
+import { storeStartingContext } from './store/starting-context';
 import { appendEntry } from './store/transcript';
 import { executeTool } from './tools/execute';
 import type { HostActivities, PrepareWorktreeInput, PreparedSessionWorktree, SharedActivities } from '../contract/activities';
@@ -117,6 +118,9 @@ export function createSharedActivities(deps: SharedActivityDeps): SharedActiviti
     /** Terminal states of tasks; a terminal row never changes again. */
     async endTasks(input) {
       await endTasks(deps.pool, input.executionId, input.ends);
+    },
+    async storeStartingContext(input) {
+      await storeStartingContext(deps.pool, input);
     },
     /** A user resolved a verification hold (the session's `resolveHold` update): null when none was open. */
     async resolveVerificationHold(input) {

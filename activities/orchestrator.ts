@@ -27,12 +27,13 @@ export function createOrchestratorActivities(deps: OrchestratorActivityDeps): Or
     if (!call) throw new Error(`no tool call ${ref.callId} in turn ${ref.turn} step ${ref.step}`);
     return call;
   }
-  async function taskOf(ref: CallRef): Promise<string> {
-    // The call was accepted when it was read (caps applied then): here only its task is wanted.
+  async function dispatchOf(ref: CallRef) {
+    // The call was accepted when it was read (caps applied then): here only its task and context are wanted.
     const parsed = parseSessionCall((await callOf(ref)).function.arguments, { caps: false });
     if (!parsed.ok || !('task' in parsed.call)) throw new Error(`tool call ${ref.callId} carries no task`);
-    return parsed.call.task;
+    return parsed.call;
   }
+  const taskOf = async (ref: CallRef): Promise<string> => (await dispatchOf(ref)).task;
   const failure = (err: unknown): DispatchResult => {
     if (err instanceof OrchardError) return { ok: false, code: err.code, message: err.message };
     throw err;
@@ -45,7 +46,13 @@ export function createOrchestratorActivities(deps: OrchestratorActivityDeps): Or
         const parsed = parseSessionCall(call.function.arguments);
         if (!parsed.ok) return { tool, ok: false, code: parsed.code, message: parsed.message };
         const c = parsed.call;
-        const view: SessionCallView = 'task' in c ? (({ task, ...rest }) => ({ ...rest, taskExcerpt: excerpt(task, 200) }))(c) : c;
+        // History carries the task's excerpt and the context's kind; the text stays in the transcript.
+        const view: SessionCallView =
+          c.operation === 'create'
+            ? (({ task, context, ...rest }) => ({ ...rest, taskExcerpt: excerpt(task, 200), ...(context ? { context: context.kind } : {}) }))(c)
+            : c.operation === 'send'
+              ? (({ task, ...rest }) => ({ ...rest, taskExcerpt: excerpt(task, 200) }))(c)
+              : c;
         return { tool, ok: true, call: view, repaired: parsed.repaired };
       }
       try {
@@ -58,6 +65,9 @@ export function createOrchestratorActivities(deps: OrchestratorActivityDeps): Or
     },
     async createChild(input) {
       try {
+        const call = await dispatchOf(input.ref);
+        const context = call.operation === 'create' ? call.context : undefined;
+        const { ref } = input;
         const created = await deps.temporal().createSession({
           sessionId: input.childId,
           title: input.title,
@@ -68,7 +78,14 @@ export function createOrchestratorActivities(deps: OrchestratorActivityDeps): Or
           isolated: true,
           model: input.model,
           requestId: input.requestId,
-          task: await taskOf(input.ref),
+          task: call.task,
+          // The child starts from this conversation as it stood at this call: a reference, read when the child's
+          // model request is built (the orchestrator's words never reach the child's history).
+          ...(context?.kind === 'conversation'
+            ? { parentConversation: { orchestratorId: ref.sessionId, executionId: ref.executionId, turnId: ref.turnId, turn: ref.turn, step: ref.step } }
+            : context?.kind === 'handoff'
+              ? { context: context.text }
+              : {}),
         });
         return { ok: true, outcome: created.outcome, taskId: created.task?.taskId };
       } catch (err) {

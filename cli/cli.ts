@@ -10,6 +10,7 @@ import { registerExecCommand, registerSandboxCommand } from './exec-command';
 import { registerBoardCommand } from './board-command';
 import { registerCodecServerCommand } from './codec-server';
 import type { OrchestratorStatusView, SessionStatusView } from '../contract/messages';
+import { startingContextProblem } from '../contract/messages';
 import type { TranscriptEntry } from '../activities/store/transcript';
 import { PROJECT_ROOT, workerConfigFromEnv } from '../worker/config';
 import { describeTarget, loadTemporalSettings, type TemporalTarget } from '../client/connection';
@@ -117,6 +118,7 @@ session
   .requiredOption('--title <text>', 'one line that says what the session is for')
   .option('--id <id>', 'session id (default: derived from the title)')
   .option('--task <text>', 'first task (`-`: read it from stdin)')
+  .option('--context <text>', 'a handoff the session reads before its first task (`-`: read it from stdin)')
   .option('--host <id>', 'host that owns the worktree (default: this host)')
   .option('--agent <name>', 'agent profile name', 'coder')
   .option('--base <ref>', 'where the session branch starts (default: the repository HEAD)')
@@ -127,6 +129,11 @@ session
   .action(async (o) => {
     await withClient(async (client) => {
       const sessionId: string = o.id ?? `${slugOf(o.title, 'session')}-${Date.now().toString(36)}`;
+      if (o.task === '-' && o.context === '-') throw new OrchardError('invalid_input', 'stdin can be read once: give --task or --context as text');
+      const context = o.context === undefined ? undefined : await textOrStdin(o.context);
+      // A handoff that cannot be taken is refused before anything runs, the host's preflight included.
+      const problem = context === undefined ? undefined : startingContextProblem({ context }, undefined);
+      if (problem) throw new OrchardError(problem.code, problem.message);
       await refuseBeforeStart(client, {
         host: o.host,
         repo: resolve(o.repo),
@@ -140,6 +147,7 @@ session
         title: o.title,
         repo: resolve(o.repo),
         task: o.task === undefined ? undefined : await textOrStdin(o.task),
+        context,
         host: o.host,
         agent: o.agent,
         baseRef: o.base,

@@ -238,11 +238,12 @@ export class OrchardClient implements TemporalPort {
    */
   async createSession(request: CreateSessionRequest): Promise<CreateSessionResult> {
     const requestId = request.requestId ?? randomUUID();
-    const input: CreateSessionInput = { ...request, host: request.host ?? this.defaultHost, requestId };
-    const problem = createSessionProblem(input);
+    const { context, parentConversation, ...create } = request;
+    const input: CreateSessionInput = { ...create, host: request.host ?? this.defaultHost, requestId };
+    const problem = createSessionProblem({ ...input, context, parentConversation });
     if (problem) throw new OrchardError(problem.code, problem.message);
-    // The task travels in the update, not in the start input: it is queued (and stored) once, and continue-as-new
-    // never carries it again.
+    // The task (and the starting context) travel in the update, not in the start input: stored once, and
+    // continue-as-new never carries them again.
     const args: SessionWorkflowInput = { create: { ...input, task: undefined } };
     const searchAttributes = [
       { key: ORCHARD_KIND, value: 'session' },
@@ -268,7 +269,7 @@ export class OrchardClient implements TemporalPort {
     });
     const result = await this.mapErrors(input.sessionId, () =>
       this.temporal.workflow.executeUpdateWithStart(createUpdate, {
-        args: [{ requestId, task: input.task, from: input.parent }],
+        args: [{ requestId, task: input.task, from: input.parent, context, parentConversation }],
         updateId: requestId,
         startWorkflowOperation: start,
       }),

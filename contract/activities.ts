@@ -5,7 +5,17 @@
  * Activities that need no particular host run on the shared task queue; those bound to a worktree's disk run on
  * its host's queue (`hostTaskQueue`).
  */
-import type { ResolveHoldResult, MemberMessageFact, ModelSpec, Problem, RepositoryCheck, SessionLimits, TaskState, TeamMembership } from './messages';
+import type {
+  ConversationBound,
+  ResolveHoldResult,
+  MemberMessageFact,
+  ModelSpec,
+  Problem,
+  RepositoryCheck,
+  SessionLimits,
+  TaskState,
+  TeamMembership,
+} from './messages';
 import type { OrchestratorActivities } from './orchestrator-activities';
 import type { TeamActivities, TeamHostActivities } from './team-activities';
 import type { ToolProfile } from './tools';
@@ -33,6 +43,16 @@ export interface StoredTask {
   readonly from?: string;
   /** A wake that stands for several events (a Coordinator's work facts, an orchestrator's child results): how many (metrics). */
   readonly coalesced?: { readonly kind: 'coordinator' | 'orchestrator'; readonly events: number };
+}
+
+/** A session chain's starting context as stored (activities/store/starting-context.ts): one of the two. */
+export interface StartingContextInput {
+  readonly executionId: string;
+  readonly sessionId: string;
+  /** The create that started the chain. */
+  readonly requestId: string;
+  readonly handoff?: string;
+  readonly parentConversation?: ConversationBound;
 }
 
 export interface TaskEnd {
@@ -100,6 +120,8 @@ export interface SessionStoreActivities {
   storeTasks(tasks: StoredTask[]): Promise<void>;
   /** Terminal states of tasks; a terminal row never changes again. */
   endTasks(input: { executionId: string; ends: TaskEnd[] }): Promise<void>;
+  /** Where a new chain's conversation starts (a handoff, or the parent's conversation by reference); idempotent. */
+  storeStartingContext(input: StartingContextInput): Promise<void>;
   /** A user resolved a verification hold (the session's `resolveHold` update): null when none was open. */
   resolveVerificationHold(input: { worktree: string; by: string; note?: string }): Promise<ResolveHoldResult | null>;
   /** One model call of a turn; its answer is in the transcript before this returns. */

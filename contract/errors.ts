@@ -9,6 +9,9 @@ export const ERROR_CODES = [
   'invalid_input',
   'task_empty',
   'task_too_large',
+  // A new session's starting context (issue 22): both kinds at once, or a context for a session that already has a conversation; a handoff over its cap.
+  'context_conflict',
+  'context_too_large',
   'session_not_found',
   'session_closed',
   'session_closing',

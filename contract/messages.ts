@@ -170,7 +170,35 @@ export interface SessionWorkflowInput<Carried = never> {
 }
 
 /** A create as a client asks for it: the host defaults to the client's (its machine's ORCHARD_HOST_ID or hostname). */
-export type CreateSessionRequest = Omit<CreateSessionInput, 'host'> & { host?: string };
+export type CreateSessionRequest = Omit<CreateSessionInput, 'host'> & { host?: string } & StartingContext;
+
+/** A handoff is a briefing: longer belongs in a file in the repository (or in the conversation, by reference). */
+export const MAX_CONTEXT_CHARS = 64 * 1024;
+
+/**
+ * Where a new session's conversation starts (docs/sessions.md#starting-context): at most one of the two — both are
+ * refused `context_conflict` — and neither means it starts independent. It applies to the create that starts the
+ * session's execution chain; a create that binds to a running session with one is refused `context_conflict`.
+ */
+export interface StartingContext {
+  /** An explicit handoff: a user message before the first task (stored in Postgres; history carries it once, like a task). */
+  readonly context?: string;
+  /** The parent orchestrator's conversation up to the tool call that created this child, by reference (`includeContext`). */
+  readonly parentConversation?: ConversationBound;
+}
+
+/**
+ * A point in an orchestrator's transcript: its conversation as it stood when the model made the call at `step` of the
+ * turn attempt `turnId` (every earlier entry of the chain `executionId`, up to that model answer). Only the orchestrator
+ * that is the session's `parent` can be named.
+ */
+export interface ConversationBound {
+  readonly orchestratorId: string;
+  readonly executionId: string;
+  readonly turnId: string;
+  readonly turn: number;
+  readonly step: number;
+}
 
 export interface CreateSessionResult {
   /**
@@ -207,8 +235,8 @@ export interface SendResult {
   readonly taskState?: TaskState;
 }
 
-/** The update that update-with-start sends: binds the caller to the session, optionally with a first task. */
-export interface CreateRequest {
+/** The update that update-with-start sends: binds the caller to the session, optionally with a first task and its starting context. */
+export interface CreateRequest extends StartingContext {
   /** Idempotency key of the create: the same key is answered the same way, its task queued once. */
   readonly requestId: string;
   readonly task?: string;
@@ -346,7 +374,51 @@ export function createRequestProblem(input: unknown): Problem | undefined {
   if (typeof input !== 'object' || input === null) return { code: 'invalid_input', message: 'create needs an object { requestId }' };
   const { task, requestId, from } = input as Record<string, unknown>;
   if (requestId === undefined) return { code: 'invalid_input', message: 'create needs a requestId (its idempotency key)' };
-  return (task === undefined ? undefined : taskProblem(task, 'create')) ?? requestIdProblem(requestId) ?? fromProblem(from);
+  return (
+    (task === undefined ? undefined : taskProblem(task, 'create')) ??
+    requestIdProblem(requestId) ??
+    fromProblem(from) ??
+    startingContextProblem(input as StartingContext, from)
+  );
+}
+
+export const hasStartingContext = (input: StartingContext): boolean => input.context !== undefined || input.parentConversation !== undefined;
+
+/** Why a create's starting context cannot be taken: both kinds, a handoff empty or too long, a bound not of `parent`. */
+export function startingContextProblem(input: StartingContext, parent: unknown): Problem | undefined {
+  const { context, parentConversation: bound } = input;
+  if (context !== undefined && bound !== undefined) {
+    return {
+      code: 'context_conflict',
+      message:
+        "a create takes the parent's conversation (includeContext) or an explicit handoff (context), never both: give one, or neither for an independent session",
+    };
+  }
+  if (context !== undefined) {
+    if (typeof context !== 'string' || context.trim() === '')
+      return { code: 'invalid_input', message: 'context must be non-empty text (the handoff), or left out' };
+    if (context.length > MAX_CONTEXT_CHARS) {
+      return {
+        code: 'context_too_large',
+        message: `the context is ${context.length} characters; the limit is ${MAX_CONTEXT_CHARS}: put the detail in a file in the repository and reference it`,
+      };
+    }
+  }
+  if (bound === undefined) return undefined;
+  const b = bound as unknown as Record<string, unknown> | null;
+  const ok =
+    typeof b === 'object' &&
+    b !== null &&
+    ['orchestratorId', 'executionId', 'turnId'].every((k) => typeof b[k] === 'string' && b[k] !== '') &&
+    ['turn', 'step'].every((k) => Number.isInteger(b[k]) && (b[k] as number) >= 1);
+  if (!ok) return { code: 'invalid_input', message: 'parentConversation must be { orchestratorId, executionId, turnId, turn, step }' };
+  if (parent !== orchestratorWorkflowId(b.orchestratorId as string)) {
+    return {
+      code: 'invalid_input',
+      message: `parentConversation names orchestrator ${String(b.orchestratorId)}: only the parent's own conversation can be included`,
+    };
+  }
+  return undefined;
 }
 
 /** Why `task` cannot be a task of `verb` (which the message names, so a caller knows which call was wrong). */
@@ -396,6 +468,8 @@ export function createSessionProblem(input: unknown): Problem | undefined {
     const problem = memberSessionProblem(i.sessionId as string, i.team);
     if (problem) return { code: 'invalid_input', message: problem };
   }
+  const context = startingContextProblem(i as StartingContext, i.parent);
+  if (context) return context;
   if (i.task !== undefined) return taskProblem(i.task, 'create');
   return requestIdProblem(i.requestId);
 }

@@ -27,14 +27,16 @@ export type SessionCall =
       readonly routingAliases?: readonly string[];
       /** How the child's turn ends reach the orchestrator's model (`each` unless a group is named). */
       readonly completion: Completion;
+      /** Where the child's conversation starts: this orchestrator's conversation (`includeContext`), a handoff, or (absent) nothing. */
+      readonly context?: { readonly kind: 'conversation' } | { readonly kind: 'handoff'; readonly text: string };
     }
   | { readonly operation: 'send'; readonly sessionID: string; readonly task: string }
   | { readonly operation: 'list' }
   | { readonly operation: 'status'; readonly sessionID: string };
 
-/** A `session` call as the workflow sees it: the task replaced by an excerpt (the activities read the text). */
+/** A `session` call as the workflow sees it: the task replaced by an excerpt, the context by its kind (the activities read the text). */
 export type SessionCallView =
-  | (Omit<Extract<SessionCall, { operation: 'create' }>, 'task'> & { taskExcerpt: string })
+  | (Omit<Extract<SessionCall, { operation: 'create' }>, 'task' | 'context'> & { taskExcerpt: string; context?: 'conversation' | 'handoff' })
   | (Omit<Extract<SessionCall, { operation: 'send' }>, 'task'> & { taskExcerpt: string })
   | Extract<SessionCall, { operation: 'list' | 'status' }>;
 

@@ -17,6 +17,7 @@ import { SESSION_ID_PATTERN } from './ids';
 import {
   DEFAULT_LIMITS,
   LIMIT_MINIMUMS,
+  MAX_CONTEXT_CHARS,
   MAX_HANDOFF_MS,
   MAX_TASK_CHARS,
   MAX_VERIFY_TIMEOUT_MS,
@@ -33,6 +34,7 @@ import {
   type CompletionGroupView as CompletionGroupViewType,
   type CoordinatorTurnView as CoordinatorTurnViewType,
   type CreateRequest as CreateRequestType,
+  type ConversationBound as ConversationBoundType,
   type CreateResult as CreateResultType,
   type CreateSessionInput as CreateSessionInputType,
   type MemberMessageFact as MemberMessageFactType,
@@ -308,11 +310,36 @@ export const SendResult = agrees<SendResultType>()(
   ),
 );
 
+export const ConversationBound = agrees<ConversationBoundType>()(
+  named(
+    'ConversationBound',
+    "The parent orchestrator's conversation up to the model answer that made a create (includeContext), by reference to its transcript in Postgres.",
+    z.object({
+      orchestratorId: z.string().min(1).describe("the parent orchestrator's id (its workflow id must be the session's parent)"),
+      executionId: z.string().min(1),
+      turnId: z.string().min(1),
+      turn: z.number().int().min(1),
+      step: z.number().int().min(1),
+    }),
+  ),
+);
+
 export const CreateRequest = agrees<CreateRequestType>()(
   named(
     'CreateRequest',
     "The 'create' update (sent with update-with-start): binds the caller to the session, optionally with a first task.",
-    z.object({ requestId, task: taskText('a first task').optional(), from: z.string().optional() }),
+    z.object({
+      requestId,
+      task: taskText('a first task').optional(),
+      from: z.string().optional(),
+      context: z
+        .string()
+        .min(1)
+        .max(MAX_CONTEXT_CHARS)
+        .optional()
+        .describe('an explicit handoff: a user message before the first task (never with parentConversation: context_conflict)'),
+      parentConversation: ConversationBound.optional(),
+    }),
   ),
 );
 

@@ -8,11 +8,13 @@ import { ModelError, type AssistantMessage, type ChatMessage, type ModelProvider
  * the same answer: every `user` message starts a turn, every `assistant` message after it is a step taken.
  * Both are 1-based. (Anything that adds or drops user messages, such as a compacted history, moves the turn.)
  */
-function scriptPosition(messages: readonly ChatMessage[]): { turn: number; step: number; task?: string } {
+function scriptPosition(messages: readonly ChatMessage[], startingMessages = 0): { turn: number; step: number; task?: string } {
   let turn = 0;
   let step = 1;
   let task: string | undefined;
-  for (const message of messages) {
+  // The conversation a session started from (after the system message) is none of its turns.
+  const own = startingMessages > 0 && messages[0]?.role === 'system' ? [messages[0], ...messages.slice(1 + startingMessages)] : messages;
+  for (const message of own) {
     if (message.role === 'user') {
       turn += 1;
       step = 1;
@@ -26,7 +28,7 @@ function scriptPosition(messages: readonly ChatMessage[]): { turn: number; step:
 
 /** The deterministic answer the scenario scripts for this request, or the ModelError saying why there is none. */
 function scriptedResponse(scenario: Scenario, request: ModelRequest): ModelResponse {
-  const { turn, step, task } = scriptPosition(request.messages);
+  const { turn, step, task } = scriptPosition(request.messages, request.startingMessages);
   const label = `scenario "${scenario.name}"`;
   if (turn === 0) {
     throw new ModelError('scenario_exhausted', `${label}: the request has no user message, so it is in no turn`, false);

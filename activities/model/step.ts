@@ -33,7 +33,7 @@ export async function modelStep(pool: Pool, resolve: ProviderResolver, input: Mo
   if (recorded) return summarize(recorded, input.profile);
   if (input.taskId !== undefined) await openTurn(pool, key, input.taskId);
 
-  const { messages: history, omittedTurns } = await loadConversation(pool, key, input.contextChars);
+  const { messages: history, omittedTurns, startingMessages } = await loadConversation(pool, key, input.contextChars);
   let provider: ModelProvider;
   try {
     provider = await resolve(input.model);
@@ -52,6 +52,7 @@ export async function modelStep(pool: Pool, resolve: ProviderResolver, input: Mo
       {
         messages: [{ role: 'system', content: promptFor(input.profile)({ ...input.context, omittedTurns }) }, ...history],
         tools: TOOL_PROFILES[input.profile],
+        ...(startingMessages > 0 ? { startingMessages } : {}),
       },
       context.cancellationSignal,
     );

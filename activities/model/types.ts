@@ -26,6 +26,11 @@ export interface ModelRequest {
   model?: string;
   messages: ChatMessage[];
   tools: readonly ToolDefinition[];
+  /**
+   * How many messages after the system message are the conversation the session started from (a handoff, or its
+   * parent's conversation), not its own turns. Not sent to a provider: the scripted one counts turns without them.
+   */
+  startingMessages?: number;
 }
 
 export interface ModelResponse {

@@ -1,6 +1,7 @@
 import type { Pool } from 'pg';
 import type { AssistantMessage, ChatMessage, ToolCall } from '../model/types';
 import type { TurnKey } from './keys';
+import { startingConversation } from './starting-context';
 
 interface EntryRow {
   turn_id: string;
@@ -75,10 +76,13 @@ export interface Conversation {
   messages: ChatMessage[];
   /** Earlier turns left out to keep the request within the context budget. */
   omittedTurns: number;
+  /** The leading messages that are the conversation the chain started from (starting-context.ts). */
+  startingMessages: number;
 }
 
 /**
- * The conversation a model call of `key`'s turn sees: every earlier turn of the same execution chain (for a
+ * The conversation a model call of `key`'s turn sees: the conversation its chain started from (starting-context.ts),
+ * then every earlier turn of the same execution chain (for a
  * turn number that a reset ran twice, the newest attempt) and the current attempt of this turn, in order.
  * Older turns are left out whole when the total would pass `contextChars` (the current turn always stays).
  *
@@ -111,12 +115,25 @@ export async function loadConversation(pool: Pool, key: TurnKey, contextChars = 
       omittedTurns += 1;
     }
   }
+  // The conversation the chain started from (a handoff, or its parent's conversation) is older than any of its turns:
+  // its parts are kept newest first while they fit after those, like turns.
+  const starting = await startingConversation(pool, key.executionId);
+  const inherited: ChatMessage[][] = [];
+  for (const part of starting.reverse()) {
+    if (omittedTurns === 0 && part.chars <= budget) {
+      budget -= part.chars;
+      inherited.unshift(part.messages);
+    } else {
+      omittedTurns += 1;
+    }
+  }
   const { rows } = await pool.query<EntryRow>(
     `SELECT turn_id, turn, step, ordinal, role, content, tool_calls, tool_call_id FROM transcript_entries
      WHERE turn_id = ANY($1) ORDER BY turn, step, ordinal`,
     [kept],
   );
-  return { messages: await withSyntheticResults(pool, rows), omittedTurns };
+  const startingMessages = inherited.flat();
+  return { messages: [...startingMessages, ...(await withSyntheticResults(pool, rows))], omittedTurns, startingMessages: startingMessages.length };
 }
 
 /** Conversation rows in order, with a result for every tool call that has none (see loadConversation). */

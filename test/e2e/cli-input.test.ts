@@ -59,6 +59,48 @@ test('a task of `-` is read from stdin, also one longer than the OS allows in on
   );
 });
 
+test('session create --context - reads the handoff from stdin and stores it for the session; one over its cap is context_too_large and starts nothing', async (t) => {
+  const id = uniqueId('handoff');
+  const handoff = `Handoff from the last session: ${'the cache key includes the locale. '.repeat(100)}`;
+  const created = await withStdin(
+    [
+      'session',
+      'create',
+      '--id',
+      id,
+      '--title',
+      'handoff',
+      '--repo',
+      makeRepo(),
+      '--scenario',
+      DEMO,
+      '--task',
+      'Create NOTES.md please',
+      '--context',
+      '-',
+      '--json',
+    ],
+    handoff,
+  );
+  t.is(created.code, 0, created.stderr);
+  const { rows } = await shared().pool.query<{ handoff: string }>('SELECT handoff FROM session_starting_context WHERE session_id = $1', [id]);
+  t.deepEqual(rows, [{ handoff }]);
+  // The scripted model counts the session's own turns: the handoff before the task is not its turn 1.
+  const settled = await shared().client.waitUntilSettled(id, { afterTurn: 1 });
+  t.is(settled.lastTurn?.outcome, 'finished', JSON.stringify(settled.lastTurn));
+
+  const refused = uniqueId('handoff');
+  const tooLarge = await withStdin(['session', 'create', '--id', refused, '--title', 'big', '--repo', makeRepo(), '--context', '-'], 'z'.repeat(65_537));
+  t.is(tooLarge.code, 2);
+  t.regex(tooLarge.stderr, /^orchard: context_too_large: /);
+  const err = await t.throwsAsync(shared().client.status(refused));
+  t.is((err as { code?: string }).code, 'session_not_found', err?.message);
+
+  const twice = await withStdin(['session', 'create', '--id', refused, '--title', 'x', '--repo', makeRepo(), '--task', '-', '--context', '-'], 'a');
+  t.is(twice.code, 2);
+  t.regex(twice.stderr, /^orchard: invalid_input: stdin can be read once/);
+});
+
 test('--json errors are one JSON object on stdout, {error: {code, message}}, with the same exit code', async (t) => {
   const run = await runOrchard(['session', 'status', uniqueId('nobody'), '--json'], workerEnv(shared()));
   t.is(run.code, 2, run.stderr);

@@ -4,14 +4,14 @@
  * missing its operation is read as the send it means when that is unambiguous, and refused with a typed error
  * otherwise. No path turns anything into a create: a create must say `operation: "create"` and carry no session id.
  */
-import { MAX_TASK_CHARS, type Completion } from '../../contract/messages';
+import { MAX_CONTEXT_CHARS, MAX_TASK_CHARS, type Completion } from '../../contract/messages';
 import type { SessionCall } from '../../contract/orchestrator-activities';
 import { routingCapProblem, utf8Length } from './descriptions';
 
 export type ParsedSessionCall =
   /** `repaired` says how a malformed call was read (for the tool result), when it was. */
   | { readonly ok: true; readonly call: SessionCall; readonly repaired?: string }
-  | { readonly ok: false; readonly code: 'session_call_invalid' | 'invalid_input'; readonly message: string };
+  | { readonly ok: false; readonly code: 'session_call_invalid' | 'invalid_input' | 'context_conflict' | 'context_too_large'; readonly message: string };
 
 /**
  * Caps on what a create's model writes and the orchestrator's ledger carries across continue-as-new for as long as the
@@ -33,6 +33,8 @@ const FIELDS = [
   'completionGroupId',
   'notifyOnComplete',
   'triggerTurnOnComplete',
+  'includeContext',
+  'context',
 ] as const;
 const MAX_GROUP_ID_CHARS = 100;
 const SESSION_ID_ALIASES = ['sessionID', 'sessionId', 'session_id', 'sessionid'];
@@ -102,6 +104,8 @@ export function parseSessionCall(raw: unknown, options: { caps?: boolean } = {})
       if (sessionID !== undefined) {
         return refuse(`create does not take a sessionID (${String(sessionID)}): to give work to an existing child use operation "send"`);
       }
+      const context = contextOf(args, options.caps !== false);
+      if (context !== undefined && 'code' in context) return { ok: false, ...context };
       const title = text(args.title);
       const task = text(args.task);
       if (!title) return refuse('create needs args.title: one line naming what the child owns');
@@ -134,6 +138,7 @@ export function parseSessionCall(raw: unknown, options: { caps?: boolean } = {})
           routingDescription: args.routingDescription as string | undefined,
           routingAliases: aliases as string[] | undefined,
           completion,
+          ...(context ? { context } : {}),
         },
         repairs,
       );
@@ -146,6 +151,38 @@ export function parseSessionCall(raw: unknown, options: { caps?: boolean } = {})
     if (task.length > MAX_TASK_CHARS) return refuse(`the task is ${task.length} characters; the limit is ${MAX_TASK_CHARS}`);
     return ok({ operation: 'send', sessionID: id, task }, repaired);
   }
+}
+
+/**
+ * Where a create's child starts (docs/orchestrator.md#context-for-a-new-child): `includeContext: true`, this
+ * conversation (by reference); `context`, an explicit handoff; both, refused `context_conflict`; neither, independent.
+ */
+function contextOf(
+  args: Record<string, unknown>,
+  caps: boolean,
+): Extract<SessionCall, { operation: 'create' }>['context'] | { code: 'session_call_invalid' | 'context_conflict' | 'context_too_large'; message: string } {
+  const { includeContext, context } = args;
+  const invalid = (why: string) => ({ code: 'session_call_invalid' as const, message: `${why}; nothing was created. ${SHAPES}` });
+  if (includeContext !== undefined && typeof includeContext !== 'boolean') return invalid('includeContext must be a boolean');
+  if (context !== undefined && (typeof context !== 'string' || context.trim() === '')) return invalid('context must be non-empty text: the handoff');
+  if (includeContext === true && context !== undefined) {
+    return {
+      code: 'context_conflict',
+      message:
+        'includeContext: true (the child starts from this conversation) and context (an explicit handoff) cannot be combined: ' +
+        'give one, or neither for an independent child; nothing was created',
+    };
+  }
+  if (typeof context === 'string') {
+    if (caps && context.length > MAX_CONTEXT_CHARS) {
+      return {
+        code: 'context_too_large',
+        message: `the context is ${context.length} characters; the limit is ${MAX_CONTEXT_CHARS}: put the detail in a file, or use includeContext; nothing was created`,
+      };
+    }
+    return { kind: 'handoff', text: context };
+  }
+  return includeContext === true ? { kind: 'conversation' } : undefined;
 }
 
 /** The completion policy a create asks for, or why it cannot be read. `notifyOnComplete` and `triggerTurnOnComplete` mean `each`. */

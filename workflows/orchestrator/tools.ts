@@ -19,7 +19,8 @@ const sessionTool: ToolDefinition = {
       args: {
         type: 'object',
         description:
-          'create: {title, task, agent?, topic?, routingDescription?, routingAliases?}; send: {sessionID, task}; ' + 'list: {}; status: {sessionID}.',
+          'create: {title, task, agent?, topic?, routingDescription?, routingAliases?, includeContext? | context?}; send: {sessionID, task}; ' +
+          'list: {}; status: {sessionID}.',
         properties: {
           sessionID: SESSION_ID,
           title: { type: 'string', description: 'create: one line naming what the child owns.' },
@@ -36,6 +37,19 @@ const sessionTool: ToolDefinition = {
               'together once all are done (members join only in the turn that creates the group).',
           },
           completionGroupId: { type: 'string', description: 'create: the group this child belongs to (completionPolicy "group").' },
+          includeContext: {
+            type: 'boolean',
+            description:
+              'create: true starts the child from this conversation as it stands now (the user and assistant messages, not your ' +
+              'tools or instructions). Never together with context (refused context_conflict); neither means the child starts ' +
+              'independent, with its task alone.',
+          },
+          context: {
+            type: 'string',
+            description:
+              'create: an explicit handoff the child reads before its task (what you learned, decisions, constraints). Never ' +
+              'together with includeContext: true (refused context_conflict).',
+          },
           notifyOnComplete: { type: 'boolean', description: 'create: accepted; means completionPolicy "each".' },
           triggerTurnOnComplete: { type: 'boolean', description: 'create: accepted; means completionPolicy "each".' },
         },

@@ -351,7 +351,13 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
       case 'create': {
         const owner = call.topic ? ledger.ownerOfTopic(call.topic) : undefined;
         if (owner) {
-          return relay(owner.childId, call.taskExcerpt, ref, requestId, 'topic', `topic "${call.topic}" is owned by ${owner.childId}: routed to`);
+          // A child that exists has its own conversation: a starting context cannot be given to it.
+          const unused = call.context
+            ? `${call.context === 'conversation' ? 'includeContext' : 'context'} was not used: ${owner.childId} already has its own conversation (put what it needs in the task)\n`
+            : '';
+          return (
+            unused + (await relay(owner.childId, call.taskExcerpt, ref, requestId, 'topic', `topic "${call.topic}" is owned by ${owner.childId}: routed to`))
+          );
         }
         const completion = call.completion;
         if (completion.policy === 'group') {
@@ -400,7 +406,9 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
         }
         delivered(childId, 'create', created.taskId);
         publish();
-        return `created child ${childId} (task ${created.taskId})\n${dispatchEcho(ledger.children, { childId, brief: call.taskExcerpt })}`;
+        const starts =
+          call.context === 'conversation' ? '; it starts from this conversation' : call.context === 'handoff' ? '; your handoff comes before its task' : '';
+        return `created child ${childId} (task ${created.taskId}${starts})\n${dispatchEcho(ledger.children, { childId, brief: call.taskExcerpt })}`;
       }
     }
   }

@@ -26,6 +26,7 @@ import {
   childTurnEndedSignal,
   createRequestProblem,
   createUpdate,
+  hasStartingContext,
   sendProblem,
   sendSignal,
   sendUpdate,
@@ -36,7 +37,9 @@ import {
   transcriptRefsQuery,
   type ChildTurnEnded,
   type MemberMessageFact,
+  type CreateRequest,
   type CreateResult,
+  type Problem,
   type SendInput,
   type SendResult,
   type SessionLimits,
@@ -98,6 +101,8 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
     createUpdate,
     async (request): Promise<CreateResult> => {
       const outcome = request.requestId === create.requestId ? 'created' : 'bound';
+      // The chain's starting context is stored before its first task is queued, so no turn starts without it.
+      if (outcome === 'created' && hasStartingContext(request) && !state.duplicateOf(request.requestId)) await storeStartingContext(request);
       let task: SendResult | undefined;
       if (request.task !== undefined) task = await accept({ task: request.task, requestId: request.requestId, from: request.from });
       else if (!state.duplicateOf(request.requestId)) state.remember(request.requestId, '');
@@ -107,7 +112,9 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
       description: 'Update-with-start target of `createSession`: binds the caller to this session, queuing its first task once.',
       validator: (request) => {
         const duplicate = request && typeof request === 'object' && state.duplicateOf(request.requestId);
-        const problem = createRequestProblem(request) ?? (duplicate ? undefined : refusal(request.task?.length ?? 0));
+        const problem =
+          createRequestProblem(request) ??
+          (duplicate ? undefined : (contextRefusal(request) ?? refusal((request.task?.length ?? 0) + (request.context?.length ?? 0))));
         if (problem) throw orchardFailure(problem.code, problem.message);
       },
     },
@@ -176,6 +183,36 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
   setHandler(transcriptRefsQuery, () => state.transcriptRefs(), {
     description: 'Turn refs (turn ids) under which the transcript is stored in Postgres.',
   });
+
+  /** A create that binds to this running chain cannot give it a starting context: its conversation exists already. */
+  function contextRefusal(request: CreateRequest): Problem | undefined {
+    if (request.requestId === create.requestId || !hasStartingContext(request)) return undefined;
+    return {
+      code: 'context_conflict',
+      message: `session ${create.sessionId} is already running with its own conversation: a starting context applies only to the create that starts a session; send what it needs as a task`,
+    };
+  }
+
+  /** Stores the chain's starting context (a bound the parent's transcript lacks is refused, nothing queued). */
+  async function storeStartingContext(request: CreateRequest): Promise<void> {
+    try {
+      await CancellationScope.nonCancellable(() =>
+        storeActs.storeStartingContext({
+          executionId: state.executionId,
+          sessionId: create.sessionId,
+          requestId: request.requestId,
+          handoff: request.context,
+          parentConversation: request.parentConversation,
+        }),
+      );
+    } catch (err) {
+      const failure = err instanceof ActivityFailure ? failureOf(err) : { code: 'store_unavailable', message: String(err) };
+      throw orchardFailure(
+        isErrorCode(failure.code) ? failure.code : 'store_unavailable',
+        `the starting context was not stored, so nothing was queued: ${failure.message}`,
+      );
+    }
+  }
 
   /** Why a task of `length` characters cannot be accepted now (also read by validators, so it writes nothing). */
   function refusal(length: number) {

@@ -161,7 +161,11 @@ export async function startScriptedTeam(
     return { nonce, text: `script ${nonce} ${JSON.stringify(list)}`, results };
   };
   const answered = async (nonce: string, results: Promise<string[]>) => {
-    const shown = await Promise.race([results, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`script ${nonce} not answered`)), 90_000))]);
+    // Unref'd: a script a test leaves unanswered on purpose (its run ended) does not keep the test file alive.
+    const shown = await Promise.race([
+      results,
+      new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`script ${nonce} not answered`)), 90_000).unref()),
+    ]);
     // The turn is over once its final answer is recorded.
     await until(`the turn of script ${nonce}`, (v) => v.turns.some((turn) => turn.finalExcerpt === `script ${nonce} done`));
     return shown;

@@ -223,3 +223,95 @@ test('race: a pause and a reassign of the same running task at once — one fenc
   );
   t.is(view.status, 'paused');
 });
+
+/**
+ * A user's cancel of the running task and a pause or archive of the team at once: one of them fences the execution
+ * (one receipt), the other skips it or is refused typed; every receipt settles; the cancel, when it was accepted,
+ * stands (the task is not pending again after a resume); nothing is certified.
+ */
+const cancelVersusLifecycle = test.macro({
+  async exec(t, action: 'pause' | 'archive') {
+    const h = await startScriptedTeam(t, { plan: [create('a', 'implementer'), APPROVE], work: { a: 'gate' }, handoff: { sloMs: 30_000, timeoutMs: 60_000 } });
+    await h.gate('a').arrived;
+    const [life, cancelled] = await Promise.all([
+      settle(h.orchard.client.teamLifecycle(h.teamId, action, { reason: 'stop' })),
+      settle(h.orchard.client.cancelTask(h.teamId, { taskId: 'a', reason: 'not needed' })),
+    ]);
+    t.true(life.ok, JSON.stringify(life));
+    if (!cancelled.ok)
+      t.true(['team_archived', 'task_not_in_progress', 'task_not_found', 'team_not_running'].includes(cancelled.code), JSON.stringify(cancelled));
+    const view =
+      action === 'archive'
+        ? ((await h.orchard.temporal.workflow.getHandle(teamWorkflowId(h.teamId)).result()) as TeamStatusView)
+        : await h.until('every receipt settled', (v) => v.receipts.length > 0 && v.receipts.every((r) => r.state === 'released'));
+    t.is(view.receipts.length, 1, JSON.stringify(view.receipts));
+    t.true(view.receipts.every((r) => r.state === 'released'));
+    t.is(view.certificate, undefined);
+    const task = (await readBoard(h.orchard.pool, h.teamId)).tasks.find((x) => x.taskId === 'a')!;
+    if (action === 'archive') t.is(task.status, 'cancelled');
+    else {
+      // Paused: the cancel, if accepted, removed the task; otherwise it waits pending for its owner.
+      t.is(task.status, cancelled.ok ? 'cancelled' : 'pending');
+      await h.orchard.client.teamLifecycle(h.teamId, 'resume', { reason: 'go on' });
+      if (cancelled.ok) {
+        await new Promise((r) => setTimeout(r, PAUSE_QUIET_MS));
+        t.false(
+          (await h.status()).executions.some((e) => e.taskId === 'a' && e.state === 'running'),
+          'a cancelled task never runs again',
+        );
+      } else await h.until('a runs again', (v) => v.executions.some((e) => e.taskId === 'a' && e.state === 'running'));
+    }
+  },
+  title: (_, action) => `race: ${action} against a user's cancel of the running task — one fence, every receipt settled, the cancel stands`,
+});
+for (const action of ['pause', 'archive'] as const) test(cancelVersusLifecycle, action);
+
+/**
+ * The Coordinator's org_run_complete and a user's pause or archive at once (the user acts the moment the
+ * Coordinator's completion request reaches the model): either the run is delivered and the user is refused
+ * `run_delivered`, or the user's action holds and no certificate is ever issued — never both.
+ */
+const completeVersusLifecycle = test.macro({
+  async exec(t, action: 'pause' | 'archive', when: 'as it is asked' | 'while it certifies') {
+    // `while it certifies`: the completion runs a slow verify command, and the user acts while it runs.
+    const inFlight = when === 'while it certifies';
+    const h = await startScriptedTeam(t, {
+      plan: [create('a', 'implementer'), APPROVE],
+      ...(inFlight ? { verify: { command: 'sleep 4' } } : {}),
+    });
+    await h.until('ready', (v) => v.candidate === 'ready');
+    let life: Promise<Settled<unknown>> | undefined;
+    void settle(
+      h.script([['org_run_complete', { summary: 'done' }]], {
+        before: async () => {
+          const act = () => (life = settle(h.orchard.client.teamLifecycle(h.teamId, action, { reason: 'stop' })));
+          if (inFlight) setTimeout(act, 1500);
+          else act();
+        },
+      }),
+    );
+    await h.until('the completion was asked for', () => life !== undefined);
+    const user = await life!;
+    t.log(`the user's ${action}: ${user.ok ? 'accepted' : user.code}`);
+    const certificates = await h.certificates();
+    if (user.ok) {
+      t.is(certificates.length, 0, 'the user stopped the run: nothing may be certified');
+      const view =
+        action === 'archive'
+          ? ((await h.orchard.temporal.workflow.getHandle(teamWorkflowId(h.teamId)).result()) as TeamStatusView)
+          : await h.until('paused', (v) => v.status === 'paused');
+      t.is(view.certificate, undefined);
+      t.is((await h.certificates()).length, 0);
+      // Still nothing after the Coordinator's turn had time to go on (a paused turn's tool calls are refused).
+      await new Promise((r) => setTimeout(r, PAUSE_QUIET_MS));
+      t.is((await h.certificates()).length, 0);
+    } else {
+      t.is(user.code, 'run_delivered', JSON.stringify(user));
+      t.is(certificates.length, 1);
+      t.is((await h.until('delivered', (v) => v.outcome === 'delivered')).status, 'delivered');
+    }
+  },
+  title: (_, action, when) => `race: ${action} against the Coordinator's org_run_complete ${when} — delivered and refused, or stopped and never certified`,
+});
+for (const action of ['pause', 'archive'] as const)
+  for (const when of ['as it is asked', 'while it certifies'] as const) test(completeVersusLifecycle, action, when);

@@ -542,10 +542,27 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     return receiptsOf;
   }
 
+  /**
+   * With the flag set nothing new starts; a dispatch or Coordinator tool call already under way is waited out. A
+   * completion among them may have certified the run meanwhile: then the user's pause or archive comes too late
+   * (`run_delivered`), the flag is lifted and nothing was changed.
+   */
+  async function unlessDeliveredMeanwhile(kind: 'pause' | 'archive', undo: () => void): Promise<void> {
+    await condition(() => dispatching === 0 && toolsInFlight === 0);
+    if (!certificate) return;
+    undo();
+    publish();
+    throw orchardFailure(
+      'run_delivered',
+      `team ${start.teamId} was delivered (certificate ${certificate.certificateId}) before the ${kind} took hold: there is nothing to ${kind}`,
+    );
+  }
+
   async function pause(reason: string): Promise<TeamLifecycleResult> {
     const eventId = `pause-${uuid4()}`;
     paused = { reason, eventId };
     publish();
+    await unlessDeliveredMeanwhile('pause', () => (paused = undefined));
     const fenced = await fenceAll('pause', reason, eventId);
     publish();
     return { teamId: start.teamId, state: 'paused', receipts: fenced, workRevision: knownRevision };
@@ -565,9 +582,14 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
    */
   async function archive(reason: string): Promise<TeamLifecycleResult> {
     const eventId = `archive-${uuid4()}`;
+    const wasPaused = paused;
     archived = { reason, eventId };
     paused = undefined;
     publish();
+    await unlessDeliveredMeanwhile('archive', () => {
+      archived = undefined;
+      paused = wasPaused;
+    });
     const fenced = await fenceAll('archive', reason, eventId);
     const board = await asUpdateFailure(store.archiveBoard({ teamId: start.teamId, eventId, reason }));
     knownRevision = Math.max(knownRevision, board.revision);

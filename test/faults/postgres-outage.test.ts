@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import test from 'ava';
 import { OpenAICompatibleProvider } from '../../activities/model/openai';
+import { readBoard } from '../../activities/store/team';
 import { orchestratorWorkflowId, teamWorkflowId } from '../../contract/messages';
 import { memberSessionId } from '../../contract/member-session';
 import { calls, final, fleetModel, lastUserText, session, startFleet } from '../helpers/fleet-model';
@@ -178,6 +179,100 @@ faultTest('an outage between fence and release: the team keeps answering, the re
   t.true(newStamps[0] > oldStamps[oldStamps.length - 1], 'the replacement wrote only after the old writer stopped');
   await keepHistory(orchard, teamWorkflowId(teamId), 'team-handoff-during-outage');
 });
+
+faultTest(
+  'a pause asked for during an outage holds after it: one fence, its receipt released, the writer stopped; resume runs the task again; an archive ends the run cancelled',
+  async (t) => {
+    t.timeout(CUT_MS + 240_000);
+    const began = Date.now();
+    const step = (what: string) => t.log(`${((Date.now() - began) / 1000).toFixed(1)} s: ${what}`);
+    const pg = await toxiproxy().proxyDatabase(testStackEnv().databaseUrl);
+    const { orchard, teamId, start } = await startTeamThrough(t, pg.url);
+    await start();
+    const oldLog = await writerLog(orchard, teamId);
+    step('writing; the store goes away');
+    await pg.cut();
+    const cutAt = Date.now();
+    // The user's pause, and its retry after a lost response, both while the store is away: answered once it is back.
+    const request = { reason: 'hold on', requestId: 'pause-1' };
+    const paused = orchard.client.teamLifecycle(teamId, 'pause', request);
+    const retried = orchard.client.teamLifecycle(teamId, 'pause', request);
+    await sleep(Math.max(0, CUT_MS - (Date.now() - cutAt)));
+    const handle = orchard.temporal.workflow.getHandle(teamWorkflowId(teamId));
+    t.is((await handle.describe()).status.name, 'RUNNING', 'the team ran through the outage');
+    await pg.restore();
+    step('the store is back');
+    const [first, second] = await Promise.all([paused, retried]);
+    step('the pause answered');
+    t.is(first.state, 'paused');
+    t.deepEqual(
+      second.receipts.map((r) => r.receiptId),
+      first.receipts.map((r) => r.receiptId),
+    );
+    // The receipt leaves requested/yielding: released, or settled for a user (the outage may outlast the handoff
+    // timeout: retries back off) — never stuck; then the user's release, with its proof, goes through.
+    const decided = await untilTeam(
+      orchard,
+      teamId,
+      'the pause receipt settled',
+      (v) => v.receipts.length > 0 && !['requested', 'yielding'].includes(v.receipts[0].state),
+      120_000,
+    );
+    if (decided.receipts[0].state !== 'released') {
+      step(`the pause receipt is ${decided.receipts[0].state}: the user releases it`);
+      await waitFor(
+        () =>
+          orchard.client.resolveHandoff(teamId, { receiptId: decided.receipts[0].receiptId, action: 'release', reason: 'after the outage' }).then(
+            () => true,
+            () => undefined,
+          ),
+        60_000,
+        'the release accepted',
+      );
+    }
+    const settled = await untilTeam(
+      orchard,
+      teamId,
+      'the pause receipt released',
+      (v) => v.receipts.length > 0 && v.receipts.every((r) => r.state === 'released'),
+      120_000,
+    );
+    t.deepEqual(
+      settled.receipts.map((r) => [r.kind, r.oldTaskId]),
+      [['pause', 'implement']],
+    );
+    t.is(settled.status, 'paused');
+    const lines = stamps(oldLog).length;
+    await sleep(1_000);
+    t.is(stamps(oldLog).length, lines, 'the paused writer has stopped');
+
+    step('paused, receipt released');
+    await orchard.client.teamLifecycle(teamId, 'resume', { reason: 'go on', requestId: 'resume-1' });
+    await untilTeam(
+      orchard,
+      teamId,
+      'the task running again',
+      (v) => v.executions.filter((e) => e.taskId === 'implement' && e.state === 'running').length === 1,
+      120_000,
+    );
+    step('running again; archive');
+    const archived = await orchard.client.teamLifecycle(teamId, 'archive', { reason: 'abandon', requestId: 'archive-1' });
+    step('archived');
+    t.is(archived.state, 'archived');
+    // Running again, it was fenced and stopped (a receipt of kind archive); had it not started yet, it was cancelled.
+    t.true(
+      archived.receipts.some((r) => r.kind === 'archive' && r.oldTaskId === 'implement') || (archived.cancelledTasks ?? []).includes('implement'),
+      JSON.stringify(archived),
+    );
+    const final = (await handle.result()) as import('../../contract/messages').TeamStatusView;
+    t.is(final.outcome, 'cancelled');
+    t.true(
+      final.receipts.every((r) => r.state === 'released'),
+      JSON.stringify(final.receipts),
+    );
+    t.is((await readBoard(orchard.pool, teamId)).tasks.find((x) => x.taskId === 'implement')?.status, 'cancelled');
+  },
+);
 
 /**
  * Cuts the store once `sessionId`'s model step that called `tool` is recorded: the activities that act on that call

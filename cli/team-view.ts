@@ -129,6 +129,16 @@ export function formatTeamReport({ status: v, board, certificate }: TeamReport, 
   }
   for (const w of v.waiting) lines.push(`  ${w.taskId}: ${w.waiting} (${w.receiptId})`);
   lines.push('', `completion candidate: ${v.candidate ?? '-'}`);
+  if (v.verification && !v.verification.passed) {
+    const run = v.verification;
+    lines.push(
+      `verification FAILED: \`${oneLine(run.command)}\` ${run.timedOut ? 'timed out' : `exited ${run.exitCode ?? 'by a signal'}`} on ${run.resultHead.slice(0, 12)} (${run.verificationId}); output ends:`,
+      ...run.excerpt
+        .split('\n')
+        .slice(-10)
+        .map((line) => `  ${line}`),
+    );
+  }
   if (certificate) {
     lines.push(
       `certificate ${certificate.certificateId}: ${certificate.outcome} at generation ${certificate.generation}, revision ${certificate.workRevision} (${certificate.validatorVersion}, ${certificate.issuedAt})`,
@@ -137,6 +147,13 @@ export function formatTeamReport({ status: v, board, certificate }: TeamReport, 
       ...(certificate.result
         ? [
             `  result: ${certificate.result.branch} at ${certificate.result.head.slice(0, 12)} (from ${certificate.result.protectedBranch} at ${certificate.result.base.slice(0, 12)}); merge it with \`orchard team merge ${certificate.teamId}\``,
+          ]
+        : []),
+      ...(certificate.verification
+        ? [
+            certificate.verification.verified
+              ? `  verified: \`${oneLine(certificate.verification.command)}\` exited 0 in ${(certificate.verification.durationMs / 1000).toFixed(1)} s on ${certificate.verification.resultHead.slice(0, 12)} (tree ${certificate.verification.tree.slice(0, 12)}, ${certificate.verification.confined ? 'confined' : 'UNCONFINED'}, output ${certificate.verification.outputDigest.slice(0, 19)}…); re-run it with \`orchard team verify ${certificate.teamId}\``
+              : `  not verified: ${certificate.verification.reason}`,
           ]
         : []),
       `  summary: ${oneLine(certificate.summary)}`,

@@ -717,10 +717,9 @@ const MAX_VERIFY_COMMAND_CHARS = 4096;
 /** Why `verify` is unusable: a non-empty command without NUL (at most 4096 characters), a timeout of 1 s to 9 min. */
 function verifyProblem(verify: unknown): string | undefined {
   if (verify === undefined) return undefined;
-  if (typeof verify !== 'object' || verify === null || Array.isArray(verify)) return 'verify must be an object { command, timeoutMs? }';
+  const shape = objectShapeProblem('verify', verify, ['command', 'timeoutMs'], '{ command, timeoutMs? }');
+  if (shape) return shape;
   const v = verify as Record<string, unknown>;
-  const extra = Object.keys(v).filter((k) => k !== 'command' && k !== 'timeoutMs');
-  if (extra.length > 0) return `verify has unknown field(s) ${extra.join(', ')}: only command and timeoutMs`;
   if (typeof v.command !== 'string' || v.command.trim() === '') return 'verify.command must be a non-empty command';
   if (v.command.length > MAX_VERIFY_COMMAND_CHARS || v.command.includes('\0')) {
     return `verify.command must be at most ${MAX_VERIFY_COMMAND_CHARS} characters, without NUL`;
@@ -1089,13 +1088,19 @@ export const teamStartQuery = defineQuery<StartTeamInput>('start');
 /** The longest handoff SLO or timeout a team accepts (a durable timer, not a reason to wait forever). */
 export const MAX_HANDOFF_MS = 3_600_000;
 
+/** Why `value` is not an object with only `fields` (shown as `shown`), or undefined when it is. */
+function objectShapeProblem(name: string, value: unknown, fields: readonly string[], shown: string): string | undefined {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return `${name} must be an object ${shown}`;
+  const extra = Object.keys(value).filter((k) => !fields.includes(k));
+  return extra.length > 0 ? `${name} has unknown field(s) ${extra.join(', ')}: only ${fields.join(' and ')}` : undefined;
+}
+
 /** Why `handoff` durations are unusable: whole milliseconds from 1 to an hour, the SLO no later than the timeout. */
 function handoffProblem(handoff: unknown): string | undefined {
   if (handoff === undefined) return undefined;
-  if (typeof handoff !== 'object' || handoff === null || Array.isArray(handoff)) return 'handoff must be an object { sloMs?, timeoutMs? }';
+  const shape = objectShapeProblem('handoff', handoff, ['sloMs', 'timeoutMs'], '{ sloMs?, timeoutMs? }');
+  if (shape) return shape;
   const h = handoff as Record<string, unknown>;
-  const extra = Object.keys(h).filter((k) => k !== 'sloMs' && k !== 'timeoutMs');
-  if (extra.length > 0) return `handoff has unknown field(s) ${extra.join(', ')}: only sloMs and timeoutMs`;
   for (const key of ['sloMs', 'timeoutMs'] as const) {
     const v = h[key];
     if (v !== undefined && (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > MAX_HANDOFF_MS)) {

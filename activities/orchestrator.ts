@@ -67,12 +67,21 @@ export function createOrchestratorActivities(deps: OrchestratorActivityDeps): Or
           parent: input.parent,
           isolated: true,
           model: input.model,
+          ...(input.budgetTokens !== undefined ? { budgetTokens: input.budgetTokens, fundedBy: input.parent } : {}),
           requestId: input.requestId,
           task: await taskOf(input.ref),
         });
         return { ok: true, outcome: created.outcome, taskId: created.task?.taskId };
       } catch (err) {
         return failure(err);
+      }
+    },
+    async fundFromParent(input) {
+      try {
+        await deps.temporal().fundChild(input.parent, { childId: input.childId, limit: input.limit, requestId: input.requestId });
+        return { ok: true };
+      } catch (err) {
+        return failure(err) as { ok: false; code: string; message: string };
       }
     },
     async sendToChild(input) {

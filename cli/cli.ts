@@ -9,6 +9,7 @@ import { registerGuardCommand } from './guard-command';
 import { registerExecCommand, registerSandboxCommand } from './exec-command';
 import { registerBoardCommand } from './board-command';
 import { registerCodecServerCommand } from './codec-server';
+import { budgetLine } from './budget-line';
 import type { OrchestratorStatusView, SessionStatusView } from '../contract/messages';
 import type { TranscriptEntry } from '../activities/store/transcript';
 import { PROJECT_ROOT, workerConfigFromEnv } from '../worker/config';
@@ -120,6 +121,7 @@ session
   .option('--base <ref>', 'where the session branch starts (default: the repository HEAD)')
   .option('--scenario <file>', 'drive the model with a scripted scenario file instead of the worker default')
   .option('--max-steps <n>', 'model calls per turn', positiveInt)
+  .option('--budget-tokens <n>', "tokens the session may spend on model calls (default: the worker's ORCHARD_DEFAULT_BUDGET_TOKENS)", positiveInt)
   .option('--request-id <id>', 'idempotency key: a retried create with the same key starts one session and queues its task once')
   .option('--json', 'print JSON')
   .action(async (o) => {
@@ -143,6 +145,7 @@ session
         baseRef: o.base,
         model: o.scenario ? { provider: 'scripted', scenario: resolve(o.scenario) } : undefined,
         limits: o.maxSteps ? { maxStepsPerTurn: o.maxSteps } : undefined,
+        budgetTokens: o.budgetTokens,
       });
       print(o.json, result, () => `${result.message} (${result.session.status}); send to it with: orchard session send ${sessionId} "<task>"`);
     });
@@ -221,6 +224,18 @@ session
       print(o.json, sessions, () =>
         sessions.length === 0 ? 'no sessions' : sessions.map((s) => `${s.sessionId} | ${s.title} | ${s.agent} | ${s.status} | host ${s.host}`).join('\n'),
       );
+    });
+  });
+
+session
+  .command('budget <id> <tokens>')
+  .description("raise (or set) a session's token budget; tasks that waited for budget run (a child's raise is carved from its orchestrator's or team's)")
+  .option('--request-id <id>', 'idempotency key: a repeat with the same key changes nothing again')
+  .option('--json', 'print JSON')
+  .action(async (id: string, tokens: string, o) => {
+    await withClient(async (client) => {
+      const budget = await client.setBudget(id, Number(tokens), o.requestId);
+      print(o.json, budget, () => `${id}:${budgetLine(budget)!.replace(/^ +budget/, ' budget')}`);
     });
   });
 
@@ -351,6 +366,7 @@ orchestrator
   .option('--host <id>', 'host whose disk holds the repository (default: this host)')
   .option('--title <text>', 'what the fleet works on')
   .option('--scripted <scenario>', 'play the orchestrator and its children with this scripted scenario (see scenarios/FORMAT.md, router)')
+  .option('--budget-tokens <n>', 'tokens the orchestrator and all its children may spend together (children get budgets carved from it)', positiveInt)
   .action(async (id: string, o) => {
     const idProblem = sessionIdProblem(id);
     if (idProblem) throw new OrchardError('invalid_input', idProblem.replace(/^session id/, 'orchestrator id'));
@@ -358,7 +374,7 @@ orchestrator
     const model = o.scripted ? ({ provider: 'scripted', scenario: resolve(o.scripted) } as const) : undefined;
     await withClient(async (client) => {
       await refuseBeforeStart(client, { host: o.host, repo, scenario: model?.scenario });
-      await client.startOrchestrator({ orchestratorId: id, repo, host: o.host, title: o.title, model, childModel: model });
+      await client.startOrchestrator({ orchestratorId: id, repo, host: o.host, title: o.title, model, childModel: model, budgetTokens: o.budgetTokens });
       console.log(`orchestrator ${id} is running; send it a message with: orchard orchestrator send ${id} "<message>"`);
     });
   });
@@ -403,6 +419,18 @@ orchestrator
   });
 
 orchestrator
+  .command('budget <id> <tokens>')
+  .description("raise (or set) an orchestrator's token budget, out of which its children's are carved; messages that waited for budget run")
+  .option('--request-id <id>', 'idempotency key: a repeat with the same key changes nothing again')
+  .option('--json', 'print JSON')
+  .action(async (id: string, tokens: string, o) => {
+    await withClient(async (client) => {
+      const budget = await client.setOrchestratorBudget(id, Number(tokens), o.requestId);
+      print(o.json, budget, () => `${id}:${budgetLine(budget)!.replace(/^ +budget/, ' budget')}`);
+    });
+  });
+
+orchestrator
   .command('roster <id>')
   .description("the exact roster text the orchestrator's model gets now")
   .action(async (id: string) => {
@@ -429,6 +457,7 @@ team
   .option('--scripted <scenario>', 'play the Coordinator and the members with this scripted scenario (see scenarios/FORMAT.md, coordinator)')
   .option('--handoff-slo <ms>', 'a handoff not released within this is an SLO miss (default 5000)')
   .option('--handoff-timeout <ms>', 'a handoff not released within this is durable timeout or unknown (default 10000)')
+  .option('--budget-tokens <n>', "tokens the Coordinator and all Members may spend together (Members' budgets are carved from it)", positiveInt)
   .action(async (id: string, o) => {
     const idProblem = sessionIdProblem(id);
     if (idProblem) throw new OrchardError('invalid_input', idProblem.replace(/^session id/, 'team id'));
@@ -455,8 +484,21 @@ team
         model,
         memberModel: model,
         handoff,
+        budgetTokens: o.budgetTokens,
       });
       console.log(`team ${id} is running; follow it with: orchard team status ${id}`);
+    });
+  });
+
+team
+  .command('budget <id> <tokens>')
+  .description("raise (or set) a team's token budget, out of which its Members' are carved; work that waited for budget goes on")
+  .option('--request-id <id>', 'idempotency key: a repeat with the same key changes nothing again')
+  .option('--json', 'print JSON')
+  .action(async (id: string, tokens: string, o) => {
+    await withClient(async (client) => {
+      const budget = await client.setTeamBudget(id, Number(tokens), o.requestId);
+      print(o.json, budget, () => `${id}:${budgetLine(budget)!.replace(/^ +budget/, ' budget')}`);
     });
   });
 
@@ -716,6 +758,8 @@ function formatCancelRun(result: CancelRunResult): string {
 
 function formatOrchestratorStatus(view: OrchestratorStatusView): string {
   const lines = [`orchestrator ${view.orchestratorId} | ${view.status} | ${view.turnsCompleted} turn(s) done, ${view.queued} queued, run ${view.runIndex}`];
+  const budget = budgetLine(view.budget);
+  if (budget) lines.push(budget);
   lines.push('', `children (${view.children.length}):`);
   if (view.children.length === 0) lines.push('  none');
   else
@@ -781,6 +825,8 @@ function formatStatus(view: SessionStatusView): string {
     lines.push(`  tasks: ${c.done} done, ${c.failed} failed, ${c.cancelled} cancelled, ${c.queued} queued${view.closing ? ' (closing)' : ''}`);
   }
   if (view.refusedSignals?.count) lines.push(`  refused signalled sends: ${view.refusedSignals.count} (latest: ${view.refusedSignals.recent.at(-1)?.code})`);
+  const budget = budgetLine(view.budget);
+  if (budget) lines.push(budget);
   if (view.error) lines.push(`  error: ${view.error.code}: ${view.error.message}`);
   return lines.join('\n');
 }

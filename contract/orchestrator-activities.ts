@@ -27,6 +27,8 @@ export type SessionCall =
       readonly routingAliases?: readonly string[];
       /** How the child's turn ends reach the orchestrator's model (`each` unless a group is named). */
       readonly completion: Completion;
+      /** Tokens carved from the orchestrator's budget for the child (a default share when absent). */
+      readonly budgetTokens?: number;
     }
   | { readonly operation: 'send'; readonly sessionID: string; readonly task: string }
   | { readonly operation: 'list' }
@@ -74,7 +76,19 @@ export interface OrchestratorActivities {
     host: string;
     parent: string;
     model?: ModelSpec;
+    /** The child's budget, carved from the parent's (which funds its raises too). */
+    budgetTokens?: number;
   }): Promise<DispatchResult>;
+  /**
+   * A child's budget raise, carved from the parent that funds it (its `fundChild` update): the parent's refusal
+   * (`budget_insufficient`, …) comes back as a result, not a failure.
+   */
+  fundFromParent(input: {
+    parent: string;
+    childId: string;
+    limit: number;
+    requestId: string;
+  }): Promise<{ ok: true } | { ok: false; code: string; message: string }>;
   /** Sends the call's task to a child; the request id makes a retry dispatch once. */
   sendToChild(input: { ref: CallRef; childId: string; requestId: string; from: string }): Promise<DispatchResult>;
   /**

@@ -36,6 +36,10 @@ const sessionTool: ToolDefinition = {
               'together once all are done (members join only in the turn that creates the group).',
           },
           completionGroupId: { type: 'string', description: 'create: the group this child belongs to (completionPolicy "group").' },
+          budgetTokens: {
+            type: 'integer',
+            description: 'create: tokens carved from your budget for the child (default: a quarter of what remains; returned when it closes).',
+          },
           notifyOnComplete: { type: 'boolean', description: 'create: accepted; means completionPolicy "each".' },
           triggerTurnOnComplete: { type: 'boolean', description: 'create: accepted; means completionPolicy "each".' },
         },

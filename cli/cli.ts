@@ -632,15 +632,18 @@ registerRunCommands(team, 'team', { plural: 'team runs', sessions: "its Members'
 
 program
   .command('demo <name>')
-  .description('run a demo on the embedded stack (or the configured one): route-first, team, or team-all-cancelled')
+  .description('run a demo on the embedded stack (or the configured one): route-first, team, team-all-cancelled, or budget')
   .option(
     '--json',
     'print the result as JSON (progress goes to stderr): route-first {children, deliveries, messages, problems}; team {status, board, certificate, handoff, problems}; team-all-cancelled {status, board, certificate, closure, certificates, writer, problems}',
   )
-  .option('--scenario <file>', 'the scenario (default scenarios/route-first.json, scenarios/team-handoff.json or scenarios/team-all-cancelled.json)')
+  .option(
+    '--scenario <file>',
+    'the scenario (default scenarios/route-first.json, scenarios/team-handoff.json, scenarios/team-all-cancelled.json or scenarios/budget.json)',
+  )
   .action(async (name: string, o) => {
-    if (name !== 'route-first' && name !== 'team' && name !== 'team-all-cancelled') {
-      throw new OrchardError('invalid_input', `no demo ${JSON.stringify(name)}: the demos are route-first, team and team-all-cancelled`);
+    if (name !== 'route-first' && name !== 'team' && name !== 'team-all-cancelled' && name !== 'budget') {
+      throw new OrchardError('invalid_input', `no demo ${JSON.stringify(name)}: the demos are route-first, team, team-all-cancelled and budget`);
     }
     const { startOrchard } = await import('../worker/runtime');
     const { makeFixtureRepo } = await import('../demos/fixture');
@@ -655,7 +658,17 @@ program
     let failed = false;
     try {
       const repo = makeFixtureRepo(resolve(orchard.config.stateDir, 'demo'));
-      if (name === 'team') {
+      if (name === 'budget') {
+        const { runBudgetDemo, formatBudgetDemo } = await import('../demos/budget');
+        const result = await runBudgetDemo(orchard.client, orchard.pool, {
+          sessionId: `budget-${Date.now().toString(36)}`,
+          repo,
+          scenario: o.scenario ? resolve(o.scenario) : resolve(PROJECT_ROOT, 'scenarios/budget.json'),
+          log: progress,
+        });
+        print(o.json, result, () => formatBudgetDemo(result));
+        failed = result.problems.length > 0;
+      } else if (name === 'team') {
         const { runTeamDemo, formatTeamDemo } = await import('../demos/team-demo');
         const result = await runTeamDemo(orchard.client, orchard.pool, {
           teamId: `team-${Date.now().toString(36)}`,

@@ -1,4 +1,6 @@
+import { resolve } from 'node:path';
 import test from 'ava';
+import { formatBudgetDemo, runBudgetDemo } from '../../demos/budget';
 import { OpenAICompatibleProvider } from '../../activities/model/openai';
 import { OrchardError } from '../../client/client';
 import { orchestratorWorkflowId, sessionWorkflowId } from '../../contract/messages';
@@ -237,4 +239,21 @@ test("a team's Coordinator stops at its budget until a raise wakes it; Members' 
   );
   t.is(settled.budget!.remaining, limit - settled.budget!.spent - settled.budget!.escrowed!);
   t.true(settled.budget!.spent > 36, "the team's spend counts the Coordinator's calls and the Members'");
+});
+
+test('the budget demo: a session refused for budget stays open, a task sent meanwhile waits, and a raise lets it run', async (t) => {
+  const orchard = await startOrchard(t);
+  const result = await runBudgetDemo(orchard.client, orchard.pool, {
+    sessionId: uniqueId('budget-demo'),
+    repo: makeRepo(),
+    scenario: resolve(__dirname, '../../scenarios/budget.json'),
+  });
+  t.log(formatBudgetDemo(result));
+  t.deepEqual(result.problems, []);
+  t.deepEqual(
+    result.stages.map((s) => s.outcome),
+    ['finished', 'budget_exhausted', undefined, undefined, 'finished'],
+  );
+  t.is(result.callsPerTurn[1].calls, 0, 'the refused call was never sent');
+  t.true(result.callsPerTurn[0].calls === 3 && result.callsPerTurn[2].calls === 2);
 });

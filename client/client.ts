@@ -662,6 +662,8 @@ export class OrchardClient implements TemporalPort {
       const settled = view.status !== 'progressing' && view.queued === 0 && !view.currentTask;
       if (settled && view.turnsCompleted >= afterTurn) return view;
       if (view.status === 'closed') return view;
+      // Its budget refused a call: what is queued waits for `setBudget`, which no amount of waiting here brings.
+      if (view.budget?.exhausted && !view.currentTask) return view;
       if (Date.now() > deadline) {
         throw new OrchardError('internal', `session ${sessionId} still ${view.status} after ${timeoutMs} ms`);
       }

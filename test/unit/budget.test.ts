@@ -1,4 +1,5 @@
 import test from 'ava';
+import { defaultBudgetFromEnv } from '../../activities/limits';
 import { reservationOf } from '../../activities/model/reservation';
 import { budgetTokensProblem, setBudgetProblem } from '../../contract/messages';
 import { Budget, DEFAULT_CHILD_SHARE } from '../../workflows/budget';
@@ -68,4 +69,10 @@ test('budgets are positive integers of tokens; setBudget needs a request id', (t
   for (const bad of [0, -1, 1.5, '100', Number.MAX_SAFE_INTEGER + 1]) t.is(budgetTokensProblem(bad)?.code, 'invalid_input', String(bad));
   t.is(setBudgetProblem({ limit: 100 })?.code, 'invalid_input');
   t.is(setBudgetProblem({ limit: 100, requestId: 'r' }), undefined);
+});
+
+test('ORCHARD_DEFAULT_BUDGET_TOKENS: unset is no budget, a bad value stops the worker', (t) => {
+  t.is(defaultBudgetFromEnv({}), undefined);
+  t.is(defaultBudgetFromEnv({ ORCHARD_DEFAULT_BUDGET_TOKENS: '50000' }), 50000);
+  t.throws(() => defaultBudgetFromEnv({ ORCHARD_DEFAULT_BUDGET_TOKENS: 'lots' }), { message: /ORCHARD_DEFAULT_BUDGET_TOKENS=lots/ });
 });

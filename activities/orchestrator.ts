@@ -67,7 +67,8 @@ export function createOrchestratorActivities(deps: OrchestratorActivityDeps): Or
           parent: input.parent,
           isolated: true,
           model: input.model,
-          ...(input.budgetTokens !== undefined ? { budgetTokens: input.budgetTokens, fundedBy: input.parent } : {}),
+          ...(input.budgetTokens !== undefined ? { budgetTokens: input.budgetTokens } : {}),
+          ...(input.fundedBy !== undefined ? { fundedBy: input.fundedBy } : {}),
           requestId: input.requestId,
           task: await taskOf(input.ref),
         });

@@ -76,8 +76,9 @@ export interface OrchestratorActivities {
     host: string;
     parent: string;
     model?: ModelSpec;
-    /** The child's budget, carved from the parent's (which funds its raises too). */
+    /** The child's budget: its own, or carved from the parent's (`fundedBy`, which funds its raises too). */
     budgetTokens?: number;
+    fundedBy?: string;
   }): Promise<DispatchResult>;
   /**
    * A child's budget raise, carved from the parent that funds it (its `fundChild` update): the parent's refusal

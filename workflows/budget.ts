@@ -97,9 +97,10 @@ export class Budget {
    * Carves a new child's budget: `requested` tokens, or DEFAULT_CHILD_SHARE-th of what remains. Answers the child's
    * limit (undefined when this budget has none), or why it cannot be funded.
    */
-  carve(childId: string, requested?: number): { limit?: number } | BudgetRefusal {
+  carve(childId: string, requested?: number): { limit?: number; funded: boolean } | BudgetRefusal {
     const remaining = this.remaining;
-    if (remaining === undefined) return { limit: requested };
+    // Without a limit nothing is carved: a budget asked for is the child's own.
+    if (remaining === undefined) return { limit: requested, funded: false };
     const limit = requested ?? Math.floor(remaining / DEFAULT_CHILD_SHARE);
     if (limit < 1 || limit > remaining) {
       return {
@@ -108,7 +109,7 @@ export class Budget {
       };
     }
     this.children.push({ childId, limit, spent: 0 });
-    return { limit };
+    return { limit, funded: true };
   }
 
   /** Whether an open child's budget was carved from this one. */

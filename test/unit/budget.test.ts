@@ -7,7 +7,7 @@ import { Budget, DEFAULT_CHILD_SHARE } from '../../workflows/budget';
 test('a parent holds each open child budget whole, counts what children spent, and gets the unspent escrow back when one closes', (t) => {
   const parent = new Budget({ limit: 1000, spent: 0 });
   parent.settle({ usage: { charged: 100 } }, 'x');
-  t.deepEqual(parent.carve('a', 400), { limit: 400 });
+  t.deepEqual(parent.carve('a', 400), { limit: 400, funded: true });
   t.deepEqual(parent.view(true), { limit: 1000, spent: 100, escrowed: 400, remaining: 500 });
   parent.childReported({ childId: 'a', budget: { limit: 400, spent: 150 } });
   t.deepEqual(parent.view(true), { limit: 1000, spent: 250, escrowed: 250, remaining: 500 }, 'spend moves from escrow to spent');
@@ -22,10 +22,10 @@ test('a child the parent cannot fund is refused budget_insufficient and nothing 
   const refused = parent.carve('big', 1001);
   t.is('code' in refused && refused.code, 'budget_insufficient');
   t.is(parent.view(true).escrowed, 0);
-  t.deepEqual(parent.carve('d'), { limit: Math.floor(1000 / DEFAULT_CHILD_SHARE) });
+  t.deepEqual(parent.carve('d'), { limit: Math.floor(1000 / DEFAULT_CHILD_SHARE), funded: true });
   const tiny = new Budget({ limit: 3, spent: 0 });
   t.is('code' in tiny.carve('d') && 'refused', 'refused', 'a share of 0 tokens is no budget');
-  t.deepEqual(new Budget({ spent: 0 }).carve('free'), { limit: undefined }, 'an unbudgeted parent carves nothing');
+  t.deepEqual(new Budget({ spent: 0 }).carve('free', 500), { limit: 500, funded: false }, "an unbudgeted parent carves nothing: the child's budget is its own");
 });
 
 test("a child's raise is carved from what its parent has left; a carved budget never shrinks; a repeat changes nothing", (t) => {

@@ -104,8 +104,8 @@ test('a model that reports no usage is charged the reservation it made before th
   t.is(view.budget?.spent, rows[0].reserved_tokens);
 });
 
-test('a worker default budget applies to a session created without one', async (t) => {
-  const stub = await stubModel(t, [costing({ content: 'ok' }, 42)]);
+test('a worker default budget applies to a session, an orchestrator and a team started without one', async (t) => {
+  const stub = await stubModel(t, () => costing({ content: 'ok' }, 42));
   const provider = new OpenAICompatibleProvider({ baseURL: stub.url, model: 'stub-model', timeoutMs: 5000 });
   const orchard = await startOrchard(t, { defaultProvider: provider, env: { ORCHARD_DEFAULT_BUDGET_TOKENS: '123456' } });
   const sessionId = uniqueId('default');
@@ -116,6 +116,20 @@ test('a worker default budget applies to a session created without one', async (
   );
   t.deepEqual(view.budget, { limit: 123456, spent: 42, remaining: 123456 - 42 });
   t.is(typeof stub.requests[0].body.max_tokens, 'number');
+  const orchestratorId = uniqueId('default-fleet');
+  await orchard.client.startOrchestrator({ orchestratorId, repo: makeRepo() });
+  const fleet = await until(
+    () => orchard.client.orchestratorStatus(orchestratorId),
+    (v) => v.budget?.limit !== undefined,
+  );
+  t.deepEqual(fleet.budget, { limit: 123456, spent: 0, escrowed: 0, remaining: 123456 });
+  const teamId = uniqueId('default-team');
+  await orchard.client.startTeam({ teamId, repo: makeRepo(), goal: 'Build it' });
+  const team = await until(
+    () => orchard.client.teamStatus(teamId),
+    (v) => v.turns.length === 1,
+  );
+  t.deepEqual(team.budget, { limit: 123456, spent: 42, escrowed: 0, remaining: 123456 - 42 });
 });
 
 test("an orchestrator carves its children's budgets from its own, refuses what it cannot fund, and gets the escrow back when a child closes", async (t) => {
@@ -256,4 +270,26 @@ test('the budget demo: a session refused for budget stays open, a task sent mean
   );
   t.is(result.callsPerTurn[1].calls, 0, 'the refused call was never sent');
   t.true(result.callsPerTurn[0].calls === 3 && result.callsPerTurn[2].calls === 2);
+});
+
+test("an orchestrator without a budget gives a child the budget its create asks for as the child's own: raising it asks no parent", async (t) => {
+  const model = fleetModel(
+    (ctx) => (ctx.results.length > 0 ? final('ok') : calls(session('create', { title: 'child C', task: 'work C', budgetTokens: 50_000 }))),
+    () => completion({ content: 'child done' }),
+  );
+  const stub = await stubModel(t, model);
+  const orchard = await startOrchard(t, { defaultProvider: new OpenAICompatibleProvider({ baseURL: stub.url, model: 'stub-model', timeoutMs: 5000 }) });
+  const orchestratorId = uniqueId('free');
+  await orchard.client.startOrchestrator({ orchestratorId, repo: makeRepo() });
+  const sent = await orchard.client.message(orchestratorId, { text: 'make C', requestId: 'c' });
+  await orchard.client.waitForMessageTurn(orchestratorId, sent.messageId, { timeoutMs: 60_000 });
+  const childId = (await orchard.client.orchestratorStatus(orchestratorId)).children[0].childId;
+  const child = await until(
+    () => orchard.client.status(childId),
+    (v) => v.turnsCompleted === 1,
+  );
+  t.deepEqual(child.budget, { limit: 50_000, spent: 18, remaining: 50_000 - 18 });
+  t.is((await orchard.client.setBudget(childId, 60_000, 'own')).limit, 60_000);
+  // Nothing was carved: the orchestrator counts its own two calls, and holds no escrow.
+  t.deepEqual((await orchard.client.orchestratorStatus(orchestratorId)).budget, { spent: 36, escrowed: 0 });
 });

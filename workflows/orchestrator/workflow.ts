@@ -398,6 +398,7 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
             parent: info.workflowId,
             model: start.childModel,
             ...(carved.limit !== undefined ? { budgetTokens: carved.limit } : {}),
+            ...(carved.funded ? { fundedBy: info.workflowId } : {}),
           },
         ]);
         // A create that failed for good (not a typed refusal the activity answers) leaves no phantom `running` row.

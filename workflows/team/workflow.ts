@@ -1441,6 +1441,11 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   for (const r of receipts) {
     if (!r.driven && (r.state === 'requested' || r.state === 'yielding') && patched('team-redrive-receipts')) startDriver(r.receiptId, startClocks());
   }
+  // The worker's default budget, for a chain started without one (read once, recorded in history).
+  if (!carried && start.budgetTokens === undefined && patched('budget-default')) {
+    const fallback = await store.resolveDefaultBudget();
+    if (fallback !== null) budget.setLimit(fallback);
+  }
   publish();
 
   // A run that has done nothing yet never hands over for its size (a budget below a fresh run's history would loop).

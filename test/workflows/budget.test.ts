@@ -3,10 +3,10 @@ import test from 'ava';
 import { formatBudgetDemo, runBudgetDemo } from '../../demos/budget';
 import { OpenAICompatibleProvider } from '../../activities/model/openai';
 import { OrchardError } from '../../client/client';
-import { orchestratorWorkflowId, sessionWorkflowId } from '../../contract/messages';
+import { orchestratorWorkflowId, sessionWorkflowId, teamWorkflowId } from '../../contract/messages';
 import { calls, final, fleetModel, session } from '../helpers/fleet-model';
 import { completion, stubModel, type Reply } from '../helpers/model-stub';
-import { makeRepo, startOrchard, uniqueId } from '../helpers/orchard';
+import { keepHistory, makeRepo, startOrchard, uniqueId } from '../helpers/orchard';
 import { waitFor } from '../helpers/wait';
 
 /** Polls `probe` until `done` holds for what it answers. */
@@ -82,6 +82,7 @@ test('a call that would pass the budget is not sent: the turn ends budget_exhaus
     ['first', 'second'],
     'the session went on with its history',
   );
+  await keepHistory(orchard, sessionWorkflowId(sessionId), 'session-budget-exhausted-raised');
 });
 
 test('a model that reports no usage is charged the reservation it made before the call', async (t) => {
@@ -179,8 +180,14 @@ test("an orchestrator carves its children's budgets from its own, refuses what i
   const refusal = stub.requests.flatMap((r) => r.body.messages).find((m: any) => m.role === 'tool' && String(m.content).includes('budget_insufficient'));
   t.truthy(refusal, 'the orchestrator model was told budget_insufficient');
 
-  // A child's raise is carved from its parent: within what remains it is granted, beyond it refused.
-  const before = (await orchard.client.orchestratorStatus(orchestratorId)).budget!;
+  // A child's raise is carved from its parent: within what remains it is granted, beyond it refused. (Once the
+  // orchestrator is idle after its three turns — make A, child A's result, make B — so its own spend holds still.)
+  const before = (
+    await until(
+      () => orchard.client.orchestratorStatus(orchestratorId),
+      (v) => v.turnsCompleted >= 3 && v.status === 'idle',
+    )
+  ).budget!;
   const raised = await orchard.client.setBudget(childId, childBudget + 10_000, 'raise-a');
   t.is(raised.limit, childBudget + 10_000);
   const afterRaise = (await orchard.client.orchestratorStatus(orchestratorId)).budget!;
@@ -199,7 +206,7 @@ test("an orchestrator carves its children's budgets from its own, refuses what i
   );
   t.is(returned.budget!.remaining, limit - returned.budget!.spent);
   t.true(returned.budget!.spent >= 18 + parent.spent, "the fleet's spend counts the child's");
-  t.is(sessionWorkflowId(childId), `session/${childId}`);
+  await keepHistory(orchard, orchestratorWorkflowId(orchestratorId), 'orchestrator-budget-escrow');
 });
 
 test("a team's Coordinator stops at its budget until a raise wakes it; Members' session budgets are carved from the team's", async (t) => {
@@ -253,6 +260,7 @@ test("a team's Coordinator stops at its budget until a raise wakes it; Members' 
   );
   t.is(settled.budget!.remaining, limit - settled.budget!.spent - settled.budget!.escrowed!);
   t.true(settled.budget!.spent > 36, "the team's spend counts the Coordinator's calls and the Members'");
+  await keepHistory(orchard, teamWorkflowId(teamId), 'team-budget-exhausted-raised');
 });
 
 test('the budget demo: a session refused for budget stays open, a task sent meanwhile waits, and a raise lets it run', async (t) => {

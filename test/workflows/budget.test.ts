@@ -168,6 +168,9 @@ test("an orchestrator carves its children's budgets from its own, refuses what i
   // Every model call of the fleet was capped (the orchestrator's at its limit, the child's at the default).
   t.true(stub.requests.every((r) => typeof r.body.max_tokens === 'number'));
   const parent = withA.budget!;
+  // The orchestrator's model was told what it carved and what remains.
+  const echo = stub.requests.flatMap((r) => r.body.messages).find((m: any) => m.role === 'tool' && String(m.content).startsWith(`created child ${childId}`));
+  t.regex(String(echo?.content), new RegExp(`budget ${childBudget} tokens carved from yours, \\d+ remain`));
   t.is(parent.limit, limit);
   t.is(parent.escrowed, childBudget - 18, 'what the child may still spend is held');
   t.is(parent.remaining, limit - parent.spent - parent.escrowed!);

@@ -417,7 +417,9 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
         }
         delivered(childId, 'create', created.taskId);
         publish();
-        return `created child ${childId} (task ${created.taskId})\n${dispatchEcho(ledger.children, { childId, brief: call.taskExcerpt })}`;
+        // The model plans its fleet with what is left: a funded child's budget and the remainder are in the result.
+        const funding = carved.funded ? `; budget ${carved.limit} tokens carved from yours, ${budget.remaining} remain` : '';
+        return `created child ${childId} (task ${created.taskId}${funding})\n${dispatchEcho(ledger.children, { childId, brief: call.taskExcerpt })}`;
       }
     }
   }

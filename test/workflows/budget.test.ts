@@ -263,6 +263,14 @@ test("a team's Coordinator stops at its budget until a raise wakes it; Members' 
   );
   t.is(settled.budget!.remaining, limit - settled.budget!.spent - settled.budget!.escrowed!);
   t.true(settled.budget!.spent > 36, "the team's spend counts the Coordinator's calls and the Members'");
+  // A Member's raise is carved from the team's budget, through the team's fundChild; beyond what remains, refused.
+  const member = members.find((m) => m.budget!.limit === limits[1])!;
+  await orchard.client.setBudget(member.sessionId, limits[1] + 1000, 'member-raise');
+  const afterRaise = await orchard.client.teamStatus(teamId);
+  t.is(afterRaise.budget!.escrowed, settled.budget!.escrowed! + 1000);
+  const refused = await t.throwsAsync(orchard.client.setBudget(member.sessionId, 10_000_000_000, 'member-too-much'));
+  t.is((refused as OrchardError).code, 'budget_insufficient');
+  t.is((await orchard.client.status(member.sessionId)).budget?.limit, limits[1] + 1000);
   await keepHistory(orchard, teamWorkflowId(teamId), 'team-budget-exhausted-raised');
 });
 

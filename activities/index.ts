@@ -26,7 +26,7 @@ import type { SessionLiveness, TemporalPort } from '../contract/temporal-port';
 import { createOrchestratorActivities } from './orchestrator';
 import { createTeamActivities, createTeamHostActivities, type TeamActivityHooks } from './team';
 import type { VerifierDeps } from './git/verify-result';
-import { limitsFromEnv } from './limits';
+import { defaultBudgetFromEnv, limitsFromEnv } from './limits';
 import { withHeartbeats, type AbortBinding } from './heartbeat';
 import { metrics } from './metrics';
 
@@ -97,7 +97,7 @@ export function createSharedActivities(deps: SharedActivityDeps): SharedActiviti
     // Dispatch and quiescence activities wait on Temporal, git or processes: they heartbeat while they run, so their
     // heartbeat timeout (workflows/activity-options.ts) notices a lost worker in seconds, and their cancellation
     // ends what they wait on in Temporal.
-    ...withHeartbeats(orchestrator, ['createChild', 'sendToChild', 'inspectChildren'], bind),
+    ...withHeartbeats(orchestrator, ['createChild', 'sendToChild', 'inspectChildren', 'fundFromParent'], bind),
     ...withHeartbeats(team, ['coordinatorTool', 'dispatchTask', 'settleExecution', 'yieldExecution', 'checkQuiescent', 'awaitTeamClosed'], bind),
     /** Sessions from histories recorded before execution keys: the task becomes the user message of its turn. */
     async recordTask(input) {
@@ -109,6 +109,10 @@ export function createSharedActivities(deps: SharedActivityDeps): SharedActiviti
      */
     async resolveSessionLimits(requested) {
       return resolveLimits(requested, limitsFromEnv(deps.env ?? process.env));
+    },
+    /** ORCHARD_DEFAULT_BUDGET_TOKENS, read once when a chain starts without a budget (recorded in history). */
+    async resolveDefaultBudget() {
+      return defaultBudgetFromEnv(deps.env ?? process.env) ?? null;
     },
     /** Accepted tasks' text goes to Postgres; history and continue-as-new carry their ids. */
     async storeTasks(tasks) {

@@ -13,7 +13,17 @@ const LIMIT_ENV: Readonly<Record<keyof SessionLimits, string>> = {
   maxQueuedTasks: 'ORCHARD_MAX_QUEUED_TASKS',
   historyBudgetBytes: 'ORCHARD_HISTORY_BUDGET_BYTES',
   contextChars: 'ORCHARD_CONTEXT_CHARS',
+  maxOutputTokens: 'ORCHARD_MAX_OUTPUT_TOKENS',
 };
+
+/** ORCHARD_DEFAULT_BUDGET_TOKENS: the budget of a session, orchestrator or team started without one (none if unset). */
+export function defaultBudgetFromEnv(env: NodeJS.ProcessEnv): number | undefined {
+  const raw = env.ORCHARD_DEFAULT_BUDGET_TOKENS;
+  if (raw === undefined || raw === '') return undefined;
+  const value = Number(raw);
+  if (!Number.isSafeInteger(value) || value < 1) throw new Error(`ORCHARD_DEFAULT_BUDGET_TOKENS=${raw}: must be a positive integer (tokens)`);
+  return value;
+}
 
 /** The limits set in `env`; a value that is not a valid limit is an error, not silently ignored. */
 export function limitsFromEnv(env: NodeJS.ProcessEnv): Partial<SessionLimits> {

@@ -133,7 +133,8 @@ export const metrics = {
     certificateValidations.inc({ result });
   },
   /** A model call's usage, counted once (when its record was first stored). */
-  modelTokens(profile: ToolProfile, usage: { promptTokens: number; completionTokens: number }): void {
+  modelTokens(profile: ToolProfile, usage: { promptTokens: number; completionTokens: number } | undefined): void {
+    if (!usage) return;
     const role = roleOf(profile);
     if (usage.promptTokens > 0) modelTokens.inc({ type: 'prompt', role }, usage.promptTokens);
     if (usage.completionTokens > 0) modelTokens.inc({ type: 'completion', role }, usage.completionTokens);

@@ -77,6 +77,8 @@ export function createOrchestratorActivities(deps: OrchestratorActivityDeps): Or
           parent: input.parent,
           isolated: true,
           model: input.model,
+          ...(input.budgetTokens !== undefined ? { budgetTokens: input.budgetTokens } : {}),
+          ...(input.fundedBy !== undefined ? { fundedBy: input.fundedBy } : {}),
           requestId: input.requestId,
           task: call.task,
           // The child starts from this conversation as it stood at this call: a reference, read when the child's
@@ -90,6 +92,14 @@ export function createOrchestratorActivities(deps: OrchestratorActivityDeps): Or
         return { ok: true, outcome: created.outcome, taskId: created.task?.taskId };
       } catch (err) {
         return failure(err);
+      }
+    },
+    async fundFromParent(input) {
+      try {
+        await deps.temporal().fundChild(input.parent, { childId: input.childId, limit: input.limit, requestId: input.requestId });
+        return { ok: true };
+      } catch (err) {
+        return failure(err) as { ok: false; code: string; message: string };
       }
     },
     async sendToChild(input) {

@@ -531,6 +531,7 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
         isolated: true,
         team: { teamId: input.teamId, memberId: input.memberId },
         model: input.model,
+        ...(input.budgetTokens !== undefined ? { budgetTokens: input.budgetTokens, fundedBy: input.parent } : {}),
         requestId,
         task: brief,
       });

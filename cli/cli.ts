@@ -9,6 +9,7 @@ import { registerGuardCommand } from './guard-command';
 import { registerExecCommand, registerSandboxCommand } from './exec-command';
 import { registerBoardCommand } from './board-command';
 import { registerCodecServerCommand } from './codec-server';
+import { budgetLine } from './budget-line';
 import type { OrchestratorStatusView, SessionStatusView } from '../contract/messages';
 import { startingContextProblem } from '../contract/messages';
 import type { TranscriptEntry } from '../activities/store/transcript';
@@ -124,6 +125,7 @@ session
   .option('--base <ref>', 'where the session branch starts (default: the repository HEAD)')
   .option('--scenario <file>', 'drive the model with a scripted scenario file instead of the worker default')
   .option('--max-steps <n>', 'model calls per turn', positiveInt)
+  .option('--budget-tokens <n>', "tokens the session may spend on model calls (default: the worker's ORCHARD_DEFAULT_BUDGET_TOKENS)", positiveInt)
   .option('--request-id <id>', 'idempotency key: a retried create with the same key starts one session and queues its task once')
   .option('--json', 'print JSON')
   .action(async (o) => {
@@ -153,6 +155,7 @@ session
         baseRef: o.base,
         model: o.scenario ? { provider: 'scripted', scenario: resolve(o.scenario) } : undefined,
         limits: o.maxSteps ? { maxStepsPerTurn: o.maxSteps } : undefined,
+        budgetTokens: o.budgetTokens,
       });
       print(o.json, result, () => `${result.message} (${result.session.status}); send to it with: orchard session send ${sessionId} "<task>"`);
     });
@@ -231,6 +234,18 @@ session
       print(o.json, sessions, () =>
         sessions.length === 0 ? 'no sessions' : sessions.map((s) => `${s.sessionId} | ${s.title} | ${s.agent} | ${s.status} | host ${s.host}`).join('\n'),
       );
+    });
+  });
+
+session
+  .command('budget <id> <tokens>')
+  .description("raise (or set) a session's token budget; tasks that waited for budget run (a child's raise is carved from its orchestrator's or team's)")
+  .option('--request-id <id>', 'idempotency key: a repeat with the same key changes nothing again')
+  .option('--json', 'print JSON')
+  .action(async (id: string, tokens: string, o) => {
+    await withClient(async (client) => {
+      const budget = await client.setBudget(id, Number(tokens), o.requestId);
+      print(o.json, budget, () => `${id}:${budgetLine(budget)!.replace(/^ +budget/, ' budget')}`);
     });
   });
 
@@ -361,6 +376,7 @@ orchestrator
   .option('--host <id>', 'host whose disk holds the repository (default: this host)')
   .option('--title <text>', 'what the fleet works on')
   .option('--scripted <scenario>', 'play the orchestrator and its children with this scripted scenario (see scenarios/FORMAT.md, router)')
+  .option('--budget-tokens <n>', 'tokens the orchestrator and all its children may spend together (children get budgets carved from it)', positiveInt)
   .action(async (id: string, o) => {
     const idProblem = sessionIdProblem(id);
     if (idProblem) throw new OrchardError('invalid_input', idProblem.replace(/^session id/, 'orchestrator id'));
@@ -368,7 +384,7 @@ orchestrator
     const model = o.scripted ? ({ provider: 'scripted', scenario: resolve(o.scripted) } as const) : undefined;
     await withClient(async (client) => {
       await refuseBeforeStart(client, { host: o.host, repo, scenario: model?.scenario });
-      await client.startOrchestrator({ orchestratorId: id, repo, host: o.host, title: o.title, model, childModel: model });
+      await client.startOrchestrator({ orchestratorId: id, repo, host: o.host, title: o.title, model, childModel: model, budgetTokens: o.budgetTokens });
       console.log(`orchestrator ${id} is running; send it a message with: orchard orchestrator send ${id} "<message>"`);
     });
   });
@@ -413,6 +429,18 @@ orchestrator
   });
 
 orchestrator
+  .command('budget <id> <tokens>')
+  .description("raise (or set) an orchestrator's token budget, out of which its children's are carved; messages that waited for budget run")
+  .option('--request-id <id>', 'idempotency key: a repeat with the same key changes nothing again')
+  .option('--json', 'print JSON')
+  .action(async (id: string, tokens: string, o) => {
+    await withClient(async (client) => {
+      const budget = await client.setOrchestratorBudget(id, Number(tokens), o.requestId);
+      print(o.json, budget, () => `${id}:${budgetLine(budget)!.replace(/^ +budget/, ' budget')}`);
+    });
+  });
+
+orchestrator
   .command('roster <id>')
   .description("the exact roster text the orchestrator's model gets now")
   .action(async (id: string) => {
@@ -441,6 +469,7 @@ team
   .option('--handoff-timeout <ms>', 'a handoff not released within this is durable timeout or unknown (default 10000)')
   .option('--verify <command>', 'delivered only when this command exits 0 on the result tree (run sandboxed on the team host, e.g. "npm test")')
   .option('--verify-timeout <ms>', 'how long the verify command may run (default 300000, at most 540000)')
+  .option('--budget-tokens <n>', "tokens the Coordinator and all Members may spend together (Members' budgets are carved from it)", positiveInt)
   .action(async (id: string, o) => {
     const idProblem = sessionIdProblem(id);
     if (idProblem) throw new OrchardError('invalid_input', idProblem.replace(/^session id/, 'team id'));
@@ -471,8 +500,21 @@ team
         memberModel: model,
         handoff,
         verify,
+        budgetTokens: o.budgetTokens,
       });
       console.log(`team ${id} is running; follow it with: orchard team status ${id}`);
+    });
+  });
+
+team
+  .command('budget <id> <tokens>')
+  .description("raise (or set) a team's token budget, out of which its Members' are carved; work that waited for budget goes on")
+  .option('--request-id <id>', 'idempotency key: a repeat with the same key changes nothing again')
+  .option('--json', 'print JSON')
+  .action(async (id: string, tokens: string, o) => {
+    await withClient(async (client) => {
+      const budget = await client.setTeamBudget(id, Number(tokens), o.requestId);
+      print(o.json, budget, () => `${id}:${budgetLine(budget)!.replace(/^ +budget/, ' budget')}`);
     });
   });
 
@@ -627,15 +669,18 @@ registerRunCommands(team, 'team', { plural: 'team runs', sessions: "its Members'
 
 program
   .command('demo <name>')
-  .description('run a demo on the embedded stack (or the configured one): route-first, team, or team-all-cancelled')
+  .description('run a demo on the embedded stack (or the configured one): route-first, team, team-all-cancelled, or budget')
   .option(
     '--json',
     'print the result as JSON (progress goes to stderr): route-first {children, deliveries, messages, problems}; team {status, board, certificate, handoff, pause, verify, problems}; team-all-cancelled {status, board, certificate, closure, certificates, writer, problems}',
   )
-  .option('--scenario <file>', 'the scenario (default scenarios/route-first.json, scenarios/team-handoff.json or scenarios/team-all-cancelled.json)')
+  .option(
+    '--scenario <file>',
+    'the scenario (default scenarios/route-first.json, scenarios/team-handoff.json, scenarios/team-all-cancelled.json or scenarios/budget.json)',
+  )
   .action(async (name: string, o) => {
-    if (name !== 'route-first' && name !== 'team' && name !== 'team-all-cancelled') {
-      throw new OrchardError('invalid_input', `no demo ${JSON.stringify(name)}: the demos are route-first, team and team-all-cancelled`);
+    if (name !== 'route-first' && name !== 'team' && name !== 'team-all-cancelled' && name !== 'budget') {
+      throw new OrchardError('invalid_input', `no demo ${JSON.stringify(name)}: the demos are route-first, team, team-all-cancelled and budget`);
     }
     const { startOrchard } = await import('../worker/runtime');
     const { makeFixtureRepo } = await import('../demos/fixture');
@@ -650,7 +695,17 @@ program
     let failed = false;
     try {
       const repo = makeFixtureRepo(resolve(orchard.config.stateDir, 'demo'));
-      if (name === 'team') {
+      if (name === 'budget') {
+        const { runBudgetDemo, formatBudgetDemo } = await import('../demos/budget');
+        const result = await runBudgetDemo(orchard.client, orchard.pool, {
+          sessionId: `budget-${Date.now().toString(36)}`,
+          repo,
+          scenario: o.scenario ? resolve(o.scenario) : resolve(PROJECT_ROOT, 'scenarios/budget.json'),
+          log: progress,
+        });
+        print(o.json, result, () => formatBudgetDemo(result));
+        failed = result.problems.length > 0;
+      } else if (name === 'team') {
         const { runTeamDemo, formatTeamDemo } = await import('../demos/team-demo');
         const result = await runTeamDemo(orchard.client, orchard.pool, {
           teamId: `team-${Date.now().toString(36)}`,
@@ -755,6 +810,8 @@ function formatCancelRun(result: CancelRunResult): string {
 
 function formatOrchestratorStatus(view: OrchestratorStatusView): string {
   const lines = [`orchestrator ${view.orchestratorId} | ${view.status} | ${view.turnsCompleted} turn(s) done, ${view.queued} queued, run ${view.runIndex}`];
+  const budget = budgetLine(view.budget);
+  if (budget) lines.push(budget);
   lines.push('', `children (${view.children.length}):`);
   if (view.children.length === 0) lines.push('  none');
   else
@@ -820,6 +877,8 @@ function formatStatus(view: SessionStatusView): string {
     lines.push(`  tasks: ${c.done} done, ${c.failed} failed, ${c.cancelled} cancelled, ${c.queued} queued${view.closing ? ' (closing)' : ''}`);
   }
   if (view.refusedSignals?.count) lines.push(`  refused signalled sends: ${view.refusedSignals.count} (latest: ${view.refusedSignals.recent.at(-1)?.code})`);
+  const budget = budgetLine(view.budget);
+  if (budget) lines.push(budget);
   if (view.error) lines.push(`  error: ${view.error.code}: ${view.error.message}`);
   return lines.join('\n');
 }

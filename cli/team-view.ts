@@ -3,6 +3,7 @@
  * Postgres the board (tasks, outputs) and the full certificate row. The workflow holds ids and revisions; the
  * board and the certificate live in the store, so both are read.
  */
+import { budgetLine } from './budget-line';
 import type { Pool } from 'pg';
 import { readBoard, taskView, TeamStoreRefusal, type RunCompletionCertificate } from '../activities/store/team';
 import type { TeamStatusView } from '../contract/messages';
@@ -66,6 +67,7 @@ export function formatTeamReport({ status: v, board, certificate }: TeamReport, 
     ...(v.outcomeBecause?.length ? [`  ${(v.outcome ?? '').replace('_', ' ')}: ${v.outcomeBecause.join('; ')}`] : []),
     `  goal: ${oneLine(v.goal)}`,
     `  members: ${v.members.map((m) => `${m.memberId} (${m.role})`).join(', ')}`,
+    ...(v.budget ? [budgetLine(v.budget)!] : []),
   ];
   if (board) {
     lines.push('', `board (${board.tasks.length} task(s), revision ${board.workRevision}):`);

@@ -83,6 +83,11 @@ import {
   type TeamWorkflowInput,
   type CreateSessionRequest,
   type CreateSessionResult,
+  fundChildUpdate,
+  setBudgetProblem,
+  setBudgetUpdate,
+  type BudgetView,
+  type FundChildInput,
 } from '../contract/messages';
 import { temporal } from '@temporalio/proto';
 import type { ChainOptions, SessionLiveness, TemporalPort } from '../contract/temporal-port';
@@ -596,6 +601,46 @@ export class OrchardClient implements TemporalPort {
     return this.call(sessionId, (handle) => whenScheduled(() => handle.query(transcriptRefsQuery)));
   }
 
+  /**
+   * Raises (or sets) the session's token budget; a session that waited for budget runs its queue again. A budget carved
+   * from an orchestrator or team is raised out of that parent's (`budget_insufficient` when it has too little left).
+   */
+  async setBudget(sessionId: string, limit: number, requestId: string = randomUUID()): Promise<BudgetView> {
+    const input = { limit, requestId };
+    const problem = setBudgetProblem(input);
+    if (problem) throw new OrchardError(problem.code, problem.message);
+    return this.call(sessionId, (handle) => handle.executeUpdate(setBudgetUpdate, { args: [input] }));
+  }
+
+  /** Raises (or sets) an orchestrator's token budget, out of which its children's budgets are carved. */
+  async setOrchestratorBudget(orchestratorId: string, limit: number, requestId: string = randomUUID()): Promise<BudgetView> {
+    const input = { limit, requestId };
+    const problem = setBudgetProblem(input);
+    if (problem) throw new OrchardError(problem.code, problem.message);
+    return this.orchestratorCall(orchestratorId, (handle) => handle.executeUpdate(setBudgetUpdate, { args: [input] }));
+  }
+
+  /** Raises (or sets) a team's token budget, out of which its Members' budgets are carved. */
+  async setTeamBudget(teamId: string, limit: number, requestId: string = randomUUID()): Promise<BudgetView> {
+    const input = { limit, requestId };
+    const problem = setBudgetProblem(input);
+    if (problem) throw new OrchardError(problem.code, problem.message);
+    return this.teamCall(teamId, (handle) => handle.executeUpdate(setBudgetUpdate, { args: [input] }));
+  }
+
+  /** Asks a parent (orchestrator or team workflow id) to carve a child's raise from its budget. */
+  async fundChild(parentWorkflowId: string, input: FundChildInput): Promise<BudgetView> {
+    try {
+      return await this.temporal.workflow.getHandle(parentWorkflowId).executeUpdate(fundChildUpdate, { args: [input] });
+    } catch (err) {
+      rethrowUpdateRefusal(err);
+      if (err instanceof WorkflowNotFoundError || isNotFound(err)) {
+        throw new OrchardError('budget_insufficient', `${parentWorkflowId}, which funds this budget, is not running: it cannot fund a raise`);
+      }
+      throw err;
+    }
+  }
+
   /** Resolves the session's verification hold (a user's decision, recorded with `by` and `note`). */
   async resolveHold(sessionId: string, input: ResolveHoldInput = {}): Promise<ResolveHoldResult> {
     return this.call(sessionId, (handle) => handle.executeUpdate(resolveHoldUpdate, { args: [input] }));
@@ -630,6 +675,8 @@ export class OrchardClient implements TemporalPort {
       const settled = view.status !== 'progressing' && view.queued === 0 && !view.currentTask;
       if (settled && view.turnsCompleted >= afterTurn) return view;
       if (view.status === 'closed') return view;
+      // Its budget refused a call: what is queued waits for `setBudget`, which no amount of waiting here brings.
+      if (view.budget?.exhausted && !view.currentTask) return view;
       if (Date.now() > deadline) {
         throw new OrchardError('internal', `session ${sessionId} still ${view.status} after ${timeoutMs} ms`);
       }

@@ -94,6 +94,11 @@ export interface ModelStepInput {
    * turn `finished`, or `waiting_for_org_event` when it has not (counted in the metrics).
    */
   progressed?: boolean;
+  /**
+   * A budgeted caller: the call reserves its maximum (the request's UTF-8 bytes, a bound on its prompt tokens, plus
+   * `maxOutputTokens`, sent as `max_tokens`) and is not sent when that is more than `remaining`.
+   */
+  budget?: { remaining: number; maxOutputTokens: number };
 }
 
 export interface ModelStepResult {
@@ -105,6 +110,13 @@ export interface ModelStepResult {
   toolCalls: { id: string; name: string; label?: string }[];
   /** The model's text, cut short for workflow history. */
   textExcerpt?: string;
+  /**
+   * What the call is charged: the tokens the model reported, or the reservation when it reported none (absent in
+   * histories recorded before budgets, and when a retry found an answer recorded without a charge).
+   */
+  usage?: { charged: number; reserved: number; reported: boolean };
+  /** The call was not sent: its reservation is more than the budget's remaining tokens. */
+  refused?: { reserved: number; remaining: number };
 }
 
 /** Activities that need no particular host: the model and the store. They run on the shared task queue. */
@@ -126,6 +138,8 @@ export interface SessionStoreActivities {
   resolveVerificationHold(input: { worktree: string; by: string; note?: string }): Promise<ResolveHoldResult | null>;
   /** One model call of a turn; its answer is in the transcript before this returns. */
   modelStep(input: ModelStepInput): Promise<ModelStepResult>;
+  /** ORCHARD_DEFAULT_BUDGET_TOKENS, read once when a session, orchestrator or team chain starts without a budget. */
+  resolveDefaultBudget(): Promise<number | null>;
 }
 
 /** The shared task queue's activities: a session's store and model, the orchestrator's and the team's. */

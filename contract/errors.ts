@@ -42,6 +42,9 @@ export const ERROR_CODES = [
   'checkout_dirty',
   'branch_not_found',
   'queue_full',
+  // Token budgets: a model call that would pass the budget is not sent; a parent cannot carve what it does not have.
+  'budget_exhausted',
+  'budget_insufficient',
   'store_unavailable',
   'model_rate_limited',
   'model_unavailable',

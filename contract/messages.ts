@@ -93,6 +93,11 @@ export interface SessionLimits {
   readonly historyBudgetBytes: number;
   /** Characters of conversation a model request carries at most; the oldest turns are left out beyond it. */
   readonly contextChars: number;
+  /**
+   * Tokens one model call may produce: sent as `max_tokens` when the session has a budget, and part of each call's
+   * reservation (absent in limits resolved before budgets: DEFAULT_LIMITS' value then).
+   */
+  readonly maxOutputTokens?: number;
 }
 
 /** Code defaults; a worker's environment may override them (activities/limits.ts) for sessions it starts. */
@@ -104,6 +109,7 @@ export const DEFAULT_LIMITS: SessionLimits = {
   maxQueuedTasks: 200,
   historyBudgetBytes: 8 * 1024 * 1024,
   contextChars: 400_000,
+  maxOutputTokens: 4096,
 };
 
 /** Smallest sensible values: below them a session could not work (a history budget a fresh run already exceeds). */
@@ -150,6 +156,10 @@ export interface CreateSessionInput {
   readonly team?: TeamMembership;
   readonly model?: ModelSpec;
   readonly limits?: Partial<SessionLimits>;
+  /** Tokens the session may spend on model calls (the worker's ORCHARD_DEFAULT_BUDGET_TOKENS when absent; none if unset). */
+  readonly budgetTokens?: number;
+  /** The orchestrator or team (workflow id) whose budget this one was carved from: a raise is carved from it too. */
+  readonly fundedBy?: string;
   /** A first task, queued before the worktree exists, so create+send is one call. */
   readonly task?: string;
   /**
@@ -255,7 +265,8 @@ export interface CancelInput {
   readonly reason?: string;
 }
 
-export type TurnOutcome = 'finished' | 'step_limit' | 'failed' | 'cancelled';
+/** `budget_exhausted`: a model call would have passed the budget, so it was not sent; the session stays open. */
+export type TurnOutcome = 'finished' | 'step_limit' | 'failed' | 'cancelled' | 'budget_exhausted';
 
 export interface TurnRef {
   readonly turn: number;
@@ -309,6 +320,8 @@ export interface SessionStatusView {
   readonly refusedSignals?: { readonly count: number; readonly recent: readonly RefusedSend[] };
   /** The limits resolved when the session started (carried across continue-as-new). */
   readonly limits?: SessionLimits;
+  /** Tokens spent, and the budget's limit and remaining when it has one (absent in sessions started before budgets). */
+  readonly budget?: BudgetView;
 }
 
 export interface TaskRecord {
@@ -509,7 +522,7 @@ function placementProblem(i: Record<string, unknown>): Problem | undefined {
       if (problem) return { code: 'invalid_input', message: problem };
     }
   }
-  return undefined;
+  return budgetTokensProblem(i.budgetTokens);
 }
 
 /** Why an orchestrator cannot be started with this input (checked by the client before anything starts). */
@@ -538,6 +551,8 @@ export interface StartOrchestratorInput {
   readonly model?: ModelSpec;
   readonly childModel?: ModelSpec;
   readonly limits?: Partial<SessionLimits>;
+  /** Tokens the orchestrator and all its children may spend together (children's budgets are carved from it). */
+  readonly budgetTokens?: number;
 }
 
 /**
@@ -575,6 +590,8 @@ export interface ChildTurnEnded {
   readonly closed?: boolean;
   /** A failed turn's (or a failed session's) typed code and message. */
   readonly error?: { readonly code: string; readonly message: string };
+  /** The child's budget now: a funding parent counts its spend, and returns the rest of its escrow once it closed. */
+  readonly budget?: { readonly limit?: number; readonly spent: number };
 }
 
 export interface OrchestratorChildView {
@@ -645,6 +662,8 @@ export interface OrchestratorStatusView {
   /** Routing changes proposed and waiting for a user's confirmation token. */
   readonly proposals: readonly { readonly token: string; readonly childId: string; readonly change: RoutingChange; readonly confirmedBy?: string }[];
   readonly runIndex: number;
+  /** Tokens spent by the orchestrator and its children, what its open children hold (escrowed), what remains. */
+  readonly budget?: BudgetView;
 }
 
 export const messageUpdate = defineUpdate<MessageResult, [MessageInput]>('message');
@@ -654,6 +673,70 @@ export const orchestratorStatusQuery = defineQuery<OrchestratorStatusView>('stat
 /** The settings the running orchestrator was started with (carried across continue-as-new). */
 export const orchestratorStartQuery = defineQuery<StartOrchestratorInput>('start');
 export const rosterQuery = defineQuery<string>('roster');
+
+// Token budgets (issue 22) ------------------------------------------------------------------------------------
+
+/**
+ * A budget as status shows it. Tokens are what the model reported; a call that reported none counts at its
+ * reservation (the request's UTF-8 bytes plus its max output tokens).
+ */
+export interface BudgetView {
+  /** The cap; absent when there is none (spend is counted all the same). */
+  readonly limit?: number;
+  /** Tokens spent: this workflow's model calls, and (a parent) its children's. */
+  readonly spent: number;
+  /** A parent's open children's budgets not yet spent: carved out of this one, returned when a child closes. */
+  readonly escrowed?: number;
+  /** limit − spent − escrowed: what the next model call or child budget may take. */
+  readonly remaining?: number;
+  /** A model call was refused for want of budget: queued tasks wait until the limit is raised (`setBudget`). */
+  readonly exhausted?: boolean;
+  /** The parent (workflow id) this budget was carved from. */
+  readonly fundedBy?: string;
+}
+
+export interface SetBudgetInput {
+  /** The new limit in tokens: at least what was spent; a budget carved from a parent can only grow (from it). */
+  readonly limit: number;
+  /** Idempotency key: a repeat with the same id changes nothing again. */
+  readonly requestId: string;
+}
+
+/** A parent carves a child's raise out of its own budget (sent by the child's `setBudget`, through an activity). */
+export interface FundChildInput {
+  readonly childId: string;
+  /** The child's new limit (absolute): the parent's escrow grows by the difference. */
+  readonly limit: number;
+  readonly requestId: string;
+}
+
+export const setBudgetUpdate = defineUpdate<BudgetView, [SetBudgetInput]>('setBudget');
+export const fundChildUpdate = defineUpdate<BudgetView, [FundChildInput]>('fundChild');
+
+/** Why `value` cannot be a token budget, if it cannot. */
+export function budgetTokensProblem(value: unknown, field = 'budgetTokens'): Problem | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1)
+    return { code: 'invalid_input', message: `${field} must be a positive integer (tokens)` };
+  return undefined;
+}
+
+export function setBudgetProblem(input: unknown): Problem | undefined {
+  if (typeof input !== 'object' || input === null) return { code: 'invalid_input', message: 'setBudget takes { limit, requestId }' };
+  const i = input as Record<string, unknown>;
+  if (i.limit === undefined) return { code: 'invalid_input', message: 'limit must be a positive integer (tokens)' };
+  return (
+    budgetTokensProblem(i.limit, 'limit') ??
+    (i.requestId === undefined ? { code: 'invalid_input', message: 'setBudget needs a requestId' } : requestIdProblem(i.requestId))
+  );
+}
+
+export function fundChildProblem(input: unknown): Problem | undefined {
+  const problem = setBudgetProblem(input);
+  if (problem) return problem;
+  const childId = (input as Record<string, unknown>).childId;
+  return typeof childId === 'string' && childId !== '' ? undefined : { code: 'invalid_input', message: 'fundChild needs the childId' };
+}
 
 export function messageProblem(input: unknown): Problem | undefined {
   if (typeof input !== 'object' || input === null) return { code: 'invalid_input', message: 'message needs an object { text }' };
@@ -695,6 +778,8 @@ export interface StartTeamInput {
   readonly model?: ModelSpec;
   readonly memberModel?: ModelSpec;
   readonly limits?: Partial<SessionLimits>;
+  /** Tokens the Coordinator and all Members may spend together (Members' budgets are carved from it). */
+  readonly budgetTokens?: number;
   /** Handoff SLO and timeout in milliseconds (durable timers; defaults 5 000 and 10 000). */
   readonly handoff?: { readonly sloMs?: number; readonly timeoutMs?: number };
   /**
@@ -813,6 +898,8 @@ export interface TaskExecutionInput {
   readonly repo: string;
   readonly host: string;
   readonly model?: ModelSpec;
+  /** The Member's session budget carved from the team's, when this dispatch creates the session. */
+  readonly budgetTokens?: number;
 }
 
 /** How an execution ended, as it tells its team (and returns). */
@@ -928,6 +1015,8 @@ export interface TeamStatusView {
    * before that turn ends: certificate → summary → turn terminal → idle (`delivered`).
    */
   readonly summary?: { readonly certificateId: string; readonly turn: number; readonly text: string };
+  /** Tokens spent by the Coordinator and the Members, what the Members' budgets still hold (escrowed), what remains. */
+  readonly budget?: BudgetView;
 }
 
 export interface ReceiptView {

@@ -29,6 +29,8 @@ export type SessionCall =
       readonly completion: Completion;
       /** Where the child's conversation starts: this orchestrator's conversation (`includeContext`), a handoff, or (absent) nothing. */
       readonly context?: { readonly kind: 'conversation' } | { readonly kind: 'handoff'; readonly text: string };
+      /** Tokens carved from the orchestrator's budget for the child (a default share when absent). */
+      readonly budgetTokens?: number;
     }
   | { readonly operation: 'send'; readonly sessionID: string; readonly task: string }
   | { readonly operation: 'list' }
@@ -76,7 +78,20 @@ export interface OrchestratorActivities {
     host: string;
     parent: string;
     model?: ModelSpec;
+    /** The child's budget: its own, or carved from the parent's (`fundedBy`, which funds its raises too). */
+    budgetTokens?: number;
+    fundedBy?: string;
   }): Promise<DispatchResult>;
+  /**
+   * A child's budget raise, carved from the parent that funds it (its `fundChild` update): the parent's refusal
+   * (`budget_insufficient`, …) comes back as a result, not a failure.
+   */
+  fundFromParent(input: {
+    parent: string;
+    childId: string;
+    limit: number;
+    requestId: string;
+  }): Promise<{ ok: true } | { ok: false; code: string; message: string }>;
   /** Sends the call's task to a child; the request id makes a retry dispatch once. */
   sendToChild(input: { ref: CallRef; childId: string; requestId: string; from: string }): Promise<DispatchResult>;
   /**

@@ -25,6 +25,11 @@ import {
   type VerificationView as VerificationViewType,
   type VerifyTeamInput as VerifyTeamInputType,
   type VerifyTeamResult as VerifyTeamResultType,
+  type BudgetView as BudgetViewType,
+  type FundChildInput as FundChildInputType,
+  type SetBudgetInput as SetBudgetInputType,
+  fundChildUpdate,
+  setBudgetUpdate,
   type CancelInput as CancelInputType,
   type CancelTaskInput as CancelTaskInputType,
   type CancelTaskResult as CancelTaskResultType,
@@ -186,6 +191,10 @@ export const SessionLimits = agrees<SessionLimitsType>()(
       maxQueuedTasks: limit('maxQueuedTasks', 'tasks waiting at most; beyond it a send is refused with queue_full'),
       historyBudgetBytes: limit('historyBudgetBytes', 'history bytes one run may reach before sends are refused with queue_full'),
       contextChars: limit('contextChars', 'characters of conversation a model request carries at most'),
+      maxOutputTokens: limit(
+        'maxOutputTokens',
+        "tokens one model call may produce: sent as max_tokens when there is a budget, and part of each call's reservation",
+      ).optional(),
     }),
   ),
 );
@@ -199,7 +208,7 @@ export const TurnRef = agrees<TurnRefType>()(
       turn: z.number().int(),
       turnId: z.string().optional(),
       taskId: z.string(),
-      outcome: z.enum(['finished', 'step_limit', 'failed', 'cancelled']),
+      outcome: z.enum(['finished', 'step_limit', 'failed', 'cancelled', 'budget_exhausted']),
       steps: z.number().int(),
       toolCalls: z.number().int(),
       finalExcerpt: z.string().optional().describe("the model's final text, cut short"),
@@ -236,11 +245,46 @@ export const ChildTurnEnded = agrees<ChildTurnEndedType>()(
       queued: z.number().int(),
       closed: z.boolean().optional(),
       error: codedError.optional().describe("a failed turn's or session's typed code and message"),
+      budget: z
+        .strictObject({ limit: z.number().int().optional(), spent: z.number().int() })
+        .optional()
+        .describe("the child's budget: its funding parent counts the spend, and returns the unspent escrow once it closed"),
     }),
   ),
 );
 
 // Sessions --------------------------------------------------------------------------------------------------
+
+const budgetTokens = (what: string) => z.number().int().min(1).max(Number.MAX_SAFE_INTEGER).describe(what);
+
+export const BudgetView = agrees<BudgetViewType>()(
+  named(
+    'BudgetView',
+    'A token budget: tokens spent (a model that reports no usage counts at its reservation), the limit, what open children hold (escrowed), what remains.',
+    z.strictObject({
+      limit: z.number().int().optional().describe('absent when there is no cap (spend is counted all the same)'),
+      spent: z.number().int().describe("this workflow's model calls, and a parent's children's"),
+      escrowed: z.number().int().optional().describe("a parent: its open children's budgets not yet spent, returned when they close"),
+      remaining: z.number().int().optional().describe('limit - spent - escrowed'),
+      exhausted: z.boolean().optional().describe('a model call was refused for want of budget: queued tasks wait for setBudget'),
+      fundedBy: z.string().optional().describe('the parent workflow this budget was carved from'),
+    }),
+  ),
+);
+export const SetBudgetInput = agrees<SetBudgetInputType>()(
+  named(
+    'SetBudgetInput',
+    "The 'setBudget' update: a session's new token limit (a budget carved from a parent only grows, carved from the parent).",
+    z.object({ limit: budgetTokens('the new limit, at least what is spent'), requestId }),
+  ),
+);
+export const FundChildInput = agrees<FundChildInputType>()(
+  named(
+    'FundChildInput',
+    "The 'fundChild' update: a child's raise carved from its parent's budget (sent by the child's setBudget).",
+    z.object({ childId: z.string(), limit: budgetTokens("the child's new limit"), requestId }),
+  ),
+);
 
 const taskState = z.enum(['queued', 'running', 'done', 'failed', 'cancelled']);
 
@@ -268,6 +312,8 @@ export const CreateSessionInput = agrees<CreateSessionInputType>()(
       team: TeamMembership.optional(),
       model: ModelSpec.optional(),
       limits: limitsGiven.optional(),
+      budgetTokens: budgetTokens("tokens the session may spend on model calls (the worker's ORCHARD_DEFAULT_BUDGET_TOKENS when absent)").optional(),
+      fundedBy: z.string().optional().describe('the orchestrator or team whose budget this one was carved from (set by it)'),
       task: taskText('a first task, queued before the worktree exists').optional(),
       requestId: requestId
         .optional()
@@ -408,6 +454,7 @@ export const SessionStatusView = agrees<SessionStatusViewType>()(
       recentTasks: z.array(TaskRecord).optional(),
       refusedSignals: z.strictObject({ count: z.number().int(), recent: z.array(RefusedSend) }).optional(),
       limits: SessionLimits.optional(),
+      budget: BudgetView.optional(),
     }),
   ),
 );
@@ -442,6 +489,7 @@ export const StartOrchestratorInput = agrees<StartOrchestratorInputType>()(
       model: ModelSpec.optional().describe("the orchestrator's own model"),
       childModel: ModelSpec.optional().describe("its children's model"),
       limits: limitsGiven.optional(),
+      budgetTokens: budgetTokens('tokens the orchestrator and all its children may spend together').optional(),
     }),
   ),
 );
@@ -532,6 +580,7 @@ export const OrchestratorStatusView = agrees<OrchestratorStatusViewType>()(
       groups: z.array(CompletionGroupView),
       proposals: z.array(z.strictObject({ token: z.string(), childId: z.string(), change: RoutingChange, confirmedBy: z.string().optional() })),
       runIndex: z.number().int(),
+      budget: BudgetView.optional(),
     }),
   ),
 );
@@ -565,6 +614,7 @@ export const StartTeamInput = agrees<StartTeamInputType>()(
       model: ModelSpec.optional().describe("the Coordinator's model"),
       memberModel: ModelSpec.optional().describe("the Members' model"),
       limits: limitsGiven.optional(),
+      budgetTokens: budgetTokens('tokens the Coordinator and all Members may spend together').optional(),
       handoff: z
         .strictObject({ sloMs: z.number().int().min(1).max(MAX_HANDOFF_MS).optional(), timeoutMs: z.number().int().min(1).max(MAX_HANDOFF_MS).optional() })
         .optional()
@@ -754,7 +804,7 @@ const CoordinatorTurnView = agrees<CoordinatorTurnViewType>()(
       turnId: z.string(),
       startRevision: z.number().int(),
       endRevision: z.number().int(),
-      outcome: z.enum(['finished', 'step_limit', 'failed', 'cancelled', 'waiting_for_org_event']),
+      outcome: z.enum(['finished', 'step_limit', 'failed', 'cancelled', 'budget_exhausted', 'waiting_for_org_event']),
       modelCalls: z.number().int(),
       toolCalls: z.number().int(),
       finalExcerpt: z.string().optional(),
@@ -802,6 +852,7 @@ export const TeamStatusView = agrees<TeamStatusViewType>()(
         .optional(),
       verification: VerificationView.optional().describe('the newest run of the verify command at completion'),
       summary: z.strictObject({ certificateId: z.string(), turn: z.number().int(), text: z.string() }).optional(),
+      budget: BudgetView.optional(),
     }),
   ),
 );
@@ -822,6 +873,7 @@ export const TaskExecutionInput = agrees<TaskExecutionInputType>()(
       repo: z.string(),
       host: z.string(),
       model: ModelSpec.optional(),
+      budgetTokens: budgetTokens("the Member's session budget carved from the team's").optional(),
     }),
   ),
 );
@@ -940,6 +992,11 @@ export const WORKFLOWS: readonly WorkflowSchema[] = [
         description: 'Closes the session: the running turn is cancelled, queued tasks never run.',
       }),
       update(resolveHoldUpdate, { input: ResolveHoldInput, result: ResolveHoldResult, description: "Resolves an isolated child's verification hold." }),
+      update(setBudgetUpdate, {
+        input: SetBudgetInput,
+        result: BudgetView,
+        description: "Raises or sets the session's token budget; queued tasks waiting for budget run.",
+      }),
       query(statusQuery, { result: SessionStatusView, description: 'The session: status, current task, queue, task records, limits.' }),
       query(transcriptRefsQuery, { result: TranscriptRefs, description: 'The execution id and turn refs its transcript rows are keyed by.' }),
     ],
@@ -958,6 +1015,16 @@ export const WORKFLOWS: readonly WorkflowSchema[] = [
       query(orchestratorStatusQuery, { result: OrchestratorStatusView, description: 'The ledger of children, the turns and the queue.' }),
       query(rosterQuery, { result: RosterText, description: 'The exact roster text the model gets now.' }),
       query(orchestratorStartQuery, { result: StartOrchestratorInput, description: 'The settings it was started with.' }),
+      update(fundChildUpdate, {
+        input: FundChildInput,
+        result: BudgetView,
+        description: "Carves a child's budget raise from the orchestrator's (sent by the child).",
+      }),
+      update(setBudgetUpdate, {
+        input: SetBudgetInput,
+        result: BudgetView,
+        description: "Raises or sets the orchestrator's token budget; messages that waited for budget run.",
+      }),
     ],
   },
   {
@@ -1010,6 +1077,16 @@ export const WORKFLOWS: readonly WorkflowSchema[] = [
         description: 'Revisions, members, executions, Coordinator turns, replies, refusals, receipts, certificate.',
       }),
       query(teamStartQuery, { result: StartTeamInput, description: 'The settings it was started with.' }),
+      update(fundChildUpdate, {
+        input: FundChildInput,
+        result: BudgetView,
+        description: "Carves a Member session's budget raise from the team's (sent by the session).",
+      }),
+      update(setBudgetUpdate, {
+        input: SetBudgetInput,
+        result: BudgetView,
+        description: "Raises or sets the team's token budget; work that waited for budget goes on.",
+      }),
     ],
   },
   {

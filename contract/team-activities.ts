@@ -130,6 +130,8 @@ export interface TeamActivities {
     host: string;
     parent: string;
     model?: ModelSpec;
+    /** The Member's session budget carved from the team's (applies when this dispatch creates the session). */
+    budgetTokens?: number;
   }): Promise<{ revision: number; sessionId: string; sessionTaskId?: string }>;
   /** The fence transaction of a reassign: committed before the old execution is asked to yield. */
   fenceHandoff(input: {

@@ -6,7 +6,7 @@
  * activities match on. Whether a team's run or a lease holder is alive reaches host activities as functions of their
  * own (`teamLiveness`, `holderLiveness` in their deps).
  */
-import type { CreateSessionRequest, CreateSessionResult, SendInput, SendResult, SessionStatusView } from './messages';
+import type { BudgetView, CreateSessionRequest, CreateSessionResult, FundChildInput, SendInput, SendResult, SessionStatusView } from './messages';
 
 /** A session's execution chain: the run id it started with (a lease holder names it). */
 export interface ChainOptions {
@@ -34,6 +34,8 @@ export interface TemporalPort {
   sessionLiveness(sessionId: string, options?: ChainOptions): Promise<SessionLiveness>;
   /** Resolves once the team's run chain has closed, however it closed, with how; ended early by `signal`. */
   teamClosed(teamId: string, signal: AbortSignal): Promise<string>;
+  /** Asks a parent (orchestrator or team workflow id) to carve a child's raise from its budget (`fundChild`). */
+  fundChild(parentWorkflowId: string, input: FundChildInput): Promise<BudgetView>;
   /** Binds `signal` to every Temporal call `work` makes: a cancelled activity abandons what it waits on. */
   withAbortSignal<T>(signal: AbortSignal, work: () => Promise<T>): Promise<T>;
 }

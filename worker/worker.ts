@@ -8,7 +8,7 @@ import type { TeamActivityHooks } from '../activities/team';
 import type { ModelProvider } from '../activities/model/types';
 import { describeSweep, sweepHost, type ReapOptions } from '../activities/bash/reaper';
 import { hostTaskQueue } from '../contract/messages';
-import { limitsFromEnv } from '../activities/limits';
+import { defaultBudgetFromEnv, limitsFromEnv } from '../activities/limits';
 import { DEFAULT_SHUTDOWN_GRACE_SECONDS } from './config';
 import { holderLivenessFrom } from './holder-liveness';
 import { OrchardClient } from '../client/client';
@@ -101,6 +101,7 @@ export async function createOrchardWorkers(options: OrchardWorkerOptions): Promi
   const hostQueue = hostTaskQueue(options.hostId);
   // Session defaults from the environment are read when sessions start; a bad value stops the worker here, at once.
   limitsFromEnv(options.env ?? process.env);
+  defaultBudgetFromEnv(options.env ?? process.env);
   // A worker that died (kill -9, OOM) left its commands running in their worktrees: reap them before this host
   // takes any work. Groups that cannot be verified dead stay open and keep their worktrees blocked.
   const sweep = await sweepHost(options.pool, options.hostId, options.reap);

@@ -3,7 +3,7 @@
  * history): Markdown built from the workflow's own view, every user- or agent-written piece escaped (./markdown.ts).
  * Pure, so a unit test parses exactly what a workflow publishes.
  */
-import type { OrchestratorStatusView, SessionStatusView, TaskExecutionInput, TeamStatusView, TurnRef } from '../contract/messages';
+import type { BudgetView, OrchestratorStatusView, SessionStatusView, TaskExecutionInput, TeamStatusView, TurnRef } from '../contract/messages';
 import { mdBlocks, mdCode, mdTable, mdText } from '../contract/markdown';
 import type { LedgerChild } from './orchestrator/ledger';
 import { routableChildren } from './orchestrator/roster';
@@ -25,6 +25,14 @@ function lastTurnBlocks(label: string, turn: TurnRef | undefined): string[] {
   ];
 }
 
+/** Tokens spent, and against a budget the limit, escrow and what remains. */
+function budgetLine(budget: BudgetView | undefined): string | undefined {
+  if (!budget || (budget.limit === undefined && budget.spent === 0)) return undefined;
+  if (budget.limit === undefined) return `tokens: ${budget.spent} spent (no budget)`;
+  const escrow = budget.escrowed !== undefined ? ` · ${budget.escrowed} escrowed` : '';
+  return `budget: ${budget.spent} of ${budget.limit} spent${escrow} · ${budget.remaining ?? 0} remaining${budget.exhausted ? ' · **exhausted**: raise it (`setBudget`) to go on' : ''}`;
+}
+
 /** How many rows a table left out, as a line under it. */
 function omitted(total: number, shown: number, what: string): string | undefined {
   return total > shown ? `(${total - shown} older ${what} not shown; the status query has them)` : undefined;
@@ -41,6 +49,7 @@ export function sessionDetails(view: SessionStatusView): string {
     ...lastTurnBlocks('turn', view.lastTurn),
     tasks && `tasks: ${tasks.done} done · ${tasks.failed} failed · ${tasks.cancelled} cancelled · ${tasks.queued} queued`,
     view.refusedSignals?.count ? `refused signalled sends: ${view.refusedSignals.count}` : undefined,
+    budgetLine(view.budget),
     view.error && `**error**: ${failure(view.error)}`,
   ]);
 }
@@ -64,6 +73,7 @@ export function orchestratorDetails(view: OrchestratorStatusView, ledger: readon
     omitted(children.length, shown.length, 'children'),
     ...lastTurnBlocks('turn', view.lastTurn),
     view.refusedSignals ? `refused signalled messages: ${view.refusedSignals}` : undefined,
+    budgetLine(view.budget),
   ]);
 }
 
@@ -124,6 +134,7 @@ export function teamDetails(view: TeamStatusView, turnsCompleted: number): strin
     ),
     view.refusals.length > 0 && `refused Coordinator tool calls: ${view.refusals.length}`,
     view.refusedSignals ? `refused signalled messages: ${view.refusedSignals}` : undefined,
+    budgetLine(view.budget),
   ]);
 }
 

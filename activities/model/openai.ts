@@ -96,14 +96,24 @@ function parseChatCompletion(body: string, requestedModel: string): ModelRespons
     content: choice.message.content ?? null,
     ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}),
   };
-  const promptTokens = usage?.prompt_tokens ?? 0;
-  const completionTokens = usage?.completion_tokens ?? 0;
   return {
     message,
     finishReason: choice.finish_reason ?? (toolCalls.length > 0 ? 'tool_calls' : 'stop'),
-    usage: { promptTokens, completionTokens, totalTokens: usage?.total_tokens ?? promptTokens + completionTokens },
+    usage: usageOf(usage),
     model: model ?? requestedModel,
   };
+}
+
+/**
+ * The usage a server reported, or undefined when it reported none: a total, or both parts. A missing count is never
+ * read as 0 (the call would then cost nothing against a budget): the caller charges the call's reservation instead.
+ */
+function usageOf(usage: { prompt_tokens?: number; completion_tokens?: number; total_tokens?: number } | null | undefined): ModelResponse['usage'] {
+  const prompt = usage?.prompt_tokens;
+  const completion = usage?.completion_tokens;
+  const total = usage?.total_tokens ?? (prompt !== undefined && completion !== undefined ? prompt + completion : undefined);
+  if (total === undefined) return undefined;
+  return { promptTokens: prompt ?? 0, completionTokens: completion ?? 0, totalTokens: total };
 }
 
 function malformed(what: string): ModelError {
@@ -151,6 +161,7 @@ export class OpenAICompatibleProvider implements ModelProvider {
     const body: ChatCompletionCreateParamsNonStreaming = {
       model,
       messages: request.messages,
+      ...(request.maxTokens !== undefined ? { max_tokens: request.maxTokens } : {}),
       ...(request.tools.length > 0
         ? {
             tools: request.tools.map((tool) => ({

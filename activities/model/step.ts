@@ -3,17 +3,18 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Pool } from 'pg';
 import { orchardFailure } from '../../contract/errors';
-import type { ModelSpec } from '../../contract/messages';
 import { TOOL_PROFILES } from '../../workflows/tools';
 import type { ToolProfile } from '../../contract/tools';
 import { turnKeyOf, type TurnKey } from '../store/keys';
 import { markTaskRunning, taskText } from '../store/tasks';
 import { appendEntry, findAssistantMessage, loadConversation } from '../store/transcript';
-import { recordModelCall } from '../store/usage';
+import { recordModelCall, recordedCharge } from '../store/usage';
 import { metrics } from '../metrics';
 import { promptFor } from './prompt';
 import type { ModelStepInput, ModelStepResult } from '../../contract/activities';
-import { ModelError, type AssistantMessage, type ModelProvider, type ToolCall } from './types';
+import { ModelError, type AssistantMessage, type ModelProvider, type ModelRequest, type ToolCall } from './types';
+import { reservationOf } from './reservation';
+import { DEFAULT_LIMITS, type ModelSpec } from '../../contract/messages';
 
 export type ProviderResolver = (spec: ModelSpec) => Promise<ModelProvider>;
 
@@ -30,10 +31,19 @@ const HEARTBEAT_MS = 1000;
 export async function modelStep(pool: Pool, resolve: ProviderResolver, input: ModelStepInput): Promise<ModelStepResult> {
   const key = turnKeyOf(input);
   const recorded = await findAssistantMessage(pool, key.turnId, input.step);
-  if (recorded) return summarize(recorded, input.profile);
+  if (recorded) return withCharge(summarize(recorded, input.profile), await recordedCharge(pool, key.turnId, input.step));
   if (input.taskId !== undefined) await openTurn(pool, key, input.taskId);
 
   const { messages: history, omittedTurns, startingMessages } = await loadConversation(pool, key, input.contextChars);
+  const request: ModelRequest = {
+    messages: [{ role: 'system', content: promptFor(input.profile)({ ...input.context, omittedTurns }) }, ...history],
+    tools: TOOL_PROFILES[input.profile],
+    ...(startingMessages > 0 ? { startingMessages } : {}),
+    ...(input.budget ? { maxTokens: input.budget.maxOutputTokens } : {}),
+  };
+  // Reserved before it is sent: a call that could pass the budget is not sent at all (the caller ends its turn).
+  const reserved = reservationOf(request, input.budget?.maxOutputTokens ?? DEFAULT_LIMITS.maxOutputTokens!);
+  if (input.budget && reserved > input.budget.remaining) return { toolCalls: [], refused: { reserved, remaining: input.budget.remaining } };
   let provider: ModelProvider;
   try {
     provider = await resolve(input.model);
@@ -48,28 +58,31 @@ export async function modelStep(pool: Pool, resolve: ProviderResolver, input: Mo
   const started = performance.now();
   let response;
   try {
-    response = await provider.complete(
-      {
-        messages: [{ role: 'system', content: promptFor(input.profile)({ ...input.context, omittedTurns }) }, ...history],
-        tools: TOOL_PROFILES[input.profile],
-        ...(startingMessages > 0 ? { startingMessages } : {}),
-      },
-      context.cancellationSignal,
-    );
+    response = await provider.complete(request, context.cancellationSignal);
   } catch (err) {
     throw toFailure(err);
   } finally {
     clearInterval(beat);
   }
   const message = withUniqueCallIds(response.message);
+  // The charge is stored before the answer: a retry that finds the answer finds what it cost.
+  const recordedNow = await recordModelCall(
+    pool,
+    { ...key, step: input.step, provider: provider.name, latencyMs: performance.now() - started, reserved },
+    response,
+  );
   await appendEntry(pool, { ...key, step: input.step, ordinal: 0 }, message);
-  const recordedNow = await recordModelCall(pool, { ...key, step: input.step, provider: provider.name, latencyMs: performance.now() - started }, response);
   if (recordedNow) {
     metrics.modelTokens(input.profile, response.usage);
     if (input.profile === 'coordinator' && input.progressed !== undefined && !message.tool_calls?.length) metrics.coordinatorTurnEnded(input.progressed);
   }
-  // Return what stands in the store: if a concurrent attempt won the insert, its answer is the answer.
-  return summarize((await findAssistantMessage(pool, key.turnId, input.step)) ?? message, input.profile);
+  // Return what stands in the store: if a concurrent attempt won the insert, its answer (and charge) is the answer.
+  const answer = summarize((await findAssistantMessage(pool, key.turnId, input.step)) ?? message, input.profile);
+  return withCharge(answer, await recordedCharge(pool, key.turnId, input.step));
+}
+
+function withCharge(result: ModelStepResult, usage: ModelStepResult['usage']): ModelStepResult {
+  return usage ? { ...result, usage } : result;
 }
 
 /** The task's text becomes the turn's user message (idempotent), and the task is marked running. */

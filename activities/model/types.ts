@@ -31,13 +31,16 @@ export interface ModelRequest {
    * parent's conversation), not its own turns. Not sent to a provider: the scripted one counts turns without them.
    */
   startingMessages?: number;
+  /** Tokens the answer may have at most (`max_tokens`): set for budgeted callers, whose reservation counts it. */
+  maxTokens?: number;
 }
 
 export interface ModelResponse {
   message: AssistantMessage;
   /** `stop`, `tool_calls`, `length`, … as the provider reported it. */
   finishReason: string;
-  usage: TokenUsage;
+  /** As the provider reported it; absent when it reported none (the call is then charged its reservation). */
+  usage?: TokenUsage;
   /** The model that answered, as reported by the provider. */
   model: string;
 }

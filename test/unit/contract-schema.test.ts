@@ -34,8 +34,14 @@ test('the generated JSON Schema of every kind has a start input, a result and it
   t.deepEqual(
     catalogue.workflows.map((w: any) => [w.workflowType, w.messages.map((m: any) => `${m.kind}:${m.name}`)]),
     [
-      ['childSession', ['update:create', 'update:send', 'signal:send', 'update:cancel', 'update:resolveHold', 'query:status', 'query:transcriptRefs']],
-      ['orchestratorSession', ['update:message', 'signal:message', 'signal:childTurnEnded', 'query:status', 'query:roster', 'query:start']],
+      [
+        'childSession',
+        ['update:create', 'update:send', 'signal:send', 'update:cancel', 'update:resolveHold', 'update:setBudget', 'query:status', 'query:transcriptRefs'],
+      ],
+      [
+        'orchestratorSession',
+        ['update:message', 'signal:message', 'signal:childTurnEnded', 'query:status', 'query:roster', 'query:start', 'update:fundChild', 'update:setBudget'],
+      ],
       [
         'teamRun',
         [
@@ -54,6 +60,8 @@ test('the generated JSON Schema of every kind has a start input, a result and it
           'signal:executionSettled',
           'query:status',
           'query:start',
+          'update:fundChild',
+          'update:setBudget',
         ],
       ],
       ['teamTaskExecution', ['signal:turnEnded', 'query:execution']],

@@ -144,7 +144,7 @@ test('sends the request as Chat Completions and parses tool calls, finish reason
   t.is(response.model, 'served-model');
 });
 
-test('omits tools when there are none, honours the request model, and reports zero usage when absent', async (t) => {
+test('omits tools when there are none, honours the request model, and reports no usage (never zero) when absent', async (t) => {
   const server = await endpoint(t, (_req, res) => {
     const body = completion({ content: 'Done.' });
     delete body.model;
@@ -157,7 +157,8 @@ test('omits tools when there are none, honours the request model, and reports ze
   t.is(body.model, 'override');
   t.is(server.received[0].headers.authorization, undefined, 'a keyless endpoint gets no Authorization header');
   t.deepEqual(response.message, { role: 'assistant', content: 'Done.' });
-  t.deepEqual(response.usage, { promptTokens: 0, completionTokens: 0, totalTokens: 0 });
+  t.is(response.usage, undefined, 'absent usage is not read as 0 tokens: the call is charged its reservation');
+  t.false('max_tokens' in body, 'no output cap is sent unless the caller has one');
   t.is(response.model, 'override');
 });
 

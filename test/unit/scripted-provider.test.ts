@@ -80,9 +80,9 @@ test('turn 1 step 1 answers its tool call with a deterministic id and JSON argum
   });
   t.is(response.finishReason, 'tool_calls');
   t.is(response.model, 'scripted-unit');
-  t.true(response.usage.promptTokens > 0);
-  t.true(response.usage.completionTokens > 0);
-  t.is(response.usage.totalTokens, response.usage.promptTokens + response.usage.completionTokens);
+  t.true(response.usage!.promptTokens > 0);
+  t.true(response.usage!.completionTokens > 0);
+  t.is(response.usage!.totalTokens, response.usage!.promptTokens + response.usage!.completionTokens);
 });
 
 test('the step is the number of assistant messages since the last user message', async (t) => {

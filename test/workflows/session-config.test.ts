@@ -82,7 +82,16 @@ test('every handler of the session workflow carries a description the Web UI sho
   const handlers = [...definitions.queryDefinitions, ...definitions.signalDefinitions, ...definitions.updateDefinitions].filter(
     (d: { name: string }) => !d.name.startsWith('__'),
   );
-  t.deepEqual(handlers.map((d: { name: string }) => d.name).sort(), ['cancel', 'create', 'resolveHold', 'send', 'send', 'status', 'transcriptRefs']);
+  t.deepEqual(handlers.map((d: { name: string }) => d.name).sort(), [
+    'cancel',
+    'create',
+    'resolveHold',
+    'send',
+    'send',
+    'setBudget',
+    'status',
+    'transcriptRefs',
+  ]);
   for (const d of handlers) t.true(typeof d.description === 'string' && d.description.length > 10, d.name);
 });
 

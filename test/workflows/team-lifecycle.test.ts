@@ -284,7 +284,9 @@ const completeVersusLifecycle = test.macro({
     void settle(
       h.script([['org_run_complete', { summary: 'done' }]], {
         before: async () => {
-          const act = () => (life = settle(h.orchard.client.teamLifecycle(h.teamId, action, { reason: 'stop' })));
+          const act = () => {
+            life = settle(h.orchard.client.teamLifecycle(h.teamId, action, { reason: 'stop' }));
+          };
           if (inFlight) setTimeout(act, 1500);
           else act();
         },

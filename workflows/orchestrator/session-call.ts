@@ -31,6 +31,7 @@ const FIELDS = [
   'routingAliases',
   'completionPolicy',
   'completionGroupId',
+  'budgetTokens',
   'notifyOnComplete',
   'triggerTurnOnComplete',
   'includeContext',
@@ -128,6 +129,10 @@ export function parseSessionCall(raw: unknown, options: { caps?: boolean } = {})
       if (tooLong) return { ok: false, code: 'invalid_input', message: `${tooLong}; nothing was created` };
       const completion = completionOf(args);
       if (typeof completion === 'string') return refuse(completion);
+      const budget = args.budgetTokens;
+      if (budget !== undefined && (typeof budget !== 'number' || !Number.isSafeInteger(budget) || budget < 1)) {
+        return refuse('budgetTokens must be a positive integer (tokens carved from your budget for the child)');
+      }
       return ok(
         {
           operation: 'create',
@@ -139,6 +144,7 @@ export function parseSessionCall(raw: unknown, options: { caps?: boolean } = {})
           routingAliases: aliases as string[] | undefined,
           completion,
           ...(context ? { context } : {}),
+          ...(budget !== undefined ? { budgetTokens: budget } : {}),
         },
         repairs,
       );

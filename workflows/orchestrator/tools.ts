@@ -50,6 +50,10 @@ const sessionTool: ToolDefinition = {
               'create: an explicit handoff the child reads before its task (what you learned, decisions, constraints). Never ' +
               'together with includeContext: true (refused context_conflict).',
           },
+          budgetTokens: {
+            type: 'integer',
+            description: 'create: tokens carved from your budget for the child (default: a quarter of what remains; returned when it closes).',
+          },
           notifyOnComplete: { type: 'boolean', description: 'create: accepted; means completionPolicy "each".' },
           triggerTurnOnComplete: { type: 'boolean', description: 'create: accepted; means completionPolicy "each".' },
         },

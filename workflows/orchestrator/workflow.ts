@@ -20,6 +20,7 @@ import { DISPATCH_OPTIONS, MODEL_ACTIVITY_OPTIONS, STORE_LOCAL_OPTIONS, STORE_OP
 import { orchardFailure } from '../../contract/errors';
 import {
   childTurnEndedSignal,
+  DEFAULT_LIMITS,
   messageProblem,
   messageSignal,
   messageUpdate,
@@ -46,6 +47,8 @@ import { Ledger, type CarriedLedger, type ChildResult } from './ledger';
 import { renderRoster } from './roster';
 import { dispatchRequestId } from './session-call';
 import { topicKey } from './topic';
+import { Budget, type CarriedBudget } from '../budget';
+import { registerParentBudget } from '../parent-budget';
 
 /** A message waiting for an orchestrator turn: a user's, or the manifest of child results that arrived. */
 interface QueuedMessage {
@@ -70,6 +73,8 @@ interface CarriedOrchestratorState {
   readonly seenRequests: readonly (readonly [string, string])[];
   readonly turns: readonly TurnRef[];
   readonly deliveries: readonly OrchestratorDelivery[];
+  /** Absent in state carried before budgets. */
+  readonly budget?: CarriedBudget;
 }
 
 /** The input as this code reads it: its carried state is this code's. */
@@ -101,6 +106,8 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
   const deliveries: OrchestratorDelivery[] = [...(carried?.deliveries ?? [])];
   let current: { messageId: string; turn: number } | undefined;
   const limits = resolveLimits(start.limits);
+  // Its own model calls spend from it; each child's budget is carved from it (escrow) and given back when it closes.
+  const budget = new Budget(carried?.budget ?? { limit: start.budgetTokens, spent: 0 });
 
   // Store writes are regular activities: message handlers run beside the main loop, and local activities that
   // overlap are resolved one activation at a time live but together on replay, which reorders the coroutines'
@@ -149,10 +156,12 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
       // the rest of its group.
       const ready = ledger.turnEnded(notice);
       if (ready) pendingResults.push(...ready);
+      budget.childReported(notice);
       publish();
     },
     { description: "A child's turn ended (sent by the child session)." },
   );
+  registerParentBudget(budget, 'orchestrator', () => publish());
   setHandler(orchestratorStatusQuery, () => view(), { description: 'The ledger of children, the turns and the queue.' });
   setHandler(rosterQuery, () => renderRoster(ledger.children), { description: 'The exact roster text the model gets now.' });
   setHandler(orchestratorStartQuery, () => start, { description: 'The settings this orchestrator was started with: repo, host, title, models, limits.' });
@@ -246,7 +255,7 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
   }
 
   /** The next message may start a turn: it is stored (one still being stored holds its place, and the ones behind it). */
-  const nextReady = () => queue.length > 0 && queue[0].stored !== false;
+  const nextReady = () => queue.length > 0 && queue[0].stored !== false && !budget.exhausted;
 
   function view(): OrchestratorStatusView {
     return {
@@ -262,6 +271,7 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
       groups: ledger.groups.map(({ results: _held, ...group }) => group),
       proposals: ledger.proposals.map(({ afterSeq: _seq, ...proposal }) => proposal),
       runIndex,
+      budget: budget.view(true),
     };
   }
 
@@ -365,6 +375,9 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
           if (refused) return `error (completion_group_sealed): ${refused}; no child was created`;
         }
         const childId = `${slugOf(call.title, 'child')}-${uuid4().slice(0, 6)}`;
+        // Its budget is carved out of this one before it exists (escrow): a child this budget cannot fund is not created.
+        const carved = budget.carve(childId, call.budgetTokens);
+        if ('code' in carved) return `error (${carved.code}): ${carved.message}; no child was created`;
         // In the ledger (and its group) before its workflow starts, so a turn end that arrives with the create's
         // own result is counted, not dropped as unknown.
         ledger.add({
@@ -390,25 +403,31 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
             host: start.host,
             parent: info.workflowId,
             model: start.childModel,
+            ...(carved.limit !== undefined ? { budgetTokens: carved.limit } : {}),
+            ...(carved.funded ? { fundedBy: info.workflowId } : {}),
           },
         ]);
         // A create that failed for good (not a typed refusal the activity answers) leaves no phantom `running` row.
         const created = patched('orchestrator-no-phantom-child')
           ? await creating.catch((err: unknown) => {
               ledger.remove(childId);
+              budget.uncarve(childId);
               publish();
               throw err;
             })
           : await creating;
         if (!created.ok) {
           ledger.remove(childId);
+          budget.uncarve(childId);
           return `error (${created.code}): ${created.message}; no child was created`;
         }
         delivered(childId, 'create', created.taskId);
         publish();
         const starts =
           call.context === 'conversation' ? '; it starts from this conversation' : call.context === 'handoff' ? '; your handoff comes before its task' : '';
-        return `created child ${childId} (task ${created.taskId}${starts})\n${dispatchEcho(ledger.children, { childId, brief: call.taskExcerpt })}`;
+        // The model plans its fleet with what is left: a funded child's budget and the remainder are in the result.
+        const funding = carved.funded ? `; budget ${carved.limit} tokens carved from yours, ${budget.remaining} remain` : '';
+        return `created child ${childId} (task ${created.taskId}${starts}${funding})\n${dispatchEcho(ledger.children, { childId, brief: call.taskExcerpt })}`;
       }
     }
   }
@@ -450,8 +469,11 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
             profile: 'orchestrator',
             context: { title: start.title ?? start.orchestratorId, agent: 'orchestrator', worktree: '', branch: '', roster: renderRoster(ledger.children) },
             contextChars: limits.contextChars,
+            ...budget.forCall(limits.maxOutputTokens ?? DEFAULT_LIMITS.maxOutputTokens!),
           },
         ]);
+        const exhausted = budget.settle(answer, `orchard orchestrator budget ${start.orchestratorId} <tokens>`);
+        if (exhausted) return { turn, turnId, taskId: message.messageId, outcome: 'budget_exhausted', steps, toolCalls, error: exhausted };
         if (answer.toolCalls.length === 0) {
           // The activity stripped the scaffolding before cutting the text short (item 9).
           return { turn, turnId, taskId: message.messageId, outcome: 'finished', steps, toolCalls, finalExcerpt: answer.textExcerpt };
@@ -499,6 +521,12 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
     (turnsThisRun > 0 && workflowInfo().historySize >= (limits.historyBudgetBytes * 3) / 4);
 
   publish();
+  // The worker's default budget, for a chain started without one (read once, recorded in history).
+  if (!carried && start.budgetTokens === undefined && patched('budget-default')) {
+    const fallback = await storeActs.resolveDefaultBudget();
+    if (fallback !== null) budget.setLimit(fallback);
+    publish();
+  }
   for (;;) {
     await project();
     await condition(() => nextReady() || (queue.length === 0 && pendingResults.length > 0) || ledger.unprojected.length > 0 || handOver());
@@ -524,6 +552,7 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
           seenRequests,
           turns,
           deliveries,
+          budget: budget.carry(),
         },
       });
     }

@@ -22,6 +22,7 @@ import {
   type TurnRef,
 } from '../../contract/messages';
 import type { CarriedSessionState as CarriedV1 } from './v1/state';
+import { Budget, type CarriedBudget } from '../budget';
 
 export interface QueuedTask {
   readonly taskId: string;
@@ -59,6 +60,8 @@ export interface CarriedSessionState {
   readonly taskCounts: Readonly<Record<TaskState, number>>;
   readonly recentTasks: readonly TaskRecord[];
   readonly refusedSignals: { readonly count: number; readonly recent: readonly RefusedSend[] };
+  /** Absent in state carried before budgets (spend counted from then on, no limit). */
+  readonly budget?: CarriedBudget;
 }
 
 /** The input as this code reads it: its carried state is this code's, or the state a run of the frozen v1 code carried into this one. */
@@ -107,6 +110,8 @@ export class SessionState {
   taskCounts: Record<TaskState, number>;
   recentTasks: TaskRecord[];
   refusedSignals: { count: number; recent: RefusedSend[] };
+  /** Tokens: the limit (if any), what this session spent, whether a call was refused for want of budget. */
+  readonly budget: Budget;
   /** Tasks of a v1 run's carried queue (with their text), stored when this run starts. */
   readonly inherited: NewTask[] = [];
 
@@ -134,6 +139,7 @@ export class SessionState {
       this.taskCounts = { ...carried.taskCounts };
       this.recentTasks = [...carried.recentTasks];
       this.refusedSignals = { count: carried.refusedSignals.count, recent: [...carried.refusedSignals.recent] };
+      this.budget = new Budget(carried.budget ?? { spent: 0 });
       return;
     }
     // A fresh chain, or one that a run of the v1 code continued into this one (its rows are the legacy chain's).
@@ -151,6 +157,7 @@ export class SessionState {
     this.taskCounts = { ...NO_TASKS };
     this.recentTasks = [];
     this.refusedSignals = { count: 0, recent: [] };
+    this.budget = new Budget({ limit: create.budgetTokens, spent: 0, fundedBy: create.fundedBy });
     for (const q of carried?.queue ?? []) this.inherited.push({ taskId: q.taskId, task: q.task, from: q.from });
     for (const q of this.inherited) this.queue.push({ taskId: q.taskId, excerpt: excerpt(q.task), stored: false });
     this.taskCounts.queued = this.queue.length;
@@ -246,6 +253,11 @@ export class SessionState {
     return this.queue[0]?.stored === true;
   }
 
+  /** The next task may start a turn: it is stored, and the budget is not waiting to be raised. */
+  get runnable(): boolean {
+    return this.nextReady && !this.budget.exhausted;
+  }
+
   private positionOf(taskId: string): number {
     const index = this.queue.findIndex((q) => q.taskId === taskId);
     if (index < 0) return 0;
@@ -280,14 +292,15 @@ export class SessionState {
     const excerptText = this.current?.excerpt ?? '';
     this.current = undefined;
     this.taskCounts.running -= 1;
-    if (ref.outcome === 'failed') {
-      // The session stays open: a later send retries with the history intact (a fixed key, a recovered host).
+    if (ref.outcome === 'failed' || ref.outcome === 'budget_exhausted') {
+      // The session stays open: a later send retries with the history intact (a fixed key, a recovered host, a
+      // raised budget).
       this.status = 'failed';
       this.error = ref.error;
     } else if (ref.outcome !== 'cancelled') {
       this.status = this.queue.length > 0 ? 'progressing' : 'idle';
     }
-    const state: TaskState = ref.outcome === 'failed' ? 'failed' : ref.outcome === 'cancelled' ? 'cancelled' : 'done';
+    const state: TaskState = ref.outcome === 'failed' || ref.outcome === 'budget_exhausted' ? 'failed' : ref.outcome === 'cancelled' ? 'cancelled' : 'done';
     return this.recordEnd({
       taskId: ref.taskId,
       state,
@@ -371,6 +384,7 @@ export class SessionState {
       recentTasks: this.recentTasks,
       refusedSignals: this.refusedSignals,
       limits: this.limits,
+      budget: this.budget.view(),
     };
   }
 
@@ -395,6 +409,7 @@ export class SessionState {
       taskCounts: this.taskCounts,
       recentTasks: this.recentTasks,
       refusedSignals: this.refusedSignals,
+      budget: this.budget.carry(),
     };
   }
 }

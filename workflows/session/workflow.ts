@@ -18,11 +18,14 @@ import {
 } from '@temporalio/workflow';
 import type { SearchAttributeUpdatePair } from '@temporalio/common';
 import type { HostActivities, SharedActivities } from '../../contract/activities';
-import { MODEL_ACTIVITY_OPTIONS, STORE_LOCAL_OPTIONS, STORE_OPTIONS, failureOf, hostActivityOptions } from '../activity-options';
+import { DISPATCH_OPTIONS, MODEL_ACTIVITY_OPTIONS, STORE_LOCAL_OPTIONS, STORE_OPTIONS, failureOf, hostActivityOptions } from '../activity-options';
 import { isErrorCode, orchardFailure } from '../../contract/errors';
 import {
   cancelUpdate,
+  DEFAULT_LIMITS,
   resolveHoldUpdate,
+  setBudgetProblem,
+  setBudgetUpdate,
   childTurnEndedSignal,
   createRequestProblem,
   createUpdate,
@@ -83,6 +86,8 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
   const shared = proxyActivities<SharedActivities>({ ...MODEL_ACTIVITY_OPTIONS, summary: 'model call' });
   // A user's hold resolution: one Postgres row.
   const holdActs = proxyActivities<SharedActivities>({ ...STORE_OPTIONS, summary: 'resolve hold' });
+  // A raise carved from the parent: its `fundChild` update, through Temporal.
+  const budgetActs = proxyActivities<SharedActivities>({ ...DISPATCH_OPTIONS, summary: 'budget from parent' });
   // Built once the limits are resolved (they bound the host activities' timeouts).
   let hostActs: ReturnType<typeof activitiesFor> | undefined;
 
@@ -179,6 +184,43 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
       },
     },
   );
+  // One raise at a time: a funded child's raise is carved from its parent (an activity) before the limit moves.
+  let budgetBusy = false;
+  setHandler(
+    setBudgetUpdate,
+    async (input) => {
+      await condition(() => !budgetBusy);
+      if (state.budget.seen(input.requestId)) return state.budget.view();
+      const problem = budgetRefusal(input.limit);
+      if (problem) throw orchardFailure(problem.code, problem.message);
+      budgetBusy = true;
+      try {
+        const raise = state.budget.limit === undefined ? input.limit : input.limit - state.budget.limit;
+        if (state.budget.fundedBy !== undefined && raise > 0) {
+          const funded = await budgetActs.fundFromParent({
+            parent: state.budget.fundedBy,
+            childId: create.sessionId,
+            limit: input.limit,
+            requestId: input.requestId,
+          });
+          if (!funded.ok) throw orchardFailure(isErrorCode(funded.code) ? funded.code : 'budget_insufficient', funded.message);
+        }
+        state.budget.setLimit(input.limit);
+        state.budget.remember(input.requestId);
+        publish();
+        return state.budget.view();
+      } finally {
+        budgetBusy = false;
+      }
+    },
+    {
+      description: "Raises or sets the session's token budget (a budget carved from a parent grows out of the parent's); queued tasks waiting for budget run.",
+      validator: (input) => {
+        const problem = setBudgetProblem(input) ?? (state.budget.seen(input.requestId) ? undefined : budgetRefusal(input.limit));
+        if (problem) throw orchardFailure(problem.code, problem.message);
+      },
+    },
+  );
   setHandler(statusQuery, () => state.view(), { description: 'The session: status, current task, queue, task records, limits.' });
   setHandler(transcriptRefsQuery, () => state.transcriptRefs(), {
     description: 'Turn refs (turn ids) under which the transcript is stored in Postgres.',
@@ -212,6 +254,13 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
         `the starting context was not stored, so nothing was queued: ${failure.message}`,
       );
     }
+  }
+
+  /** Why the budget cannot be set to `limit` now (also read by the validator, so it writes nothing). */
+  function budgetRefusal(limit: number) {
+    if (state.closed || state.closing)
+      return { code: 'session_closed' as const, message: `session ${create.sessionId} is ${state.status}: its budget is final` };
+    return state.budget.setProblem(limit);
   }
 
   /** Why a task of `length` characters cannot be accepted now (also read by validators, so it writes nothing). */
@@ -335,8 +384,11 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
               profile,
               context: { title: create.title, agent: create.agent ?? 'coder', worktree: worktree.path, branch: worktree.branch },
               contextChars: state.limits.contextChars,
+              ...state.budget.forCall(state.limits.maxOutputTokens ?? DEFAULT_LIMITS.maxOutputTokens!),
             },
           ]);
+          const exhausted = state.budget.settle(answer, `orchard session budget ${create.sessionId} <tokens>`);
+          if (exhausted) return ref('budget_exhausted', { error: exhausted });
           if (answer.toolCalls.length === 0) return ref('finished', { finalExcerpt: answer.textExcerpt });
           for (const [index, call] of answer.toolCalls.entries()) {
             // The Web UI names the call (`bash: git status`); its heartbeat details carry the command's recent output.
@@ -395,6 +447,7 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
       excerpt: ref.finalExcerpt && excerpt(ref.finalExcerpt, 280),
       queued: state.queue.length,
       ...(ref.error ? { error: { code: ref.error.code, message: excerpt(ref.error.message, 500) } } : {}),
+      budget: state.budget.report(),
     };
     await CancellationScope.nonCancellable(() => getExternalWorkflowHandle(create.parent!).signal(childTurnEndedSignal, notice)).catch((err: unknown) =>
       log.warn('turn end not delivered to the parent', { parent: create.parent, error: String(err) }),
@@ -452,6 +505,7 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
       queued: 0,
       closed: true,
       ...(error ? { error: { code: error.code, message: excerpt(error.message, 500) } } : {}),
+      budget: state.budget.report(),
     };
     await getExternalWorkflowHandle(create.parent)
       .signal(childTurnEndedSignal, notice)
@@ -474,6 +528,11 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
     if (!isCurrentCarried(input.carried)) {
       // Resolved once per chain and recorded in history: a replay never reads the worker's environment.
       state.limits = await storeActs.resolveSessionLimits(create.limits);
+      // The worker's default budget, for a chain started without one (read once, recorded in history).
+      if (create.budgetTokens === undefined && patched('budget-default')) {
+        const fallback = await storeActs.resolveDefaultBudget();
+        if (fallback !== null) state.budget.setLimit(fallback);
+      }
       const first: NewTask[] = [...state.inherited];
       if (!input.carried && create.task) {
         const { task } = state.reserve({ task: create.task, requestId: create.requestId, from: create.parent });
@@ -521,9 +580,9 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
     for (;;) {
       if (state.status === 'progressing' && state.queue.length === 0 && !state.current) state.status = 'idle';
       publish();
-      await condition(() => state.nextReady || state.cancelRequested !== undefined || shouldContinueAsNew());
+      await condition(() => state.runnable || state.cancelRequested !== undefined || shouldContinueAsNew());
       if (state.cancelRequested) break;
-      if (!state.nextReady) {
+      if (!state.runnable) {
         // Idle with a bound reached: updates in flight finish first; anything they queued is carried over.
         await condition(allHandlersFinished);
         if (state.cancelRequested) break;

@@ -86,6 +86,7 @@ export async function teamTaskExecution(input: TaskExecutionInput): Promise<Task
       host: input.host,
       parent: teamWorkflowId(input.teamId),
       model: input.model,
+      ...(input.budgetTokens !== undefined ? { budgetTokens: input.budgetTokens } : {}),
     });
     sessionTaskId = dispatched.sessionTaskId;
   } catch (err) {

@@ -25,6 +25,8 @@ import type { HostActivities, SharedActivities } from '../../contract/activities
 import type { CallRef } from '../../contract/orchestrator-activities';
 import { DISPATCH_OPTIONS, MODEL_ACTIVITY_OPTIONS, QUIESCENCE_OPTIONS, STORE_OPTIONS, failureOf, hostActivityOptions } from '../activity-options';
 import { isErrorCode, orchardFailure } from '../../contract/errors';
+import { Budget, type CarriedBudget } from '../budget';
+import { registerParentBudget } from '../parent-budget';
 import {
   childTurnEndedSignal,
   DEFAULT_HANDOFF,
@@ -45,6 +47,7 @@ import {
   resolveHandoffUpdate,
   messageProblem,
   resolveLimits,
+  DEFAULT_LIMITS,
   teamFactSignal,
   teamMessageSignal,
   teamMessageUpdate,
@@ -123,6 +126,8 @@ interface CarriedTeamState {
   readonly paused?: { readonly reason: string; readonly eventId: string };
   /** The newest run of the verify command at completion. */
   readonly verification?: VerificationView;
+  /** The team's token budget and its Members' escrow (absent in state carried before budgets). */
+  readonly budget?: CarriedBudget;
 }
 
 /** What a user's team request was answered: a retry with its request id gets the same. */
@@ -236,6 +241,17 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   // collision-free ids, `<team>-<member>` for older ones (openTeam answers the stored ids; the first write wins).
   const memberSessionIds = patched('team-member-session-ids-v2') ? ('v2' as const) : undefined;
   let memberSessions: (readonly [string, string])[] = [...(carried?.memberSessions ?? [])];
+  // The Coordinator spends from it; each Member's session budget is carved from it at its first dispatch (escrow).
+  const budget = new Budget(carried?.budget ?? { limit: start.budgetTokens, spent: 0 });
+  registerParentBudget(budget, 'team', (kind) => {
+    // A raise may let a dispatch that waited for budget start; a Coordinator stopped by its budget is woken by it.
+    resumeDue = true;
+    if (kind === 'limit' && turns.at(-1)?.outcome === 'budget_exhausted') {
+      wake.events.push(`the user raised the token budget to ${budget.limit}: carry on`);
+      dirty = true;
+    }
+    publish();
+  });
   const sessionOf = (memberId: string) => memberSessions.find(([m]) => m === memberId)?.[1] ?? legacyMemberSessionId(start.teamId, memberId);
 
   setHandler(teamMessageUpdate, (message) => accept(message), {
@@ -267,6 +283,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       // A member session's turn ended (or it closed): the main loop forwards it to the member's running execution,
       // whose workflow settles it if it was its task's turn.
       if (!memberIds.some((m) => sessionOf(m) === notice.childId)) return;
+      budget.childReported(notice);
       if (!pendingEnds.some((p) => p.childId === notice.childId && p.turnId === notice.turnId && p.closed === notice.closed)) pendingEnds.push(notice);
       // Forwarded at once, also while a Coordinator turn runs: a member's evidence is committed by its execution's
       // workflow, not held back by a slow model call (the main loop forwards only between turns). Runs recorded
@@ -1194,6 +1211,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       certificate,
       ...(verification ? { verification } : {}),
       summary,
+      budget: budget.view(true),
     };
   }
 
@@ -1245,6 +1263,13 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
         else i++;
         continue;
       }
+      // A Member's session budget is carved at its first dispatch; one the team cannot fund waits for a raise.
+      const carved = budget.limit !== undefined && !budget.holds(sessionOf(next.owner)) ? budget.carve(sessionOf(next.owner)) : undefined;
+      if (carved && 'code' in carved) {
+        budget.exhausted = true;
+        i++;
+        continue;
+      }
       assigned.splice(i, 1);
       const member = members.find((m) => m.memberId === next.owner)!;
       const executionId = uuid4();
@@ -1263,6 +1288,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
             repo: start.repo,
             host: start.host,
             model: start.memberModel,
+            ...(carved?.limit !== undefined ? { budgetTokens: carved.limit } : {}),
           },
         ],
         parentClosePolicy: ParentClosePolicy.ABANDON,
@@ -1364,8 +1390,15 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
             contextChars: limits.contextChars,
             // Whether a final answer now ends the turn finished or waiting_for_org_event (see below): for the metrics.
             progressed: knownRevision !== startRevision || (certificate !== undefined && !certifiedBefore),
+            ...budget.forCall(limits.maxOutputTokens ?? DEFAULT_LIMITS.maxOutputTokens!),
           },
         ]);
+        const exhausted = budget.settle(answer, `orchard team budget ${start.teamId} <tokens>`);
+        if (exhausted) {
+          outcome = 'budget_exhausted';
+          finalExcerpt = exhausted.message;
+          break;
+        }
         if (answer.toolCalls.length === 0) {
           outcome = 'finished';
           finalExcerpt = answer.textExcerpt;
@@ -1482,6 +1515,11 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   for (const r of receipts) {
     if (!r.driven && (r.state === 'requested' || r.state === 'yielding') && patched('team-redrive-receipts')) startDriver(r.receiptId, startClocks());
   }
+  // The worker's default budget, for a chain started without one (read once, recorded in history).
+  if (!carried && start.budgetTokens === undefined && patched('budget-default')) {
+    const fallback = await store.resolveDefaultBudget();
+    if (fallback !== null) budget.setLimit(fallback);
+  }
   publish();
 
   // A run that has done nothing yet never hands over for its size (a budget below a fresh run's history would loop).
@@ -1491,7 +1529,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       workflowInfo().continueAsNewSuggested ||
       (turnsThisRun > 0 && workflowInfo().historySize >= (limits.historyBudgetBytes * 3) / 4));
   // The Coordinator is due: a user message or a new fact, and neither a pause nor an archive in force.
-  const coordinatorDue = () => !paused && !archived && (userReady() || dirty);
+  const coordinatorDue = () => !paused && !archived && !budget.exhausted && (userReady() || dirty);
   for (;;) {
     await condition(() => coordinatorDue() || resumeDue || archiveDone || pendingEnds.length > 0 || pendingSettled.length > 0 || handOver());
     if (archiveDone) break;
@@ -1555,6 +1593,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       answered,
       refusedSignals,
       memberSessions,
+      budget: budget.carry(),
       boardFacts,
       completionRefusedAt,
       paused,

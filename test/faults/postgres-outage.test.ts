@@ -8,7 +8,7 @@ import { memberSessionId } from '../../contract/member-session';
 import { calls, final, fleetModel, lastUserText, session, startFleet } from '../helpers/fleet-model';
 import { completion, stubModel } from '../helpers/model-stub';
 import { keepHistory, makeRepo, startOrchard, testStackEnv, uniqueId, writeScenario } from '../helpers/orchard';
-import { stamps, twoMemberTeam, untilTeam, writerLog } from '../helpers/team';
+import { stamps, twoMemberTeam, untilTeam, writerLog, writerTeamModel } from '../helpers/team';
 import { sharedToxiproxy } from '../helpers/toxiproxy';
 import { waitFor } from '../helpers/wait';
 
@@ -187,7 +187,9 @@ faultTest(
     const began = Date.now();
     const step = (what: string) => t.log(`${((Date.now() - began) / 1000).toFixed(1)} s: ${what}`);
     const pg = await toxiproxy().proxyDatabase(testStackEnv().databaseUrl);
-    const { orchard, teamId, start } = await startTeamThrough(t, pg.url);
+    // The writer must outlast the cut (400 lines, 20 s, would end during a 30 s one and leave nothing to pause).
+    const longWriter = (body: any) => JSON.parse(JSON.stringify(writerTeamModel(body)).replace('seq 1 400', 'seq 1 8000'));
+    const { orchard, teamId, start } = await twoMemberTeam(t, { databaseUrl: pg.url, model: longWriter });
     await start();
     const oldLog = await writerLog(orchard, teamId);
     step('writing; the store goes away');

@@ -70,6 +70,8 @@ export async function startScriptedTeam(
     databaseUrl?: string;
     /** Another Temporal server's `host:port` (the Web UI test's, which serves a UI); the run's server by default. */
     temporalAddress?: string;
+    /** The team's repository (a fresh one by default). */
+    repo?: string;
   },
 ): Promise<TeamHarness> {
   const work = options.work ?? {};
@@ -134,7 +136,7 @@ export async function startScriptedTeam(
     temporalAddress: options.temporalAddress,
   });
   const teamId = uniqueId('team');
-  const repo = makeRepo();
+  const repo = options.repo ?? makeRepo();
   const members = options.members ?? ['implementer', 'reviewer'];
 
   const status = () => orchard.client.teamStatus(teamId);

@@ -1,12 +1,11 @@
 import test from 'ava';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createHash } from 'node:crypto';
 import type { OrchardError } from '../../contract/errors';
 import { teamWorkflowId } from '../../contract/messages';
 import { git, makeRepo, uniqueId } from '../helpers/orchard';
 import { startScriptedTeam, type Call } from '../helpers/team';
-import { OUTSIDE } from '../helpers/confinement-fixtures';
 
 /**
  * Issue 22, deliverable 3: delivery verified by running it. A team started with `verify` runs the command on the
@@ -19,16 +18,17 @@ const create = (taskId: string, owner: string): Call => ['task_create', { taskId
 const COMPLETE: Call = ['org_run_complete', { summary: 'done' }];
 
 test('a failing verify command refuses completion and needs attention; after a Member fixes it, the certificate binds the passing run', async (t) => {
-  // An outside file the command reads (read-only in the sandbox; not under /tmp, which is private there): `verifyTeam`
-  // later sees the world change.
-  mkdirSync(OUTSIDE, { recursive: true });
-  const outside = mkdtempSync(join(OUTSIDE, 'orchard-verify-outside-'));
-  t.teardown(() => rmSync(outside, { recursive: true, force: true }));
-  const command = `cat answer.txt; test -f fixed.txt || { echo "fixed.txt is missing" >&2; exit 1; }; test ! -e ${outside}/broken`;
+  // Something outside the certified tree the command reads, visible read-only in the sandbox: a file in the team
+  // repository's git dir (bound read-only; /tmp and the worker's HOME are private or hidden there, and a CI clone
+  // lives under /tmp). `verifyTeam` later sees the world change.
+  const repo = makeRepo();
+  const flag = join(repo, '.git', 'orchard-test-broken');
+  const command = `cat answer.txt; test -f fixed.txt || { echo "fixed.txt is missing" >&2; exit 1; }; test ! -e ${flag}`;
   const h = await startScriptedTeam(t, {
     plan: [create('a', 'implementer'), ['plan_approve', {}]],
     work: { a: { commit: { 'answer.txt': '42\n' } }, fix: { commit: { 'fixed.txt': 'fixed\n' } } },
     verify: { command, timeoutMs: 60_000 },
+    repo,
   });
   await h.until('ready', (v) => v.candidate === 'ready');
 
@@ -86,7 +86,7 @@ test('a failing verify command refuses completion and needs attention; after a M
   t.is(repeat.run.verificationId, again.run.verificationId);
   t.is(Number((await h.orchard.pool.query(`SELECT count(*) AS n FROM team_verifications WHERE team_id = $1`, [h.teamId])).rows[0].n), 3);
   // The world changed under the certified tree: it no longer passes, and says so.
-  writeFileSync(join(outside, 'broken'), 'x');
+  writeFileSync(flag, 'x');
   const broken = await h.orchard.client.verifyTeam(h.teamId, { requestId: 'v2' });
   t.false(broken.stillPasses);
   t.is(broken.run.exitCode, 1);

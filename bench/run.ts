@@ -11,6 +11,7 @@ import { BRANCH, CORPUS_ENTRIES, WORKTREE } from '../test/unit/guard-corpus';
 import { benchHandoff } from './handoff';
 import { benchVerify } from './verify';
 import { benchCliStart } from './cli-start';
+import { knob, percentile, Report } from './report';
 
 /**
  * `npm run bench`: the guard's decision time over the corpus (warm parser, many rounds) against the cost of
@@ -22,16 +23,38 @@ import { benchCliStart } from './cli-start';
 const GUARD_ROUNDS = Number(process.env.BENCH_GUARD_ROUNDS ?? 40);
 const BASH_ROUNDS = Number(process.env.BENCH_BASH_ROUNDS ?? 2);
 
-function percentile(sorted: readonly number[], p: number): number {
-  if (sorted.length === 0) return NaN;
-  const index = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
-  return sorted[index];
-}
 
 const ms = (ns: bigint) => Number(ns) / 1e6;
 const fmt = (x: number) => (x < 1 ? `${(x * 1000).toFixed(1)} µs` : `${x.toFixed(3)} ms`);
 
+/**
+ * The sections, in the order they run. `BENCH_ONLY=route,scale` runs those alone; `BENCH_SKIP=handoff` leaves some
+ * out. Each adds its figures to the one report, written to bench/results.json at the end.
+ */
+const SECTIONS: Record<string, (report: Report) => Promise<void>> = {
+  commands: benchCommands,
+  cli: async () => {
+    for (const line of await benchCliStart()) console.log(line);
+  },
+  handoff: async () => {
+    if (knob('HANDOFFS', 5) > 0) await benchHandoff();
+  },
+};
+
 async function main(): Promise<void> {
+  const only = (process.env.BENCH_ONLY ?? '').split(',').filter(Boolean);
+  const skip = (process.env.BENCH_SKIP ?? '').split(',').filter(Boolean);
+  for (const name of [...only, ...skip]) if (!(name in SECTIONS)) throw new Error(`bench: no section ${name} (${Object.keys(SECTIONS).join(', ')})`);
+  const report = await Report.open();
+  for (const [name, section] of Object.entries(SECTIONS)) {
+    if ((only.length > 0 && !only.includes(name)) || skip.includes(name)) continue;
+    console.log(`\n== ${name}`);
+    await section(report);
+  }
+  report.write();
+}
+
+async function benchCommands(_report: Report): Promise<void> {
   const started = process.hrtime.bigint();
   const context = { branch: BRANCH, worktree: WORKTREE, isolated: true };
   // NUL cannot be passed in argv, so those commands are left out of both measurements.
@@ -81,9 +104,6 @@ async function main(): Promise<void> {
   await benchSandbox();
   // Layer 3's cost per command: two snapshots of what an isolated child must not change, and their comparison.
   for (const line of await benchVerify()) console.log(line);
-  // The compiled CLI's start time (`orchard --help`, `orchard guard`), beside `node -e 0`.
-  for (const line of await benchCliStart()) console.log(line);
-  if (process.env.BENCH_HANDOFFS !== '0') await benchHandoff();
 }
 
 /**
@@ -179,7 +199,10 @@ async function benchSandbox(): Promise<void> {
   }
 }
 
-main().catch((err: unknown) => {
-  console.error(err);
-  process.exit(1);
-});
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    console.error(err);
+    process.exit(1);
+  },
+);

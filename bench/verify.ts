@@ -3,15 +3,16 @@ import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { compareSnapshots, snapshotProtected, type VerifyLayout } from '../activities/bash/verify';
+import { knob, type Report } from './report';
 
 /**
  * Layer 3's cost per command (activities/bash/verify.ts): two snapshots (before and after) and one comparison, on a
- * small repository and on a large one (2,000 loose refs, 5,000 packed, 10 sibling worktrees). Returns report lines
- * for bench/run.ts; printed, never asserted. The snapshot is synchronous, so its time is also the event loop's stall.
+ * small repository and on a large one (2,000 loose refs, 5,000 packed, 10 sibling worktrees). Figures for the
+ * `commands` section; recorded, never asserted. The snapshot is synchronous, so its time is also the event loop's stall.
  * CPU time (user + system) is printed beside wall time: on a loaded machine it is the steadier figure.
  */
 
-const ROUNDS = Number(process.env.BENCH_VERIFY_ROUNDS ?? 30);
+const ROUNDS = knob('VERIFY_ROUNDS', 30);
 const WARMUP = 3;
 
 const GIT_ENV: NodeJS.ProcessEnv = {
@@ -54,18 +55,11 @@ function buildRepository(dir: string, shape: Shape): VerifyLayout {
   return { commonDir, adminDir: join(commonDir, 'worktrees', 'bench'), worktree: realpathSync(worktree), branch: 'orchard/bench/work' };
 }
 
-function percentile(sorted: readonly number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))];
-}
-
-const fmt = (ms: number) => `${ms.toFixed(2)} ms`;
-
-/** Report lines: snapshot and per-command (two snapshots + compare) p50/p95 for each repository shape. */
-export async function benchVerify(): Promise<string[]> {
-  const lines = [`verify per command (activities/bash/verify.ts, ${ROUNDS} rounds, p50 / p95):`];
+/** Snapshot and per-command (two snapshots + compare) figures for each repository shape. */
+export async function benchVerify(report: Report): Promise<void> {
   const shapes: Array<[string, Shape]> = [
-    ['small (a few refs, 1 worktree)', { loose: 3, packed: 3, siblings: 0 }],
-    ['large (2,000 loose + 5,000 packed refs, 10 sibling worktrees)', { loose: 2000, packed: 5000, siblings: 10 }],
+    ['small repository', { loose: 3, packed: 3, siblings: 0 }],
+    ['large repository (2,000 loose + 5,000 packed refs, 10 sibling worktrees)', { loose: 2000, packed: 5000, siblings: 10 }],
   ];
   for (const [name, shape] of shapes) {
     const dir = mkdtempSync(join(tmpdir(), 'orchard-bench-verify-'));
@@ -93,16 +87,12 @@ export async function benchVerify(): Promise<string[]> {
         entries = Object.keys(before.refs).length + Object.keys(before.files).length;
         bytes = JSON.stringify(before).length;
       }
-      snapshots.sort((a, b) => a - b);
-      commands.sort((a, b) => a - b);
-      cpu.sort((a, b) => a - b);
-      lines.push(
-        `  ${name}: ${entries} entries, ${(bytes / 1024).toFixed(0)} KiB as JSON; snapshot ${fmt(percentile(snapshots, 50))} / ` +
-          `${fmt(percentile(snapshots, 95))} (CPU ${fmt(percentile(cpu, 50))} at p50); per command (2 snapshots + compare) ${fmt(percentile(commands, 50))} / ${fmt(percentile(commands, 95))}`,
-      );
+      const note = `${entries} entries, ${(bytes / 1024).toFixed(0)} KiB as JSON`;
+      report.samples('commands', `verification, ${name}: one snapshot`, snapshots, 'ms', { note });
+      report.samples('commands', `verification, ${name}: one snapshot's CPU time`, cpu);
+      report.samples('commands', `verification, ${name}: per command (2 snapshots + compare)`, commands);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
   }
-  return lines;
 }

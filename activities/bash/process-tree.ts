@@ -331,6 +331,12 @@ export interface ProcessMarks {
   fdLinks?: readonly string[];
   /** An environment entry the command was started with (the runner's per-run marker variable). */
   env?: { name: string; value: string };
+  /**
+   * The command's leader's start (clock ticks after boot, ProcessInfo.startTime): a process started before it cannot
+   * carry its marks — fds and the environment pass only to processes created after it — so it is not read. Without
+   * it every live process is read (each one's environment and every fd link: the costly part of a teardown).
+   */
+  startedSince?: number;
 }
 
 /**
@@ -347,6 +353,7 @@ export async function processesCarrying(marks: ProcessMarks): Promise<ProcessInf
   let scanned = 0;
   for (const p of await listProcesses()) {
     if (p.pid === process.pid || !isLive(p)) continue;
+    if (marks.startedSince !== undefined && p.startTime < marks.startedSince) continue;
     if (++scanned % 32 === 0) await yieldToEventLoop();
     if (envEntry && hasEnvEntry(p.pid, envEntry)) {
       found.push(p);

@@ -386,7 +386,7 @@ async function supervise(input: RunBashInput, run: Run): Promise<RunBashResult> 
 
     // Whatever carries one of the command's marks came from the command, wherever it moved since.
     const fdLinks = [...(tag?.links ?? []), ...outputLinks];
-    track(tracked, await processesCarrying({ fdLinks, env: { name: RUN_MARKER_ENV, value: marker } }));
+    track(tracked, await processesCarrying({ fdLinks, env: { name: RUN_MARKER_ENV, value: marker }, startedSince: leader?.startTime }));
     const { remaining } = await killGroupAndWait(pgid, { ...kill, tracked });
 
     // The leader is in the group, so it has exited by now unless teardown gave up on it.

@@ -322,12 +322,9 @@ export async function resolveSandboxLayout(input: {
   if (path.dirname(adminDir) !== path.join(commonDir, 'worktrees') || backDir !== worktree) {
     throw new Error(`${worktree} is not a linked worktree of ${commonDir} (its .git names ${adminDir})`);
   }
-  const remotes =
-    input.remotes ??
-    (await run('git', ['--git-dir', commonDir, 'remote'], { GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' }))
-      .split('\n')
-      .filter((r) => REMOTE_NAME.test(r) && !r.includes('..'));
-  const localRemotes = await bareLocalRemotes(commonDir, remotes, [commonDir, worktree], input.branch);
+  const listing = await remoteListing(commonDir);
+  const remotes = input.remotes ?? listing.remotes.split('\n').filter((r) => REMOTE_NAME.test(r) && !r.includes('..'));
+  const localRemotes = await bareLocalRemotes(listing.urls, remotes, [commonDir, worktree], input.branch);
   await fs.mkdir(input.tmpDir, { recursive: true, mode: 0o700 });
   const layout: SandboxLayout = {
     commonDir,
@@ -346,16 +343,52 @@ export async function resolveSandboxLayout(input: {
   return layout;
 }
 
+/** What git says about a repository's remotes: `git remote` and the `remote.*.url` entries, as git printed them. */
+interface RemoteListing {
+  readonly remotes: string;
+  readonly urls: string;
+}
+
+/**
+ * The listings by what they depend on: the repository's config files' text and its legacy remote files' names (git
+ * reads nothing else for them here: no system or global config, and a config with an include is never cached).
+ * Every command of every isolated child builds its layout, and asking git costs two process starts; the config
+ * rarely changes, and when it does its text does, so the answer is git's own for that text.
+ */
+const remoteListings = new Map<string, RemoteListing>();
+const REMOTE_LISTINGS_KEPT = 256;
+
+async function remoteListing(commonDir: string): Promise<RemoteListing> {
+  // `git remote` may also name the legacy remotes/ and branches/ files.
+  const [texts, legacy] = await Promise.all([
+    Promise.all(['config', 'config.worktree'].map((f) => fs.readFile(path.join(commonDir, f), 'utf8').catch(() => ''))),
+    Promise.all(['remotes', 'branches'].map((d) => fs.readdir(path.join(commonDir, d)).catch(() => [] as string[]))),
+  ]);
+  const key = [commonDir, ...texts, ...legacy.map((names) => names.sort().join('/'))].join('\0');
+  const cacheable = !texts.some((t) => /\[\s*include/i.test(t));
+  const known = cacheable ? remoteListings.get(key) : undefined;
+  if (known) return known;
+  const env = { GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' };
+  const [remotes, urls] = await Promise.all([
+    run('git', ['--git-dir', commonDir, 'remote'], env),
+    run('git', ['--git-dir', commonDir, 'config', '--get-regexp', '^remote\\..*\\.url$'], env).catch(() => ''),
+  ]);
+  const listing = { remotes, urls };
+  if (cacheable) {
+    if (remoteListings.size >= REMOTE_LISTINGS_KEPT) remoteListings.delete(remoteListings.keys().next().value as string);
+    remoteListings.set(key, listing);
+  }
+  return listing;
+}
+
 /**
  * The remotes among `remotes` whose URL is a bare repository on this disk (an absolute path or `file://`), as real
  * paths; never one that contains or is inside `exclude` (the shared repository, the worktree), nor one that still
  * has the session's branch from before the confined layout (`refs/heads/orchard/<id>` a file, where the session's
  * directory must be: a push there fails either way, as docs/confinement.md says).
  */
-async function bareLocalRemotes(commonDir: string, remotes: readonly string[], exclude: readonly string[], branch: string): Promise<string[]> {
+async function bareLocalRemotes(listed: string, remotes: readonly string[], exclude: readonly string[], branch: string): Promise<string[]> {
   if (remotes.length === 0) return [];
-  const env = { GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' };
-  const listed = await run('git', ['--git-dir', commonDir, 'config', '--get-regexp', '^remote\\..*\\.url$'], env).catch(() => '');
   const inside = (p: string, dir: string) => p === dir || p.startsWith(dir + path.sep);
   const found: string[] = [];
   for (const line of listed.split('\n')) {

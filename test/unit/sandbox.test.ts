@@ -274,6 +274,31 @@ test('resolveSandboxLayout believes a worktree’s .git only when its admin dir 
   await t.throwsAsync(resolveSandboxLayout(input), { message: /not a linked worktree of/ });
 });
 
+test('the layout sees a remote added, renamed or removed between two commands (what git says is remembered only for the same config)', async (t) => {
+  const base = mkdtempSync(path.join(tmpdir(), 'orchard-sandbox-remotes-'));
+  created.push(base);
+  const main = path.join(base, 'repo');
+  git(base, 'init', '--quiet', '-b', 'main', main);
+  git(main, 'commit', '--quiet', '--allow-empty', '-m', 'initial');
+  git(main, 'worktree', 'add', '--quiet', '-b', confinedSessionBranch('c1'), path.join(base, 'c1'));
+  for (const name of ['a.git', 'b.git']) git(base, 'init', '--quiet', '--bare', path.join(base, name));
+  const input = { commonDir: path.join(main, '.git'), worktree: path.join(base, 'c1'), branch: 'orchard/c1/work', tmpDir: path.join(base, 'tmp') };
+  const seen = async () => {
+    const layout = await resolveSandboxLayout(input);
+    return { remotes: [...(layout.remotes ?? [])], localRemotes: (layout.localRemotes ?? []).map((d) => path.basename(d)) };
+  };
+  t.deepEqual(await seen(), { remotes: [], localRemotes: [] });
+  git(main, 'remote', 'add', 'origin', path.join(base, 'a.git'));
+  t.deepEqual(await seen(), { remotes: ['origin'], localRemotes: ['a.git'] });
+  t.deepEqual(await seen(), { remotes: ['origin'], localRemotes: ['a.git'] });
+  git(main, 'remote', 'set-url', 'origin', path.join(base, 'b.git'));
+  t.deepEqual(await seen(), { remotes: ['origin'], localRemotes: ['b.git'] });
+  git(main, 'remote', 'rename', 'origin', 'upstream');
+  t.deepEqual(await seen(), { remotes: ['upstream'], localRemotes: ['b.git'] });
+  git(main, 'remote', 'remove', 'upstream');
+  t.deepEqual(await seen(), { remotes: [], localRemotes: [] });
+});
+
 test('migrateSessionBranch moves orchard/<id> to orchard/<id>/work with its reflog, HEAD, marker and tracking ref', async (t) => {
   const base = mkdtempSync(path.join(tmpdir(), 'orchard-sandbox-migrate-'));
   created.push(base);

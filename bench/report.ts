@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { resolveTemporalCli } from '../worker/temporal-cli';
@@ -137,13 +137,41 @@ export class Report {
     );
   }
 
-  /** Closes the run: load after, `bench/results.json` (or BENCH_RESULTS), the table printed. */
+  /**
+   * Closes the run: load after, `bench/results.json` (or BENCH_RESULTS), the table printed. With BENCH_PUBLISH=1 the
+   * table and environment also replace the latest ones in docs/performance.md (between its bench markers).
+   */
   write(file = process.env.BENCH_RESULTS ?? path.resolve(__dirname, 'results.json')): void {
     this.environment.loadAfter = os.loadavg().map(round2);
     this.environment.finishedAt = new Date().toISOString();
     mkdirSync(path.dirname(file), { recursive: true });
     writeFileSync(file, `${JSON.stringify({ environment: this.environment, figures: this.figures, skipped: this.skipped }, null, 2)}\n`);
     console.log(`\n${this.environmentLine()}\n\n${this.table()}\n\nwritten to ${path.relative(process.cwd(), file) || file}`);
+    if (process.env.BENCH_PUBLISH === '1') console.log(`published to ${this.publish()}`);
+  }
+
+  /** The table in docs/performance.md, between `<!-- bench:begin -->` and `<!-- bench:end -->`. */
+  private publish(doc = path.resolve(__dirname, '..', 'docs', 'performance.md')): string {
+    const text = readFileSync(doc, 'utf8');
+    const [begin, end] = ['<!-- bench:begin -->', '<!-- bench:end -->'];
+    const from = text.indexOf(begin);
+    const to = text.indexOf(end);
+    if (from < 0 || to < from) throw new Error(`${doc} has no ${begin} … ${end} section for the table`);
+    const e = this.environment;
+    const body = [
+      `Measured ${e.startedAt.slice(0, 10)} by \`npm run bench\`${
+        Object.keys(e.knobs).filter((k) => k !== 'BENCH_PUBLISH').length > 0
+          ? ` (${Object.entries(e.knobs)
+              .filter(([k]) => k !== 'BENCH_PUBLISH')
+              .map(([k, v]) => `${k}=${v}`)
+              .join(', ')})`
+          : ''
+      }: ${this.environmentLine()}.`,
+      '',
+      this.table(),
+    ].join('\n');
+    writeFileSync(doc, `${text.slice(0, from + begin.length)}\n${body}\n${text.slice(to)}`);
+    return path.relative(process.cwd(), doc) || doc;
   }
 }
 

@@ -345,13 +345,13 @@ export interface ProcessMarks {
  * the tree (re-parented to init before any snapshot), unless they closed those fds and replaced their
  * environment (`env -i`).
  */
-export async function processesCarrying(marks: ProcessMarks): Promise<ProcessInfo[]> {
+export async function processesCarrying(marks: ProcessMarks, scan?: ProcessInfo[]): Promise<ProcessInfo[]> {
   const links = new Set(marks.fdLinks ?? []);
   const envEntry = marks.env ? Buffer.from(`${marks.env.name}=${marks.env.value}\0`) : undefined;
   if (links.size === 0 && !envEntry) return [];
   const found: ProcessInfo[] = [];
   let scanned = 0;
-  for (const p of await listProcesses()) {
+  for (const p of scan ?? (await listProcesses())) {
     if (p.pid === process.pid || !isLive(p)) continue;
     if (marks.startedSince !== undefined && p.startTime < marks.startedSince) continue;
     if (++scanned % 32 === 0) await yieldToEventLoop();
@@ -447,6 +447,11 @@ export interface KillOptions {
   send?: (target: number, signal: NodeJS.Signals) => void;
   /** Called on every poll, so a caller can heartbeat through a long teardown. */
   onPoll?: () => void;
+  /**
+   * A scan the caller just took, for the first look instead of a new one: a target missing from it cannot appear
+   * later, since only a live target can fork one, and every later look scans again.
+   */
+  scan?: ProcessInfo[];
 }
 
 let ownGroup: { pgid: number; sid: number } | undefined;
@@ -495,9 +500,11 @@ export async function killAndWait(pgids: readonly number[], options: KillOptions
   const deadline = Date.now() + options.timeoutMs;
   const graceEnds = Date.now() + options.graceMs;
 
+  let scan = options.scan;
   const liveTargets = async (): Promise<ProcessInfo[]> => {
     options.onPoll?.();
-    const all = await listProcesses();
+    const all = scan ?? (await listProcesses());
+    scan = undefined;
     // Re-snapshot on every scan: a process forking during the grace period is caught too.
     const members = updateTracked(groups, tracked, all);
     const byPid = new Map(all.map((p) => [p.pid, p]));

@@ -6,6 +6,7 @@ import {
   currentBootId,
   fdLinksSync,
   killGroupAndWait,
+  listProcesses,
   openProcessTag,
   processesCarrying,
   ProcessScanner,
@@ -386,8 +387,10 @@ async function supervise(input: RunBashInput, run: Run): Promise<RunBashResult> 
 
     // Whatever carries one of the command's marks came from the command, wherever it moved since.
     const fdLinks = [...(tag?.links ?? []), ...outputLinks];
-    track(tracked, await processesCarrying({ fdLinks, env: { name: RUN_MARKER_ENV, value: marker }, startedSince: leader?.startTime }));
-    const { remaining } = await killGroupAndWait(pgid, { ...kill, tracked });
+    // One scan serves both: what carries the marks, then the first look of the teardown.
+    const scan = await listProcesses();
+    track(tracked, await processesCarrying({ fdLinks, env: { name: RUN_MARKER_ENV, value: marker }, startedSince: leader?.startTime }, scan));
+    const { remaining } = await killGroupAndWait(pgid, { ...kill, tracked, scan });
 
     // The leader is in the group, so it has exited by now unless teardown gave up on it.
     const exit = await Promise.race([exited, delay(remaining.includes(pgid) ? 0 : kill.timeoutMs)]);

@@ -48,14 +48,14 @@ import {
  * command twice).
  *
  * Knobs: ORCHARD_FUZZ_SEED (replay), ORCHARD_FUZZ_PATH (with the seed: replay only the failing case fast-check
- * printed, with ORCHARD_FUZZ_RUNS=1), ORCHARD_FUZZ_RUNS (cases: 50 by default, about 3 to 6 minutes on a loaded 2-core
- * machine, a case taking 0.5 to 11 s, 31 s when a restart leaves an activity to its heartbeat timeout; thousands on a
+ * printed, with ORCHARD_FUZZ_RUNS=1), ORCHARD_FUZZ_RUNS (cases: 20 by default, one to three minutes on a loaded 2-core
+ * machine (50 took four), a case taking 0.5 to 11 s, 31 s when a restart leaves an activity to its heartbeat timeout; thousands on a
  * quiet machine, with ORCHARD_TEST_DEADLINE_MINUTES raised to match), ORCHARD_FUZZ_MAX_CUT_MS (longest cut, 3000 by
  * default), ORCHARD_FUZZ_SHRINK=1 (shrink a failure: slow, every case takes seconds), ORCHARD_FUZZ_CASE_MS (the bound
  * on one case's calls and wait for quiescence, 150 s). A replay runs the same schedule; how it interleaves with the
  * workers is the machine's, so a race may take a few replays.
  */
-const { seed: SEED, runs: RUNS, maxCutMs: MAX_CUT_MS, path: PATH, caseMs: CASE_MS } = fuzzKnobs('ORCHARD_FUZZ', { runs: 50, caseMs: 150_000 });
+const { seed: SEED, runs: RUNS, maxCutMs: MAX_CUT_MS, path: PATH, caseMs: CASE_MS } = fuzzKnobs('ORCHARD_FUZZ', { runs: 20, caseMs: 150_000 });
 const SHRINK = process.env.ORCHARD_FUZZ_SHRINK === '1';
 
 const embedded = testStackEnv().embedded;

@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { DefaultLogger, bundleWorkflowCode } from '@temporalio/worker';
+import { createPool } from '../activities/store/db';
 import { bootStack, type Stack } from '../worker/stack';
 import { buildCli, describeBuild } from '../scripts/build';
 
@@ -21,9 +22,49 @@ const projectRoot = path.resolve(__dirname, '..');
 const deadlineMinutes = Number(process.env.ORCHARD_TEST_DEADLINE_MINUTES ?? 80);
 const log = (line: string) => console.log(`[test] ${line}`);
 
+/**
+ * With DATABASE_URL (a PostgreSQL server), the run gets a database of its own on that server, created here and
+ * dropped at the end: a run never reads rows an earlier run (or a concurrent one) left, however long the server has
+ * been up. A run that was killed leaves its database; the next run drops those older than a few hours (the name
+ * carries its creation time). ORCHARD_TEST_SAME_DATABASE=1 uses DATABASE_URL's own database instead.
+ */
+const RUN_DATABASE_PREFIX = 'orchard_test_run_';
+const STALE_RUN_DATABASE_MS = 6 * 3600_000;
+
+async function runDatabase(serverUrl: string): Promise<{ url: string; drop: () => Promise<void> }> {
+  const name = `${RUN_DATABASE_PREFIX}${Date.now()}_${process.pid}`;
+  const admin = createPool(serverUrl, { max: 1 });
+  try {
+    const { rows } = await admin.query<{ datname: string }>(`SELECT datname FROM pg_database WHERE datname LIKE $1`, [`${RUN_DATABASE_PREFIX}%`]);
+    for (const { datname } of rows) {
+      const created = Number(datname.slice(RUN_DATABASE_PREFIX.length).split('_')[0]);
+      if (Number.isFinite(created) && Date.now() - created > STALE_RUN_DATABASE_MS) {
+        await admin.query(`DROP DATABASE IF EXISTS "${datname}" WITH (FORCE)`).catch(() => undefined);
+      }
+    }
+    await admin.query(`CREATE DATABASE "${name}"`);
+  } finally {
+    await admin.end();
+  }
+  const url = new URL(serverUrl);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    drop: async () => {
+      const dropper = createPool(serverUrl, { max: 1 });
+      try {
+        await dropper.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+      } finally {
+        await dropper.end();
+      }
+    },
+  };
+}
+
 async function main(): Promise<number> {
   const started = Date.now();
   let stack: Stack | undefined;
+  let database: Awaited<ReturnType<typeof runDatabase>> | undefined;
   let ava: ReturnType<typeof spawn> | undefined;
   let interrupted = false;
   const onSignal = (signal: NodeJS.Signals) => {
@@ -39,6 +80,11 @@ async function main(): Promise<number> {
     log(describeBuild(await buildCli(projectRoot), projectRoot));
     if (interrupted) return 130;
 
+    if (process.env.DATABASE_URL && process.env.ORCHARD_TEST_SAME_DATABASE !== '1') {
+      database = await runDatabase(process.env.DATABASE_URL);
+      process.env.DATABASE_URL = database.url;
+      log(`a database of this run's own: ${new URL(database.url).pathname.slice(1)}`);
+    }
     log('booting the stack…');
     stack = await bootStack({
       projectRoot,
@@ -115,6 +161,7 @@ async function main(): Promise<number> {
       log('stopping the stack…');
       await stack.stop().catch((err: unknown) => log(`stopping the stack failed: ${String(err)}`));
     }
+    if (database) await database.drop().catch((err: unknown) => log(`dropping the run's database failed: ${String(err)}`));
     log(`done in ${Math.round((Date.now() - started) / 1000)}s`);
   }
 }

@@ -74,6 +74,10 @@ export async function startScriptedTeam(
     repo?: string;
   },
 ): Promise<TeamHarness> {
+  // A team test that hangs (an update that never answers, say) fails on its own once it has made no assertion for
+  // this long (ava restarts the timer at each assertion), instead of holding an ava worker until the whole run's
+  // deadline and leaving the files after it unrun.
+  t.timeout(TEAM_TEST_TIMEOUT_MS, 'a team test made no assertion for ORCHARD_TEST_TEAM_TIMEOUT_MS');
   const work = options.work ?? {};
   const gates = new Map<string, Gate & { promise: Promise<void>; arrive(): void }>();
   const gateOf = (taskId: string) => {
@@ -300,6 +304,8 @@ export async function waitingBehind(pool: Pool, pid: number): Promise<number[]> 
  * several teams at once (each member a session, each command sandboxed and verified); a passing wait ends at once.
  */
 export const TEAM_WAIT_MS = 150_000;
+/** How long a team test may go without an assertion (ORCHARD_TEST_TEAM_TIMEOUT_MS): twice the longest wait. */
+const TEAM_TEST_TIMEOUT_MS = Number(process.env.ORCHARD_TEST_TEAM_TIMEOUT_MS ?? 2 * TEAM_WAIT_MS);
 
 export async function untilTeam(
   orchard: TestOrchard,

@@ -1,3 +1,4 @@
+import { AsyncResource } from 'node:async_hooks';
 import { Client, Pool, type PoolClient } from 'pg';
 
 export interface PoolOptions {
@@ -48,7 +49,7 @@ export function createPool(connectionString: string, options: PoolOptions = {}):
   if (options.embedded && options.schema) throw new Error('a schema per pool needs a real PostgreSQL server');
   const statementTimeoutMs = options.statementTimeoutMs ?? 30_000;
   const schema = options.schema;
-  const pool = new Pool({
+  const pool = new (options.onQuery ? CallerContextPool : Pool)({
     connectionString,
     max: options.max ?? 8,
     Client: options.onQuery ? countingClient(options.onQuery) : undefined,
@@ -69,6 +70,18 @@ export function createPool(connectionString: string, options: PoolOptions = {}):
   // The pool re-emits an idle client's error; the client's own listener has already reported it.
   pool.on('error', () => undefined);
   return pool;
+}
+
+/**
+ * A pool that hands a client to a waiting caller in that caller's async context. pg-pool runs the callback of a caller
+ * that waited for a free client from inside another caller's release, so `pool.query`'s statement would run (and
+ * be counted) as the releasing caller's — another activity's — instead of its own.
+ */
+class CallerContextPool extends Pool {
+  override connect(...args: any[]): any {
+    const [callback] = args;
+    return typeof callback === 'function' ? super.connect(AsyncResource.bind(callback)) : super.connect();
+  }
 }
 
 /** pg's Client, calling `onQuery` before each statement: pool.query and a checked-out client's queries both pass here. */

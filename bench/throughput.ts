@@ -73,7 +73,7 @@ export async function benchThroughput(report: Report): Promise<void> {
     await client.waitUntilSettled(ids[0], { intervalMs: 250 });
 
     // Under load: every session loops until the window closes; a send counts when its answer came inside it.
-    const queriesBefore = await storeQueries();
+    const queriesBefore = await storeQueriesBy();
     const load = { accepted: [] as number[], answered: [] as number[] };
     const start = performance.now();
     const end = start + seconds * 1000;
@@ -87,7 +87,13 @@ export async function benchThroughput(report: Report): Promise<void> {
         }
       }),
     );
-    const queries = (await storeQueries()) - queriesBefore;
+    const byActivity = new Map<string, number>();
+    for (const after of await storeQueriesBy()) {
+      const before = queriesBefore.find((b) => b.origin === after.origin && b.activity === after.activity)?.value ?? 0;
+      const key = after.activity === 'none' ? after.origin : after.activity;
+      if (after.value > before) byActivity.set(key, (byActivity.get(key) ?? 0) + after.value - before);
+    }
+    const queries = [...byActivity.values()].reduce((n, v) => n + v, 0);
     const rate = load.answered.length / seconds;
 
     const note = 'each session sends again once the model got its last task';
@@ -123,14 +129,11 @@ export async function benchThroughput(report: Report): Promise<void> {
       n: queries,
       note: 'orchard_store_queries_total in the window / sends',
     });
+    const perSend = [...byActivity.entries()].sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${(v / Math.max(1, load.answered.length)).toFixed(2)}`);
+    console.log(`store queries per send, by activity: ${perSend.join(', ')}`);
   } finally {
     await bench.stop(() => eachLimit(ids, 8, (sessionId) => bench.orchard.client.cancel(sessionId, 'bench done').catch(() => undefined)));
   }
-}
-
-/** The worker's store statements so far (every origin). */
-async function storeQueries(): Promise<number> {
-  return (await storeQueriesBy()).reduce((n, s) => n + s.value, 0);
 }
 
 /** The worker's store statements so far, by origin and activity type (orchard_store_queries_total). */

@@ -1,3 +1,5 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { Context } from '@temporalio/activity';
 import { Counter, Histogram, Registry } from 'prom-client';
 import { ERROR_CODES } from '../contract/errors';
 import type { ReceiptState } from '../contract/team-activities';
@@ -95,6 +97,27 @@ const modelTokens = new Counter({
   registers: [metricsRegistry],
 });
 
+const storeQueries = new Counter({
+  name: 'orchard_store_queries_total',
+  help: "PostgreSQL statements the worker's pool sent, by origin (host_heartbeat, lease_renewal, activity, worker) and the activity type that sent them",
+  labelNames: ['origin', 'activity'] as const,
+  registers: [metricsRegistry],
+});
+
+/** Statements sent in the background of a worker, not on behalf of one activity's own work. */
+export type StoreOrigin = 'host_heartbeat' | 'lease_renewal';
+
+const storeOrigin = new AsyncLocalStorage<StoreOrigin>();
+
+/** The activity type whose attempt is running here, if any. */
+function activityType(): string | undefined {
+  try {
+    return Context.current().info.activityType;
+  } catch {
+    return undefined;
+  }
+}
+
 const roleOf = (profile: ToolProfile): RoleKind => (profile === 'orchestrator' || profile === 'coordinator' ? profile : 'session');
 
 const SETTLED: readonly ReceiptState[] = ['released', 'timeout', 'unknown', 'failed'];
@@ -131,6 +154,19 @@ export const metrics = {
   },
   certificateValidated(result: 'issued' | 'already_issued' | 'refused'): void {
     certificateValidations.inc({ result });
+  },
+  /**
+   * One statement sent by a pool made with `onQuery: metrics.storeQueried` (the worker's): attributed to the origin
+   * `withStoreOrigin` set around it, else to the activity whose attempt sent it, else to the worker itself (startup,
+   * sweeps). Its activity label is the activity type (a name from the code, never an id) or `none`.
+   */
+  storeQueried(): void {
+    const activity = activityType();
+    storeQueries.inc({ origin: storeOrigin.getStore() ?? (activity ? 'activity' : 'worker'), activity: activity ?? 'none' });
+  },
+  /** Runs `fn` with every statement it sends (synchronously or later in its async chain) counted under `origin`. */
+  withStoreOrigin<T>(origin: StoreOrigin, fn: () => T): T {
+    return storeOrigin.run(origin, fn);
   },
   /** A model call's usage, counted once (when its record was first stored). */
   modelTokens(profile: ToolProfile, usage: { promptTokens: number; completionTokens: number } | undefined): void {

@@ -1,33 +1,43 @@
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { sessionWorkflowId } from '../contract/messages';
+import { resolveTemporalCli } from '../worker/temporal-cli';
 import { buildCli } from '../scripts/build';
+import { completion } from '../test/helpers/model-stub';
+import { knob, type Report } from './report';
+import { startBenchStack } from './throughput';
 
 /**
- * How long `bin/orchard` takes from spawn to exit for `--help` and for a guard dry run (what an agent's tool call
- * or a supervisor's start pays before any work), beside `node -e 0`, the floor no node CLI gets under. Builds
- * dist/ first so it never times a stale or missing CLI. Figures are reported, never asserted.
+ * What one `orchard` command costs a person or a script, spawn to exit: `--help` and a guard dry run and `exec` (no
+ * server) beside `node -e 0`, the floor no Node CLI gets under; `session status` and `session send` against a
+ * running stack beside `temporal workflow query` of the same session (the Temporal CLI, a Go binary, asking the same
+ * workflow). Builds dist/ first so it never times a stale or missing CLI. Figures are recorded, never asserted.
  */
-const RUNS = Number(process.env.BENCH_CLI_RUNS ?? 20);
 const root = path.resolve(__dirname, '..');
 const bin = path.join(root, 'bin', 'orchard');
 
-function percentile(sorted: readonly number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))];
-}
-
-/** Wall time of `runs` runs of `file args` (after one unmeasured run that warms the disk cache), sorted. */
-function time(file: string, args: string[], runs: number): number[] {
+/**
+ * Wall time of `runs` runs of `file args` (after one unmeasured run that warms the disk cache). Spawned without
+ * blocking: the worker that answers `session status` runs in this process.
+ */
+async function time(file: string, args: string[], runs: number, env?: Record<string, string>): Promise<number[]> {
   const samples: number[] = [];
   for (let i = 0; i <= runs; i++) {
     const t0 = process.hrtime.bigint();
-    const r = spawnSync(file, args, { stdio: ['ignore', 'ignore', 'pipe'], encoding: 'utf8' });
+    const { code, stderr } = await new Promise<{ code: number | null; stderr: string }>((resolve, reject) => {
+      const child = spawn(file, args, { stdio: ['ignore', 'ignore', 'pipe'], env: env ? { ...process.env, ...env } : process.env });
+      let err = '';
+      child.stderr.on('data', (c: Buffer) => (err += c.toString()));
+      child.on('error', reject);
+      child.on('close', (status, signal) => resolve({ code: status ?? (signal ? -1 : null), stderr: err }));
+    });
     const ms = Number(process.hrtime.bigint() - t0) / 1e6;
-    if (r.status !== 0) throw new Error(`${path.basename(file)} ${args.join(' ')} exited ${r.status ?? r.signal}: ${r.stderr}`);
+    if (code !== 0) throw new Error(`${path.basename(file)} ${args.join(' ')} exited ${code}: ${stderr}`);
     if (i > 0) samples.push(ms);
   }
-  return samples.sort((a, b) => a - b);
+  return samples;
 }
 
 /** A repository with a session worktree on orchard/s1/work, for `orchard exec` (removed by the caller). */
@@ -55,32 +65,72 @@ function execFixture(): { base: string; worktree: string } {
   return { base, worktree };
 }
 
-export async function benchCliStart(runs = RUNS): Promise<string[]> {
-  const build = await buildCli(root);
-  const fixture = execFixture();
-  const cases: [string, string, string[]][] = [
-    ['node -e 0', process.execPath, ['-e', '0']],
-    ['orchard --help', bin, ['--help']],
-    ['orchard guard (git status)', bin, ['guard', '--branch', 'orchard/s1/work', '--worktree', os.tmpdir(), '--', 'git status']],
-    // All three layers: the sandbox probe, the guard, the backstop, a confined `true`, verification.
-    ['orchard exec (true)', bin, ['exec', '--branch', 'orchard/s1/work', '--worktree', fixture.worktree, '--', 'true']],
-  ];
-  const lines = [`CLI start (spawn to exit, ${runs} runs each; dist/ built in ${build.ms} ms):`];
-  for (const [name, file, args] of cases) {
-    const s = time(file, args, runs);
-    const f = (x: number) => `${x.toFixed(0)} ms`.padStart(8);
-    lines.push(`  ${name.padEnd(28)} p50 ${f(percentile(s, 50))}  p95 ${f(percentile(s, 95))}  max ${f(s[s.length - 1])}`);
+export async function benchCliStart(report: Report): Promise<void> {
+  const runs = knob('CLI_RUNS', 10);
+  if (runs === 0) {
+    report.skip('cli', 'BENCH_CLI_RUNS is 0');
+    return;
   }
-  rmSync(fixture.base, { recursive: true, force: true });
-  return lines;
-}
+  const build = await buildCli(root);
+  const note = `spawn to exit; dist/ built in ${build.ms} ms`;
+  const node = report.samples('cli', 'node -e 0', await time(process.execPath, ['-e', '0'], runs), 'ms', { note: 'the floor of a Node CLI' });
+  const fixture = execFixture();
+  try {
+    const local: [string, string[]][] = [
+      ['orchard --help', ['--help']],
+      ['orchard guard (git status)', ['guard', '--branch', 'orchard/s1/work', '--worktree', os.tmpdir(), '--', 'git status']],
+      // All three layers: the sandbox probe, the guard, the backstop, a confined `true`, verification.
+      ['orchard exec (true)', ['exec', '--branch', 'orchard/s1/work', '--worktree', fixture.worktree, '--', 'true']],
+    ];
+    for (const [name, args] of local) report.against(report.samples('cli', name, await time(bin, args, runs), 'ms', { note }), node);
+  } finally {
+    rmSync(fixture.base, { recursive: true, force: true });
+  }
 
-if (require.main === module) {
-  benchCliStart().then(
-    (lines) => console.log(lines.join('\n')),
-    (err: unknown) => {
-      console.error(err);
-      process.exit(1);
-    },
-  );
+  const temporal = await resolveTemporalCli(() => undefined).catch(() => undefined);
+  const bench = await startBenchStack(() => completion({ content: 'done' }));
+  const sessionId = 'bench-cli';
+  try {
+    const { client } = bench.orchard;
+    await client.createSession({ sessionId, title: 'cli bench', repo: bench.repo });
+    await client.waitUntilSettled(sessionId, { intervalMs: 100 });
+    const env = bench.cliEnv;
+    const query = temporal
+      ? report.samples(
+          'cli',
+          '`temporal workflow query` (the session status)',
+          await time(
+            temporal,
+            [
+              'workflow',
+              'query',
+              '--address',
+              env.TEMPORAL_ADDRESS,
+              '--namespace',
+              env.TEMPORAL_NAMESPACE,
+              '-w',
+              sessionWorkflowId(sessionId),
+              '--name',
+              'status',
+            ],
+            runs,
+          ),
+          'ms',
+          { note: 'the Temporal CLI asking the same workflow' },
+        )
+      : undefined;
+    if (!query) report.skip('cli', 'the `temporal workflow query` baseline: no Temporal CLI found');
+    const stacked = note.replace('spawn to exit', 'spawn to exit, against the running stack');
+    const status = report.samples('cli', 'orchard session status <id>', await time(bin, ['session', 'status', sessionId], runs, env), 'ms', { note: stacked });
+    // Each send queues a task (the stub model answers at once): `send` returns once the session's update answers.
+    const send = report.samples('cli', 'orchard session send <id> <task>', await time(bin, ['session', 'send', sessionId, 'bench task'], runs, env), 'ms', {
+      note: `${stacked}; returns when the task is queued`,
+    });
+    if (query) {
+      report.against(status, query);
+      report.against(send, query);
+    }
+  } finally {
+    await bench.stop(() => bench.orchard.client.cancel(sessionId, 'bench done').catch(() => undefined));
+  }
 }

@@ -2,6 +2,8 @@ import { benchCliStart } from './cli-start';
 import { benchCommands } from './commands';
 import { benchHandoff } from './handoff';
 import { knob, Report } from './report';
+import { benchThroughput } from './throughput';
+import { benchWaiting } from './waiting';
 
 /**
  * `npm run bench`: what Orchard adds to an agent's work, each figure beside its baseline measured in the same run,
@@ -12,12 +14,12 @@ import { knob, Report } from './report';
  */
 const SECTIONS: Record<string, (report: Report) => Promise<void>> = {
   commands: benchCommands,
-  cli: async () => {
-    for (const line of await benchCliStart()) console.log(line);
-  },
+  cli: benchCliStart,
   handoff: async () => {
     if (knob('HANDOFFS', 5) > 0) await benchHandoff();
   },
+  throughput: benchThroughput,
+  waiting: benchWaiting,
 };
 
 async function main(): Promise<void> {

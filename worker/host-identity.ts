@@ -4,6 +4,7 @@ import { hostname } from 'node:os';
 import type { Pool } from 'pg';
 import { claimHost, heartbeatHost, HOST_STALE_AFTER_SECONDS, releaseHost, UNKNOWN, type HostHolder, type HostInstance } from '../activities/store/hosts';
 import { isProcessAlive } from './pid';
+import { metrics } from '../activities/metrics';
 
 /** How often a running worker refreshes its registration. */
 const HOST_HEARTBEAT_SECONDS = 10;
@@ -65,7 +66,8 @@ export async function registerHost(pool: Pool, hostId: string, log: (line: strin
   }
   let lost = false;
   const timer = setInterval(() => {
-    heartbeatHost(pool, hostId, instance.instanceId).then(
+    const heartbeat = metrics.withStoreOrigin('host_heartbeat', () => heartbeatHost(pool, hostId, instance.instanceId));
+    heartbeat.then(
       (held) => {
         if (held || lost) return;
         lost = true;

@@ -7,6 +7,7 @@ import { loadScenario } from '../activities/model/scenario';
 import { ScriptedProvider } from '../activities/model/scripted';
 import type { ModelProvider } from '../activities/model/types';
 import { createPool } from '../activities/store/db';
+import { metrics } from '../activities/metrics';
 import { migrate } from '../activities/store/migrate';
 import { OrchardClient, OrchardError } from '../client/client';
 import { PROJECT_ROOT, workerConfigFromEnv, type WorkerConfig } from './config';
@@ -96,7 +97,7 @@ export async function startOrchard(log: (line: string) => void, options: StartOr
   const provider = options.provider ?? (await modelProviderFor(options.hostOnly ? { kind: 'none' } : (options.model ?? { kind: 'demo' })));
   const stack = options.stack ?? (await bootStack({ projectRoot: PROJECT_ROOT, log }));
   const target = stackTarget(stack);
-  const pool = createPool(stack.databaseUrl, { embedded: stack.embedded.postgres });
+  const pool = createPool(stack.databaseUrl, { embedded: stack.embedded.postgres, onQuery: metrics.storeQueried });
   let connection: NativeConnection | undefined;
   let clientConnection: Connection | undefined;
   let registration: HostRegistration | undefined;

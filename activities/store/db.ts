@@ -1,4 +1,5 @@
-import { Pool, type PoolClient } from 'pg';
+import { AsyncResource } from 'node:async_hooks';
+import { Client, Pool, type PoolClient } from 'pg';
 
 export interface PoolOptions {
   /** Connections in the pool; PGlite serialises them anyway, a real server uses them in parallel. */
@@ -26,6 +27,8 @@ export interface PoolOptions {
    * burst, since a failover loses every connection at once and each affected transaction fails and is retried anyway.
    */
   onConnectionError?: (err: Error) => void;
+  /** Called once per statement any client of the pool sends (the worker counts them: `orchard_store_queries_total`). */
+  onQuery?: () => void;
 }
 
 /** What withTransaction sets with SET LOCAL at the start of every transaction (none for PGlite). */
@@ -46,9 +49,10 @@ export function createPool(connectionString: string, options: PoolOptions = {}):
   if (options.embedded && options.schema) throw new Error('a schema per pool needs a real PostgreSQL server');
   const statementTimeoutMs = options.statementTimeoutMs ?? 30_000;
   const schema = options.schema;
-  const pool = new Pool({
+  const pool = new (options.onQuery ? CallerContextPool : Pool)({
     connectionString,
     max: options.max ?? 8,
+    Client: options.onQuery ? countingClient(options.onQuery) : undefined,
     // PGlite: as before, nothing that could leave its one shared session mid-statement.
     query_timeout: options.embedded ? undefined : statementTimeoutMs,
     // pg-pool awaits onConnect and ends the client when it rejects (pg-pool's index.js); @types/pg still types it void.
@@ -66,6 +70,29 @@ export function createPool(connectionString: string, options: PoolOptions = {}):
   // The pool re-emits an idle client's error; the client's own listener has already reported it.
   pool.on('error', () => undefined);
   return pool;
+}
+
+/**
+ * A pool that hands a client to a waiting caller in that caller's async context. pg-pool runs the callback of a caller
+ * that waited for a free client from inside another caller's release, so `pool.query`'s statement would run (and
+ * be counted) as the releasing caller's — another activity's — instead of its own.
+ */
+class CallerContextPool extends Pool {
+  override connect(...args: any[]): any {
+    const [callback] = args;
+    return typeof callback === 'function' ? super.connect(AsyncResource.bind(callback)) : super.connect();
+  }
+}
+
+/** pg's Client, calling `onQuery` before each statement: pool.query and a checked-out client's queries both pass here. */
+function countingClient(onQuery: () => void): typeof Client {
+  return class CountingClient extends Client {
+    // One signature for pg's overloads: every form is passed on unchanged.
+    override query(...args: any[]): any {
+      onQuery();
+      return Client.prototype.query.apply(this, args as Parameters<Client['query']>);
+    }
+  };
 }
 
 const CONNECTION_ERROR_LOG_INTERVAL_MS = 10_000;

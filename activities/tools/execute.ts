@@ -174,7 +174,8 @@ async function run(deps: ExecutorDeps, input: ExecuteToolInput, tool: string, ar
       context.heartbeat(progress);
       if (Date.now() - lastRenewal < RENEW_EVERY_MS) return;
       lastRenewal = Date.now();
-      void renewLease(pool, input.lease).then(
+      const renewal = metrics.withStoreOrigin('lease_renewal', () => renewLease(pool, input.lease));
+      void renewal.then(
         (current) => {
           if (!current) {
             leaseLost = true;

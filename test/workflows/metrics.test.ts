@@ -21,6 +21,8 @@ const LABEL_VALUES: Record<string, RegExp> = {
   outcome: /^(finished|waiting_for_org_event|released|timeout|unknown|failed)$/,
   kind: /^(coordinator|orchestrator)$/,
   type: /^(prompt|completion)$/,
+  origin: /^(host_heartbeat|lease_renewal|activity|worker)$/,
+  activity: /^(none|[a-z][a-zA-Z]+)$/,
   le: /^(\+Inf|\d+(\.\d+)?)$/,
 };
 

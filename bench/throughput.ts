@@ -1,0 +1,234 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { metricsRegistry } from '../activities/metrics';
+import { OpenAICompatibleProvider } from '../activities/model/openai';
+import { makeFixtureRepo } from '../demos/fixture';
+import { PROJECT_ROOT, startOrchard, type RunningOrchard } from '../worker/runtime';
+import { bootStack, type Stack } from '../worker/stack';
+import { completion, stubModel, type ModelStub, type Reply } from '../test/helpers/model-stub';
+import { knob, type Report } from './report';
+
+/**
+ * How many `session send`s one worker sustains: sessions on the real embedded stack (Temporal dev server, the
+ * database, worktrees), each driven in a closed loop through OrchardClient — send, wait until the stub model has
+ * answered that task's turn, send again — with a model that answers at once, so what is measured is Orchard's own
+ * path (update, store, workflow tasks, activities). Beside it, the same loop on one session alone.
+ */
+export async function benchThroughput(report: Report): Promise<void> {
+  const seconds = knob('THROUGHPUT_SECONDS', 60);
+  const sessions = knob('THROUGHPUT_SESSIONS', 50);
+  if (seconds === 0 || sessions === 0) {
+    report.skip('throughput', 'BENCH_THROUGHPUT_SECONDS or BENCH_THROUGHPUT_SESSIONS is 0');
+    return;
+  }
+  // A turn's model request carries its task as the last user message: `bench-send <marker>`.
+  const waiting = new Map<string, () => void>();
+  const bench = await startBenchStack((body) => {
+    const marker = /bench-send (\S+)/.exec(lastUserText(body))?.[1];
+    if (marker) {
+      waiting.get(marker)?.();
+      waiting.delete(marker);
+    }
+    return completion({ content: 'done' });
+  });
+  const ids = Array.from({ length: sessions }, (_, i) => `tp-${i}`);
+  try {
+    const { client } = bench.orchard;
+    let seq = 0;
+    /** One send, timed: until the update is answered (the task queued) and until the model has answered its turn. */
+    const send = async (sessionId: string): Promise<{ accepted: number; answered: number; at: number }> => {
+      const marker = `${sessionId}.${++seq}`;
+      const answered = new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`bench: no model call for ${marker} within 120 s`)), 120_000);
+        waiting.set(marker, () => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+      // Awaited below; a send that fails first must not leave it rejecting unobserved.
+      answered.catch(() => undefined);
+      const t0 = performance.now();
+      await client.send(sessionId, { task: `bench-send ${marker}` });
+      const t1 = performance.now();
+      await answered;
+      const t2 = performance.now();
+      return { accepted: t1 - t0, answered: t2 - t0, at: t2 };
+    };
+    await eachLimit(ids, 8, (sessionId) => client.createSession({ sessionId, title: `throughput ${sessionId}`, repo: bench.repo }));
+    // Every session has its worktree and has run one turn before anything is timed.
+    await eachLimit(ids, 8, (sessionId) => send(sessionId));
+    await eachLimit(ids, 8, (sessionId) => client.waitUntilSettled(sessionId, { intervalMs: 250 }));
+
+    // Alone: one session, the same closed loop, nothing else running.
+    const alone = { accepted: [] as number[], answered: [] as number[] };
+    const aloneMs = Math.min(5, seconds) * 1000;
+    const aloneStart = performance.now();
+    while (performance.now() - aloneStart < aloneMs) {
+      const s = await send(ids[0]);
+      alone.accepted.push(s.accepted);
+      alone.answered.push(s.answered);
+    }
+    const aloneRate = alone.answered.length / ((performance.now() - aloneStart) / 1000);
+    await client.waitUntilSettled(ids[0], { intervalMs: 250 });
+
+    // Under load: every session loops until the window closes; a send counts when its answer came inside it.
+    const queriesBefore = await storeQueriesBy();
+    const load = { accepted: [] as number[], answered: [] as number[] };
+    const start = performance.now();
+    const end = start + seconds * 1000;
+    await Promise.all(
+      ids.map(async (sessionId) => {
+        while (performance.now() < end) {
+          const s = await send(sessionId);
+          if (s.at > end) break;
+          load.accepted.push(s.accepted);
+          load.answered.push(s.answered);
+        }
+      }),
+    );
+    const byActivity = new Map<string, number>();
+    for (const after of await storeQueriesBy()) {
+      const before = queriesBefore.find((b) => b.origin === after.origin && b.activity === after.activity)?.value ?? 0;
+      const key = after.activity === 'none' ? after.origin : after.activity;
+      if (after.value > before) byActivity.set(key, (byActivity.get(key) ?? 0) + after.value - before);
+    }
+    const queries = [...byActivity.values()].reduce((n, v) => n + v, 0);
+    const rate = load.answered.length / seconds;
+
+    const note = 'each session sends again once the model got its last task';
+    const aloneRateFigure = report.add({
+      section: 'throughput',
+      name: 'sends answered per second, one session alone',
+      unit: 'per_s',
+      value: aloneRate,
+      n: alone.answered.length,
+    });
+    report.against(
+      report.add({
+        section: 'throughput',
+        name: `sends answered per second, ${sessions} sessions on one worker`,
+        unit: 'per_s',
+        value: rate,
+        n: load.answered.length,
+        note: `${seconds} s, ${note}`,
+      }),
+      aloneRateFigure,
+    );
+    const acceptedNote = 'until the send update is answered: task stored and queued';
+    const answeredNote = "until the model got the task's turn";
+    const acceptedAlone = report.samples('throughput', 'send accepted, one session alone', alone.accepted, 'ms', { note: acceptedNote });
+    report.against(report.samples('throughput', `send accepted, ${sessions} sessions`, load.accepted, 'ms', { note: acceptedNote }), acceptedAlone);
+    const answeredAlone = report.samples('throughput', 'send answered, one session alone', alone.answered, 'ms', { note: answeredNote });
+    report.against(report.samples('throughput', `send answered, ${sessions} sessions`, load.answered, 'ms', { note: answeredNote }), answeredAlone);
+    report.add({
+      section: 'throughput',
+      name: 'store queries per send under load',
+      unit: 'count',
+      value: load.answered.length > 0 ? queries / load.answered.length : NaN,
+      n: queries,
+      note: 'orchard_store_queries_total in the window / sends',
+    });
+    const perSend = [...byActivity.entries()].sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${(v / Math.max(1, load.answered.length)).toFixed(2)}`);
+    console.log(`store queries per send, by activity: ${perSend.join(', ')}`);
+  } finally {
+    await bench.stop(() => eachLimit(ids, 8, (sessionId) => bench.orchard.client.cancel(sessionId, 'bench done').catch(() => undefined)));
+  }
+}
+
+/** The worker's store statements so far, by origin and activity type (orchard_store_queries_total). */
+export async function storeQueriesBy(): Promise<{ origin: string; activity: string; value: number }[]> {
+  const metric = metricsRegistry.getSingleMetric('orchard_store_queries_total');
+  if (!metric) throw new Error('bench: orchard_store_queries_total is not registered');
+  const { values } = await metric.get();
+  return values.map((v) => ({ origin: String(v.labels.origin), activity: String(v.labels.activity), value: v.value }));
+}
+
+const lastUserText = (body: any): string => String(body.messages.filter((m: any) => m.role === 'user').at(-1)?.content ?? '');
+
+/** Runs `fn` over `items`, at most `limit` at a time. */
+async function eachLimit<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = new Array<R>(items.length);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(limit, items.length) }, async () => {
+      while (next < items.length) {
+        const i = next++;
+        out[i] = await fn(items[i]);
+      }
+    }),
+  );
+  return out;
+}
+
+export interface BenchStack {
+  readonly orchard: RunningOrchard;
+  readonly stub: ModelStub;
+  /** A repository with one commit, for sessions and teams. */
+  readonly repo: string;
+  /** What a CLI process needs in its environment to reach this stack (and only it). */
+  readonly cliEnv: Record<string, string>;
+  /** Runs `close` (cancel what was started, so no activity outlives the worker), then stops everything. */
+  stop(close?: () => Promise<unknown>): Promise<void>;
+}
+
+const STOP_BOUND_MS = 30_000;
+
+/**
+ * A stack of its own for one section: a dev server on a free port, in memory (never a running `orchard dev`'s, never
+ * another bench's), the database of DATABASE_URL or an in-memory PGlite, a worker whose state (host id, worktrees) is
+ * in a temporary directory and which gives running activities 2 s at shutdown, and `model` served as an
+ * OpenAI-compatible endpoint.
+ */
+export async function startBenchStack(model: (body: any) => Reply | Promise<Reply>): Promise<BenchStack> {
+  const dir = mkdtempSync(join(tmpdir(), 'orchard-bench-stack-'));
+  const teardowns: (() => unknown)[] = [];
+  const stub = await stubModel({ teardown: (fn) => void teardowns.push(fn) }, model);
+  const quiet = () => undefined;
+  const settings = { ORCHARD_STATE_DIR: dir, ORCHARD_SHUTDOWN_GRACE_SECONDS: '2' };
+  const saved = Object.fromEntries(Object.keys(settings).map((k) => [k, process.env[k]]));
+  let orchard: RunningOrchard;
+  let stack: Stack;
+  try {
+    stack = await bootStack({ projectRoot: PROJECT_ROOT, log: quiet, temporal: { port: 0, ui: false, dbFile: null }, postgres: { dataDir: 'memory' } });
+    // The worker reads its configuration from the environment when it starts, and only then; it stops the stack if it fails.
+    Object.assign(process.env, settings);
+    orchard = await startOrchard(quiet, { stack, provider: new OpenAICompatibleProvider({ baseURL: stub.url, model: 'stub', timeoutMs: 30_000 }) });
+  } catch (err) {
+    for (const fn of teardowns.reverse()) await fn();
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
+  } finally {
+    for (const [k, v] of Object.entries(saved)) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+  }
+  const running = orchard;
+  return {
+    orchard: running,
+    stub,
+    repo: makeFixtureRepo(dir),
+    cliEnv: { TEMPORAL_ADDRESS: stack.temporalAddress, TEMPORAL_NAMESPACE: stack.namespace, DATABASE_URL: stack.databaseUrl, ...settings },
+    stop: async (close) => {
+      try {
+        if (close) await bounded(close(), STOP_BOUND_MS, 'closing what the bench started');
+        await bounded(running.stop(), STOP_BOUND_MS, 'stopping the worker');
+      } finally {
+        // Whatever hung above, the dev server and the database this section started do not outlive it.
+        await running.stack.stop();
+        for (const fn of teardowns.reverse()) await fn();
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  };
+}
+
+/** Waits for `work` at most `ms`; past that it says so and goes on (the section's figures are already recorded). */
+async function bounded(work: Promise<unknown>, ms: number, what: string): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), ms)));
+  const outcome = await Promise.race([work.then(() => 'done' as const), late]);
+  clearTimeout(timer);
+  if (outcome === 'late') console.warn(`bench: ${what} took over ${ms / 1000} s; going on without it`);
+}

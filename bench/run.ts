@@ -2,6 +2,8 @@ import { benchCliStart } from './cli-start';
 import { benchCommands } from './commands';
 import { benchHandoff } from './handoff';
 import { knob, Report } from './report';
+import { benchRoute } from './route';
+import { benchScale } from './scale';
 
 /**
  * `npm run bench`: what Orchard adds to an agent's work, each figure beside its baseline measured in the same run,
@@ -18,6 +20,8 @@ const SECTIONS: Record<string, (report: Report) => Promise<void>> = {
   handoff: async () => {
     if (knob('HANDOFFS', 5) > 0) await benchHandoff();
   },
+  route: benchRoute,
+  scale: benchScale,
 };
 
 async function main(): Promise<void> {

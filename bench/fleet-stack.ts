@@ -3,10 +3,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { OpenAICompatibleProvider } from '../activities/model/openai';
-import { orchestratorWorkflowId, sessionWorkflowId } from '../contract/messages';
+import { orchestratorWorkflowId, sessionWorkflowId, type OrchestratorStatusView } from '../contract/messages';
 import { makeFixtureRepo } from '../demos/fixture';
 import { PROJECT_ROOT, startOrchard, type RunningOrchard } from '../worker/runtime';
+import { loadDevConfig, type DevConfig } from '../worker/dev-server';
 import { bootStack } from '../worker/stack';
+import { knob } from './report';
 import { completion, stubModel, type ModelStub, type Reply } from '../test/helpers/model-stub';
 
 /**
@@ -45,7 +47,7 @@ export interface Fleet {
    * Waits until the orchestrator has no turn running and nothing queued. Child results that arrived but are not yet
    * queued do not show in its status: wait for their manifest (`manifestOf`) first.
    */
-  settled(timeoutMs?: number): Promise<void>;
+  settled(timeoutMs?: number): Promise<OrchestratorStatusView>;
   /** Cancels the orchestrator and every child (so no activity runs on), then stops the stack. */
   stop(): Promise<void>;
 }
@@ -146,7 +148,12 @@ export async function startFleet(log: (line: string) => void = () => undefined):
   Object.assign(process.env, env);
   let orchard: RunningOrchard;
   try {
-    const stack = await bootStack({ projectRoot: PROJECT_ROOT, log, temporal: { port: 0, ui: false, dbFile: null }, postgres: { dataDir: 'memory' } });
+    const stack = await bootStack({
+      projectRoot: PROJECT_ROOT,
+      log,
+      temporal: { port: 0, ui: false, dbFile: null, dynamicConfig: dynamicConfig() },
+      postgres: { dataDir: 'memory' },
+    });
     orchard = await startOrchard(log, { stack, provider: new OpenAICompatibleProvider({ baseURL: stub.url, model: 'stub', timeoutMs: 120_000 }) });
   } finally {
     for (const key of Object.keys(env)) {
@@ -163,7 +170,7 @@ export async function startFleet(log: (line: string) => void = () => undefined):
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const v = await client.orchestratorStatus(orchestratorId);
-      if (v.status === 'idle' && v.queued === 0) return;
+      if (v.status === 'idle' && v.queued === 0) return v;
       if (Date.now() > deadline) throw new Error(`bench: orchestrator ${orchestratorId} not settled after ${timeoutMs} ms (${v.status}, ${v.queued} queued)`);
       await new Promise((r) => setTimeout(r, 25));
     }
@@ -201,6 +208,16 @@ export async function startFleet(log: (line: string) => void = () => undefined):
       }
     },
   };
+}
+
+/**
+ * temporal-dev.yaml's dynamic config, and with BENCH_TRANSFER_POLL_RPS the server's `history.transferProcessorMaxPollRPS`
+ * (20 by default: a shard reads its transfer queue at most every 50 ms, and every activity and every workflow task
+ * that is not an update's waits for such a read; the dev server has one shard).
+ */
+function dynamicConfig(): DevConfig['dynamicConfig'] {
+  const rps = knob('TRANSFER_POLL_RPS', 0);
+  return { ...loadDevConfig(PROJECT_ROOT).dynamicConfig, ...(rps > 0 ? { 'history.transferProcessorMaxPollRPS': rps } : {}) };
 }
 
 /** The orchestrator first (so no close notice starts a turn), then its children, a few at a time; each until closed. */

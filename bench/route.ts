@@ -16,8 +16,8 @@ import { knob, type Report } from './report';
  */
 export async function benchRoute(report: Report): Promise<void> {
   const messages = knob('ROUTE_MESSAGES', 200);
-  const sends = knob('ROUTE_SENDS', 50);
-  const creates = knob('ROUTE_CREATES', 10);
+  const sends = knob('ROUTE_SENDS', 20);
+  const creates = knob('ROUTE_CREATES', 5);
   const children = Math.max(1, knob('ROUTE_CHILDREN', 5));
   const warmup = knob('ROUTE_WARMUP', 5);
   const fleet = await startFleet();
@@ -27,6 +27,7 @@ export async function benchRoute(report: Report): Promise<void> {
     await spawn(fleet, 0, children);
     const ids = (await client.orchestratorStatus(fleet.orchestratorId)).children.map((c) => c.childId);
     let seq = 0;
+    let runIndex = (await fleet.settled()).runIndex;
     const routeOnce = async () => {
       const token = `tok-route-${++seq}`;
       const childId = ids[seq % ids.length];
@@ -37,8 +38,11 @@ export async function benchRoute(report: Report): Promise<void> {
       const accepted = performance.now();
       const [orchestrator, child] = [await started, await arrived];
       await fleet.manifestOf(token);
-      await fleet.settled();
-      return { total: child - t0, accept: accepted - t0, toOrchestrator: orchestrator - t0, dispatch: child - orchestrator };
+      const before = runIndex;
+      runIndex = (await fleet.settled()).runIndex;
+      // The orchestrator continues as new every `turnsPerRun` turns (a route is two: its own and the manifest's).
+      const crossed = runIndex !== before;
+      return { total: child - t0, accept: accepted - t0, toOrchestrator: orchestrator - t0, dispatch: child - orchestrator, crossed };
     };
     for (let i = 0; i < warmup; i++) {
       await routeOnce();
@@ -78,6 +82,13 @@ export async function benchRoute(report: Report): Promise<void> {
       "… orchestrator's model request → child's model request",
       route.map((r) => r.dispatch),
     );
+    for (const [name, crossed] of [
+      ['… samples within one run of the orchestrator', false],
+      ['… samples during which it continued as new', true],
+    ] as const) {
+      const some = route.filter((r) => r.crossed === crossed).map((r) => r.total);
+      if (some.length > 0) report.samples('route', name, some);
+    }
 
     const direct: number[] = [];
     for (let i = 0; i < sends; i++) {

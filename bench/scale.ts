@@ -55,7 +55,9 @@ export async function benchScale(report: Report): Promise<void> {
       const routed = `${note}, after ${routes} routes`;
       record(level, "current run's history, events", { unit: 'count', value: after.events, note: routed });
       record(level, "current run's history, bytes", { unit: 'bytes', value: after.bytes, note: routed });
-      record(level, 'process RSS (worker, client, stub)', { unit: 'MiB', value: process.memoryUsage().rss / 2 ** 20 });
+      const memory = process.memoryUsage();
+      record(level, 'process RSS (worker, client, stub)', { unit: 'MiB', value: memory.rss / 2 ** 20 });
+      record(level, 'process V8 heap used', { unit: 'MiB', value: memory.heapUsed / 2 ** 20 });
 
       // 10% busy: routed to by the orchestrator in one step (so its roster lists them running), their answers held.
       const busy = ids.slice(ids.length - Math.max(1, Math.round(level / 10)));

@@ -2,6 +2,8 @@ import { benchCliStart } from './cli-start';
 import { benchCommands } from './commands';
 import { benchHandoff } from './handoff';
 import { knob, Report } from './report';
+import { benchRoute } from './route';
+import { benchScale } from './scale';
 import { benchThroughput } from './throughput';
 import { benchWaiting } from './waiting';
 
@@ -18,6 +20,8 @@ const SECTIONS: Record<string, (report: Report) => Promise<void>> = {
   handoff: async () => {
     if (knob('HANDOFFS', 5) > 0) await benchHandoff();
   },
+  route: benchRoute,
+  scale: benchScale,
   throughput: benchThroughput,
   waiting: benchWaiting,
 };

@@ -1,0 +1,242 @@
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { OpenAICompatibleProvider } from '../activities/model/openai';
+import { orchestratorWorkflowId, sessionWorkflowId, type OrchestratorStatusView } from '../contract/messages';
+import { makeFixtureRepo } from '../demos/fixture';
+import { PROJECT_ROOT, startOrchard, type RunningOrchard } from '../worker/runtime';
+import { loadDevConfig, type DevConfig } from '../worker/dev-server';
+import { bootStack } from '../worker/stack';
+import { knob } from './report';
+import { completion, stubModel, type ModelStub, type Reply } from '../test/helpers/model-stub';
+
+/**
+ * An orchestrator and its fleet on the real stack, for the route and scale sections: a Temporal dev server of the
+ * bench's own (a free port, in memory, no UI: another checkout's server on 7233 is never reused), PostgreSQL at
+ * DATABASE_URL or PGlite in memory, Orchard's worker pair started by `startOrchard` (as `orchard dev` runs it), and a
+ * stub model (test/helpers/model-stub.ts, a real HTTP server speaking the OpenAI protocol) that plays the
+ * orchestrator's model and its children's from the request bytes alone:
+ *
+ * - orchestrator requests (they offer the `session` tool), by the last user message: `route <token> to <child>` →
+ *   `session send` of the task `<token>` to that child; `fanout <token>:<child> …` → one such send per pair, all in one
+ *   step; `create <token>` → `session create` of a child whose first task
+ *   is `<token>`; `spawn <from> <to>` → one `session create` per child number in [from, to), all in one step; a
+ *   manifest of child results, or any later step of a turn → a final answer;
+ * - child requests answer `done <token>` at once, unless the token is held (`hold`), and report when the first
+ *   request carrying a token arrives (`childTurnStart`): the child's turn start.
+ *
+ * Tokens are `tok-<letters>-<digits>`, unique per measurement.
+ */
+export interface Fleet {
+  readonly orchard: RunningOrchard;
+  readonly stub: ModelStub;
+  readonly orchestratorId: string;
+  readonly workflowId: string;
+  /** Resolves with `performance.now()` when the first child request carrying `token` reaches the stub. */
+  childTurnStart(token: string): Promise<number>;
+  /** Resolves with `performance.now()` when the orchestrator's first model request for a message naming `token` arrives. */
+  orchestratorTurnStart(token: string): Promise<number>;
+  /** Resolves when an orchestrator request whose manifest of child results names `token` reaches the stub. */
+  manifestOf(token: string): Promise<void>;
+  /** Child requests carrying a token `held` accepts wait for `release()` before they are answered. */
+  hold(held: (token: string) => boolean): { release(): void };
+  /** Bytes of the last orchestrator request body the stub received. */
+  lastOrchestratorRequestBytes(): number;
+  /**
+   * Waits until the orchestrator has no turn running and nothing queued. Child results that arrived but are not yet
+   * queued do not show in its status: wait for their manifest (`manifestOf`) first.
+   */
+  settled(timeoutMs?: number): Promise<OrchestratorStatusView>;
+  /** Cancels the orchestrator and every child (so no activity runs on), then stops the stack. */
+  stop(): Promise<void>;
+}
+
+const TOKEN = /tok-[a-z]+-\d+/g;
+
+let callSeq = 0;
+const toolCalls = (calls: { operation: string; args: Record<string, unknown> }[]): Reply =>
+  completion(
+    {
+      tool_calls: calls.map((args) => ({ id: `call_${++callSeq}`, type: 'function', function: { name: 'session', arguments: JSON.stringify(args) } })),
+    },
+    'tool_calls',
+  );
+const final = (content: string): Reply => completion({ content });
+
+function lastUser(body: any): { text: string; after: any[] } {
+  const messages: any[] = body.messages;
+  const at = messages.map((m) => m.role).lastIndexOf('user');
+  return { text: String(messages[at]?.content ?? ''), after: messages.slice(at + 1) };
+}
+
+/** One-shot waiters by token: a waiter registered after its event still resolves (the event is remembered). */
+class Waiters<T> {
+  private readonly waiting = new Map<string, (value: T) => void>();
+  private readonly seen = new Map<string, T>();
+  wait(token: string): Promise<T> {
+    const seen = this.seen.get(token);
+    if (seen !== undefined) return Promise.resolve(seen);
+    return new Promise<T>((resolve) => this.waiting.set(token, resolve));
+  }
+  fire(token: string, value: T): void {
+    if (this.seen.has(token)) return;
+    this.seen.set(token, value);
+    this.waiting.get(token)?.(value);
+    this.waiting.delete(token);
+  }
+}
+
+export async function startFleet(log: (line: string) => void = () => undefined): Promise<Fleet> {
+  const starts = new Waiters<number>();
+  const turns = new Waiters<number>();
+  const manifests = new Waiters<true>();
+  const holds: { held: (token: string) => boolean; gate: Promise<void> }[] = [];
+  let orchestratorBytes = 0;
+
+  const model = async (body: any): Promise<Reply> => {
+    // The stub keeps every request it received; this one keeps none (they would count in the RSS the scale measures).
+    const [received] = stub.requests.splice(0);
+    const { text, after } = lastUser(body);
+    if ((body.tools ?? []).some((t: any) => t.function.name === 'session')) {
+      orchestratorBytes = Number(received?.headers['content-length'] ?? JSON.stringify(body).length);
+      if (after.some((m) => m.role === 'tool')) return final('Done.');
+      const now = performance.now();
+      for (const token of text.match(TOKEN) ?? []) turns.fire(token, now);
+      if (text.startsWith('Child results')) {
+        for (const token of text.match(TOKEN) ?? []) manifests.fire(token, true);
+        return final('Noted.');
+      }
+      const route = /^route (tok-[a-z]+-\d+) to (\S+)$/.exec(text);
+      if (route) return toolCalls([{ operation: 'send', args: { sessionID: route[2], task: `${route[1]}: relayed by the orchestrator` } }]);
+      if (text.startsWith('fanout ')) {
+        const pairs = [...text.matchAll(/(tok-[a-z]+-\d+):(\S+)/g)];
+        return toolCalls(pairs.map(([, token, sessionID]) => ({ operation: 'send', args: { sessionID, task: `${token}: relayed by the orchestrator` } })));
+      }
+      const create = /^create (tok-[a-z]+-\d+)$/.exec(text);
+      if (create) return toolCalls([{ operation: 'create', args: { title: `child ${create[1]}`, task: `${create[1]}: first task` } }]);
+      const spawn = /^spawn (\d+) (\d+)$/.exec(text);
+      if (spawn) {
+        const calls = [];
+        for (let i = Number(spawn[1]); i < Number(spawn[2]); i++) {
+          calls.push({ operation: 'create', args: { title: `worker ${i}`, task: `tok-w-${i}: start on area ${i}`, topic: `area-${i}` } });
+        }
+        return toolCalls(calls);
+      }
+      return final('Noted.');
+    }
+    const token = text.match(TOKEN)?.[0];
+    if (token === undefined) return final('done');
+    starts.fire(token, performance.now());
+    for (const h of holds) if (h.held(token)) await h.gate;
+    return final(`done ${token}`);
+  };
+
+  const teardowns: (() => unknown)[] = [];
+  const stub = await stubModel({ teardown: (fn) => void teardowns.push(fn) }, model);
+  const stateDir = mkdtempSync(join(tmpdir(), 'orchard-bench-fleet-'));
+  // The worker's configuration is read from the environment once, at start: its state (host id, worktrees) goes to
+  // a directory of this run, its shutdown does not wait out the production grace period, and the SDK's warnings of
+  // the teardown (children closing after their orchestrator) stay out of the table unless ORCHARD_LOG_LEVEL says so.
+  const saved = { ...process.env };
+  const env = {
+    ORCHARD_STATE_DIR: stateDir,
+    ORCHARD_HOST_ID: `bench-${randomUUID().slice(0, 8)}`,
+    ORCHARD_SHUTDOWN_GRACE_SECONDS: '5',
+    ORCHARD_LOG_LEVEL: saved.ORCHARD_LOG_LEVEL ?? 'error',
+  };
+  Object.assign(process.env, env);
+  let orchard: RunningOrchard;
+  try {
+    const stack = await bootStack({
+      projectRoot: PROJECT_ROOT,
+      log,
+      temporal: { port: 0, ui: false, dbFile: null, dynamicConfig: dynamicConfig() },
+      postgres: { dataDir: 'memory' },
+    });
+    orchard = await startOrchard(log, { stack, provider: new OpenAICompatibleProvider({ baseURL: stub.url, model: 'stub', timeoutMs: 120_000 }) });
+  } finally {
+    for (const key of Object.keys(env)) {
+      if (saved[key] === undefined) delete process.env[key];
+      else process.env[key] = saved[key];
+    }
+  }
+  const orchestratorId = `bench-${randomUUID().slice(0, 8)}`;
+  const workflowId = orchestratorWorkflowId(orchestratorId);
+  const { client } = orchard;
+  await client.startOrchestrator({ orchestratorId, repo: makeFixtureRepo(stateDir), title: 'bench fleet' });
+
+  const settled = async (timeoutMs = 300_000) => {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const v = await client.orchestratorStatus(orchestratorId);
+      if (v.status === 'idle' && v.queued === 0) return v;
+      if (Date.now() > deadline) throw new Error(`bench: orchestrator ${orchestratorId} not settled after ${timeoutMs} ms (${v.status}, ${v.queued} queued)`);
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  };
+
+  return {
+    orchard,
+    stub,
+    orchestratorId,
+    workflowId,
+    childTurnStart: (token) => starts.wait(token),
+    orchestratorTurnStart: (token) => turns.wait(token),
+    manifestOf: (token) => manifests.wait(token).then(() => undefined),
+    hold: (held) => {
+      let release!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      const entry = { held, gate };
+      holds.push(entry);
+      return {
+        release: () => {
+          holds.splice(holds.indexOf(entry), 1);
+          release();
+        },
+      };
+    },
+    lastOrchestratorRequestBytes: () => orchestratorBytes,
+    settled,
+    stop: async () => {
+      try {
+        await cancelFleet(orchard, orchestratorId, workflowId);
+      } finally {
+        await orchard.stop();
+        for (const fn of teardowns.reverse()) await fn();
+        rmSync(stateDir, { recursive: true, force: true });
+      }
+    },
+  };
+}
+
+/**
+ * temporal-dev.yaml's dynamic config, and with BENCH_TRANSFER_POLL_RPS the server's `history.transferProcessorMaxPollRPS`
+ * (20 by default: a shard reads its transfer queue at most every 50 ms, and every activity and every workflow task
+ * that is not an update's waits for such a read; the dev server has one shard).
+ */
+function dynamicConfig(): DevConfig['dynamicConfig'] {
+  const rps = knob('TRANSFER_POLL_RPS', 0);
+  return { ...loadDevConfig(PROJECT_ROOT).dynamicConfig, ...(rps > 0 ? { 'history.transferProcessorMaxPollRPS': rps } : {}) };
+}
+
+/** The orchestrator first (so no close notice starts a turn), then its children, a few at a time; each until closed. */
+async function cancelFleet(orchard: RunningOrchard, orchestratorId: string, workflowId: string): Promise<void> {
+  const { client } = orchard;
+  const temporal = client.temporal;
+  const children = (await client.orchestratorStatus(orchestratorId)).children.map((c) => c.childId);
+  const handle = temporal.workflow.getHandle(workflowId);
+  await handle.cancel();
+  await handle.result().catch(() => undefined);
+  const queue = [...children];
+  const worker = async () => {
+    for (let id = queue.shift(); id !== undefined; id = queue.shift()) {
+      await client.cancel(id, 'bench finished').catch(() => undefined);
+      await temporal.workflow
+        .getHandle(sessionWorkflowId(id))
+        .result()
+        .catch(() => undefined);
+    }
+  };
+  await Promise.all(Array.from({ length: 16 }, worker));
+}

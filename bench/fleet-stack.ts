@@ -212,8 +212,8 @@ export async function startFleet(log: (line: string) => void = () => undefined):
 
 /**
  * temporal-dev.yaml's dynamic config, and with BENCH_TRANSFER_POLL_RPS the server's `history.transferProcessorMaxPollRPS`
- * (20 by default: a shard reads its transfer queue at most every 50 ms, and every activity and every workflow task
- * that is not an update's waits for such a read; the dev server has one shard).
+ * over it (temporal-dev.yaml sets 200; the server's default, 20, lets a shard read its transfer queue at most every 50 ms,
+ * and every activity and every workflow task that is not an update's waits for such a read; the dev server has one shard).
  */
 function dynamicConfig(): DevConfig['dynamicConfig'] {
   const rps = knob('TRANSFER_POLL_RPS', 0);

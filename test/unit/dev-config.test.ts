@@ -40,6 +40,8 @@ test('the project temporal-dev.yaml becomes the start-dev argv', (t) => {
     'frontend.enableUpdateWorkflowExecutionAsyncAccepted=true',
     '--dynamic-config-value',
     'system.forceSearchAttributesCacheRefreshOnRead=true',
+    '--dynamic-config-value',
+    'history.transferProcessorMaxPollRPS=200',
   ]);
 });
 

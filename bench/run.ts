@@ -1,7 +1,7 @@
 import { benchCliStart } from './cli-start';
 import { benchCommands } from './commands';
 import { benchHandoff } from './handoff';
-import { knob, Report } from './report';
+import { Report } from './report';
 
 /**
  * `npm run bench`: what Orchard adds to an agent's work, each figure beside its baseline measured in the same run,
@@ -15,9 +15,7 @@ const SECTIONS: Record<string, (report: Report) => Promise<void>> = {
   cli: async () => {
     for (const line of await benchCliStart()) console.log(line);
   },
-  handoff: async () => {
-    if (knob('HANDOFFS', 5) > 0) await benchHandoff();
-  },
+  handoff: (report) => benchHandoff(report),
 };
 
 async function main(): Promise<void> {

@@ -117,10 +117,16 @@ export async function benchHandoff(report: Report): Promise<void> {
           orchard,
           sent.map((s) => s.receiptId),
         );
+        const measured: { sent: (typeof sent)[number]; sample: Sample }[] = [];
         for (const s of sent) {
           const sample = await breakdown(orchard, s, settled.get(s.receiptId)!);
           samples.push(sample);
+          measured.push({ sent: s, sample });
           if (sample.state !== 'released') stopped = `receipt ${s.receiptId} settled ${sample.state}`;
+        }
+        if (knob('HANDOFF_TRACE', 0) > 0) {
+          const slowest = measured.reduce((a, b) => ((b.sample.released ?? Infinity) > (a.sample.released ?? Infinity) ? b : a));
+          await trace(orchard, slowest.sent, settled.get(slowest.sent.receiptId)!);
         }
       }
       // Stop every team before the next level (and before the stack stops): nothing may be left dispatching.
@@ -215,6 +221,29 @@ async function breakdown(
     state: row.state,
     sloMissed: row.slo_missed,
   };
+}
+
+/**
+ * BENCH_HANDOFF_TRACE=1: the slowest handoff of each round as its workflows' histories tell it — every event of the
+ * team run and of the old session from the request on, as milliseconds since the request was sent.
+ */
+async function trace(orchard: Orchard, sent: { teamId: string; receiptId: string; t0: number }, row: { lease: any; session_id: string }): Promise<void> {
+  const chain = row.lease?.holder ? parseLeaseHolder(row.lease.holder)?.firstRunId : undefined;
+  const lines: [number, string][] = [];
+  for (const [label, handle] of [
+    ['team', orchard.client.temporal.workflow.getHandle(`team/${sent.teamId}`)],
+    ['session', orchard.client.temporal.workflow.getHandle(`session/${row.session_id}`, chain)],
+  ] as const) {
+    const history = await handle.fetchHistory();
+    for (const e of history.events ?? []) {
+      const at = Number(e.eventTime?.seconds ?? 0) * 1000 + Math.round((e.eventTime?.nanos ?? 0) / 1e6) - sent.t0;
+      if (at < -50) continue;
+      const attrs = e.activityTaskScheduledEventAttributes?.activityType?.name ?? e.workflowExecutionSignaledEventAttributes?.signalName ?? '';
+      lines.push([at, `${label.padEnd(7)} ${String(e.eventType)} ${attrs}`]);
+    }
+  }
+  console.log(`trace of ${sent.receiptId} (${sent.teamId}):`);
+  for (const [at, what] of lines.sort((a, b) => a[0] - b[0]).filter(([at]) => at < 15_000)) console.log(`  ${String(at).padStart(6)} ms  ${what}`);
 }
 
 function recordLevel(report: Report, slo: Figure, concurrency: number, samples: readonly Sample[], stopped: string | undefined): void {

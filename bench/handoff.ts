@@ -1,4 +1,5 @@
 import { resolve } from 'node:path';
+import { temporal } from '@temporalio/proto';
 import { OpenAICompatibleProvider } from '../activities/model/openai';
 import { parseLeaseHolder } from '../contract/ids';
 import { memberSessionId } from '../contract/member-session';
@@ -239,7 +240,8 @@ async function trace(orchard: Orchard, sent: { teamId: string; receiptId: string
       const at = Number(e.eventTime?.seconds ?? 0) * 1000 + Math.round((e.eventTime?.nanos ?? 0) / 1e6) - sent.t0;
       if (at < -50) continue;
       const attrs = e.activityTaskScheduledEventAttributes?.activityType?.name ?? e.workflowExecutionSignaledEventAttributes?.signalName ?? '';
-      lines.push([at, `${label.padEnd(7)} ${String(e.eventType)} ${attrs}`]);
+      const type = (temporal.api.enums.v1.EventType[e.eventType ?? 0] ?? String(e.eventType)).replace(/^EVENT_TYPE_/, '');
+      lines.push([at, `${label.padEnd(7)} ${type} ${attrs}`]);
     }
   }
   console.log(`trace of ${sent.receiptId} (${sent.teamId}):`);

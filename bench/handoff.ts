@@ -66,7 +66,7 @@ export async function benchHandoff(report: Report): Promise<void> {
     .filter(Boolean)
     .map((x) => Number(x));
   if (levels.some((n) => !Number.isInteger(n) || n < 1)) throw new Error(`BENCH_HANDOFF_CONCURRENCY: expected positive integers, got ${levels.join(',')}`);
-  const rounds = knob('HANDOFFS', 3);
+  const rounds = knob('HANDOFFS', 2);
   if (rounds < 1) return report.skip(SECTION, 'BENCH_HANDOFFS=0');
   const perTeam = Math.max(1, knob('HANDOFF_WRITERS', 10));
   const most = Math.max(...levels);
@@ -105,8 +105,7 @@ export async function benchHandoff(report: Report): Promise<void> {
       const samples: Sample[] = [];
       let stopped: string | undefined;
       for (let round = 1; round <= rounds && stopped === undefined; round++) {
-        const targets = teams.flatMap(({ teamId, writers }) => writers.map((w) => ({ teamId, writer: w, taskId: `${w}-r${round}` })));
-        await everyWriterWriting(orchard, targets);
+        const targets = await everyWriterWriting(orchard, teams);
         const sent = await Promise.all(
           targets.map(async ({ teamId, taskId }) => {
             const t0 = Date.now();
@@ -145,24 +144,37 @@ export async function benchHandoff(report: Report): Promise<void> {
 
 type Orchard = Awaited<ReturnType<typeof startOrchard>>;
 
-/** Every target's task runs, and its writer's command has a live process group (it is writing). */
-async function everyWriterWriting(orchard: Orchard, targets: readonly { teamId: string; writer: string; taskId: string }[]): Promise<void> {
+/**
+ * Every writer runs one of its tasks (a member takes its pending tasks in no fixed order) and its command has a live
+ * process group (it is writing): answers which task each writer runs.
+ */
+async function everyWriterWriting(
+  orchard: Orchard,
+  teams: readonly { teamId: string; writers: readonly string[] }[],
+): Promise<{ teamId: string; writer: string; taskId: string }[]> {
   const deadline = Date.now() + 300_000;
-  const teamIds = [...new Set(targets.map((t) => t.teamId))];
   for (;;) {
-    const views = new Map<string, TeamStatusView>(await Promise.all(teamIds.map(async (id) => [id, await orchard.client.teamStatus(id)] as const)));
+    const views = new Map<string, TeamStatusView>(
+      await Promise.all(teams.map(async ({ teamId }) => [teamId, await orchard.client.teamStatus(teamId)] as const)),
+    );
     const open = await orchard.pool.query<{ holder: string }>(
       `SELECT l.holder FROM lease_process_groups g JOIN worktree_leases l ON l.worktree = g.worktree AND l.generation = g.generation AND l.state = 'held'
         WHERE g.ended_at IS NULL`,
     );
     // A holder is `<namespace>/session/<id>@<firstRunId>`.
     const writing = new Set(open.rows.map((r) => /session\/([^@]+)@/.exec(r.holder)?.[1]));
-    const waiting = targets.filter(
-      ({ teamId, writer, taskId }) =>
-        !views.get(teamId)!.executions.some((e) => e.taskId === taskId && e.state === 'running') || !writing.has(memberSessionId(teamId, writer)),
+    const targets = teams.flatMap(({ teamId, writers }) =>
+      writers.map((writer) => ({
+        teamId,
+        writer,
+        taskId: writing.has(memberSessionId(teamId, writer))
+          ? views.get(teamId)!.executions.find((e) => e.memberId === writer && e.state === 'running')?.taskId
+          : undefined,
+      })),
     );
-    if (waiting.length === 0) return;
-    if (Date.now() > deadline) throw new Error(`bench: ${waiting.length} writers never started (${waiting[0].taskId} of ${waiting[0].teamId})`);
+    const waiting = targets.filter((t) => t.taskId === undefined);
+    if (waiting.length === 0) return targets.map((t) => ({ ...t, taskId: t.taskId! }));
+    if (Date.now() > deadline) throw new Error(`bench: ${waiting.length} writers never started (${waiting[0].writer} of ${waiting[0].teamId})`);
     await new Promise((r) => setTimeout(r, 100));
   }
 }

@@ -21,6 +21,7 @@ import { endTasks, storeTasks } from './store/tasks';
 import { storeStartingContext } from './store/starting-context';
 import { appendEntry } from './store/transcript';
 import { executeTool } from './tools/execute';
+import { RunningCalls } from './tools/running-calls';
 import type { HostActivities, PrepareWorktreeInput, PreparedSessionWorktree, SharedActivities } from '../contract/activities';
 import type { SessionLiveness, TemporalPort } from '../contract/temporal-port';
 import { createOrchestratorActivities } from './orchestrator';
@@ -145,6 +146,7 @@ export const leaseKey = (hostId: string, worktree: string): string => `${hostId}
 export function createHostActivities(deps: HostActivityDeps): HostActivities {
   const maxOutputBytes = deps.maxOutputBytes ?? 64 * 1024;
   const commandSlots = new CommandSlots(deps.maxConcurrentCommands ?? DEFAULT_MAX_COMMANDS);
+  const running = new RunningCalls();
   // A team's verify command runs like a child's command: same sandbox, same cap on this host's commands.
   const verifier: VerifierDeps = { worktreeRoot: deps.worktreeRoot, confinement: deps.confinement, slots: commandSlots };
   return {
@@ -196,9 +198,22 @@ export function createHostActivities(deps: HostActivityDeps): HostActivities {
     },
     async executeTool(input) {
       return executeTool(
-        { pool: deps.pool, hostId: deps.hostId, maxOutputBytes, commandSlots, reap: deps.reap, confinement: deps.confinement, teamLiveness: deps.teamLiveness },
+        {
+          pool: deps.pool,
+          hostId: deps.hostId,
+          maxOutputBytes,
+          commandSlots,
+          reap: deps.reap,
+          confinement: deps.confinement,
+          teamLiveness: deps.teamLiveness,
+          running,
+        },
         input,
       );
+    },
+    /** A cancelled session's running commands on this host, stopped at once (their tool calls end cancelled). */
+    async stopCommands(input) {
+      return running.stop(input.holder);
     },
     /** `orchard team merge` and `orchard team verify`: the team repository is on this host's disk. */
     ...withHeartbeats(createTeamHostActivities({ pool: deps.pool, verifier }), ['reverifyTeam'], abortBindingOf(deps)),

@@ -590,12 +590,31 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
       }
       // The session closes after its cancel is answered (its close path tears its commands down and verifies
       // them gone): wait for that here, heartbeating, so the workflow hears one answer. Its timers bound the wait.
+      // The chain's close is waited for as an event (a long poll), not polled for; what is left after it (process
+      // groups of another worker process, a lease) is checked every 100 ms.
+      const context = Context.current();
+      const chain = chainOf(input.lease);
+      const abort = new AbortController();
+      const stop = () => abort.abort();
+      context.cancelled.catch(stop);
+      let closed = chain === undefined;
+      const closing = closed
+        ? Promise.resolve()
+        : deps
+            .temporal()
+            .sessionClosed(input.sessionId, { chain: chain!, signal: abort.signal })
+            .catch(() => undefined)
+            .finally(() => (closed = true));
       const deadline = Date.now() + YIELD_WAIT_MS;
-      for (;;) {
-        const proof = await quiescence(input);
-        if (proof.quiescent || Date.now() > deadline) return proof;
-        Context.current().heartbeat();
-        await Context.current().sleep(100);
+      try {
+        for (;;) {
+          const proof = await quiescence(input);
+          if (proof.quiescent || Date.now() > deadline) return proof;
+          context.heartbeat();
+          await (closed ? context.sleep(100) : Promise.race([closing, context.sleep(1000)]));
+        }
+      } finally {
+        stop();
       }
     },
 

@@ -1,125 +1,279 @@
-import { memberSessionId } from '../contract/member-session';
-import { existsSync, readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { resolve } from 'node:path';
+import { temporal } from '@temporalio/proto';
 import { OpenAICompatibleProvider } from '../activities/model/openai';
-import { makeFixtureRepo } from '../demos/fixture';
+import { parseLeaseHolder } from '../contract/ids';
+import { memberSessionId } from '../contract/member-session';
 import type { TeamStatusView } from '../contract/messages';
-import { startOrchard } from '../worker/runtime';
+import { makeFixtureRepo } from '../demos/fixture';
 import { completion, stubModel, type Reply } from '../test/helpers/model-stub';
+import { startOrchard } from '../worker/runtime';
+import { knob, type Figure, type Report } from './report';
 
 /**
- * Handoff latency on the real stack (embedded Temporal dev server and Postgres, real sessions and bash): a team
- * whose writer member runs a long writer for each task; each task is reassigned to another member while it
- * writes. Measured per handoff: the `reassignTask` update's round trip (the fence committed) and the time until
- * the receipt is `released` (old session closed, its process groups gone), against the 5 s SLO. The status is
- * read every 20 ms, so figures carry that granularity. Printed, never asserted.
+ * A handoff on the real stack (Temporal dev server and the store, real sessions, bash and process groups, a stub
+ * model that answers at once): at 1, 10 and 100 concurrent handoffs (BENCH_HANDOFF_CONCURRENCY), every writer of
+ * every team runs a long command and all of them are reassigned at once. Measured per handoff from the moment the
+ * user's `reassignTask` is sent: the fence committed (the receipt's row), the receipt `yielding` (its fact), the old
+ * session's close (Temporal's close time of its execution chain's run), its process groups gone (the last `ended_at`
+ * of the lease generation's groups) and the receipt `released` (its fact), against the 5 s SLO. The times come from
+ * the store's rows and Temporal, not from polling, so they carry the clocks' resolution only.
  */
-const HANDOFFS = Number(process.env.BENCH_HANDOFFS ?? 5);
 const SLO_MS = 5_000;
+const SECTION = 'handoff';
 
-const call = (name: string, args: unknown, id: string): Reply =>
-  completion({ content: null, tool_calls: [{ id, type: 'function', function: { name, arguments: JSON.stringify(args) } }] }, 'tool_calls');
+/** The writer's command: a first line, then a long sleep in the same process group (cheap while 100 of them run). */
+const WRITER_COMMAND = 'date +%s%N >> writer.log; sleep 600';
 
-function model(body: any): Reply {
-  const last = body.messages.at(-1);
-  const coordinator = (body.tools ?? []).some((tool: any) => tool.function.name === 'task_list');
-  if (coordinator) {
-    if (last.role === 'user' && String(last.content).startsWith('Write')) {
-      return completion(
-        {
-          content: null,
-          tool_calls: [
-            ...Array.from({ length: HANDOFFS }, (_, i) => ({
-              id: `c${i}`,
-              type: 'function',
-              function: {
-                name: 'task_create',
-                arguments: JSON.stringify({ taskId: `w${i + 1}`, title: `Write ${i + 1}`, description: 'write', owner: 'writer' }),
-              },
-            })),
-            { id: 'approve', type: 'function', function: { name: 'plan_approve', arguments: '{}' } },
-          ],
-        },
-        'tool_calls',
-      );
+const call = (name: string, args: unknown, id: string) => ({ id, type: 'function', function: { name, arguments: JSON.stringify(args) } });
+
+/** Tasks `<writer>-r<round>`, every writer's in round order, all created and the plan approved in the first turn. */
+function teamModel(writers: readonly string[], rounds: number) {
+  return (body: any): Reply => {
+    const last = body.messages.at(-1);
+    const coordinator = (body.tools ?? []).some((tool: any) => tool.function.name === 'task_list');
+    if (coordinator) {
+      if (last.role === 'user' && String(last.content).startsWith('Write')) {
+        const creates = [];
+        for (let round = 1; round <= rounds; round++) {
+          for (const w of writers) {
+            creates.push(call('task_create', { taskId: `${w}-r${round}`, title: `Write ${w} ${round}`, description: 'write', owner: w }, `c-${w}-${round}`));
+          }
+        }
+        return completion({ content: null, tool_calls: [...creates, call('plan_approve', {}, 'approve')] }, 'tool_calls');
+      }
+      return completion({ content: 'ok' });
     }
-    return completion({ content: 'ok' });
-  }
-  if (last.role === 'tool') return completion({ content: 'done' });
-  const writer = /^You are writer,/.test(String(body.messages[0].content));
-  return call('bash', { command: writer ? 'for i in $(seq 1 600); do date +%s%N >> writer.log; sleep 0.05; done' : 'date +%s%N >> other.log' }, 'b');
+    if (last.role === 'tool') return completion({ content: 'done' });
+    const writer = /^You are writer,/.test(String(body.messages[0].content));
+    return completion({ content: null, tool_calls: [call('bash', { command: writer ? WRITER_COMMAND : 'date +%s%N >> other.log' }, 'b')] }, 'tool_calls');
+  };
 }
 
-const percentile = (sorted: readonly number[], p: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))];
+interface Sample {
+  /** From the request sent: the fence committed, yielding recorded, old session closed, its groups gone, released. */
+  fence: number;
+  yielding: number;
+  sessionClosed?: number;
+  groupsGone?: number;
+  released?: number;
+  state: string;
+  sloMissed: boolean;
+}
 
-export async function benchHandoff(after?: (orchard: Awaited<ReturnType<typeof startOrchard>>) => Promise<void>): Promise<void> {
+export async function benchHandoff(report: Report): Promise<void> {
+  const levels = (process.env.BENCH_HANDOFF_CONCURRENCY ?? '1,10,100')
+    .split(',')
+    .filter(Boolean)
+    .map((x) => Number(x));
+  if (levels.some((n) => !Number.isInteger(n) || n < 1)) throw new Error(`BENCH_HANDOFF_CONCURRENCY: expected positive integers, got ${levels.join(',')}`);
+  const rounds = knob('HANDOFFS', 2);
+  if (rounds < 1) return report.skip(SECTION, 'BENCH_HANDOFFS=0');
+  const perTeam = Math.max(1, knob('HANDOFF_WRITERS', 10));
+  const most = Math.max(...levels);
+  // Every writer's command runs at once, and each replacement's too: the host's command cap must not queue them.
+  process.env.ORCHARD_MAX_COMMANDS ??= String(2 * most + 8);
+  process.env.ORCHARD_MAX_ACTIVITIES ??= String(4 * most + 100);
   const teardowns: (() => unknown)[] = [];
-  const stub = await stubModel({ teardown: (fn) => void teardowns.push(fn) }, model);
-  const orchard = await startOrchard(() => undefined, { provider: new OpenAICompatibleProvider({ baseURL: stub.url, model: 'stub', timeoutMs: 30_000 }) });
+  // One stub for every team: the team's model is told apart by the goal's team id (the Coordinator) or the member.
+  let current: (body: any) => Reply = () => completion({ content: 'ok' });
+  const stub = await stubModel({ teardown: (fn) => void teardowns.push(fn) }, (body) => current(body));
+  const orchard = await startOrchard(() => undefined, { provider: new OpenAICompatibleProvider({ baseURL: stub.url, model: 'stub', timeoutMs: 60_000 }) });
+  const started: string[] = [];
+  const slo = report.add({ section: SECTION, name: 'the SLO (reassign → released)', unit: 'ms', value: SLO_MS });
   try {
-    const { client } = orchard;
-    const teamId = `bench-${Date.now().toString(36)}`;
-    await client.startTeam({
-      teamId,
-      repo: makeFixtureRepo(resolve(orchard.config.stateDir, 'bench')),
-      goal: 'Write logs',
-      members: [
-        { memberId: 'writer', role: 'Writer' },
-        { memberId: 'other', role: 'Other' },
-      ],
-    });
-    const status = () => client.teamStatus(teamId);
-    const until = async <T>(probe: (v: TeamStatusView) => T | undefined, what: string): Promise<T> => {
-      const deadline = Date.now() + 120_000;
-      for (;;) {
-        const found = probe(await status());
-        if (found !== undefined) return found;
-        if (Date.now() > deadline) throw new Error(`bench: timed out waiting for ${what}`);
-        await new Promise((r) => setTimeout(r, 20));
+    for (const concurrency of levels) {
+      const writersOf: string[][] = [];
+      for (let left = concurrency; left > 0; left -= perTeam) {
+        writersOf.push(Array.from({ length: Math.min(perTeam, left) }, (_, i) => `w${i + 1}`));
       }
-    };
-    const fences: number[] = [];
-    const releases: number[] = [];
-    for (let i = 1; i <= HANDOFFS; i++) {
-      const taskId = `w${i}`;
-      // The writer is writing this task: its execution runs and its log grows.
-      await until((v) => (v.executions.some((e) => e.taskId === taskId && e.state === 'running') ? true : undefined), `${taskId} running`);
-      const lines = async () => {
-        const s = await client.status(memberSessionId(teamId, 'writer')).catch(() => undefined);
-        const path = s?.worktree ? join(s.worktree, 'writer.log') : undefined;
-        return path && existsSync(path) ? readFileSync(path, 'utf8').split('\n').length : 0;
-      };
-      const before = await lines();
-      while ((await lines()) <= before + 2) await new Promise((r) => setTimeout(r, 20));
-      const t0 = performance.now();
-      const receipt = await client.reassignTask(teamId, { taskId, newOwner: 'other', reason: 'bench' });
-      fences.push(performance.now() - t0);
-      await until((v) => (v.receipts.find((r) => r.receiptId === receipt.receiptId)?.state === 'released' ? true : undefined), `${taskId} released`);
-      releases.push(performance.now() - t0);
+      current = teamModel(
+        Array.from({ length: Math.min(perTeam, concurrency) }, (_, i) => `w${i + 1}`),
+        rounds,
+      );
+      const stamp = Date.now().toString(36);
+      const teams = writersOf.map((writers, i) => ({ teamId: `bench-h${concurrency}-${stamp}-${i}`, writers }));
+      const repo = makeFixtureRepo(resolve(orchard.config.stateDir, `bench-h${concurrency}-${stamp}`));
+      for (const { teamId, writers } of teams) {
+        started.push(teamId);
+        await orchard.client.startTeam({
+          teamId,
+          repo,
+          goal: 'Write logs',
+          members: [...writers.map((memberId) => ({ memberId, role: 'Writer' })), { memberId: 'other', role: 'Other' }],
+        });
+      }
+      const samples: Sample[] = [];
+      let stopped: string | undefined;
+      for (let round = 1; round <= rounds && stopped === undefined; round++) {
+        const targets = await everyWriterWriting(orchard, teams);
+        const sent = await Promise.all(
+          targets.map(async ({ teamId, taskId }) => {
+            const t0 = Date.now();
+            const receipt = await orchard.client.reassignTask(teamId, { taskId, newOwner: 'other', reason: 'bench' });
+            return { teamId, receiptId: receipt.receiptId, t0 };
+          }),
+        );
+        const settled = await receiptsSettled(
+          orchard,
+          sent.map((s) => s.receiptId),
+        );
+        const measured: { sent: (typeof sent)[number]; sample: Sample }[] = [];
+        for (const s of sent) {
+          const sample = await breakdown(orchard, s, settled.get(s.receiptId)!);
+          samples.push(sample);
+          measured.push({ sent: s, sample });
+          if (sample.state !== 'released') stopped = `receipt ${s.receiptId} settled ${sample.state}`;
+        }
+        if (knob('HANDOFF_TRACE', 0) > 0) {
+          const slowest = measured.reduce((a, b) => ((b.sample.released ?? Infinity) > (a.sample.released ?? Infinity) ? b : a));
+          await trace(orchard, slowest.sent, settled.get(slowest.sent.receiptId)!);
+        }
+      }
+      // Stop every team before the next level (and before the stack stops): nothing may be left dispatching.
+      await Promise.all(teams.map(({ teamId }) => orchard.client.teamLifecycle(teamId, 'archive', { reason: 'bench done' }).catch(() => undefined)));
+      recordLevel(report, slo, concurrency, samples, stopped);
     }
-    fences.sort((a, b) => a - b);
-    releases.sort((a, b) => a - b);
-    const row = (name: string, xs: number[]) =>
-      `  ${name.padEnd(34)} n ${xs.length}  p50 ${percentile(xs, 50).toFixed(0).padStart(5)} ms  max ${xs[xs.length - 1].toFixed(0).padStart(5)} ms`;
-    console.log(`handoff on the embedded stack (${HANDOFFS} reassigns of a running writer; SLO ${SLO_MS} ms):`);
-    console.log(row('reassignTask answered (fenced)', fences));
-    console.log(row('receipt released (old runtime gone)', releases));
-    console.log(
-      `  released within the SLO: ${releases.filter((x) => x <= SLO_MS).length}/${releases.length}; p50 is ${((percentile(releases, 50) / SLO_MS) * 100).toFixed(0)}% of the SLO`,
-    );
   } finally {
-    if (after) await after(orchard);
+    for (const teamId of started) {
+      await orchard.client.cancelRun('team', teamId, { reason: 'bench done', timeoutMs: 60_000 }).catch(() => undefined);
+    }
     await orchard.stop();
     for (const fn of teardowns.reverse()) await fn();
   }
 }
 
-if (require.main === module) {
-  benchHandoff().then(
-    () => process.exit(0),
-    (err: unknown) => {
-      console.error(err);
-      process.exit(1);
-    },
+type Orchard = Awaited<ReturnType<typeof startOrchard>>;
+
+/**
+ * Every writer runs one of its tasks (a member takes its pending tasks in no fixed order) and its command has a live
+ * process group (it is writing): answers which task each writer runs.
+ */
+async function everyWriterWriting(
+  orchard: Orchard,
+  teams: readonly { teamId: string; writers: readonly string[] }[],
+): Promise<{ teamId: string; writer: string; taskId: string }[]> {
+  const deadline = Date.now() + 300_000;
+  for (;;) {
+    const views = new Map<string, TeamStatusView>(
+      await Promise.all(teams.map(async ({ teamId }) => [teamId, await orchard.client.teamStatus(teamId)] as const)),
+    );
+    const open = await orchard.pool.query<{ holder: string }>(
+      `SELECT l.holder FROM lease_process_groups g JOIN worktree_leases l ON l.worktree = g.worktree AND l.generation = g.generation AND l.state = 'held'
+        WHERE g.ended_at IS NULL`,
+    );
+    // A holder is `<namespace>/session/<id>@<firstRunId>`.
+    const writing = new Set(open.rows.map((r) => /session\/([^@]+)@/.exec(r.holder)?.[1]));
+    const targets = teams.flatMap(({ teamId, writers }) =>
+      writers.map((writer) => ({
+        teamId,
+        writer,
+        taskId: writing.has(memberSessionId(teamId, writer))
+          ? views.get(teamId)!.executions.find((e) => e.memberId === writer && e.state === 'running')?.taskId
+          : undefined,
+      })),
+    );
+    const waiting = targets.filter((t) => t.taskId === undefined);
+    if (waiting.length === 0) return targets.map((t) => ({ ...t, taskId: t.taskId! }));
+    if (Date.now() > deadline) throw new Error(`bench: ${waiting.length} writers never started (${waiting[0].writer} of ${waiting[0].teamId})`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** Waits until every receipt has left `requested`/`yielding` in the store; answers each one's row. */
+async function receiptsSettled(orchard: Orchard, receiptIds: readonly string[]) {
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    const rows = await orchard.pool.query<{ receipt_id: string; state: string; slo_missed: boolean; created_at: Date; lease: any; session_id: string }>(
+      `SELECT receipt_id, state, slo_missed, created_at, lease, session_id FROM team_handoff_receipts WHERE receipt_id = ANY($1)`,
+      [receiptIds],
+    );
+    if (rows.rows.length === receiptIds.length && rows.rows.every((r) => !['requested', 'yielding'].includes(r.state))) {
+      return new Map(rows.rows.map((r) => [r.receipt_id, r]));
+    }
+    if (Date.now() > deadline) throw new Error('bench: receipts did not settle in 120 s');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** One handoff's steps, each as milliseconds from the request sent, from the store's rows and Temporal. */
+async function breakdown(
+  orchard: Orchard,
+  sent: { teamId: string; receiptId: string; t0: number },
+  row: { state: string; slo_missed: boolean; created_at: Date; lease: any; session_id: string },
+): Promise<Sample> {
+  const facts = await orchard.pool.query<{ kind: string; at: Date }>(
+    `SELECT kind, min(created_at) AS at FROM team_facts WHERE team_id = $1 AND detail->>'receiptId' = $2 GROUP BY kind`,
+    [sent.teamId, sent.receiptId],
   );
+  const fact = (kind: string) => facts.rows.find((f) => f.kind === kind)?.at.getTime();
+  const since = (at: number | undefined) => (at === undefined ? undefined : at - sent.t0);
+  let groupsGone: number | undefined;
+  let sessionClosed: number | undefined;
+  if (row.lease) {
+    const groups = await orchard.pool.query<{ ended: Date | null; open: string }>(
+      `SELECT max(ended_at) AS ended, count(*) FILTER (WHERE ended_at IS NULL) AS open FROM lease_process_groups WHERE worktree = $1 AND generation = $2`,
+      [row.lease.worktree, row.lease.generation],
+    );
+    if (Number(groups.rows[0].open) === 0 && groups.rows[0].ended) groupsGone = groups.rows[0].ended.getTime();
+    // The old execution chain's first run (a bench session never continues-as-new while it writes one command).
+    const chain = row.lease.holder ? parseLeaseHolder(row.lease.holder)?.firstRunId : undefined;
+    if (chain) {
+      const described = await orchard.client.temporal.workflow
+        .getHandle(`session/${row.session_id}`, chain)
+        .describe()
+        .catch(() => undefined);
+      sessionClosed = described?.closeTime?.getTime();
+    }
+  }
+  return {
+    fence: row.created_at.getTime() - sent.t0,
+    yielding: since(fact('handoff_yielding')) ?? NaN,
+    sessionClosed: since(sessionClosed),
+    groupsGone: since(groupsGone),
+    released: since(fact('handoff_released')),
+    state: row.state,
+    sloMissed: row.slo_missed,
+  };
+}
+
+/**
+ * BENCH_HANDOFF_TRACE=1: the slowest handoff of each round as its workflows' histories tell it — every event of the
+ * team run and of the old session from the request on, as milliseconds since the request was sent.
+ */
+async function trace(orchard: Orchard, sent: { teamId: string; receiptId: string; t0: number }, row: { lease: any; session_id: string }): Promise<void> {
+  const chain = row.lease?.holder ? parseLeaseHolder(row.lease.holder)?.firstRunId : undefined;
+  const lines: [number, string][] = [];
+  for (const [label, handle] of [
+    ['team', orchard.client.temporal.workflow.getHandle(`team/${sent.teamId}`)],
+    ['session', orchard.client.temporal.workflow.getHandle(`session/${row.session_id}`, chain)],
+  ] as const) {
+    const history = await handle.fetchHistory();
+    for (const e of history.events ?? []) {
+      const at = Number(e.eventTime?.seconds ?? 0) * 1000 + Math.round((e.eventTime?.nanos ?? 0) / 1e6) - sent.t0;
+      if (at < -50) continue;
+      const attrs = e.activityTaskScheduledEventAttributes?.activityType?.name ?? e.workflowExecutionSignaledEventAttributes?.signalName ?? '';
+      const type = (temporal.api.enums.v1.EventType[e.eventType ?? 0] ?? String(e.eventType)).replace(/^EVENT_TYPE_/, '');
+      lines.push([at, `${label.padEnd(7)} ${type} ${attrs}`]);
+    }
+  }
+  console.log(`trace of ${sent.receiptId} (${sent.teamId}):`);
+  for (const [at, what] of lines.sort((a, b) => a[0] - b[0]).filter(([at]) => at < 15_000)) console.log(`  ${String(at).padStart(6)} ms  ${what}`);
+}
+
+function recordLevel(report: Report, slo: Figure, concurrency: number, samples: readonly Sample[], stopped: string | undefined): void {
+  const note = stopped ? `stopped early: ${stopped}` : undefined;
+  const defined = (xs: (number | undefined)[]) => xs.filter((x): x is number => x !== undefined && Number.isFinite(x));
+  const released = defined(samples.map((s) => s.released));
+  const total = report.samples(SECTION, `${concurrency} concurrent: reassign → receipt released`, released, 'ms', { note });
+  report.against(total, slo);
+  report.samples(SECTION, `${concurrency} concurrent: fence committed`, defined(samples.map((s) => s.fence)));
+  report.samples(SECTION, `${concurrency} concurrent: receipt yielding`, defined(samples.map((s) => s.yielding)));
+  report.samples(SECTION, `${concurrency} concurrent: old session closed`, defined(samples.map((s) => s.sessionClosed)));
+  report.samples(SECTION, `${concurrency} concurrent: old process groups gone`, defined(samples.map((s) => s.groupsGone)));
+  report.samples(SECTION, `${concurrency} concurrent: session closed → released`, defined(samples.map((s) => (s.released ?? NaN) - (s.sessionClosed ?? NaN))));
+  const misses = samples.filter((s) => s.sloMissed || s.released === undefined || s.released > SLO_MS).length;
+  report.add({ section: SECTION, name: `${concurrency} concurrent: SLO misses`, unit: 'count', value: misses, n: samples.length, note: `SLO ${SLO_MS} ms` });
+  const unsettled = samples.filter((s) => s.state !== 'released').length;
+  if (unsettled > 0)
+    report.add({ section: SECTION, name: `${concurrency} concurrent: not released (timeout/unknown/failed)`, unit: 'count', value: unsettled });
 }

@@ -1,7 +1,7 @@
 import { benchCliStart } from './cli-start';
 import { benchCommands } from './commands';
 import { benchHandoff } from './handoff';
-import { knob, Report } from './report';
+import { Report } from './report';
 import { benchRoute } from './route';
 import { benchScale } from './scale';
 import { benchThroughput } from './throughput';
@@ -17,9 +17,7 @@ import { benchWaiting } from './waiting';
 const SECTIONS: Record<string, (report: Report) => Promise<void>> = {
   commands: benchCommands,
   cli: benchCliStart,
-  handoff: async () => {
-    if (knob('HANDOFFS', 5) > 0) await benchHandoff();
-  },
+  handoff: (report) => benchHandoff(report),
   route: benchRoute,
   scale: benchScale,
   throughput: benchThroughput,

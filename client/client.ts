@@ -575,6 +575,22 @@ export class OrchardClient implements TemporalPort {
   }
 
   /**
+   * Resolves once the session's execution chain (`chain`: its first run id, followed across continue-as-new) has
+   * closed, however it closed, or was never there: a long poll on Temporal, ended early by `options.signal`.
+   */
+  async sessionClosed(sessionId: string, options: ChainOptions & { chain: string }): Promise<void> {
+    const handle = this.temporal.workflow.getHandle(sessionWorkflowId(sessionId), options.chain);
+    try {
+      await (options.signal ? this.temporal.withAbortSignal(options.signal, () => handle.result()) : handle.result());
+    } catch (err) {
+      if (options.signal?.aborted) throw err;
+      // A failed, cancelled or terminated run rejects its result: it has closed too.
+      if (err instanceof WorkflowFailedError || err instanceof WorkflowNotFoundError || isNotFound(err)) return;
+      throw err;
+    }
+  }
+
+  /**
    * Resolves once the team's run chain (`team/<id>`, across continue-as-new) has closed, however it closed
    * (completed, failed, cancelled, terminated), with how; a long poll on Temporal, ended early by `signal`.
    */

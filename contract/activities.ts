@@ -223,6 +223,12 @@ export interface WorktreeActivities {
   /** Runs one tool call of a model step; a mutating tool runs at most once. */
   executeTool(input: ExecuteToolInput): Promise<ExecuteToolResult>;
   /**
+   * The session is being cancelled: stops the commands its execution chain (`holder`) runs on this host now, so their
+   * tool calls end cancelled without waiting for the cancellation to reach them through a heartbeat. Answers how many
+   * it stopped (commands of another worker process are not seen here: the heartbeat still reaches those).
+   */
+  stopCommands(input: { holder: string }): Promise<number>;
+  /**
    * What `session create`, `orchestrator start` and `team start` check before anything starts, made on the host whose
    * disk has the repository: it is a git repository with a commit (the base ref names one), and the scenario reads.
    */

@@ -32,6 +32,11 @@ export interface TemporalPort {
   cancel(sessionId: string, reason?: string, options?: ChainOptions): Promise<SessionStatusView>;
   /** Whether a session's workflow (of one execution chain, with `chain`) is alive, as Temporal sees it now. */
   sessionLiveness(sessionId: string, options?: ChainOptions): Promise<SessionLiveness>;
+  /**
+   * Resolves once the session's execution chain (`chain`, from its first run, across continue-as-new) has closed,
+   * however it closed, or was never there; a long poll on Temporal, ended early by `signal`.
+   */
+  sessionClosed(sessionId: string, options: ChainOptions & { chain: string }): Promise<void>;
   /** Resolves once the team's run chain has closed, however it closed, with how; ended early by `signal`. */
   teamClosed(teamId: string, signal: AbortSignal): Promise<string>;
   /** Asks a parent (orchestrator or team workflow id) to carve a child's raise from its budget (`fundChild`). */

@@ -39,6 +39,11 @@ export interface WorkerConfig {
   /** At most this many commands (bash tool calls) run at once on this host. */
   maxConcurrentCommands: number;
   /**
+   * ORCHARD_MAX_ACTIVITIES: at most this many activities run at once in each of the worker's two workers (a running
+   * command holds one for as long as it runs); the SDK's default (100) when unset.
+   */
+  maxConcurrentActivities?: number;
+  /**
    * On SIGTERM/SIGINT the worker stops polling and running activities get this long to finish (a build, a test
    * run); then the SDK cancels them, and a tool call cut short is reported to the model as `unknown`.
    */
@@ -70,6 +75,14 @@ export function maxCommandsFromEnv(raw: string | undefined): number {
   return n;
 }
 
+/** ORCHARD_MAX_ACTIVITIES: a positive integer, or undefined (the SDK's default); anything else stops the worker at start. */
+function maxActivitiesFromEnv(raw: string | undefined): number | undefined {
+  if (raw === undefined || raw.trim() === '') return undefined;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1) throw new ConfigError(`ORCHARD_MAX_ACTIVITIES must be a positive integer, got "${raw}"`);
+  return n;
+}
+
 /** Host ids become task-queue names: keep them to a safe alphabet. */
 function sanitizeHostId(raw: string): string {
   const cleaned = raw.replace(/[^A-Za-z0-9._-]/g, '-').replace(/^[^A-Za-z0-9]+/, '');
@@ -85,6 +98,7 @@ export function workerConfigFromEnv(env: NodeJS.ProcessEnv = process.env, cwd = 
     databaseUrl: env.DATABASE_URL || undefined,
     stateDir,
     maxConcurrentCommands: maxCommandsFromEnv(env.ORCHARD_MAX_COMMANDS),
+    maxConcurrentActivities: maxActivitiesFromEnv(env.ORCHARD_MAX_ACTIVITIES),
     shutdownGraceSeconds: nonNegativeSeconds(env, 'ORCHARD_SHUTDOWN_GRACE_SECONDS', DEFAULT_SHUTDOWN_GRACE_SECONDS),
     metrics: metricsFromEnv(env),
   };

@@ -143,6 +143,7 @@ export async function startOrchard(log: (line: string) => void, options: StartOr
       hostOnly: options.hostOnly,
       client: temporal,
       maxConcurrentCommands: config.maxConcurrentCommands,
+      maxConcurrentActivities: config.maxConcurrentActivities,
       log,
       shutdownGraceMs: config.shutdownGraceSeconds * 1000,
       dataConverter,

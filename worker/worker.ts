@@ -41,6 +41,8 @@ export interface OrchardWorkerOptions {
   env?: NodeJS.ProcessEnv;
   /** At most this many commands run at once on this host (ORCHARD_MAX_COMMANDS; 4 when unset). */
   maxConcurrentCommands?: number;
+  /** At most this many activities run at once in each worker (ORCHARD_MAX_ACTIVITIES; the SDK's default when unset). */
+  maxConcurrentActivities?: number;
   /** How recorded processes of dead workers are torn down (tests inject a signal sender that cannot kill). */
   reap?: ReapOptions;
   /** Where the start-up sweep's summary line goes; the SDK logger when unset. */
@@ -116,6 +118,7 @@ export async function createOrchardWorkers(options: OrchardWorkerOptions): Promi
   else Runtime.instance().logger.warn(confinementLine);
   const shutdownGraceTime = options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_SECONDS * 1000;
   const shutdownForceTime = options.shutdownForceMs;
+  const activityLimit = options.maxConcurrentActivities ? { maxConcurrentActivityTaskExecutions: options.maxConcurrentActivities } : {};
   // One client for the activities that ask Temporal about sessions and teams (liveness, cancels, sends).
   const orchard = new OrchardClient(options.client, { taskQueue: options.taskQueue, defaultHost: options.hostId });
   const hostWorker = await Worker.create({
@@ -141,6 +144,7 @@ export async function createOrchardWorkers(options: OrchardWorkerOptions): Promi
     }),
     maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
     defaultHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
+    ...activityLimit,
     shutdownGraceTime,
     shutdownForceTime,
   });
@@ -164,6 +168,7 @@ export async function createOrchardWorkers(options: OrchardWorkerOptions): Promi
         }),
         maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
         defaultHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
+        ...activityLimit,
         shutdownGraceTime,
         shutdownForceTime,
       }),

@@ -19,6 +19,7 @@ import { sendMemberMessage } from './member-message';
 import type { SessionLiveness } from '../../contract/temporal-port';
 import type { ExecuteToolInput, ExecuteToolResult, Lease } from '../../contract/activities';
 import { metrics } from '../metrics';
+import type { RunningCalls } from './running-calls';
 
 export interface ExecutorDeps {
   pool: Pool;
@@ -32,6 +33,8 @@ export interface ExecutorDeps {
   confinement?: Confinement;
   /** Whether a team's run is running; without it, a Member's message is refused (nobody can tell). */
   teamLiveness?: (teamId: string) => Promise<SessionLiveness>;
+  /** This host's running calls, which a cancelled session stops at once (`stopCommands`). */
+  running?: RunningCalls;
 }
 
 /** How often a running command renews its lease; a failed renewal (the lease moved) stops the command. */
@@ -125,7 +128,11 @@ async function execute(deps: ExecutorDeps, input: ExecuteToolInput): Promise<Exe
   // Another attempt declared this claim unknown while this one ran: the transcript keeps what the model was told.
   await record(settled ? result.output.content : ((await findToolResult(pool, key.turnId, key.step, key.callId)) ?? UNKNOWN_OUTCOME));
   // The command was stopped and recorded; report the cancellation so the workflow sees the activity end as cancelled.
-  if (result.stoppedBy === 'cancel') throw new CancelledFailure('tool call cancelled; its process group was stopped');
+  // Stopped by its session before the cancellation reached this attempt (stopCommands): the SDK reports a
+  // CancelledFailure as cancelled only once the cancellation has arrived, so the call answers its recorded result
+  // instead; the session's turn, cancelled already, ends at its next step.
+  if (result.stoppedBy === 'cancel' && Context.current().cancellationSignal.aborted)
+    throw new CancelledFailure('tool call cancelled; its process group was stopped');
   if (result.stoppedBy === 'lease_lost') throw staleLease(input.lease);
   return { tool, outcome: settled ? 'settled' : 'unknown', ok: settled && result.output.ok, ...(result.held ? { held: true } : {}) };
 }
@@ -150,6 +157,8 @@ async function run(deps: ExecutorDeps, input: ExecuteToolInput, tool: string, ar
   const lost = new AbortController();
   let leaseLost = false;
   let lastRenewal = Date.now();
+  // …and when its session, being cancelled, stops it directly (the cancellation itself arrives with a heartbeat).
+  const stop = deps.running?.enter(input.lease.holder);
   const result = await runTool(tool, args, {
     sessionId: input.sessionId,
     worktree: input.worktree,
@@ -169,7 +178,7 @@ async function run(deps: ExecutorDeps, input: ExecuteToolInput, tool: string, ar
     bashTimeoutMs: input.bashTimeoutSeconds * 1000,
     maxOutputBytes: deps.maxOutputBytes,
     commandSlots: deps.commandSlots,
-    signal: AbortSignal.any([context.cancellationSignal, lost.signal]),
+    signal: AbortSignal.any([context.cancellationSignal, lost.signal, ...(stop ? [stop.signal] : [])]),
     onTick: (progress) => {
       context.heartbeat(progress);
       if (Date.now() - lastRenewal < RENEW_EVERY_MS) return;
@@ -206,7 +215,7 @@ async function run(deps: ExecutorDeps, input: ExecuteToolInput, tool: string, ar
         onWait: () => context.heartbeat(),
         giveUp: () => context.cancellationDetails?.workerShutdown === true,
       }),
-  });
+  }).finally(() => stop?.done());
   const stoppedBy = !result.cancelled
     ? leaseLost
       ? 'lease_lost'

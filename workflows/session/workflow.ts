@@ -146,9 +146,19 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
     cancelUpdate,
     async (cancel) => {
       state.requestCancel(cancel.reason ?? 'cancelled by request');
+      const stopping = turnScope !== undefined && hostActs !== undefined;
       turnScope?.cancel();
       prepScope?.cancel();
       publish();
+      // The turn's running command is stopped on its host at once: the activity's cancellation (requested above, so
+      // it is recorded first) would reach it only with its next heartbeat. Runs before this change waited for that.
+      // Not awaited: it only hastens what the cancellation does anyway, so the close never waits for it (a host that is
+      // slow to take it, or an older worker without it, fails it once and is done).
+      if (stopping && patched('session-stop-commands-on-cancel')) {
+        void CancellationScope.nonCancellable(() => hostActs!.stop.stopCommands({ holder: state.worktree?.lease.holder ?? holder })).catch((err: unknown) =>
+          log.info('running commands not stopped at once; the cancellation reaches them with a heartbeat', { error: String(err) }),
+        );
+      }
       // Not cut short by a Temporal cancellation of the workflow: that closes the session too, then this answers.
       await CancellationScope.nonCancellable(() => condition(() => state.finished));
       return state.view();
@@ -340,6 +350,14 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
         // Preparation heartbeats every second: a dead worker is noticed in seconds and a cancel reaches it.
         heartbeatTimeout: '15 seconds',
         summary: `worktree on ${create.host}`,
+      }),
+      // A cancel's stop of the running command: one attempt, soon or never (the heartbeat delivers the cancel anyway).
+      stop: proxyActivities<HostActivities>({
+        ...hostOptions,
+        scheduleToStartTimeout: '5 seconds',
+        startToCloseTimeout: '10 seconds',
+        retry: { maximumAttempts: 1 },
+        summary: `stop commands on ${create.host}`,
       }),
       tool: proxyActivities<HostActivities>({
         ...hostOptions,

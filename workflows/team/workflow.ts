@@ -750,11 +750,16 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     const at = executions.findIndex((e) => e.executionId === execution.executionId);
     executions[at] = { ...executions[at], state: kind === 'reassign' ? 'handed_off' : kind === 'pause' ? 'paused' : 'cancelled' };
     // The task is frozen: its execution's workflow has nothing left to record. (The session is stopped by the driver.)
-    if (execution.workflowId) {
+    const cancelExecution = async () => {
+      if (!execution.workflowId) return;
       await getExternalWorkflowHandle(execution.workflowId)
         .cancel()
         .catch((err) => log.warn('execution workflow not cancelled', { workflowId: execution.workflowId, error: String(err) }));
-    }
+    };
+    // The yield is asked for as soon as the fence has committed: the execution workflow's cancel (a round trip through
+    // the server, seconds when it is busy) is bookkeeping and goes beside it. Runs before this change cancelled first.
+    const yieldAtFence = patched('team-handoff-yield-at-fence');
+    if (!yieldAtFence) await cancelExecution();
     const r = fenced.receipt;
     const receipt: HandoffState = {
       receiptId: r.receiptId,
@@ -774,7 +779,10 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     noteEvent(event(receipt));
     publish();
     startDriver(receipt.receiptId, clocks);
-    return publicReceipt(receipt.receiptId);
+    // The receipt as the fence left it (`requested`), whatever the driver has moved it to by the time this answers.
+    const answer = publicReceipt(receipt.receiptId);
+    if (yieldAtFence) await cancelExecution();
+    return answer;
   }
 
   /** A task the user took out of scope before it ran: it never starts, even when a handoff releases it later. */

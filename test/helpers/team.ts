@@ -77,7 +77,8 @@ export async function startScriptedTeam(
   // A team test that hangs (an update that never answers, say) fails on its own once it has made no assertion for
   // this long (ava restarts the timer at each assertion), instead of holding an ava worker until the whole run's
   // deadline and leaving the files after it unrun.
-  t.timeout(TEAM_TEST_TIMEOUT_MS, 'a team test made no assertion for ORCHARD_TEST_TEAM_TIMEOUT_MS');
+  // (A `before` hook's context has no timeout of its own: there ava's run-wide timeout applies.)
+  if (typeof t.timeout === 'function') t.timeout(TEAM_TEST_TIMEOUT_MS, 'a team test made no assertion for ORCHARD_TEST_TEAM_TIMEOUT_MS');
   const work = options.work ?? {};
   const gates = new Map<string, Gate & { promise: Promise<void>; arrive(): void }>();
   const gateOf = (taskId: string) => {

@@ -101,13 +101,18 @@ export async function repositoryProblem(repo: string, options: { baseRef?: strin
     if (!/fatal:/i.test(message(err))) throw err;
     return new WorkspaceError('repository_not_found', `${repo} is not a git repository: ${message(err)}`);
   }
-  // `--verify --quiet` fails silently (exit 1, no output) for a ref that names no commit; anything git says is a
-  // fault (a lock, a repository being written, a timeout), never "no commit": it is thrown, so the caller retries.
+  // "No commit" only on git's own verdict (`fatal: Needed a single revision`); a success that printed no hash (a git
+  // killed on a loaded machine ends with no output) or any other failure is a fault, thrown so that the caller
+  // retries instead of refusing a repository that has commits.
   const commitOf = (ref: string) =>
-    git.raw(['rev-parse', '--verify', '--quiet', '--end-of-options', `${ref}^{commit}`]).then(
-      (out) => out.trim(),
+    git.raw(['rev-parse', '--verify', '--end-of-options', `${ref}^{commit}`]).then(
+      (out) => {
+        const hash = out.trim();
+        if (!/^[0-9a-f]{40,64}$/.test(hash)) throw new Error(`git rev-parse --verify ${ref} answered ${JSON.stringify(hash)}, not a commit id`);
+        return hash;
+      },
       (err: unknown) => {
-        if (message(err).trim() === '') return '';
+        if (/Needed a single revision/i.test(message(err))) return '';
         throw err;
       },
     );

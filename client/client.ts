@@ -579,13 +579,21 @@ export class OrchardClient implements TemporalPort {
    * closed, however it closed, or was never there: a long poll on Temporal, ended early by `options.signal`.
    */
   async sessionClosed(sessionId: string, options: ChainOptions & { chain: string }): Promise<void> {
-    const handle = this.temporal.workflow.getHandle(sessionWorkflowId(sessionId), options.chain);
+    await this.closeOf(this.temporal.workflow.getHandle(sessionWorkflowId(sessionId), options.chain), options.signal);
+  }
+
+  /**
+   * Waits for a workflow chain to close (a long poll on its result): COMPLETED, FAILED (failed, cancelled or
+   * terminated: its result rejects) or NOT_FOUND; throws when `signal` ends the wait first, or on a fault.
+   */
+  private async closeOf(handle: WorkflowHandle, signal?: AbortSignal): Promise<'COMPLETED' | 'FAILED' | 'NOT_FOUND'> {
     try {
-      await (options.signal ? this.temporal.withAbortSignal(options.signal, () => handle.result()) : handle.result());
+      await (signal ? this.temporal.withAbortSignal(signal, () => handle.result()) : handle.result());
+      return 'COMPLETED';
     } catch (err) {
-      if (options.signal?.aborted) throw err;
-      // A failed, cancelled or terminated run rejects its result: it has closed too.
-      if (err instanceof WorkflowFailedError || err instanceof WorkflowNotFoundError || isNotFound(err)) return;
+      if (signal?.aborted) throw err;
+      if (err instanceof WorkflowNotFoundError || isNotFound(err)) return 'NOT_FOUND';
+      if (err instanceof WorkflowFailedError) return 'FAILED';
       throw err;
     }
   }
@@ -596,16 +604,9 @@ export class OrchardClient implements TemporalPort {
    */
   async teamClosed(teamId: string, signal: AbortSignal): Promise<string> {
     const handle = this.temporal.workflow.getHandle(teamWorkflowId(teamId));
-    try {
-      await this.temporal.withAbortSignal(signal, () => handle.result());
-      return 'COMPLETED';
-    } catch (err) {
-      if (signal.aborted) throw err;
-      if (err instanceof WorkflowNotFoundError || isNotFound(err)) return 'NOT_FOUND';
-      // A failed, cancelled or terminated run rejects its result: it has closed too.
-      if (err instanceof WorkflowFailedError) return (await handle.describe().catch(() => undefined))?.status.name ?? 'CLOSED';
-      throw err;
-    }
+    const how = await this.closeOf(handle, signal);
+    // Failed, cancelled or terminated: which one, as Temporal tells it.
+    return how === 'FAILED' ? ((await handle.describe().catch(() => undefined))?.status.name ?? 'CLOSED') : how;
   }
 
   /** Whether a team's run (`team/<id>`) is alive, as for a session. */

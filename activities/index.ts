@@ -80,6 +80,11 @@ export interface HostActivityHooks {
   beforePrepare?: (input: PrepareWorktreeInput, signal: AbortSignal) => Promise<void>;
   /** Awaited once the lease is taken, before the worktree is created; a rejection fails the preparation. */
   afterLease?: (input: PrepareWorktreeInput, signal: AbortSignal) => Promise<void>;
+  /**
+   * The cancellation a running tool call's command takes from its activity (default: the activity's own). A test holds
+   * it back to show that a cancelled session's direct stop (`stopCommands`) ends the command by itself.
+   */
+  toolCancellation?: (activity: AbortSignal) => AbortSignal;
 }
 
 /** Activities that need no particular host: the model and the store. They run on the shared task queue. */
@@ -207,6 +212,7 @@ export function createHostActivities(deps: HostActivityDeps): HostActivities {
           confinement: deps.confinement,
           teamLiveness: deps.teamLiveness,
           running,
+          toolCancellation: deps.hooks?.toolCancellation,
         },
         input,
       );

@@ -99,6 +99,11 @@ export interface TeamActivityHooks {
   beforeYield?: (input: { sessionId: string; reason: string }) => Promise<void>;
   /** Awaited as a dispatch is about to create the Member's session (holds it while a test stops the worker). */
   beforeCreateSession?: (input: { teamId: string; taskId: string; sessionId: string }) => Promise<void>;
+  /**
+   * Awaited as a fence begins, before its transaction (holds one while a test stops the workers, so that its answer
+   * reaches the run's history beside another event's, in one workflow task).
+   */
+  beforeFence?: (input: { teamId: string; oldTaskId: string; kind: string }) => Promise<void>;
   /** Awaited before a receipt moves; what it throws, the move throws (stands for a store write that fails for good). */
   beforeMoveReceipt?: (input: { teamId: string; receiptId: string; to: ReceiptState }) => Promise<void>;
 }
@@ -544,6 +549,7 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
 
     /** The fence transaction of a reassign (see `fenceHandoff`): committed before the old execution is asked to yield. */
     async fenceHandoff(input) {
+      await deps.hooks?.beforeFence?.(input);
       try {
         const { result, revision } = await fenceHandoff(deps.pool, input.teamId, { ...input, namespace: deps.namespace ?? 'default' });
         return { receipt: result, revision };

@@ -7,7 +7,7 @@ import { resolveTemporalCli } from '../worker/temporal-cli';
 import { buildCli } from '../scripts/build';
 import { completion } from '../test/helpers/model-stub';
 import { knob, type Report } from './report';
-import { startBenchStack } from './throughput';
+import { startBenchStack } from './stack';
 
 /**
  * What one `orchard` command costs a person or a script, spawn to exit: `--help` and a guard dry run and `exec` (no

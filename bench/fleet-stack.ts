@@ -1,22 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { OpenAICompatibleProvider } from '../activities/model/openai';
 import { orchestratorWorkflowId, sessionWorkflowId, type OrchestratorStatusView } from '../contract/messages';
-import { makeFixtureRepo } from '../demos/fixture';
-import { PROJECT_ROOT, startOrchard, type RunningOrchard } from '../worker/runtime';
-import { loadDevConfig, type DevConfig } from '../worker/dev-server';
-import { bootStack } from '../worker/stack';
-import { knob } from './report';
-import { completion, stubModel, type ModelStub, type Reply } from '../test/helpers/model-stub';
+import type { RunningOrchard } from '../worker/runtime';
+import { completion, type ModelStub, type Reply } from '../test/helpers/model-stub';
+import { startBenchStack } from './stack';
 
 /**
- * An orchestrator and its fleet on the real stack, for the route and scale sections: a Temporal dev server of the
- * bench's own (a free port, in memory, no UI: another checkout's server on 7233 is never reused), PostgreSQL at
- * DATABASE_URL or PGlite in memory, Orchard's worker pair started by `startOrchard` (as `orchard dev` runs it), and a
- * stub model (test/helpers/model-stub.ts, a real HTTP server speaking the OpenAI protocol) that plays the
- * orchestrator's model and its children's from the request bytes alone:
+ * An orchestrator and its fleet on a bench stack of its own (bench/stack.ts), for the route and scale sections, with a
+ * stub model that plays the orchestrator's model and its children's from the request bytes alone:
  *
  * - orchestrator requests (they offer the `session` tool), by the last user message: `route <token> to <child>` →
  *   `session send` of the task `<token>` to that child; `fanout <token>:<child> …` → one such send per pair, all in one
@@ -132,39 +122,12 @@ export async function startFleet(log: (line: string) => void = () => undefined):
     return final(`done ${token}`);
   };
 
-  const teardowns: (() => unknown)[] = [];
-  const stub = await stubModel({ teardown: (fn) => void teardowns.push(fn) }, model);
-  const stateDir = mkdtempSync(join(tmpdir(), 'orchard-bench-fleet-'));
-  // The worker's configuration is read from the environment once, at start: its state (host id, worktrees) goes to
-  // a directory of this run, its shutdown does not wait out the production grace period, and the SDK's warnings of
-  // the teardown (children closing after their orchestrator) stay out of the table unless ORCHARD_LOG_LEVEL says so.
-  const saved = { ...process.env };
-  const env = {
-    ORCHARD_STATE_DIR: stateDir,
-    ORCHARD_HOST_ID: `bench-${randomUUID().slice(0, 8)}`,
-    ORCHARD_SHUTDOWN_GRACE_SECONDS: '5',
-    ORCHARD_LOG_LEVEL: saved.ORCHARD_LOG_LEVEL ?? 'error',
-  };
-  Object.assign(process.env, env);
-  let orchard: RunningOrchard;
-  try {
-    const stack = await bootStack({
-      projectRoot: PROJECT_ROOT,
-      log,
-      temporal: { port: 0, ui: false, dbFile: null, dynamicConfig: dynamicConfig() },
-      postgres: { dataDir: 'memory' },
-    });
-    orchard = await startOrchard(log, { stack, provider: new OpenAICompatibleProvider({ baseURL: stub.url, model: 'stub', timeoutMs: 120_000 }) });
-  } finally {
-    for (const key of Object.keys(env)) {
-      if (saved[key] === undefined) delete process.env[key];
-      else process.env[key] = saved[key];
-    }
-  }
+  const bench = await startBenchStack(model, { modelTimeoutMs: 120_000, shutdownGraceSeconds: 5, log });
+  const { orchard, stub } = bench;
   const orchestratorId = `bench-${randomUUID().slice(0, 8)}`;
   const workflowId = orchestratorWorkflowId(orchestratorId);
   const { client } = orchard;
-  await client.startOrchestrator({ orchestratorId, repo: makeFixtureRepo(stateDir), title: 'bench fleet' });
+  await client.startOrchestrator({ orchestratorId, repo: bench.repo, title: 'bench fleet' });
 
   const settled = async (timeoutMs = 300_000) => {
     const deadline = Date.now() + timeoutMs;
@@ -198,26 +161,9 @@ export async function startFleet(log: (line: string) => void = () => undefined):
     },
     lastOrchestratorRequestBytes: () => orchestratorBytes,
     settled,
-    stop: async () => {
-      try {
-        await cancelFleet(orchard, orchestratorId, workflowId);
-      } finally {
-        await orchard.stop();
-        for (const fn of teardowns.reverse()) await fn();
-        rmSync(stateDir, { recursive: true, force: true });
-      }
-    },
+    // Up to 500 children to cancel: a longer bound than a section's own close.
+    stop: () => bench.stop(() => cancelFleet(orchard, orchestratorId, workflowId), 300_000),
   };
-}
-
-/**
- * temporal-dev.yaml's dynamic config, and with BENCH_TRANSFER_POLL_RPS the server's `history.transferProcessorMaxPollRPS`
- * over it (temporal-dev.yaml sets 200; the server's default, 20, lets a shard read its transfer queue at most every 50 ms,
- * and every activity and every workflow task that is not an update's waits for such a read; the dev server has one shard).
- */
-function dynamicConfig(): DevConfig['dynamicConfig'] {
-  const rps = knob('TRANSFER_POLL_RPS', 0);
-  return { ...loadDevConfig(PROJECT_ROOT).dynamicConfig, ...(rps > 0 ? { 'history.transferProcessorMaxPollRPS': rps } : {}) };
 }
 
 /** The orchestrator first (so no close notice starts a turn), then its children, a few at a time; each until closed. */

@@ -1,13 +1,12 @@
 import { resolve } from 'node:path';
 import { temporal } from '@temporalio/proto';
-import { OpenAICompatibleProvider } from '../activities/model/openai';
 import { parseLeaseHolder } from '../contract/ids';
 import { memberSessionId } from '../contract/member-session';
 import type { TeamStatusView } from '../contract/messages';
 import { makeFixtureRepo } from '../demos/fixture';
-import { completion, stubModel, type Reply } from '../test/helpers/model-stub';
-import { startOrchard } from '../worker/runtime';
+import { completion, type Reply } from '../test/helpers/model-stub';
 import { knob, type Figure, type Report } from './report';
+import { startBenchStack, type BenchStack } from './stack';
 
 /**
  * A handoff on the real stack (Temporal dev server and the store, real sessions, bash and process groups, a stub
@@ -70,14 +69,17 @@ export async function benchHandoff(report: Report): Promise<void> {
   if (rounds < 1) return report.skip(SECTION, 'BENCH_HANDOFFS=0');
   const perTeam = Math.max(1, knob('HANDOFF_WRITERS', 10));
   const most = Math.max(...levels);
-  // Every writer's command runs at once, and each replacement's too: the host's command cap must not queue them.
-  process.env.ORCHARD_MAX_COMMANDS ??= String(2 * most + 8);
-  process.env.ORCHARD_MAX_ACTIVITIES ??= String(4 * most + 100);
-  const teardowns: (() => unknown)[] = [];
   // One stub for every team: the team's model is told apart by the goal's team id (the Coordinator) or the member.
   let current: (body: any) => Reply = () => completion({ content: 'ok' });
-  const stub = await stubModel({ teardown: (fn) => void teardowns.push(fn) }, (body) => current(body));
-  const orchard = await startOrchard(() => undefined, { provider: new OpenAICompatibleProvider({ baseURL: stub.url, model: 'stub', timeoutMs: 60_000 }) });
+  const bench = await startBenchStack((body) => current(body), {
+    modelTimeoutMs: 60_000,
+    // Every writer's command runs at once, and each replacement's too: the host's command cap must not queue them.
+    env: {
+      ORCHARD_MAX_COMMANDS: process.env.ORCHARD_MAX_COMMANDS ?? String(2 * most + 8),
+      ORCHARD_MAX_ACTIVITIES: process.env.ORCHARD_MAX_ACTIVITIES ?? String(4 * most + 100),
+    },
+  });
+  const { orchard } = bench;
   const started: string[] = [];
   const slo = report.add({ section: SECTION, name: 'the SLO (reassign → released)', unit: 'ms', value: SLO_MS });
   try {
@@ -134,15 +136,16 @@ export async function benchHandoff(report: Report): Promise<void> {
       recordLevel(report, slo, concurrency, samples, stopped);
     }
   } finally {
-    for (const teamId of started) {
-      await orchard.client.cancelRun('team', teamId, { reason: 'bench done', timeoutMs: 60_000 }).catch(() => undefined);
-    }
-    await orchard.stop();
-    for (const fn of teardowns.reverse()) await fn();
+    const cancelAll = async () => {
+      for (const teamId of started) {
+        await orchard.client.cancelRun('team', teamId, { reason: 'bench done', timeoutMs: 60_000 }).catch(() => undefined);
+      }
+    };
+    await bench.stop(cancelAll, Math.max(1, started.length) * 60_000);
   }
 }
 
-type Orchard = Awaited<ReturnType<typeof startOrchard>>;
+type Orchard = BenchStack['orchard'];
 
 /**
  * Every writer runs one of its tasks (a member takes its pending tasks in no fixed order) and its command has a live

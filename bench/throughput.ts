@@ -1,13 +1,7 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { metricsRegistry } from '../activities/metrics';
-import { OpenAICompatibleProvider } from '../activities/model/openai';
-import { makeFixtureRepo } from '../demos/fixture';
-import { PROJECT_ROOT, startOrchard, type RunningOrchard } from '../worker/runtime';
-import { bootStack, type Stack } from '../worker/stack';
-import { completion, stubModel, type ModelStub, type Reply } from '../test/helpers/model-stub';
+import { completion } from '../test/helpers/model-stub';
 import { knob, type Report } from './report';
+import { startBenchStack } from './stack';
 
 /**
  * How many `session send`s one worker sustains: sessions on the real embedded stack (Temporal dev server, the
@@ -159,76 +153,4 @@ async function eachLimit<T, R>(items: readonly T[], limit: number, fn: (item: T)
     }),
   );
   return out;
-}
-
-export interface BenchStack {
-  readonly orchard: RunningOrchard;
-  readonly stub: ModelStub;
-  /** A repository with one commit, for sessions and teams. */
-  readonly repo: string;
-  /** What a CLI process needs in its environment to reach this stack (and only it). */
-  readonly cliEnv: Record<string, string>;
-  /** Runs `close` (cancel what was started, so no activity outlives the worker), then stops everything. */
-  stop(close?: () => Promise<unknown>): Promise<void>;
-}
-
-const STOP_BOUND_MS = 30_000;
-
-/**
- * A stack of its own for one section: a dev server on a free port, in memory (never a running `orchard dev`'s, never
- * another bench's), the database of DATABASE_URL or an in-memory PGlite, a worker whose state (host id, worktrees) is
- * in a temporary directory and which gives running activities 2 s at shutdown, and `model` served as an
- * OpenAI-compatible endpoint.
- */
-export async function startBenchStack(model: (body: any) => Reply | Promise<Reply>): Promise<BenchStack> {
-  const dir = mkdtempSync(join(tmpdir(), 'orchard-bench-stack-'));
-  const teardowns: (() => unknown)[] = [];
-  const stub = await stubModel({ teardown: (fn) => void teardowns.push(fn) }, model);
-  const quiet = () => undefined;
-  const settings = { ORCHARD_STATE_DIR: dir, ORCHARD_SHUTDOWN_GRACE_SECONDS: '2' };
-  const saved = Object.fromEntries(Object.keys(settings).map((k) => [k, process.env[k]]));
-  let orchard: RunningOrchard;
-  let stack: Stack;
-  try {
-    stack = await bootStack({ projectRoot: PROJECT_ROOT, log: quiet, temporal: { port: 0, ui: false, dbFile: null }, postgres: { dataDir: 'memory' } });
-    // The worker reads its configuration from the environment when it starts, and only then; it stops the stack if it fails.
-    Object.assign(process.env, settings);
-    orchard = await startOrchard(quiet, { stack, provider: new OpenAICompatibleProvider({ baseURL: stub.url, model: 'stub', timeoutMs: 30_000 }) });
-  } catch (err) {
-    for (const fn of teardowns.reverse()) await fn();
-    rmSync(dir, { recursive: true, force: true });
-    throw err;
-  } finally {
-    for (const [k, v] of Object.entries(saved)) {
-      if (v === undefined) delete process.env[k];
-      else process.env[k] = v;
-    }
-  }
-  const running = orchard;
-  return {
-    orchard: running,
-    stub,
-    repo: makeFixtureRepo(dir),
-    cliEnv: { TEMPORAL_ADDRESS: stack.temporalAddress, TEMPORAL_NAMESPACE: stack.namespace, DATABASE_URL: stack.databaseUrl, ...settings },
-    stop: async (close) => {
-      try {
-        if (close) await bounded(close(), STOP_BOUND_MS, 'closing what the bench started');
-        await bounded(running.stop(), STOP_BOUND_MS, 'stopping the worker');
-      } finally {
-        // Whatever hung above, the dev server and the database this section started do not outlive it.
-        await running.stack.stop();
-        for (const fn of teardowns.reverse()) await fn();
-        rmSync(dir, { recursive: true, force: true });
-      }
-    },
-  };
-}
-
-/** Waits for `work` at most `ms`; past that it says so and goes on (the section's figures are already recorded). */
-async function bounded(work: Promise<unknown>, ms: number, what: string): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), ms)));
-  const outcome = await Promise.race([work.then(() => 'done' as const), late]);
-  clearTimeout(timer);
-  if (outcome === 'late') console.warn(`bench: ${what} took over ${ms / 1000} s; going on without it`);
 }

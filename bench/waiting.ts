@@ -3,7 +3,8 @@ import { teamWorkflowId } from '../contract/messages';
 import { memberSessionId } from '../contract/member-session';
 import { completion, type Reply } from '../test/helpers/model-stub';
 import { knob, type Report } from './report';
-import { startBenchStack, storeQueriesBy } from './throughput';
+import { startBenchStack } from './stack';
+import { storeQueriesBy } from './throughput';
 
 /**
  * What a team run costs while nothing happens to it: a Member runs `sleep` for BENCH_WAIT_SECONDS and, in that

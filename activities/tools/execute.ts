@@ -35,6 +35,8 @@ export interface ExecutorDeps {
   teamLiveness?: (teamId: string) => Promise<SessionLiveness>;
   /** This host's running calls, which a cancelled session stops at once (`stopCommands`). */
   running?: RunningCalls;
+  /** Test hook (HostActivityHooks.toolCancellation): the activity's cancellation as the command takes it. */
+  toolCancellation?: (activity: AbortSignal) => AbortSignal;
 }
 
 /** How often a running command renews its lease; a failed renewal (the lease moved) stops the command. */
@@ -178,7 +180,7 @@ async function run(deps: ExecutorDeps, input: ExecuteToolInput, tool: string, ar
     bashTimeoutMs: input.bashTimeoutSeconds * 1000,
     maxOutputBytes: deps.maxOutputBytes,
     commandSlots: deps.commandSlots,
-    signal: AbortSignal.any([context.cancellationSignal, lost.signal, ...(stop ? [stop.signal] : [])]),
+    signal: AbortSignal.any([deps.toolCancellation?.(context.cancellationSignal) ?? context.cancellationSignal, lost.signal, ...(stop ? [stop.signal] : [])]),
     onTick: (progress) => {
       context.heartbeat(progress);
       if (Date.now() - lastRenewal < RENEW_EVERY_MS) return;

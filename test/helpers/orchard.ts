@@ -90,8 +90,12 @@ export interface TestOrchard {
   connection: NativeConnection;
   /** Starts (another) worker pair for a host; the first is started by `startOrchard`. */
   startHost(hostId: string, options?: { hostOnly?: boolean; defaultProvider?: ModelProvider; shutdownGraceMs?: number }): Promise<OrchardWorkers>;
-  /** Stops every worker (waiting until each has shut down: no cached workflow state survives) and starts the first host's again. */
-  restartWorkers(): Promise<void>;
+  /**
+   * Stops every worker (waiting until each has shut down: no cached workflow state survives) and starts the first host's
+   * again. `whileStopping` runs once they have been told to stop (they take no new task; activities under way may still
+   * finish) and before they are waited for.
+   */
+  restartWorkers(whileStopping?: () => Promise<void>): Promise<void>;
   hostId: string;
 }
 
@@ -181,10 +185,14 @@ export async function startOrchard(
     for (const c of [...extraConnections, connection]) await c.close();
     await clientConnection.close();
   });
-  const restartWorkers = async () => {
+  const restartWorkers = async (whileStopping?: () => Promise<void>) => {
     const stopping = running.splice(0);
     for (const r of stopping) r.workers.shutdown();
-    await Promise.all(stopping.map((r) => r.done));
+    try {
+      await whileStopping?.();
+    } finally {
+      await Promise.all(stopping.map((r) => r.done));
+    }
     await startHost(hostId);
   };
   return {

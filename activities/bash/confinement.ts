@@ -2,6 +2,7 @@ import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
 import { buildSandboxArgv, prepareSandboxDirs, resolveSandboxLayout, sandboxAvailable, type SandboxLayout } from './sandbox';
 import { sessionQuarantineDir } from '../git/quarantine';
+import { NAMESPACE_INFO_FD } from './runner';
 
 /**
  * How this host runs an isolated child's commands (docs/confinement.md). Resolved once when the worker starts:
@@ -83,5 +84,5 @@ export async function isolatedLayout(input: {
 
 /** The argv that runs `command` confined to `layout` (bwrap first). */
 export function confinedArgv(confinement: Extract<Confinement, { mode: 'sandbox' }>, layout: SandboxLayout, command: string): string[] {
-  return buildSandboxArgv(layout, command, { bwrap: confinement.bwrap });
+  return buildSandboxArgv(layout, command, { bwrap: confinement.bwrap, infoFd: NAMESPACE_INFO_FD });
 }

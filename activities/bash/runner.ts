@@ -5,6 +5,7 @@ import type { CommandSlots } from './command-slots';
 import {
   currentBootId,
   fdLinksSync,
+  isLive,
   killGroupAndWait,
   listProcesses,
   openProcessTag,
@@ -200,14 +201,21 @@ const STREAM_CLOSE_GRACE_MS = 500;
 /** The gate's descriptor in the spawned process (0-2 are stdio, 3 is the tag). */
 const GATE_FD = 4;
 /**
- * What bash runs first: wait for one byte on the gate, close it, then become `bash -c <command>` in the same
- * process (exec keeps pid, process group, session, fds and environment; `-a bash` keeps $0 as it was, and bash
- * lowers SHLVL before an exec, so the command sees the same SHLVL too). When the gate closes without the byte
- * (onSpawn rejected, or this worker died), bash exits and no code of the command has run.
+ * Where a sandbox reports its pid namespace: an argv that asks for bwrap's info on this descriptor (`--info-fd 5`,
+ * buildSandboxArgv's `infoFd`) gets a pipe there, and the runner reads the host pid of the namespace's pid 1 from it.
  */
-const GATE_SCRIPT = `IFS= read -r -N 1 -u ${GATE_FD} go && [ "$go" = 1 ] || exit 125; exec ${GATE_FD}<&-; exec -a bash "$BASH" -c "$1"`;
+export const NAMESPACE_INFO_FD = 5;
+/**
+ * What runs first, in /bin/sh (dash on Debian starts about 1 ms sooner than bash, and this runs before every command): wait
+ * for the line `1` on the gate, close it, then become `bash -c <command>` in the same process (exec keeps pid, process
+ * group, session, fds and environment; $0 is `bash` and SHLVL counts one shell, as for a bare `bash -c`). When the
+ * gate closes without the line (onSpawn rejected, or this worker died), sh exits and no code of the command has run.
+ */
+const GATE_SCRIPT = `read -r go <&${GATE_FD} && [ "$go" = 1 ] || exit 125; exec ${GATE_FD}<&-; exec bash -c "$1"`;
 /** The same gate in front of a given argv (`$@`): the sandbox replaces the gate process, keeping its group. */
-const GATE_ARGV_SCRIPT = `IFS= read -r -N 1 -u ${GATE_FD} go && [ "$go" = 1 ] || exit 125; exec ${GATE_FD}<&-; exec "$@"`;
+const GATE_ARGV_SCRIPT = `read -r go <&${GATE_FD} && [ "$go" = 1 ] || exit 125; exec ${GATE_FD}<&-; exec "$@"`;
+/** What the worker writes to open the gate (a whole line: sh's `read` fails on a line without its newline). */
+const GATE_OPEN = '1\n';
 
 /**
  * Runs `bash -c <command>` as its own process group and resolves once its output is collected and the whole
@@ -291,13 +299,15 @@ interface Run {
 
 async function supervise(input: RunBashInput, run: Run): Promise<RunBashResult> {
   const { marker, tag, stdout, stderr, tail, kill, result } = run;
-  const gated = input.argv ? ['-c', GATE_ARGV_SCRIPT, 'bash', ...input.argv] : ['-c', GATE_SCRIPT, 'bash', input.command];
-  const child = spawn('bash', gated, {
+  const gated = input.argv ? ['-c', GATE_ARGV_SCRIPT, 'sh', ...input.argv] : ['-c', GATE_SCRIPT, 'sh', input.command];
+  const reportsNamespace = input.argv !== undefined && asksForNamespaceInfo(input.argv);
+  const child = spawn('/bin/sh', gated, {
     cwd: input.cwd,
     env: { ...input.env, [RUN_MARKER_ENV]: marker },
     detached: true, // setsid(): own session and process group, pgid = pid
-    // fd 3 is the tag (openProcessTag): an empty read-only file the command can ignore. fd 4 is the gate.
-    stdio: ['ignore', 'pipe', 'pipe', tag ? tag.fd : 'ignore', 'pipe'],
+    // fd 3 is the tag (openProcessTag): an empty read-only file the command can ignore. fd 4 is the gate. fd 5, when
+    // the sandbox asks for it, is where bwrap reports its pid namespace (bwrap closes it before the command runs).
+    stdio: ['ignore', 'pipe', 'pipe', tag ? tag.fd : 'ignore', 'pipe', ...(reportsNamespace ? (['pipe'] as const) : [])],
   });
   // Before anything else runs on the event loop: the leader's stdout/stderr channels and its identity. The
   // leader waits at the gate, so it is there to be read.
@@ -316,6 +326,7 @@ async function supervise(input: RunBashInput, run: Run): Promise<RunBashResult> 
   const err = child.stderr as Readable;
   const gate = child.stdio[GATE_FD] as Writable;
   gate.on('error', () => undefined); // the gate process was killed: teardown reports it
+  const namespace = reportsNamespace ? readNamespaceInfo((child.stdio as unknown as Readable[])[NAMESPACE_INFO_FD]) : undefined;
 
   const tracked: TrackedProcesses = new Map();
   if (leader) track(tracked, [leader]);
@@ -372,7 +383,7 @@ async function supervise(input: RunBashInput, run: Run): Promise<RunBashResult> 
       notStartedReason = await Promise.race([recorded, stopped.then(() => 'cancelled before it started')]);
     }
     if (notStartedReason === undefined) {
-      gate.end('1');
+      gate.end(GATE_OPEN);
       timeout = setTimeout(() => stop('timeout'), Math.max(0, input.timeoutMs));
       const scanner = input.scanner ?? (input.snapshotMs !== undefined ? new ProcessScanner(input.snapshotMs) : sharedProcessScanner());
       unsubscribe = scanner.subscribe((processes) => recordTree(pgid, tracked, processes));
@@ -385,12 +396,18 @@ async function supervise(input: RunBashInput, run: Run): Promise<RunBashResult> 
     clearTimeout(timeout);
     unsubscribe();
 
-    // Whatever carries one of the command's marks came from the command, wherever it moved since.
-    const fdLinks = [...(tag?.links ?? []), ...outputLinks];
-    // One scan serves both: what carries the marks, then the first look of the teardown.
-    const scan = await listProcesses();
-    track(tracked, await processesCarrying({ fdLinks, env: { name: RUN_MARKER_ENV, value: marker }, startedSince: leader?.startTime }, scan));
-    const { remaining } = await killGroupAndWait(pgid, { ...kill, tracked, scan });
+    let remaining: number[];
+    if (notStartedReason === undefined && reason === undefined && namespace && (await namespaceGone(namespace, pgid, tracked))) {
+      // Proven without a /proc scan: see namespaceGone.
+      remaining = [];
+    } else {
+      // Whatever carries one of the command's marks came from the command, wherever it moved since.
+      const fdLinks = [...(tag?.links ?? []), ...outputLinks];
+      // One scan serves both: what carries the marks, then the first look of the teardown.
+      const scan = await listProcesses();
+      track(tracked, await processesCarrying({ fdLinks, env: { name: RUN_MARKER_ENV, value: marker }, startedSince: leader?.startTime }, scan));
+      ({ remaining } = await killGroupAndWait(pgid, { ...kill, tracked, scan }));
+    }
 
     // The leader is in the group, so it has exited by now unless teardown gave up on it.
     const exit = await Promise.race([exited, delay(remaining.includes(pgid) ? 0 : kill.timeoutMs)]);
@@ -417,6 +434,78 @@ async function supervise(input: RunBashInput, run: Run): Promise<RunBashResult> 
     unsubscribe();
     input.signal?.removeEventListener('abort', onAbort);
   }
+}
+
+/** Whether `argv` (a sandbox's, before its `--`) asks for bwrap's info on NAMESPACE_INFO_FD. */
+function asksForNamespaceInfo(argv: readonly string[]): boolean {
+  const end = argv.indexOf('--');
+  const options = end < 0 ? argv : argv.slice(0, end);
+  return options.some((arg, i) => arg === '--info-fd' && options[i + 1] === String(NAMESPACE_INFO_FD));
+}
+
+/** What bwrap reported about the command's pid namespace. */
+interface NamespaceInfo {
+  /** Resolves once bwrap closed the descriptor: whether it reported a new pid namespace, and its pid 1 as seen here. */
+  readonly reported: Promise<{ pidNamespace: boolean; root: TrackedRoot | undefined }>;
+}
+
+/** The namespace's pid 1 as first seen: its start time, or `gone` when it had already exited and been reaped. */
+type TrackedRoot = { pid: number; startTime: number } | { pid: number; gone: true };
+
+/**
+ * Reads bwrap's `--info-fd` JSON (`{"child-pid": N, …, "pid-namespace": inode}`). The pid 1's start time is read as
+ * soon as its pid arrives, so that a later look can tell it from a process that reuses the pid.
+ */
+function readNamespaceInfo(stream: Readable): NamespaceInfo {
+  let text = '';
+  let root: TrackedRoot | undefined;
+  const reported = new Promise<{ pidNamespace: boolean; root: TrackedRoot | undefined }>((resolve) => {
+    const done = () => resolve({ pidNamespace: /"pid-namespace":\s*\d+/.test(text), root });
+    stream.on('data', (chunk: Buffer) => {
+      text += chunk.toString('utf8');
+      const pid = text.match(/"child-pid":\s*(\d+)\s*[,}\n]/)?.[1];
+      if (root === undefined && pid !== undefined) {
+        const info = readProcessSync(Number(pid));
+        root = info ? { pid: info.pid, startTime: info.startTime } : { pid: Number(pid), gone: true };
+      }
+    });
+    stream.once('close', done);
+    stream.on('error', done);
+  });
+  return { reported };
+}
+
+/**
+ * Whether a sandboxed command that ended on its own is proven gone without a /proc scan. Its processes are the leader
+ * (the gate, then bwrap, which starts one process: the namespace's pid 1) and that pid 1 with its descendants, which can
+ * never leave the pid namespace (no capability, no user namespace of their own); and when a pid namespace's pid 1 exits,
+ * the kernel kills every other process in it and waits until all are reaped before pid 1 becomes a zombie. So: the leader
+ * has exited (this runner reaped it), no process is left in its group, every process the scanner tracked is gone, and
+ * pid 1 is a zombie or gone (absent, or its pid now another process's) ⇒ nothing of the command is alive. With
+ * `--as-pid-1` pid 1 is the command itself and bwrap exits only after reaping it, so this holds at once; anything
+ * else (no report, pid 1 still running) returns false and the caller scans /proc as for any command.
+ * Limit: the scan would also kill a process outside the sandbox that the command handed its tag fd or output pipe over a
+ * Unix socket; such a process is not the command's, and it is not looked for here.
+ */
+async function namespaceGone(namespace: NamespaceInfo, pgid: number, tracked: TrackedProcesses): Promise<boolean> {
+  const info = await Promise.race([namespace.reported, delay(STREAM_CLOSE_GRACE_MS)]);
+  if (!info?.pidNamespace || !info.root) return false;
+  const root = info.root;
+  if (!('gone' in root)) {
+    const now = readProcessSync(root.pid);
+    if (now && now.startTime === root.startTime && isLive(now)) return false;
+  }
+  try {
+    process.kill(-pgid, 0);
+    return false; // something is still in the leader's group
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ESRCH') return false;
+  }
+  for (const t of tracked.values()) {
+    const now = readProcessSync(t.pid);
+    if (now && now.startTime === t.startTime && isLive(now)) return false;
+  }
+  return true;
 }
 
 /** A timer that does not keep the process alive: it only bounds waits that normally end sooner. */

@@ -72,6 +72,12 @@ export interface SandboxLayout {
 export interface SandboxOptions {
   /** The bwrap binary; found on PATH (or /usr/bin/bwrap) by default. */
   bwrap?: string;
+  /**
+   * A descriptor the caller opens (the runner's NAMESPACE_INFO_FD), where bwrap reports the host pid of the namespace's
+   * pid 1 (`--info-fd`): the runner then proves the command gone by that one process instead of a /proc scan. It must
+   * be open: bwrap 0.8 dies on a failed write there and leaves its half-started child waiting forever.
+   */
+  infoFd?: number;
 }
 
 /**
@@ -257,10 +263,12 @@ function sandboxPrelude(options: SandboxOptions, tmpDir: string, hide: readonly 
     '--disable-userns', // ...the command cannot make another one and get CAP_SYS_ADMIN back in it
     '--cap-drop',
     'ALL', // bwrap keeps capabilities when the worker is root; then `mount -o remount,rw /` works
-    '--unshare-pid', // cannot see or signal the worker; all of it dies with the namespace's init
+    '--unshare-pid', // cannot see or signal the worker; all of it dies with the namespace's pid 1...
+    '--as-pid-1', // ...which is the command itself: bwrap exits only after it (and so the whole namespace) is gone
     '--unshare-ipc',
     '--die-with-parent',
     '--new-session', // no TIOCSTI into a terminal the worker might hold
+    ...(options.infoFd === undefined ? [] : ['--info-fd', String(options.infoFd)]),
     '--ro-bind',
     '/',
     '/',

@@ -9,7 +9,7 @@ import type { Confinement } from '../bash/confinement';
 import { sessionTmpDir } from '../bash/confinement';
 import type { CommandSlots } from '../bash/command-slots';
 import { buildCommandEnv, sessionHomeDir } from '../bash/env';
-import { runBash } from '../bash/runner';
+import { NAMESPACE_INFO_FD, runBash } from '../bash/runner';
 import { buildScratchSandboxArgv } from '../bash/sandbox';
 
 const run = promisify(execFile);
@@ -102,7 +102,10 @@ export async function verifyResult(deps: VerifierDeps, input: VerifyInput): Prom
     const hide = [homedir()].filter((d) => d !== '/' && ![scratch, commonDir].some((p) => inside(p, d)));
     const argv =
       confinement.mode === 'sandbox'
-        ? buildScratchSandboxArgv({ tree: worktree, home, tmpDir, readOnly: [commonDir], hide }, input.command, { bwrap: confinement.bwrap })
+        ? buildScratchSandboxArgv({ tree: worktree, home, tmpDir, readOnly: [commonDir], hide }, input.command, {
+            bwrap: confinement.bwrap,
+            infoFd: NAMESPACE_INFO_FD,
+          })
         : undefined;
     const env = buildCommandEnv({ worktree, sessionId: SCRATCH_SESSION, branch: input.branch });
     const result = await runBash({

@@ -359,3 +359,36 @@ test('while a command runs, each tick reports the last 2 KB of what it wrote so 
   t.regex(whileRunning[0], /^x+\n/);
   t.is(Buffer.byteLength(whileRunning[0]), 2048);
 });
+
+/**
+ * A sandbox that reports a pid namespace (bwrap's `--info-fd` JSON) lets teardown skip its /proc scan only when the
+ * report, the group and the tracked tree prove the command gone. This stand-in for bwrap makes no namespace and says
+ * what each case needs, so each proof step is the one that must refuse: the process it leaves must still be killed.
+ */
+// The left process closes fd 5: a report still open when the leader exits is never trusted.
+const misreports: Array<[string, string, Partial<RunBashInput>?]> = [
+  [
+    "the reported pid 1 still runs (outside the leader's group)",
+    'setsid sleep 60 5>&- & echo "pid=$!"; printf \'{"child-pid": %s, "pid-namespace": 1}\' $! >&5',
+  ],
+  [
+    "pid 1 reported gone, but a process is left in the leader's group",
+    'true & p=$!; wait $p; sleep 60 5>&- & echo "pid=$!"; printf \'{"child-pid": %s, "pid-namespace": 1}\' $p >&5',
+  ],
+  [
+    'pid 1 reported gone, but the scanner tracked a process that left the group',
+    'true & p=$!; wait $p; setsid sleep 60 5>&- & echo "pid=$!"; sleep 0.6; printf \'{"child-pid": %s, "pid-namespace": 1}\' $p >&5',
+    { snapshotMs: 50 },
+  ],
+  ['the report names no pid namespace', 'true & p=$!; wait $p; setsid sleep 60 5>&- & echo "pid=$!"; printf \'{"child-pid": %s, "mnt-namespace": 1}\' $p >&5'],
+];
+for (const [name, script, extra] of misreports) {
+  test(`a sandbox's namespace report is checked before teardown trusts it: ${name}`, async (t) => {
+    const r = await run(script, { argv: ['bash', '-c', script, '--info-fd', '5'], ...extra });
+    t.is(r.exitCode, 0, r.stderr);
+    const pids = pidsIn(r.stdout);
+    t.is(pids.length, 1);
+    t.deepEqual(r.remaining, []);
+    for (const pid of pids) t.false(liveState(pid).live, `pid ${pid} outlived the command`);
+  });
+}

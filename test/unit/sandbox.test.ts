@@ -14,6 +14,8 @@ import {
   type SandboxLayout,
 } from '../../activities/bash/sandbox';
 import { settleIsolated } from '../../activities/bash/isolated';
+import { fullScanCount } from '../../activities/bash/process-tree';
+import { NAMESPACE_INFO_FD, runBash } from '../../activities/bash/runner';
 import { isolatedBranch, markWorktreeIsolated } from '../../activities/git/backstop';
 import {
   attacks,
@@ -112,6 +114,34 @@ sandboxTest('attack: /tmp, /var/tmp and /dev/shm writes stay private', async (t)
   for (const p of [`/tmp/${marker}`, `/var/tmp/${marker}.v`, `/dev/shm/${marker}`]) t.false(existsSync(p), p);
   t.is(readFileSync(path.join(f.layout.tmpDir, marker), 'utf8'), 'a\n');
 });
+
+sandboxTest('through the runner, nothing a command leaves running outlives it, proven without a /proc scan; gate and info fd are closed', async (t) => {
+  const f = await fixture();
+  await prepareSandboxDirs(f.layout);
+  const token = `6${Date.now() % 100000}.${process.pid}`; // a sleep length no other process has
+  // A plain background job, and one that leaves its group and session, drops the run marker and closes every inherited
+  // fd (what escapes an unconfined command's teardown scan, docs/confinement.md).
+  const command =
+    `sleep ${token} & setsid env -i /bin/sh -c 'exec 3<&- ; exec sleep ${token}' </dev/null >/dev/null 2>&1 & ` +
+    'for fd in 3 4 5; do if [ -e /proc/$$/fd/$fd ]; then echo "$fd open"; else echo "$fd closed"; fi; done';
+  const argv = buildSandboxArgv(f.layout, command, { infoFd: NAMESPACE_INFO_FD });
+  const scans = fullScanCount();
+  const r = await runBash({ command, argv, cwd: f.child, env: f.env, timeoutMs: 30_000, maxOutputBytes: 64 * 1024 });
+  t.is(r.exitCode, 0, r.stderr);
+  t.deepEqual(r.remaining, []);
+  const left = readdirSync('/proc').filter((n) => /^\d+$/.test(n) && (readFileSafe(`/proc/${n}/cmdline`) ?? '').includes(token));
+  t.deepEqual(left, [], 'a process of the command outlived it');
+  t.is(fullScanCount(), scans, 'teardown scanned /proc');
+  t.is(r.stdout, '3 open\n4 closed\n5 closed\n', 'the command holds the run tag, not the gate or the info fd');
+});
+
+function readFileSafe(file: string): string | undefined {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return undefined;
+  }
+}
 
 sandboxTest('a hidden path is empty and its secrets are unreadable', async (t) => {
   const f = await fixture();

@@ -10,6 +10,7 @@ import type {
   BoardAssessment,
   CoordinatorToolEffects,
   FencedLease,
+  ReceiptMove,
   Quiescence,
   ReceiptState,
   SettledAnswer,
@@ -223,6 +224,55 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
       };
     }
     return { quiescent: true };
+  }
+
+  /**
+   * The session closes after its cancel is answered (its close path tears its commands down and verifies them gone):
+   * waited for here, heartbeating, so the workflow hears one answer. Its timers bound the wait. The chain's close is
+   * waited for as an event (a long poll), not polled for; what is left after it (process groups of another worker
+   * process, a lease) is checked every 100 ms.
+   */
+  async function quiescentOrDeadline(input: { sessionId: string; lease?: FencedLease }): Promise<Quiescence> {
+    const context = Context.current();
+    const chain = chainOf(input.lease);
+    const abort = new AbortController();
+    const stop = () => abort.abort();
+    context.cancelled.catch(stop);
+    let closed = chain === undefined;
+    const closing = closed
+      ? Promise.resolve()
+      : deps
+          .temporal()
+          .sessionClosed(input.sessionId, { chain: chain!, signal: abort.signal })
+          .catch(() => undefined)
+          .finally(() => (closed = true));
+    const deadline = Date.now() + YIELD_WAIT_MS;
+    try {
+      for (;;) {
+        const proof = await quiescence(input);
+        if (proof.quiescent || Date.now() > deadline) return proof;
+        context.heartbeat();
+        await (closed ? context.sleep(100) : Promise.race([closing, context.sleep(1000)]));
+      }
+    } finally {
+      stop();
+    }
+  }
+
+  /** A receipt's move, measured, answering the candidate when it may have closed the board (a release, a resolution). */
+  async function move(input: {
+    teamId: string;
+    receiptId: string;
+    to: ReceiptState;
+    sloMissed?: boolean;
+    resolution?: unknown;
+    why?: string;
+  }): Promise<ReceiptMove> {
+    await deps.hooks?.beforeMoveReceipt?.(input);
+    const { result, revision, change } = await moveReceipt(deps.pool, input.teamId, input.receiptId, input.to, input);
+    if (change) metrics.receiptMoved(input.to, change.elapsedMs, change.missedSlo);
+    const settles = input.to === 'released' || input.resolution !== undefined;
+    return { receipt: result, revision, ...(settles ? await candidateOf(input.teamId) : {}) };
   }
 
   /**
@@ -560,21 +610,29 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
 
     /** A receipt's next state. A release or a user's resolution may close the board: it answers the candidate too. */
     async moveReceipt(input) {
-      await deps.hooks?.beforeMoveReceipt?.(input);
-      const { result, revision, change } = await moveReceipt(deps.pool, input.teamId, input.receiptId, input.to, input);
-      if (change) metrics.receiptMoved(input.to, change.elapsedMs, change.missedSlo);
-      const settles = input.to === 'released' || input.resolution !== undefined;
-      return { receipt: result, revision, ...(settles ? await candidateOf(input.teamId) : {}) };
+      return move(input);
     },
 
     /**
      * Asks the old execution to yield — its session is cancelled, which stops its command's process group and
      * closes it — and then checks release: the session's workflow closed and none of its recorded process groups
-     * still open. Returns whether the old runtime is quiescent, and why not.
+     * still open. Returns whether the old runtime is quiescent, and why not; given the receipt, it moves it too
+     * (`yielding` as it asks, `released` once proven quiescent) and answers the moves.
      */
     async yieldExecution(input) {
+      const receipt = input.receipt;
+      // The receipt says `yielding` as the yield is asked (beside it, not before it: the move waits its turn on the
+      // team's row, the cancel should not). The moves only save the workflow its own: one that fails is left out of
+      // the answer, and the workflow makes it (and meets its failure) as it always did.
+      let yielding: Promise<ReceiptMove | undefined> = Promise.resolve(undefined);
+      const tryMove = (to: 'yielding' | 'released') =>
+        move({ ...receipt!, to }).catch((err: unknown) => {
+          Context.current().log.warn('handoff receipt not moved by its yield; the team moves it', { receiptId: receipt!.receiptId, to, error: String(err) });
+          return undefined;
+        });
       try {
         await deps.hooks?.beforeYield?.(input);
+        if (receipt) yielding = tryMove('yielding');
         // Asked also when Temporal could not say whether the session runs: the cancel is idempotent.
         if ((await livenessOf(input.sessionId, input.lease)).liveness !== 'dead') {
           // The cancel update answers once the session has closed; this activity's own cancellation (a worker
@@ -589,39 +647,18 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
           await Promise.race([cancelled, Context.current().cancelled]);
         }
       } catch (err) {
+        await yielding;
         // The old session refused to stop (a typed answer): asking again would be refused again.
         if (err instanceof OrchardError)
           throw orchardFailure('handoff_yield_failed', `session ${input.sessionId} refused to stop (${err.code}): ${err.message}`);
         throw err;
       }
-      // The session closes after its cancel is answered (its close path tears its commands down and verifies
-      // them gone): wait for that here, heartbeating, so the workflow hears one answer. Its timers bound the wait.
-      // The chain's close is waited for as an event (a long poll), not polled for; what is left after it (process
-      // groups of another worker process, a lease) is checked every 100 ms.
-      const context = Context.current();
-      const chain = chainOf(input.lease);
-      const abort = new AbortController();
-      const stop = () => abort.abort();
-      context.cancelled.catch(stop);
-      let closed = chain === undefined;
-      const closing = closed
-        ? Promise.resolve()
-        : deps
-            .temporal()
-            .sessionClosed(input.sessionId, { chain: chain!, signal: abort.signal })
-            .catch(() => undefined)
-            .finally(() => (closed = true));
-      const deadline = Date.now() + YIELD_WAIT_MS;
-      try {
-        for (;;) {
-          const proof = await quiescence(input);
-          if (proof.quiescent || Date.now() > deadline) return proof;
-          context.heartbeat();
-          await (closed ? context.sleep(100) : Promise.race([closing, context.sleep(1000)]));
-        }
-      } finally {
-        stop();
-      }
+      const moved = await yielding;
+      const proof = await quiescentOrDeadline(input);
+      // Proven quiescent: released here, one workflow round trip before the team would have asked for it (after its
+      // `yielding` only: the store's trail keeps its order).
+      const released = proof.quiescent && moved ? await tryMove('released') : undefined;
+      return { ...proof, ...(moved ? { yielding: moved } : {}), ...(released ? { released } : {}) };
     },
 
     /** Proof that the old runtime is quiescent (for a user's `release` after a timeout). */

@@ -2,7 +2,6 @@ import { resolve } from 'node:path';
 import { temporal } from '@temporalio/proto';
 import { parseLeaseHolder } from '../contract/ids';
 import { memberSessionId } from '../contract/member-session';
-import type { TeamStatusView } from '../contract/messages';
 import { makeFixtureRepo } from '../demos/fixture';
 import { completion, type Reply } from '../test/helpers/model-stub';
 import { knob, type Figure, type Report } from './report';
@@ -105,9 +104,12 @@ export async function benchHandoff(report: Report): Promise<void> {
         });
       }
       const samples: Sample[] = [];
+      const poolWaiting: number[] = [];
       let stopped: string | undefined;
       for (let round = 1; round <= rounds && stopped === undefined; round++) {
         const targets = await everyWriterWriting(orchard, teams);
+        // The worker's store pool while the handoffs run: how many callers wait for one of its connections.
+        const sampler = setInterval(() => poolWaiting.push(orchard.pool.waitingCount), 50);
         const sent = await Promise.all(
           targets.map(async ({ teamId, taskId }) => {
             const t0 = Date.now();
@@ -118,7 +120,7 @@ export async function benchHandoff(report: Report): Promise<void> {
         const settled = await receiptsSettled(
           orchard,
           sent.map((s) => s.receiptId),
-        );
+        ).finally(() => clearInterval(sampler));
         const measured: { sent: (typeof sent)[number]; sample: Sample }[] = [];
         for (const s of sent) {
           const sample = await breakdown(orchard, s, settled.get(s.receiptId)!);
@@ -134,6 +136,9 @@ export async function benchHandoff(report: Report): Promise<void> {
       // Stop every team before the next level (and before the stack stops): nothing may be left dispatching.
       await Promise.all(teams.map(({ teamId }) => orchard.client.teamLifecycle(teamId, 'archive', { reason: 'bench done' }).catch(() => undefined)));
       recordLevel(report, slo, concurrency, samples, stopped);
+      report.samples(SECTION, `${concurrency} concurrent: store pool callers waiting for a connection (every 50 ms)`, poolWaiting, 'count', {
+        note: `pool of ${orchard.pool.options.max}`,
+      });
     }
   } finally {
     const cancelAll = async () => {
@@ -157,8 +162,11 @@ async function everyWriterWriting(
 ): Promise<{ teamId: string; writer: string; taskId: string }[]> {
   const deadline = Date.now() + 300_000;
   for (;;) {
-    const views = new Map<string, TeamStatusView>(
-      await Promise.all(teams.map(async ({ teamId }) => [teamId, await orchard.client.teamStatus(teamId)] as const)),
+    // From the board, not the runs' status queries: a hundred writers' teams asked ten times a second load the worker
+    // the handoffs are about to be measured on.
+    const running = await orchard.pool.query<{ team_id: string; task_id: string; owner: string }>(
+      `SELECT team_id, task_id, owner FROM team_tasks WHERE team_id = ANY($1) AND status = 'in_progress'`,
+      [teams.map((t) => t.teamId)],
     );
     const open = await orchard.pool.query<{ holder: string }>(
       `SELECT l.holder FROM lease_process_groups g JOIN worktree_leases l ON l.worktree = g.worktree AND l.generation = g.generation AND l.state = 'held'
@@ -170,15 +178,13 @@ async function everyWriterWriting(
       writers.map((writer) => ({
         teamId,
         writer,
-        taskId: writing.has(memberSessionId(teamId, writer))
-          ? views.get(teamId)!.executions.find((e) => e.memberId === writer && e.state === 'running')?.taskId
-          : undefined,
+        taskId: writing.has(memberSessionId(teamId, writer)) ? running.rows.find((r) => r.team_id === teamId && r.owner === writer)?.task_id : undefined,
       })),
     );
     const waiting = targets.filter((t) => t.taskId === undefined);
     if (waiting.length === 0) return targets.map((t) => ({ ...t, taskId: t.taskId! }));
     if (Date.now() > deadline) throw new Error(`bench: ${waiting.length} writers never started (${waiting[0].writer} of ${waiting[0].teamId})`);
-    await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, 250));
   }
 }
 

@@ -15,6 +15,12 @@ import type { CallRef } from './orchestrator-activities';
  */
 export type Quiescence = { quiescent: true } | { quiescent: false; known: boolean; why: string };
 
+/** A receipt's move as the store answered it: the receipt now; a release or a resolution also assesses the board. */
+export type ReceiptMove = { receipt: HandoffReceipt; revision: number } & Partial<BoardAssessment>;
+
+/** A yield's answer; with its receipt given, the moves it made (`released` only when it proved the runtime quiescent). */
+export type YieldAnswer = Quiescence & { yielding?: ReceiptMove; released?: ReceiptMove };
+
 /** The old execution's lease as its handoff fenced it; `holder` (absent in receipts of older runs) names its chain. */
 export interface FencedLease {
   readonly worktree: string;
@@ -145,16 +151,13 @@ export interface TeamActivities {
     replacement?: { taskId: string; owner: string };
   }): Promise<{ receipt: HandoffReceipt; revision: number }>;
   /** A receipt's next state. A release or a user's resolution may close the board: it answers the candidate too. */
-  moveReceipt(input: {
-    teamId: string;
-    receiptId: string;
-    to: ReceiptState;
-    sloMissed?: boolean;
-    resolution?: unknown;
-    why?: string;
-  }): Promise<{ receipt: HandoffReceipt; revision: number } & Partial<BoardAssessment>>;
-  /** Asks the old execution to yield (its session is cancelled), then answers whether its runtime is quiescent. */
-  yieldExecution(input: { sessionId: string; reason: string; lease?: FencedLease }): Promise<Quiescence>;
+  moveReceipt(input: { teamId: string; receiptId: string; to: ReceiptState; sloMissed?: boolean; resolution?: unknown; why?: string }): Promise<ReceiptMove>;
+  /**
+   * Asks the old execution to yield (its session is cancelled), then answers whether its runtime is quiescent. Given
+   * its `receipt`, it also moves the receipt to `yielding` as it asks and to `released` once the runtime is proven
+   * quiescent, answering both moves as the store answered them (the workflow waits one round trip less).
+   */
+  yieldExecution(input: { sessionId: string; reason: string; lease?: FencedLease; receipt?: { teamId: string; receiptId: string } }): Promise<YieldAnswer>;
   /** Proof that the old runtime is quiescent (for a user's `release` after a timeout). */
   checkQuiescent(input: { sessionId: string; lease?: FencedLease }): Promise<Quiescence>;
   /** A user's archive, after its fences: every pending task cancelled citing the event; the board takes no more writes. */

@@ -34,6 +34,14 @@ for (const how of ['cancel update', 'Temporal cancellation'] as const) {
       t.is(view.status, 'closed');
       t.is(view.lastTurn?.outcome, 'cancelled');
       t.is((await handle.describe()).status.name, 'COMPLETED');
+      // The cancelled turn's end and the lease's release went out together: one workflow task scheduled both.
+      const { events } = await handle.fetchHistory();
+      const scheduledBy = (activity: string) =>
+        (events ?? [])
+          .filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === activity)
+          .map((e) => String(e.activityTaskScheduledEventAttributes!.workflowTaskCompletedEventId));
+      t.is(scheduledBy('endTasks').length, 1);
+      t.deepEqual(scheduledBy('releaseSessionWorktree'), scheduledBy('endTasks'));
     } else {
       await handle.cancel();
       await t.throwsAsync(handle.result());

@@ -69,6 +69,17 @@ test('a reassign while the old execution writes: fence, yield, release, then the
     { status: 'completed' },
   );
   t.deepEqual(board.handoffs, [{ oldTaskId: 'implement', newTaskId: 'implement-r1', state: 'released' }]);
+  // The yield moved the receipt itself (yielding as it asked, released once it proved the old runtime quiescent): the
+  // run scheduled no move of its own, and the store's facts keep their order.
+  const history = (await orchard.temporal.workflow.getHandle(`team/${teamId}`).fetchHistory()).events ?? [];
+  t.false(history.some((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'moveReceipt'));
+  const facts = await orchard.pool.query<{ kind: string }>(`SELECT kind FROM team_facts WHERE team_id = $1 AND kind LIKE 'handoff%' ORDER BY revision`, [
+    teamId,
+  ]);
+  t.deepEqual(
+    facts.rows.map((f) => f.kind),
+    ['handoff_requested', 'handoff_yielding', 'handoff_released'],
+  );
   await keepHistory(orchard, `team/${teamId}`, 'team-reassign-released');
 });
 

@@ -510,6 +510,24 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
     });
   }
 
+  /** `close` for a turn the cancel cut short: its end and the close's own steps at once (the parent still hears in order). */
+  async function closeAfterCancelledTurn(ended: TaskRecord, ref: TurnRef): Promise<void> {
+    const reason = state.cancelRequested!.reason;
+    await CancellationScope.nonCancellable(async () => {
+      await Promise.all([recordEnds([ended, ...state.endQueued('cancelled', reason)]), releaseWorktree()]);
+      state.markClosed('cancelled', reason);
+      publish();
+      // A team forwards either notice to the member's execution whichever comes first: it hears both at once. An
+      // orchestrator's roster counts the turn before the close: it hears them in that order.
+      if (create.team) await Promise.all([notifyParent(ref), notifyParentClosed('cancelled', reason)]);
+      else {
+        await notifyParent(ref);
+        await notifyParentClosed('cancelled', reason);
+      }
+      await condition(allHandlersFinished);
+    });
+  }
+
   /** The session closed (cancelled or failed, maybe while idle): its orchestrator takes it off the roster. */
   async function notifyParentClosed(status: 'cancelled' | 'failed', reason: string, error?: { code: string; message: string }): Promise<void> {
     if (!create.parent || !patched('notify-parent-close')) return;
@@ -609,7 +627,15 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
       const next = state.beginTurn(uuid4())!;
       publish();
       const ref = await runTurn(next.task, next.turn, next.turnId);
-      await recordEnds([state.finishTurn(ref)]);
+      const ended = state.finishTurn(ref);
+      if (state.cancelRequested && patched('session-close-cancelled-turn-at-once')) {
+        // Cancelled mid-turn (a handoff waits on this close): the turn's end, the queued tasks' ends and the lease's
+        // release go out together, then the parent hears of the turn and of the close. Runs recorded before this
+        // change stored the turn's end, told the parent, and only then closed, one step after another.
+        await closeAfterCancelledTurn(ended, ref);
+        return state.view();
+      }
+      await recordEnds([ended]);
       publish();
       await notifyParent(ref);
       if (state.cancelRequested) break;

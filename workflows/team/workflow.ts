@@ -23,6 +23,7 @@ import {
 import { RetryState, type SearchAttributeUpdatePair } from '@temporalio/common';
 import type { HostActivities, SharedActivities } from '../../contract/activities';
 import type { CallRef } from '../../contract/orchestrator-activities';
+import type { ReceiptMove } from '../../contract/team-activities';
 import { DISPATCH_OPTIONS, MODEL_ACTIVITY_OPTIONS, QUIESCENCE_OPTIONS, STORE_OPTIONS, failureOf, hostActivityOptions } from '../activity-options';
 import { isErrorCode, orchardFailure } from '../../contract/errors';
 import { Budget, type CarriedBudget } from '../budget';
@@ -843,11 +844,16 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     receiptId: string,
     to: ReceiptView['state'],
     extra: { sloMissed?: boolean; resolution?: unknown; why?: string } = {},
-  ): Promise<Assessment> {
+  ): Promise<ReceiptMove> {
     const moved = await store.moveReceipt({ teamId: start.teamId, receiptId, to, ...extra });
+    applyMove(receiptId, moved);
+    return moved;
+  }
+
+  /** A receipt as the store answered a move of it. */
+  function applyMove(receiptId: string, moved: ReceiptMove): void {
     knownRevision = Math.max(knownRevision, moved.revision);
     setReceipt(receiptId, { state: moved.receipt.state, sloMissed: moved.receipt.sloMissed });
-    return moved;
   }
 
   /** A handoff's two durable timers; each answers true when it fired, false when the handoff settled first. */
@@ -892,11 +898,22 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     let yielding: Promise<unknown> = Promise.resolve();
     try {
       // The old execution is asked to stop at once (the fence has committed); the receipt's move is bookkeeping beside it.
+      // The yield moves the receipt itself (`yielding` as it asks, `released` once it has proven the old runtime
+      // quiescent): a round trip through this workflow less on the way to the release. Runs before this change moved
+      // it from here.
+      const movesInYield = patched('team-handoff-moves-in-yield');
       const yieldCall = yieldScope.run(() =>
-        handoffActs.yieldExecution({ sessionId: receipt.sessionId, reason: `handoff ${receiptId}`, lease: receipt.lease }),
+        handoffActs.yieldExecution({
+          sessionId: receipt.sessionId,
+          reason: `handoff ${receiptId}`,
+          lease: receipt.lease,
+          ...(movesInYield ? { receipt: { teamId: start.teamId, receiptId } } : {}),
+        }),
       );
       yielding = yieldCall.catch(() => undefined);
-      await moveTo(receiptId, 'yielding');
+      let yieldingMove: ReceiptMove | undefined;
+      let releasedMove: ReceiptMove | undefined;
+      if (!movesInYield) await moveTo(receiptId, 'yielding');
       let settled = false;
       const slo = clocks.slo.then(async (fired) => {
         if (!fired || settled) return;
@@ -908,7 +925,12 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       const timedOut = clocks.timeout.then(() => 'timeout' as const);
       // The yield answers quiescent, or fails for good (`failed`, at once); anything else waits for the timeout.
       const yielded = yieldCall.then(
-        (r) => (r.quiescent ? ('released' as const) : timedOut),
+        (r) => {
+          // A late answer (the handoff settled on its timeout meanwhile) changes nothing here: the settle's own move
+          // hears the store's word.
+          if (!settled) ({ yielding: yieldingMove, released: releasedMove } = r);
+          return r.quiescent ? ('released' as const) : timedOut;
+        },
         (err: unknown) => {
           if (err instanceof ActivityFailure && err.retryState === RetryState.NON_RETRYABLE_FAILURE) {
             why = failureOf(err).message;
@@ -929,7 +951,18 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       clocks.scope.cancel();
       yieldScope.cancel();
       await slo;
-      await settleReceipt(receipt, outcome, why);
+      // (Unless the SLO's miss, moved since, is the newer word.) A yield that did not answer its move (it failed, it
+      // is still running at the timeout, its write failed) has it made here: the trail keeps the store's order, and a
+      // move made already is answered as it stands.
+      if (movesInYield && receipts.find((r) => r.receiptId === receiptId)?.state === 'requested') {
+        if (yieldingMove) applyMove(receiptId, yieldingMove);
+        else await moveTo(receiptId, 'yielding');
+      }
+      if (outcome === 'released' && releasedMove) {
+        applyMove(receiptId, releasedMove);
+        release(receiptId);
+        assess(releasedMove);
+      } else await settleReceipt(receipt, outcome, why);
     } catch (err) {
       if (isCancellation(err)) throw err;
       clocks.scope.cancel();
@@ -958,7 +991,13 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       assess(assessed);
       return;
     }
-    await moveTo(receipt.receiptId, outcome, why === undefined ? {} : { why });
+    const moved = await moveTo(receipt.receiptId, outcome, why === undefined ? {} : { why });
+    // Released meanwhile by the yield itself (its proof came as the timeout fired): the store's word stands.
+    if (moved.receipt.state === 'released') {
+      release(receipt.receiptId);
+      assess(moved);
+      return;
+    }
     blocked(receipt, outcome, why);
   }
 

@@ -11,7 +11,7 @@ import { ScriptedProvider } from './model/scripted';
 import { modelStep } from './model/step';
 import { ModelError, type ModelProvider } from './model/types';
 import { Context } from '@temporalio/activity';
-import { CancelledFailure } from '@temporalio/common';
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { resolveLimits } from '../contract/messages';
 import { CommandSlots, DEFAULT_MAX_COMMANDS } from './bash/command-slots';
 import { reapWorktree, type ReapOptions } from './bash/reaper';
@@ -276,6 +276,9 @@ export function createHostActivities(deps: HostActivityDeps): HostActivities {
     } catch (err) {
       await releaseLease(deps.pool, outcome.lease);
       const code = (err as { code?: unknown }).code;
+      // A fault without a verdict (git answering nothing on a loaded machine, a spawn that failed) is retried as it
+      // is: turned into a typed refusal it would fail the session for good.
+      if (code === undefined && !(err instanceof ApplicationFailure)) throw err;
       const message = err instanceof Error ? err.message : String(err);
       throw orchardFailure(isErrorCode(code) ? code : 'worktree_create_failed', message);
     }

@@ -1,0 +1,40 @@
+import { chmodSync, existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import test from 'ava';
+import { ApplicationFailure } from '@temporalio/common';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { createHostActivities } from '../../activities';
+import { makeRepo, testPool, uniqueId } from '../helpers/orchard';
+
+/**
+ * A git that answers nothing where a commit id was asked for (seen on a loaded machine, at 10 handoffs at once: a
+ * member's session failed for good with `worktree_create_failed`, "answered "", not a commit id") is a fault: the
+ * worktree preparation fails retryably — Temporal asks again — and leaves nothing behind, not a typed refusal that
+ * fails the session.
+ */
+test('a git that answers nothing for HEAD fails the preparation retryably, not as a refusal, and leaves no lease', async (t) => {
+  const pool = await testPool(t);
+  const bin = mkdtempSync(join(tmpdir(), 'orchard-quiet-git-'));
+  const realGit = (process.env.PATH ?? '')
+    .split(':')
+    .map((d) => join(d, 'git'))
+    .find((p) => existsSync(p))!;
+  // rev-parse of HEAD's commit succeeds with no output; everything else is the real git.
+  writeFileSync(join(bin, 'git'), `#!/bin/sh\nfor a in "$@"; do [ "$a" = 'HEAD^{commit}' ] && exit 0; done\nexec ${realGit} "$@"\n`);
+  chmodSync(join(bin, 'git'), 0o755);
+  const repo = makeRepo();
+  const worktreeRoot = mkdtempSync(join(tmpdir(), 'orchard-quiet-git-wt-'));
+  const hostId = uniqueId('quiet-git-host');
+  const acts = createHostActivities({ pool, hostId, worktreeRoot, holderLiveness: async () => 'closed' });
+  const path = process.env.PATH;
+  process.env.PATH = `${bin}:${path}`;
+  t.teardown(() => void (process.env.PATH = path));
+  const sessionId = uniqueId('s');
+  const err = await t.throwsAsync(new MockActivityEnvironment().run(acts.prepareWorktree, { sessionId, repo, holder: 'h' }));
+  t.false(err instanceof ApplicationFailure && err.nonRetryable, `a fault, not a refusal: ${String(err)}`);
+  t.regex(String(err?.message), /not a commit id/);
+  t.false(existsSync(join(worktreeRoot, sessionId)));
+  const { rows } = await pool.query(`SELECT state FROM worktree_leases WHERE host = $1`, [hostId]);
+  t.true(rows.every((r) => r.state !== 'held'));
+});

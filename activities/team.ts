@@ -1,7 +1,8 @@
 import { Context } from '@temporalio/activity';
 import { createHash } from 'node:crypto';
 import type { Pool } from 'pg';
-import { isErrorCode, OrchardError, orchardFailure } from '../contract/errors';
+import { isErrorCode, OrchardError } from '../contract/errors';
+import { orchardFailure } from '../contract/failures';
 import type { SessionLiveness, TemporalPort } from '../contract/temporal-port';
 import { isCoordinatorTool, MEMBER_MESSAGE_PURPOSES, type Actor } from '../workflows/team/authority';
 import { excerpt } from '../workflows/session/state';

@@ -11,15 +11,18 @@ import { registerBoardCommand } from './board-command';
 import { registerCodecServerCommand } from './codec-server';
 import { budgetLine } from './budget-line';
 import type { OrchestratorStatusView, SessionStatusView } from '../contract/messages';
-import { startingContextProblem } from '../contract/messages';
 import type { TranscriptEntry } from '../activities/store/transcript';
 import { PROJECT_ROOT, workerConfigFromEnv } from '../worker/config';
-import { describeTarget, loadTemporalSettings, type TemporalTarget } from '../client/connection';
+import type { TemporalTarget } from '../client/connection';
 
 /**
  * `orchard` — run the stack and workers, and drive sessions from a shell. Client commands find Temporal
  * the way the Temporal CLI does (TEMPORAL_ADDRESS, temporal.toml), else through the `.orchard/stack.json` a
  * running `orchard dev` wrote.
+ *
+ * Start time: what this module imports at the top is what `orchard --help` loads, so it imports only commander and
+ * modules that import no package (test/e2e/cli-start.test.ts holds it to that). The Temporal SDK, the database
+ * driver and the guard's parser are imported inside the commands that use them.
  */
 const program = new Command('orchard')
   .description('Durable orchestration for fleets of AI coding agents, on Temporal')
@@ -83,6 +86,7 @@ program
   .action(async (options: { hostOnly?: boolean; scripted?: string; metricsPort?: string }) => {
     if (options.metricsPort !== undefined) process.env.ORCHARD_METRICS_PORT = options.metricsPort;
     const { modelProviderFor, startOrchard } = await import('../worker/runtime');
+    const { describeTarget } = await import('../client/connection');
     if (options.scripted && process.env.ORCHARD_MODEL_URL) log(`--scripted ${options.scripted}: ORCHARD_MODEL_URL is ignored`);
     // First, before connecting anywhere: a worker without a model refuses to start.
     const provider = options.hostOnly
@@ -134,6 +138,7 @@ session
       if (o.task === '-' && o.context === '-') throw new OrchardError('invalid_input', 'stdin can be read once: give --task or --context as text');
       const context = o.context === undefined ? undefined : await textOrStdin(o.context);
       // A handoff that cannot be taken is refused before anything runs, the host's preflight included.
+      const { startingContextProblem } = await import('../contract/messages');
       const problem = context === undefined ? undefined : startingContextProblem({ context }, undefined);
       if (problem) throw new OrchardError(problem.code, problem.message);
       await refuseBeforeStart(client, {
@@ -903,6 +908,7 @@ async function resolveTarget(): Promise<Target> {
 
 async function findTarget(): Promise<Target> {
   const config = workerConfigFromEnv();
+  const { loadTemporalSettings } = await import('../client/connection');
   const settings = loadTemporalSettings();
   if (settings.address) return { temporal: { ...settings, address: settings.address }, databaseUrl: config.databaseUrl };
   const { readStackFile } = await import('../worker/stack');

@@ -1,4 +1,3 @@
-import { NamespaceNotFoundError } from '@temporalio/common';
 import { isErrorCode, type ErrorCode } from '../contract/errors';
 
 /** What the CLI prints for a failure (`orchard: <code>: <message>`) and how it exits. */
@@ -37,8 +36,8 @@ export function describeCliError(err: unknown, context: CliErrorContext = {}): C
   const typed = errorWithCode(err);
   if (typed) return { code: typed.code, message: typed.message, exitCode: 2 };
 
-  if (err instanceof NamespaceNotFoundError || /namespace .*(not found|is not found)/i.test(messages(err))) {
-    const ns = err instanceof NamespaceNotFoundError ? err.namespace : namespace;
+  if (isNamespaceNotFound(err) || /namespace .*(not found|is not found)/i.test(messages(err))) {
+    const ns = isNamespaceNotFound(err) ? err.namespace : namespace;
     return fail(
       'namespace_not_found',
       `namespace ${ns} does not exist on the Temporal server${where}: create it ` +
@@ -92,6 +91,14 @@ function errorWithCode(err: unknown): { code: ErrorCode | 'internal'; message: s
   if (isErrorCode(code)) return { code, message: err.message };
   if (code === 'internal' && err.name === 'OrchardError') return { code, message: err.message };
   return undefined;
+}
+
+/**
+ * The SDK's NamespaceNotFoundError, known by its name (as its own cross-realm instanceof knows it by a name-keyed
+ * marker): this module does not import @temporalio/common, so `orchard --help` and `guard` never load it.
+ */
+function isNamespaceNotFound(err: unknown): err is Error & { namespace: string } {
+  return err instanceof Error && err.name === 'NamespaceNotFoundError' && typeof (err as { namespace?: unknown }).namespace === 'string';
 }
 
 /** The gRPC status of the error or of one of its causes. */

@@ -1,6 +1,6 @@
 import { isAbsolute, resolve } from 'node:path';
 import { Command, CommanderError } from 'commander';
-import { formatUnsure, guardCommand, type GuardDecision } from '../activities/bash/guard';
+import type { GuardDecision } from '../activities/bash/guard';
 
 /** Exit codes of `orchard guard`: the decision, or a usage error. */
 const GUARD_EXIT = { allow: 0, usage: 2, deny: 3 } as const;
@@ -29,8 +29,10 @@ export function registerGuardCommand(program: Command): Command {
         return;
       }
       const worktree = options.worktree === undefined ? process.cwd() : isAbsolute(options.worktree) ? options.worktree : resolve(options.worktree);
+      // Loaded here, not for every orchard command: the guard's parser is a wasm module (start time).
+      const { formatUnsure, guardCommand } = await import('../activities/bash/guard');
       const decision = await guardCommand(command, { branch, worktree, isolated: true });
-      console.log(options.json ? JSON.stringify(toJson(decision, command, branch, worktree), null, 2) : toText(decision, command));
+      console.log(options.json ? JSON.stringify(toJson(decision, command, branch, worktree), null, 2) : toText(decision, command, formatUnsure(decision)));
       process.exitCode = decision.allowed ? GUARD_EXIT.allow : GUARD_EXIT.deny;
     });
   return cmd;
@@ -46,13 +48,14 @@ function toJson(decision: GuardDecision, command: string, branch: string, worktr
   return { decision: decision.allowed ? 'allow' : 'deny', command, branch, worktree, ...decision };
 }
 
-function toText(decision: GuardDecision, command: string): string {
+/** `unsure`: the guard's note on what it could not settle (formatUnsure), empty when none. */
+function toText(decision: GuardDecision, command: string, unsure: string): string {
   if (decision.allowed) {
     // A reset or rebase is allowed on a condition the repository settles when the command runs (not in a dry run).
     const claims = (decision.history ?? [])
       .filter((c) => c.kind !== 'reattach')
       .map((c) => `- ${c.construct}: allowed only if it keeps the branch on its own commits (checked against the repository when it runs)`);
-    return [`allow: ${command}`, formatUnsure(decision), ...claims].filter(Boolean).join('\n');
+    return [`allow: ${command}`, unsure, ...claims].filter(Boolean).join('\n');
   }
   return [`deny (${decision.reason}): ${decision.refused}`, `why: ${decision.why}`, `instead: ${decision.instead}`].join('\n');
 }

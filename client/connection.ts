@@ -2,7 +2,6 @@ import { loadClientConfigProfile, toClientOptions } from '@temporalio/envconfig'
 import type { ConnectionOptions } from '@temporalio/client';
 import type { DataConverter } from '@temporalio/common';
 import type { TLSConfig } from '@temporalio/common/lib/internal-non-workflow';
-import { DEFAULT_TASK_QUEUE } from '../contract/messages';
 import { AesGcmPayloadCodec, payloadKeysFromEnv } from './codec';
 
 /**
@@ -76,11 +75,6 @@ export function clientConnectionOptions(target: TemporalTarget): ConnectionOptio
 export function describeTarget(target: TemporalTarget): string {
   const extras = [target.tls ? 'TLS' : undefined, target.apiKey ? 'API key' : undefined].filter(Boolean);
   return `${target.address} (namespace ${target.namespace}${extras.length ? `, ${extras.join(', ')}` : ''})`;
-}
-
-/** The shared task queue the client starts workflows on and the worker polls: ORCHARD_TASK_QUEUE, else `orchard`. */
-export function taskQueueFromEnv(env: NodeJS.ProcessEnv = process.env): string {
-  return env.ORCHARD_TASK_QUEUE || DEFAULT_TASK_QUEUE;
 }
 
 /**

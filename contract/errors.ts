@@ -1,9 +1,10 @@
-import { ApplicationFailure } from '@temporalio/common';
-
 /**
  * Every refusal Orchard returns has one of these codes, as the `type` of an ApplicationFailure
  * (workflows, activities) or the `code` of an OrchardError (client). Callers in any language match on
  * the code; the message says what to do instead.
+ *
+ * This module imports nothing, so the CLI throws and matches these without loading the Temporal SDK (its start
+ * time); the ApplicationFailure workflows and activities throw is made by contract/failures.ts.
  */
 export const ERROR_CODES = [
   'invalid_input',
@@ -96,16 +97,6 @@ export type ErrorCode = (typeof ERROR_CODES)[number];
 
 export function isErrorCode(value: unknown): value is ErrorCode {
   return typeof value === 'string' && (ERROR_CODES as readonly string[]).includes(value);
-}
-
-/** A typed, non-retryable failure: the same input would fail the same way on every attempt. */
-export function orchardFailure(code: ErrorCode, message: string, details?: unknown): ApplicationFailure {
-  return ApplicationFailure.create({
-    type: code,
-    message,
-    nonRetryable: true,
-    details: details === undefined ? undefined : [details],
-  });
 }
 
 /**

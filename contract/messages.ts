@@ -34,11 +34,7 @@ export const sessionWorkflowId = (sessionId: string): string => `session/${sessi
 export const sessionIdFromWorkflowId = (workflowId: string): string | undefined =>
   workflowId.startsWith('session/') ? workflowId.slice('session/'.length) : undefined;
 
-/** The shared task queue (workflows and host-free activities) when ORCHARD_TASK_QUEUE names none. */
-export const DEFAULT_TASK_QUEUE = 'orchard';
-
-/** Activities that touch a worktree run on the queue of the host whose disk holds it. */
-export const hostTaskQueue = (hostId: string): string => `orchard-host-${hostId}`;
+export { DEFAULT_TASK_QUEUE, hostTaskQueue } from './task-queues';
 
 /**
  * A task longer than this belongs in a file in the repository. Its text crosses workflow history once (the

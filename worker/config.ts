@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { DEFAULT_MAX_COMMANDS } from '../activities/bash/command-slots';
-import { taskQueueFromEnv } from '../client/connection';
+import { DEFAULT_TASK_QUEUE } from '../contract/task-queues';
 
 /**
  * The checkout bin/orchard runs from: relative state paths resolve against it, whatever the caller's cwd. The
@@ -92,7 +92,8 @@ function sanitizeHostId(raw: string): string {
 export function workerConfigFromEnv(env: NodeJS.ProcessEnv = process.env, cwd = PROJECT_ROOT): WorkerConfig {
   const stateDir = resolve(cwd, env.ORCHARD_STATE_DIR ?? '.orchard');
   return {
-    taskQueue: taskQueueFromEnv(env),
+    // The shared task queue the client starts workflows on and the worker polls.
+    taskQueue: env.ORCHARD_TASK_QUEUE || DEFAULT_TASK_QUEUE,
     hostId: env.ORCHARD_HOST_ID ? sanitizeHostId(env.ORCHARD_HOST_ID) : persistedHostId(stateDir),
     worktreeRoot: resolve(cwd, env.ORCHARD_WORKTREE_ROOT ?? join(stateDir, 'worktrees')),
     databaseUrl: env.DATABASE_URL || undefined,

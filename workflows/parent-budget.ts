@@ -1,5 +1,5 @@
 import { setHandler } from '@temporalio/workflow';
-import { orchardFailure } from '../contract/errors';
+import { orchardFailure } from '../contract/failures';
 import { fundChildProblem, fundChildUpdate, setBudgetProblem, setBudgetUpdate } from '../contract/messages';
 import type { Budget } from './budget';
 

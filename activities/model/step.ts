@@ -2,7 +2,7 @@ import { stripScaffolding } from '../../workflows/orchestrator/echo';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Pool } from 'pg';
-import { orchardFailure } from '../../contract/errors';
+import { orchardFailure } from '../../contract/failures';
 import { TOOL_PROFILES } from '../../workflows/tools';
 import type { ToolProfile } from '../../contract/tools';
 import { turnKeyOf, type TurnKey } from '../store/keys';

@@ -1,6 +1,6 @@
 import type { Pool } from 'pg';
 import type { StartingContextInput } from '../../contract/activities';
-import { orchardFailure } from '../../contract/errors';
+import { orchardFailure } from '../../contract/failures';
 import type { ConversationBound } from '../../contract/messages';
 import { stripScaffolding } from '../../workflows/orchestrator/echo';
 import type { ChatMessage } from '../model/types';

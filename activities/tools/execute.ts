@@ -5,7 +5,7 @@ import type { Confinement } from '../bash/confinement';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import type { Pool } from 'pg';
-import { orchardFailure } from '../../contract/errors';
+import { orchardFailure } from '../../contract/failures';
 import { TOOL_PROFILES } from '../../workflows/tools';
 import { claimDispatch, markUnknown, settleDispatch, storeOutput, type DispatchKey, type ToolOutput } from '../store/dispatch';
 import { turnKeyOf } from '../store/keys';

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { orchardFailure } from '../../contract/errors';
+import { orchardFailure } from '../../contract/failures';
 import { teamWorkflowId } from '../../contract/messages';
 import { keepHistory } from '../helpers/orchard';
 import { activityTypes, startScriptedTeam, type Call } from '../helpers/team';

@@ -17,7 +17,7 @@ import type { SearchAttributeUpdatePair } from '@temporalio/common';
 import type { SharedActivities } from '../../contract/activities';
 import type { CallRef, ReadCallResult, SessionCallView } from '../../contract/orchestrator-activities';
 import { DISPATCH_OPTIONS, MODEL_ACTIVITY_OPTIONS, STORE_LOCAL_OPTIONS, STORE_OPTIONS, failureOf } from '../activity-options';
-import { orchardFailure } from '../../contract/errors';
+import { orchardFailure } from '../../contract/failures';
 import {
   childTurnEndedSignal,
   DEFAULT_LIMITS,

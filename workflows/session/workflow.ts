@@ -19,7 +19,8 @@ import {
 import type { SearchAttributeUpdatePair } from '@temporalio/common';
 import type { HostActivities, SharedActivities } from '../../contract/activities';
 import { DISPATCH_OPTIONS, MODEL_ACTIVITY_OPTIONS, STORE_LOCAL_OPTIONS, STORE_OPTIONS, failureOf, hostActivityOptions } from '../activity-options';
-import { isErrorCode, orchardFailure } from '../../contract/errors';
+import { isErrorCode } from '../../contract/errors';
+import { orchardFailure } from '../../contract/failures';
 import {
   cancelUpdate,
   DEFAULT_LIMITS,

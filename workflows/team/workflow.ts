@@ -25,7 +25,8 @@ import type { HostActivities, SharedActivities } from '../../contract/activities
 import type { CallRef } from '../../contract/orchestrator-activities';
 import type { ReceiptMove } from '../../contract/team-activities';
 import { DISPATCH_OPTIONS, MODEL_ACTIVITY_OPTIONS, QUIESCENCE_OPTIONS, STORE_OPTIONS, failureOf, hostActivityOptions } from '../activity-options';
-import { isErrorCode, orchardFailure } from '../../contract/errors';
+import { isErrorCode } from '../../contract/errors';
+import { orchardFailure } from '../../contract/failures';
 import { Budget, type CarriedBudget } from '../budget';
 import { registerParentBudget } from '../parent-budget';
 import {

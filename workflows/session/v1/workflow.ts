@@ -18,7 +18,8 @@ import {
 } from '@temporalio/workflow';
 import { TimeoutType, type SearchAttributeUpdatePair } from '@temporalio/common';
 import type { HostActivities, SharedActivities } from '../../../contract/activities';
-import { isErrorCode, orchardFailure } from '../../../contract/errors';
+import { isErrorCode } from '../../../contract/errors';
+import { orchardFailure } from '../../../contract/failures';
 import {
   cancelUpdate,
   hostTaskQueue,

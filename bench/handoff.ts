@@ -76,6 +76,8 @@ export async function benchHandoff(report: Report): Promise<void> {
     env: {
       ORCHARD_MAX_COMMANDS: process.env.ORCHARD_MAX_COMMANDS ?? String(2 * most + 8),
       ORCHARD_MAX_ACTIVITIES: process.env.ORCHARD_MAX_ACTIVITIES ?? String(4 * most + 100),
+      // …nor the store's pool its board writes and lease checks (pool waits are recorded: see the figures).
+      ...(process.env.BENCH_HANDOFF_STORE_CONNECTIONS ? { ORCHARD_STORE_CONNECTIONS: process.env.BENCH_HANDOFF_STORE_CONNECTIONS } : {}),
     },
   });
   const { orchard } = bench;

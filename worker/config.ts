@@ -44,6 +44,11 @@ export interface WorkerConfig {
    */
   maxConcurrentActivities?: number;
   /**
+   * ORCHARD_STORE_CONNECTIONS: the worker's PostgreSQL connections (its pool's size); 8 when unset. A host that runs
+   * many commands or handoffs at once needs more: every running command checks its lease, every board write holds one.
+   */
+  storeConnections?: number;
+  /**
    * On SIGTERM/SIGINT the worker stops polling and running activities get this long to finish (a build, a test
    * run); then the SDK cancels them, and a tool call cut short is reported to the model as `unknown`.
    */
@@ -75,11 +80,11 @@ export function maxCommandsFromEnv(raw: string | undefined): number {
   return n;
 }
 
-/** ORCHARD_MAX_ACTIVITIES: a positive integer, or undefined (the SDK's default); anything else stops the worker at start. */
-function maxActivitiesFromEnv(raw: string | undefined): number | undefined {
+/** A positive integer, or undefined when unset (the default applies); anything else stops the worker at start. */
+function positiveIntegerFromEnv(name: string, raw: string | undefined): number | undefined {
   if (raw === undefined || raw.trim() === '') return undefined;
   const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1) throw new ConfigError(`ORCHARD_MAX_ACTIVITIES must be a positive integer, got "${raw}"`);
+  if (!Number.isInteger(n) || n < 1) throw new ConfigError(`${name} must be a positive integer, got "${raw}"`);
   return n;
 }
 
@@ -99,7 +104,8 @@ export function workerConfigFromEnv(env: NodeJS.ProcessEnv = process.env, cwd = 
     databaseUrl: env.DATABASE_URL || undefined,
     stateDir,
     maxConcurrentCommands: maxCommandsFromEnv(env.ORCHARD_MAX_COMMANDS),
-    maxConcurrentActivities: maxActivitiesFromEnv(env.ORCHARD_MAX_ACTIVITIES),
+    maxConcurrentActivities: positiveIntegerFromEnv('ORCHARD_MAX_ACTIVITIES', env.ORCHARD_MAX_ACTIVITIES),
+    storeConnections: positiveIntegerFromEnv('ORCHARD_STORE_CONNECTIONS', env.ORCHARD_STORE_CONNECTIONS),
     shutdownGraceSeconds: nonNegativeSeconds(env, 'ORCHARD_SHUTDOWN_GRACE_SECONDS', DEFAULT_SHUTDOWN_GRACE_SECONDS),
     metrics: metricsFromEnv(env),
   };

@@ -97,7 +97,7 @@ export async function startOrchard(log: (line: string) => void, options: StartOr
   const provider = options.provider ?? (await modelProviderFor(options.hostOnly ? { kind: 'none' } : (options.model ?? { kind: 'demo' })));
   const stack = options.stack ?? (await bootStack({ projectRoot: PROJECT_ROOT, log }));
   const target = stackTarget(stack);
-  const pool = createPool(stack.databaseUrl, { embedded: stack.embedded.postgres, onQuery: metrics.storeQueried });
+  const pool = createPool(stack.databaseUrl, { embedded: stack.embedded.postgres, onQuery: metrics.storeQueried, max: config.storeConnections });
   let connection: NativeConnection | undefined;
   let clientConnection: Connection | undefined;
   let registration: HostRegistration | undefined;

@@ -42,7 +42,7 @@ export function stripScaffolding(text: string): string {
 }
 
 /** What stands, in turns after the one it was given in, where a tool result's roster was. */
-export const ROSTER_ELIDED = '(the roster as it was then is left out here: your current roster is in the system message)';
+export const ROSTER_ELIDED = '(stale roster left out; the live one is in the system message)';
 
 /**
  * A tool result of the orchestrator as later turns show it: the roster it ended with (a create or send echo, a

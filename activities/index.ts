@@ -108,7 +108,7 @@ export function createSharedActivities(deps: SharedActivityDeps): SharedActiviti
     ...withHeartbeats(team, ['coordinatorTool', 'dispatchTask', 'settleExecution', 'yieldExecution', 'checkQuiescent', 'awaitTeamClosed'], bind),
     /** Sessions from histories recorded before execution keys: the task becomes the user message of its turn. */
     async recordTask(input) {
-      await appendEntry(deps.pool, { ...turnKeyOf(input), step: 0, ordinal: 0 }, { role: 'user', content: input.task }, input.taskId);
+      await appendEntry(deps.pool, { ...turnKeyOf(input), step: 0, ordinal: 0 }, { role: 'user', content: input.task }, { taskId: input.taskId });
     },
     /**
      * Resolves a session's limits once, when its execution chain starts (an activity: the answer is recorded

@@ -2,6 +2,7 @@ import type { Pool } from 'pg';
 import { OrchardError } from '../contract/errors';
 import type { TemporalPort } from '../contract/temporal-port';
 import { parseSessionCall } from '../workflows/orchestrator/session-call';
+import { laterView } from '../workflows/orchestrator/echo';
 import { excerpt } from '../workflows/session/state';
 import { turnKeyOf } from './store/keys';
 import { appendEntry, findAssistantMessage } from './store/transcript';
@@ -134,6 +135,7 @@ export function createOrchestratorActivities(deps: OrchestratorActivityDeps): Or
         deps.pool,
         { ...turnKeyOf(input), step: input.step, ordinal: input.index + 1 },
         { role: 'tool', tool_call_id: input.callId, content: input.content },
+        { laterContent: laterView(input.content) },
       );
     },
   };

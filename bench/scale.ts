@@ -1,3 +1,4 @@
+import type { temporal } from '@temporalio/proto';
 import { renderRoster } from '../workflows/orchestrator/roster';
 import { DEFAULT_LIMITS, type OrchestratorStatusView } from '../contract/messages';
 import { startFleet, type Fleet } from './fleet-stack';
@@ -51,6 +52,7 @@ export async function benchScale(report: Report): Promise<void> {
       const idle = await routeSamples(fleet, ids, routes, () => `tok-scale-${++seq}`);
       distribution(level, 'route, idle', idle.latencies, 'ms', `${routes} routes`);
       record(level, "orchestrator's model request, idle", { unit: 'bytes', value: idle.requestBytes });
+      distribution(level, "orchestrator's model step, idle", idle.modelSteps, 'ms', 'activity started → completed');
       const after = await runFacts(fleet);
       const routed = `${note}, after ${routes} routes`;
       record(level, "current run's history, events", { unit: 'count', value: after.events, note: routed });
@@ -70,6 +72,7 @@ export async function benchScale(report: Report): Promise<void> {
       const active = await routeSamples(fleet, idleIds, routes, () => `tok-scale-${++seq}`);
       distribution(level, 'route, 10% busy', active.latencies, 'ms', `${busy.length} busy, ${routes} routes`);
       record(level, "orchestrator's model request, 10% busy", { unit: 'bytes', value: active.requestBytes });
+      distribution(level, "orchestrator's model step, 10% busy", active.modelSteps, 'ms', 'activity started → completed');
       rosterFigures(level, await fleet.orchard.client.orchestratorStatus(fleet.orchestratorId), record, distribution, '10% busy');
       held.release();
       for (const token of tokens) await fleet.manifestOf(token);
@@ -80,13 +83,20 @@ export async function benchScale(report: Report): Promise<void> {
   }
 }
 
+type HistoryEvent = temporal.api.history.v1.IHistoryEvent;
 type RecordValue = (level: number, name: string, figure: Omit<Figure, 'section' | 'name'>) => void;
 type RecordSamples = (level: number, name: string, samples: number[], unit?: Figure['unit'], note?: string) => void;
 
 /** Routes to children spread over the fleet, one at a time, each after the previous one settled. */
-async function routeSamples(fleet: Fleet, ids: readonly string[], n: number, token: () => string): Promise<{ latencies: number[]; requestBytes: number }> {
+async function routeSamples(
+  fleet: Fleet,
+  ids: readonly string[],
+  n: number,
+  token: () => string,
+): Promise<{ latencies: number[]; requestBytes: number; modelSteps: number[] }> {
   const latencies: number[] = [];
   let requestBytes = 0;
+  const since = Date.now();
   for (let i = 0; i < n; i++) {
     const t = token();
     const childId = ids[Math.floor(((i + 0.5) * ids.length) / n)];
@@ -100,7 +110,36 @@ async function routeSamples(fleet: Fleet, ids: readonly string[], n: number, tok
     await fleet.manifestOf(t);
     await fleet.settled();
   }
-  return { latencies, requestBytes };
+  return { latencies, requestBytes, modelSteps: await modelStepDurations(fleet, since) };
+}
+
+/**
+ * The orchestrator's `modelStep` activities scheduled since `since` (wall ms), started → completed, from the histories of
+ * its runs since then (the chain is followed back through continue-as-new): the part of a route that reads the
+ * conversation, sends the request and records the answer, without the waits for the server's task queues around it.
+ */
+async function modelStepDurations(fleet: Fleet, since: number): Promise<number[]> {
+  const at = (e: { eventTime?: { seconds?: unknown; nanos?: number | null } | null }) =>
+    Number(e.eventTime?.seconds ?? 0) * 1000 + (e.eventTime?.nanos ?? 0) / 1e6;
+  const durations: number[] = [];
+  for (let runId: string | undefined = undefined; ;) {
+    const history: { events?: HistoryEvent[] | null } = await fleet.orchard.client.temporal.workflow.getHandle(fleet.workflowId, runId).fetchHistory();
+    const events = history.events ?? [];
+    const steps = new Set<string>();
+    const started = new Map<string, number>();
+    for (const e of events) {
+      const scheduled = e.activityTaskScheduledEventAttributes;
+      if (scheduled?.activityType?.name === 'modelStep' && at(e) >= since) steps.add(String(e.eventId));
+      const start = e.activityTaskStartedEventAttributes;
+      if (start && steps.has(String(start.scheduledEventId))) started.set(String(start.scheduledEventId), at(e));
+      const done = e.activityTaskCompletedEventAttributes;
+      const t0 = done ? started.get(String(done.scheduledEventId)) : undefined;
+      if (t0 !== undefined) durations.push(at(e) - t0);
+    }
+    const previous: string | null | undefined = events[0]?.workflowExecutionStartedEventAttributes?.continuedExecutionRunId;
+    if (!previous || events.length === 0 || at(events[0]) < since) return durations;
+    runId = previous;
+  }
 }
 
 /**

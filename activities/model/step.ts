@@ -89,7 +89,7 @@ function withCharge(result: ModelStepResult, usage: ModelStepResult['usage']): M
 async function openTurn(pool: Pool, key: TurnKey, taskId: string): Promise<void> {
   const text = await taskText(pool, key.executionId, taskId);
   if (text === undefined) throw orchardFailure('invalid_input', `task ${taskId} of execution ${key.executionId} is not stored`);
-  await appendEntry(pool, { ...key, step: 0, ordinal: 0 }, { role: 'user', content: text }, taskId);
+  await appendEntry(pool, { ...key, step: 0, ordinal: 0 }, { role: 'user', content: text }, { taskId });
   await markTaskRunning(pool, key.executionId, taskId, key.turnId);
 }
 

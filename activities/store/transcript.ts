@@ -2,6 +2,7 @@ import type { Pool } from 'pg';
 import type { AssistantMessage, ChatMessage, ToolCall } from '../model/types';
 import type { TurnKey } from './keys';
 import { startingConversation } from './starting-context';
+import { turnCache } from './turn-cache';
 
 interface EntryRow {
   turn_id: string;
@@ -29,13 +30,22 @@ export const UNKNOWN_OUTCOME =
 /** What the model is told about a tool call that was never claimed (the turn ended before it ran). */
 export const NOT_EXECUTED = 'not executed: the turn ended before this tool call ran';
 
-/** Idempotent: a retried activity writes the same key again and the first write stands. */
-export async function appendEntry(pool: Pool, key: EntryKey, message: Exclude<ChatMessage, { role: 'system' }>, taskId?: string): Promise<void> {
+/**
+ * Idempotent: a retried activity writes the same key again and the first write stands. `taskId`: the task a turn's
+ * user message is the text of. `laterContent`: what turns after this one are shown instead of the content (the
+ * orchestrator's results without their roster: workflows/orchestrator/echo.ts laterView).
+ */
+export async function appendEntry(
+  pool: Pool,
+  key: EntryKey,
+  message: Exclude<ChatMessage, { role: 'system' }>,
+  { taskId, laterContent }: { taskId?: string; laterContent?: string } = {},
+): Promise<void> {
   const toolCalls = message.role === 'assistant' && message.tool_calls?.length ? JSON.stringify(message.tool_calls) : null;
   await pool.query(
     `INSERT INTO transcript_entries (session_id, execution_id, turn_id, turn, step, ordinal, role, content, tool_calls,
-                                     tool_call_id, task_id, chars)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+                                     tool_call_id, task_id, chars, later_content)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
      ON CONFLICT (turn_id, step, ordinal) DO NOTHING`,
     [
       key.sessionId,
@@ -50,6 +60,7 @@ export async function appendEntry(pool: Pool, key: EntryKey, message: Exclude<Ch
       message.role === 'tool' ? message.tool_call_id : null,
       taskId ?? null,
       (message.content?.length ?? 0) + (toolCalls?.length ?? 0),
+      laterContent ?? null,
     ],
   );
 }
@@ -84,33 +95,36 @@ export interface Conversation {
  * The conversation a model call of `key`'s turn sees: the conversation its chain started from (starting-context.ts),
  * then every earlier turn of the same execution chain (for a
  * turn number that a reset ran twice, the newest attempt) and the current attempt of this turn, in order.
- * Older turns are left out whole when the total would pass `contextChars` (the current turn always stays).
+ * Older turns are left out whole when the total would pass `contextChars` (the current turn always stays). An earlier
+ * turn's entry is shown, and counted, as later turns see it (appendEntry's `laterContent`, when it has one).
  *
  * An assistant tool call without a recorded result gets a synthetic one, because providers reject a request
  * where a tool call has no answer — and it says truthfully what is known: `unknown` when the call was claimed
  * (it may have run), `not executed` only when it never was.
  */
 export async function loadConversation(pool: Pool, key: TurnKey, contextChars = Number.MAX_SAFE_INTEGER): Promise<Conversation> {
-  const { rows: turns } = await pool.query<{ turn_id: string; chars: string }>(
+  // `stamp`: what the turn's rows are now (its newest seq and their count), to tell a cached copy is still them.
+  const { rows: turns } = await pool.query<{ turn_id: string; chars: string; stamp: string }>(
     `WITH attempts AS (
-       SELECT turn, turn_id, min(seq) AS first_seq, sum(chars) AS chars FROM transcript_entries
+       SELECT turn, turn_id, min(seq) AS first_seq, sum(coalesce(length(later_content), chars)) AS chars,
+              max(seq) || '/' || count(*) AS stamp FROM transcript_entries
        WHERE execution_id = $1 AND turn < $2
        GROUP BY turn, turn_id
      )
-     SELECT DISTINCT ON (turn) turn, turn_id, chars FROM attempts ORDER BY turn DESC, first_seq DESC`,
+     SELECT DISTINCT ON (turn) turn, turn_id, chars, stamp FROM attempts ORDER BY turn DESC, first_seq DESC`,
     [key.executionId, key.turn],
   );
   const { rows: current } = await pool.query<{ chars: string }>(`SELECT coalesce(sum(chars), 0) AS chars FROM transcript_entries WHERE turn_id = $1`, [
     key.turnId,
   ]);
   let budget = contextChars - Number(current[0]?.chars ?? 0);
-  const kept = [key.turnId];
+  const earlier: { turn_id: string; stamp: string }[] = [];
   let omittedTurns = 0;
   for (const turn of turns) {
     const chars = Number(turn.chars);
     if (omittedTurns === 0 && chars <= budget) {
       budget -= chars;
-      kept.push(turn.turn_id);
+      earlier.unshift(turn);
     } else {
       omittedTurns += 1;
     }
@@ -127,17 +141,37 @@ export async function loadConversation(pool: Pool, key: TurnKey, contextChars = 
       omittedTurns += 1;
     }
   }
+  // Earlier turns the worker already has as they were are not read again (turn-cache.ts); the current one always is.
+  const cached = new Map(earlier.map((t) => [t.turn_id, turnCache.get(t.turn_id, t.stamp)]));
+  const read = [key.turnId, ...earlier.filter((t) => !cached.get(t.turn_id)).map((t) => t.turn_id)];
+  // Earlier turns are shown as later turns see them (appendEntry's laterContent), the current one as it is.
   const { rows } = await pool.query<EntryRow>(
-    `SELECT turn_id, turn, step, ordinal, role, content, tool_calls, tool_call_id FROM transcript_entries
+    `SELECT turn_id, turn, step, ordinal, role, CASE WHEN turn_id = $2 THEN content ELSE coalesce(later_content, content) END AS content,
+            tool_calls, tool_call_id FROM transcript_entries
      WHERE turn_id = ANY($1) ORDER BY turn, step, ordinal`,
-    [kept],
+    [read, key.turnId],
   );
-  const startingMessages = inherited.flat();
-  return { messages: [...startingMessages, ...(await withSyntheticResults(pool, rows))], omittedTurns, startingMessages: startingMessages.length };
+  const rowsOf = new Map<string, EntryRow[]>(read.map((id) => [id, []]));
+  for (const row of rows) rowsOf.get(row.turn_id)!.push(row);
+  const messages: ChatMessage[] = [...inherited.flat()];
+  for (const turn of earlier) {
+    let shown = cached.get(turn.turn_id);
+    if (!shown) {
+      const built = await withSyntheticResults(pool, rowsOf.get(turn.turn_id)!);
+      shown = built.messages;
+      if (!built.synthetic) turnCache.set(turn.turn_id, turn.stamp, shown);
+    }
+    messages.push(...shown);
+  }
+  messages.push(...(await withSyntheticResults(pool, rowsOf.get(key.turnId)!)).messages);
+  return { messages, omittedTurns, startingMessages: inherited.flat().length };
 }
 
-/** Conversation rows in order, with a result for every tool call that has none (see loadConversation). */
-async function withSyntheticResults(pool: Pool, rows: EntryRow[]): Promise<ChatMessage[]> {
+/**
+ * One turn's rows in order, with a result for every tool call that has none (see loadConversation); `synthetic` when
+ * there was such a call.
+ */
+async function withSyntheticResults(pool: Pool, rows: EntryRow[]): Promise<{ messages: ChatMessage[]; synthetic: boolean }> {
   const answered = new Set(rows.filter((r) => r.role === 'tool').map((r) => `${r.turn_id}/${r.step}/${r.tool_call_id}`));
   const missing = rows.flatMap((r) =>
     r.role === 'assistant' && r.tool_calls?.length
@@ -172,7 +206,7 @@ async function withSyntheticResults(pool: Pool, rows: EntryRow[]): Promise<ChatM
     if (message.role === 'assistant' && message.tool_calls) pending = message.tool_calls.map((call) => ({ row, call }));
   }
   flushPending();
-  return messages;
+  return { messages, synthetic: missing.length > 0 };
 }
 
 function toMessage(row: EntryRow): Exclude<ChatMessage, { role: 'system' }> {

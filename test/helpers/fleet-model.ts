@@ -39,6 +39,9 @@ export const final = (content: string): Reply => completion({ content });
 export const isOrchestratorRequest = (body: any): boolean => (body.tools ?? []).some((tool: any) => tool.function.name === 'session');
 export const lastUserText = (body: any): string => String(body.messages.filter((m: any) => m.role === 'user').at(-1)?.content ?? '');
 
+/** The messages of a request's current turn: after its last user message. */
+export const currentTurn = (messages: any[]): any[] => messages.slice(messages.map((m) => m.role).lastIndexOf('user') + 1);
+
 export function fleetModel(decide: Decide, child?: (body: any) => Reply | Promise<Reply>) {
   return (body: any): Reply | Promise<Reply> => {
     if (!isOrchestratorRequest(body)) return child ? child(body) : completion({ content: `child done: ${lastUserText(body).slice(0, 60)}` });
@@ -65,7 +68,10 @@ export interface Fleet {
   repo: string;
   /** Orchestrator requests the model received, in order. */
   orchestratorRequests(): any[];
-  /** Tool results the orchestrator's model has been shown (deduplicated, in order of first appearance). */
+  /**
+   * Tool results the orchestrator's model has been shown in the turn of their call (deduplicated, in order of first
+   * appearance); later turns show them without their roster (workflows/orchestrator/echo.ts laterView).
+   */
   toolResults(): string[];
   settled(turns: number): Promise<import('../../contract/messages').OrchestratorStatusView>;
   /** Sends a user message and waits until the turn that answered it has ended. */
@@ -96,7 +102,15 @@ export async function startFleet(
     id,
     repo,
     orchestratorRequests,
-    toolResults: () => [...new Set(orchestratorRequests().flatMap((b) => b.messages.filter((m: any) => m.role === 'tool').map((m: any) => String(m.content))))],
+    toolResults: () => [
+      ...new Set(
+        orchestratorRequests().flatMap((b) =>
+          currentTurn(b.messages)
+            .filter((m: any) => m.role === 'tool')
+            .map((m: any) => String(m.content)),
+        ),
+      ),
+    ],
     keepHistory: (name) => keepHistory(orchard, orchestratorWorkflowId(id), name),
     say: async (text) => {
       const { messageId } = await orchard.client.message(id, { text });

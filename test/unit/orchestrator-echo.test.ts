@@ -1,5 +1,5 @@
 import test from 'ava';
-import { JUST_DISPATCHED, ROUTE_FIRST, dispatchEcho, stripScaffolding } from '../../workflows/orchestrator/echo';
+import { JUST_DISPATCHED, ROSTER_ELIDED, ROUTE_FIRST, dispatchEcho, laterView, stripScaffolding } from '../../workflows/orchestrator/echo';
 import { renderRoster, type ChildStatus, type RosterChild } from '../../workflows/orchestrator/roster';
 
 const child = (childId: string, status: ChildStatus, lastActivity: number): RosterChild => ({
@@ -38,4 +38,18 @@ test('text shown to the user keeps the answer and loses every piece of scaffoldi
   t.true(shown.startsWith('I routed it.'));
   t.true(shown.endsWith('The child is on it.'));
   t.is(stripScaffolding('plain answer, nothing to strip'), 'plain answer, nothing to strip');
+});
+
+test('later turns see a result without its roster: what the call did stays, the stale roster becomes one marker', (t) => {
+  const children = [child('a', 'running', 3), child('b', 'idle', 2)];
+  const created = `created child a (task t1)\n${dispatchEcho(children, { childId: 'a', brief: 'start' })}`;
+  t.is(laterView(created), `created child a (task t1)\n${ROSTER_ELIDED}`);
+  const routed = `includeContext was not used: a already has its own conversation\nsent to a (task t2)\n${dispatchEcho(children, { childId: 'a', brief: 'more' })}`;
+  t.is(laterView(routed), `includeContext was not used: a already has its own conversation\nsent to a (task t2)\n${ROSTER_ELIDED}`);
+  // `session list`: the result is the roster.
+  t.is(laterView(renderRoster(children)), ROSTER_ELIDED);
+  // No roster (or a roster quoted inside a line): shown as it is.
+  t.is(laterView('error (session_closed): child a is closed; nothing was sent'), undefined);
+  t.is(laterView(`error (session_not_found): no child z in your roster; nothing was created. ${renderRoster(children)}`), undefined);
+  t.is(laterView(renderRoster([])), undefined);
 });

@@ -3,7 +3,7 @@
  * text it shows the user (issue 8, item 9). Pure, so the request bytes a test asserts on come from here alone.
  */
 import { excerpt } from '../session/state';
-import { renderRosterRows, routableChildren, rosterRow, type RosterChild } from './roster';
+import { renderRosterRows, ROSTER_HEADER, ROSTER_PREAMBLE, routableChildren, rosterRow, type RosterChild } from './roster';
 
 /** The literal route command every dispatch result carries. */
 export const ROUTE_FIRST = 'ROUTE FIRST — session send <id> <task>';
@@ -39,4 +39,21 @@ export function stripScaffolding(text: string): string {
     .join('\n')
     .replace(/\n{3,}/g, '\n\n')
     .trim();
+}
+
+/** What stands, in turns after the one it was given in, where a tool result's roster was. */
+export const ROSTER_ELIDED = '(stale roster left out; the live one is in the system message)';
+
+/**
+ * A tool result of the orchestrator as later turns show it: the roster it ended with (a create or send echo, a
+ * `session list`) replaced by ROSTER_ELIDED, since it is stale once its turn ends and every request carries the live
+ * one; what the call did (its first lines) stays. Undefined when there is no such roster. The transcript keeps the
+ * result whole (`orchard session log`), and the turn that made the call sees it whole.
+ */
+export function laterView(content: string): string | undefined {
+  const block = `${ROSTER_PREAMBLE}\n${ROSTER_HEADER}\n`;
+  // Every roster a result carries is its last part (dispatchEcho, `session list`).
+  const start = content.startsWith(block) ? 0 : content.indexOf(`\n${block}`) + 1;
+  if (start === 0 && !content.startsWith(block)) return undefined;
+  return content.slice(0, start) + ROSTER_ELIDED;
 }

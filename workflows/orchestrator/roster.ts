@@ -56,10 +56,11 @@ export function renderRosterRows(rows: readonly RosterChild[]): string {
   if (rows.length === 0) {
     return 'Your child sessions: none yet. Create one with session create when a request needs a worker.';
   }
-  return [
-    'Your child sessions, each owning its topic. Route work to the one that owns it with session send <id> <task>; ' +
-      'create a new one only for a topic none of them owns.',
-    'id | title | agent | status',
-    ...rows.map(rosterRow),
-  ].join('\n');
+  return [ROSTER_PREAMBLE, ROSTER_HEADER, ...rows.map(rosterRow)].join('\n');
 }
+
+/** The first line of a roster with rows, and the header of its rows. */
+export const ROSTER_PREAMBLE =
+  'Your child sessions, each owning its topic. Route work to the one that owns it with session send <id> <task>; ' +
+  'create a new one only for a topic none of them owns.';
+export const ROSTER_HEADER = 'id | title | agent | status';

@@ -268,6 +268,7 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
     sloMissed?: boolean;
     resolution?: unknown;
     why?: string;
+    onlyFrom?: readonly ReceiptState[];
   }): Promise<ReceiptMove> {
     await deps.hooks?.beforeMoveReceipt?.(input);
     const { result, revision, change } = await moveReceipt(deps.pool, input.teamId, input.receiptId, input.to, input);
@@ -626,8 +627,10 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
       // team's row, the cancel should not). The moves only save the workflow its own: one that fails is left out of
       // the answer, and the workflow makes it (and meets its failure) as it always did.
       let yielding: Promise<ReceiptMove | undefined> = Promise.resolve(undefined);
+      // Only while the handoff is still being driven: once it settled (a timeout the workflow decided while this
+      // attempt had not yet heard of its cancellation), the store keeps the settled state.
       const tryMove = (to: 'yielding' | 'released') =>
-        move({ ...receipt!, to }).catch((err: unknown) => {
+        move({ ...receipt!, to, onlyFrom: ['requested', 'yielding'] }).catch((err: unknown) => {
           Context.current().log.warn('handoff receipt not moved by its yield; the team moves it', { receiptId: receipt!.receiptId, to, error: String(err) });
           return undefined;
         });

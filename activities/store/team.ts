@@ -879,7 +879,7 @@ export async function moveReceipt(
   teamId: string,
   receiptId: string,
   to: ReceiptState,
-  extra: { sloMissed?: boolean; resolution?: unknown; why?: string } = {},
+  extra: { sloMissed?: boolean; resolution?: unknown; why?: string; onlyFrom?: readonly ReceiptState[] } = {},
 ): Promise<{ result: HandoffReceipt; revision: number; change?: ReceiptChange }> {
   let change: ReceiptChange | undefined;
   const moved = await commit(pool, teamId, { kind: 'system' }, 'handoff', async ({ c }) => {
@@ -890,7 +890,10 @@ export async function moveReceipt(
     // Released is final; so is failed, except for the user's resolution of it.
     const final = receipt.state === 'released' || (receipt.state === 'failed' && extra.resolution === undefined);
     const same = receipt.state === to && (extra.sloMissed === undefined || extra.sloMissed === receipt.sloMissed) && extra.resolution === undefined;
-    if (same || final) return { result: receipt };
+    // A conditional move (a yield's) changes nothing once the receipt has left the states it names: a yield that
+    // proves quiescence after its handoff timed out releases nothing (a user's release does).
+    const moved = extra.onlyFrom !== undefined && !extra.onlyFrom.includes(receipt.state);
+    if (same || final || moved) return { result: receipt };
     const updated = await c.query(
       `UPDATE team_handoff_receipts SET state = $3, slo_missed = slo_missed OR $4, resolution = COALESCE($5, resolution), updated_at = now()
        WHERE receipt_id = $1 AND team_id = $2 RETURNING *, extract(epoch FROM (now() - created_at)) * 1000 AS elapsed_ms`,

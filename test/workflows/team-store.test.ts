@@ -8,6 +8,7 @@ import {
   createTeamRun,
   failTask,
   fenceHandoff,
+  moveReceipt,
   postInboxMessage,
   readBoard,
   recordTaskOutput,
@@ -242,4 +243,40 @@ test('a paused task starts again under a new execution: the fenced execution can
     receipts.map((r) => r.execution_id),
     ['exec-4', 'exec-5'],
   );
+});
+
+test("a yield's conditional release changes nothing once its handoff has settled (timed out); while it is driven, it releases", async (t) => {
+  const pool = await testPool(t);
+  const teamId = await team(pool);
+  await activateTeamRun(pool, teamId, 'run-a');
+  const fence = async (taskId: string, executionId: string) => {
+    await createTask(pool, teamId, coordinator, { taskId, title: taskId, owner: 'implementer' });
+    await startTask(pool, teamId, taskId, executionId, 'implementer');
+    const { result } = await fenceHandoff(pool, teamId, {
+      eventId: `reassign-${taskId}`,
+      oldTaskId: taskId,
+      kind: 'reassign',
+      reason: 'move it',
+      sessionId: memberSessionId(teamId, 'implementer'),
+      executionId,
+      namespace: 'default',
+      replacement: { taskId: `${taskId}-r`, owner: 'reviewer' },
+    });
+    return result.receiptId;
+  };
+  const whileDriven = ['requested', 'yielding'] as const;
+  // Timed out first: the late release is no move at all (no fact, no revision), the receipt stays timeout.
+  const late = await fence('a', 'exec-1');
+  await moveReceipt(pool, teamId, late, 'timeout');
+  const before = await revision(pool, teamId);
+  const answered = await moveReceipt(pool, teamId, late, 'released', { onlyFrom: whileDriven });
+  t.is(answered.result.state, 'timeout');
+  t.is(answered.change, undefined);
+  t.is(await revision(pool, teamId), before);
+  // Still being driven: the same conditional release moves it.
+  const driven = await fence('b', 'exec-2');
+  await moveReceipt(pool, teamId, driven, 'yielding', { onlyFrom: whileDriven });
+  t.is((await moveReceipt(pool, teamId, driven, 'released', { onlyFrom: whileDriven })).result.state, 'released');
+  // The user's release of the timed-out one (unconditional, with its resolution) still moves it.
+  t.is((await moveReceipt(pool, teamId, late, 'released', { resolution: { action: 'release' } })).result.state, 'released');
 });

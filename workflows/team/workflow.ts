@@ -952,14 +952,14 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       clocks.scope.cancel();
       yieldScope.cancel();
       await slo;
-      // (Unless the SLO's miss, moved since, is the newer word.) A yield that did not answer its move (it failed, it
-      // is still running at the timeout, its write failed) has it made here: the trail keeps the store's order, and a
-      // move made already is answered as it stands.
+      // The receipt's `yielding`, unless a newer move (the SLO's miss) came first: as the yield answered it, or — when the
+      // yield did not (it failed, it still runs at the timeout, its write failed) — made here, so the trail keeps the
+      // store's order (a move the yield made after all is answered as it stands).
       if (movesInYield && receipts.find((r) => r.receiptId === receiptId)?.state === 'requested') {
         if (yieldingMove) applyMove(receiptId, yieldingMove);
         else await moveTo(receiptId, 'yielding');
       }
-      if (outcome === 'released' && releasedMove) {
+      if (outcome === 'released' && releasedMove?.receipt.state === 'released') {
         applyMove(receiptId, releasedMove);
         release(receiptId);
         assess(releasedMove);

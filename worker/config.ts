@@ -74,10 +74,7 @@ export class ConfigError extends Error {
 
 /** ORCHARD_MAX_COMMANDS: a positive integer, 4 when unset; anything else stops the worker at start. */
 export function maxCommandsFromEnv(raw: string | undefined): number {
-  if (raw === undefined || raw.trim() === '') return DEFAULT_MAX_COMMANDS;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1) throw new Error(`ORCHARD_MAX_COMMANDS must be a positive integer, got "${raw}"`);
-  return n;
+  return positiveIntegerFromEnv('ORCHARD_MAX_COMMANDS', raw) ?? DEFAULT_MAX_COMMANDS;
 }
 
 /** A positive integer, or undefined when unset (the default applies); anything else stops the worker at start. */

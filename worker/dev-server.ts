@@ -194,15 +194,54 @@ export interface StartDevServerOptions {
   readonly readyTimeoutMs?: number;
   /** Pass all the server's log lines to `log`, not only errors (the last lines are kept for error messages anyway). */
   readonly forwardServerLogs?: boolean;
+  /** How a port configured as 0 is picked (tests hand out a taken one); `freePort` when absent. */
+  readonly pickPort?: (ip: string) => Promise<number>;
 }
 
-/** A free TCP port on `ip`, from the kernel. Another process could take it before we bind: a small, accepted race. */
-export function freePort(ip: string): Promise<number> {
+/**
+ * A free TCP port on `ip`. Picked below the kernel's ephemeral range when it can be: a port the kernel hands out for
+ * `listen(0)` is also what it hands out as the local port of any outgoing connection, so on a busy machine (a test
+ * suite opening hundreds of connections) another process's connect() could take it before our server binds it. A port
+ * outside that range is taken only by another process that listens on it; `startDevServer` retries on a fresh pick.
+ */
+export async function freePort(ip: string): Promise<number> {
+  const [low] = ephemeralRange();
+  const floor = 20_000;
+  if (low > floor + 1000) {
+    for (let attempt = 0; attempt < 20; attempt++) {
+      const candidate = floor + Math.floor(Math.random() * (low - floor));
+      if (await canListen(ip, candidate)) return candidate;
+    }
+  }
+  return listenAndClose(ip, 0);
+}
+
+/** The kernel's ephemeral port range (Linux); the IANA default elsewhere. */
+function ephemeralRange(): [number, number] {
+  try {
+    const [low, high] = fs.readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number);
+    if (Number.isInteger(low) && Number.isInteger(high)) return [low, high];
+  } catch {
+    // not Linux
+  }
+  return [49152, 65535];
+}
+
+async function canListen(ip: string, port: number): Promise<boolean> {
+  try {
+    await listenAndClose(ip, port);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function listenAndClose(ip: string, port: number): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = net.createServer();
     server.unref();
     server.on('error', reject);
-    server.listen(0, ip, () => {
+    server.listen(port, ip, () => {
       const address = server.address();
       server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
     });
@@ -382,11 +421,29 @@ export async function startDevServer(config: DevConfig, log: Log, opts: StartDev
     }
   }
 
-  const resolved: DevConfig = {
-    ...config,
-    port: config.port || (await freePort(config.ip)),
-    uiPort: config.ui && config.uiPort === 0 ? await freePort(config.ip) : config.uiPort,
-  };
+  // A port we picked can be taken by another process before the server binds it: pick again (a configured one is
+  // the operator's, and taken stays taken).
+  const picks = (config.port === 0 ? 1 : 0) + (config.ui && config.uiPort === 0 ? 1 : 0);
+  const pickPort = opts.pickPort ?? freePort;
+  for (let attempt = 1; ; attempt++) {
+    const resolved: DevConfig = {
+      ...config,
+      port: config.port || (await pickPort(config.ip)),
+      uiPort: config.ui && config.uiPort === 0 ? await pickPort(config.ip) : config.uiPort,
+    };
+    try {
+      return await spawnDevServer(resolved, log, opts);
+    } catch (err) {
+      if (!(err instanceof PortTakenError) || picks === 0 || attempt >= 5) throw err;
+      log(`${err.message.split('\n')[0]}; picking other ports`);
+    }
+  }
+}
+
+/** The server ended during startup because a port it was given was bound by another process. */
+class PortTakenError extends Error {}
+
+async function spawnDevServer(resolved: DevConfig, log: Log, opts: StartDevServerOptions): Promise<DevServer> {
   const address = formatAddress(resolved.ip, resolved.port);
   const webUiUrl = resolved.ui ? `http://${formatAddress(resolved.ip, resolved.uiPort)}` : undefined;
   const cliPath = opts.cliPath ?? (await resolveTemporalCli(log));
@@ -443,7 +500,8 @@ export async function startDevServer(config: DevConfig, log: Log, opts: StartDev
     if (spawnError || ended) {
       await stop();
       const how = spawnError?.message ?? (ended?.signal ? `signal ${ended.signal}` : `exit code ${ended?.code}`);
-      throw new Error(`temporal server start-dev (${cliPath}) ended during startup (${how}):\n${output.text()}`);
+      const message = `temporal server start-dev (${cliPath}) ended during startup (${how}):\n${output.text()}`;
+      throw /address already in use/.test(output.text()) ? new PortTakenError(message) : new Error(message);
     }
     if (await temporalAnswers(address, 1000)) break;
     if (Date.now() > deadline) {

@@ -1,17 +1,9 @@
-import { createServer } from 'node:net';
+import { freePort } from '../../worker/dev-server';
 import test from 'ava';
 import { orchardEnv, spawnOrchard } from '../helpers/cli-process';
 import { makeRepo, sharedOrchard, uniqueId, writeScenario } from '../helpers/orchard';
 
 const shared = sharedOrchard(test);
-
-async function freePort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-  const { port } = probe.address() as { port: number };
-  await new Promise<void>((resolve) => probe.close(() => resolve()));
-  return port;
-}
 
 /**
  * Issue 21, deliverable 7, as an operator runs it: `orchard worker --metrics-port` serves Orchard's metrics at
@@ -20,7 +12,7 @@ async function freePort(): Promise<number> {
  */
 test('orchard worker --metrics-port serves /metrics (counting what its activities refused) and the SDK metrics at /metrics/temporal', async (t) => {
   const hostId = uniqueId('metrics-host');
-  const port = await freePort();
+  const port = await freePort('127.0.0.1');
   const env = orchardEnv({ ORCHARD_HOST_ID: hostId, ...(process.env.ORCHARD_TEST_NO_SANDBOX ? { ORCHARD_SANDBOX: 'off' } : {}) });
   const worker = spawnOrchard(t, ['worker', '--host-only', '--metrics-port', String(port)], env);
   await worker.waitFor(/worker for /);

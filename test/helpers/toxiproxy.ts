@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
+import { freePort } from '../../worker/dev-server';
 import type { TestFn } from 'ava';
 import { Toxiproxy, type Proxy } from 'toxiproxy-node-client';
 import { resolveToxiproxyServer } from '../../worker/toxiproxy';
@@ -65,7 +65,7 @@ export async function startToxiproxy(): Promise<ToxiproxyServer> {
   // A free port can be taken between our probe and the server's bind: try a few.
   let lastFailure = '';
   for (let attempt = 0; attempt < 3; attempt += 1) {
-    const port = await freePort();
+    const port = await freePort('127.0.0.1');
     const started = await launch(binary, port);
     if ('server' in started) return started.server;
     lastFailure = started.failure;
@@ -154,16 +154,4 @@ async function stop(child: ChildProcess, exit: Promise<void>): Promise<void> {
 function splitHostPort(address: string): [string, string] {
   const at = address.lastIndexOf(':');
   return [address.slice(0, at), address.slice(at + 1)];
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const address = probe.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      probe.close(() => resolve(port));
-    });
-  });
 }

@@ -1,8 +1,9 @@
+import net from 'node:net';
 import path from 'node:path';
 import test from 'ava';
 import { Connection } from '@temporalio/client';
 import { encodeSearchAttributeIndexedValueType } from '@temporalio/common/lib/search-attributes';
-import { loadDevConfig, registerSearchAttributesOnSpawned, startDevServer } from '../../worker/dev-server';
+import { freePort, loadDevConfig, registerSearchAttributesOnSpawned, startDevServer } from '../../worker/dev-server';
 import { SearchAttributesMissingError } from '../../worker/search-attributes';
 import { createBareNamespace } from '../helpers/namespaces';
 
@@ -55,4 +56,58 @@ test('search attributes are registered only on the dev server process this proce
   );
   t.regex(err?.message ?? '', /refusing to register search attributes .* not the dev server this process started/);
   t.false((await server.attributes()).includes('OrchardKind'));
+});
+
+/** A port held by a plain listener for the test's length. */
+async function heldPort(t: import('ava').ExecutionContext): Promise<number> {
+  const accepted: net.Socket[] = [];
+  const holder = net.createServer((socket) => accepted.push(socket));
+  await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => {
+    // Whoever connected to it (the probe for a Temporal frontend) is cut off: close() waits for its connections.
+    for (const socket of accepted) socket.destroy();
+    return new Promise<void>((resolve) => holder.close(() => resolve()));
+  });
+  return (holder.address() as net.AddressInfo).port;
+}
+
+test('a dev server whose picked port was taken before it bound it is started again on other ports', async (t) => {
+  const taken = await heldPort(t);
+  const picks: number[] = [];
+  const lines: string[] = [];
+  const config = loadDevConfig(projectRoot, { port: 0, ui: false, dbFile: null });
+  const server = await startDevServer(config, (line) => lines.push(line), {
+    // The first pick is a port another process took between the pick and the bind.
+    pickPort: async (ip) => {
+      const port = picks.length === 0 ? taken : await freePort(ip);
+      picks.push(port);
+      return port;
+    },
+  });
+  t.teardown(() => server.stop());
+  t.deepEqual(picks.length, 2);
+  t.is(server.address, `127.0.0.1:${picks[1]}`);
+  t.true(
+    lines.some((line) => /ended during startup.*picking other ports/.test(line)),
+    lines.join('\n'),
+  );
+  const connection = await Connection.connect({ address: server.address });
+  t.teardown(() => connection.close());
+  t.truthy((await connection.workflowService.getSystemInfo({})).capabilities);
+});
+
+test('a configured port that another process holds is refused, not swapped for another', async (t) => {
+  const taken = await heldPort(t);
+  let picked = 0;
+  const config = loadDevConfig(projectRoot, { port: taken, ui: false, dbFile: null });
+  const err = await t.throwsAsync(() =>
+    startDevServer(config, () => undefined, {
+      pickPort: async () => {
+        picked++;
+        return 0;
+      },
+    }),
+  );
+  t.regex(err?.message ?? '', /address already in use/);
+  t.is(picked, 0);
 });

@@ -1,5 +1,8 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector';
 import { resolve } from 'node:path';
 import { temporal } from '@temporalio/proto';
+import { metricsRegistry } from '../activities/metrics';
 import { parseLeaseHolder } from '../contract/ids';
 import { memberSessionId } from '../contract/member-session';
 import { makeFixtureRepo } from '../demos/fixture';
@@ -107,11 +110,14 @@ export async function benchHandoff(report: Report): Promise<void> {
       }
       const samples: Sample[] = [];
       const poolWaiting: number[] = [];
+      const statements = new Map<string, number>();
       let stopped: string | undefined;
       for (let round = 1; round <= rounds && stopped === undefined; round++) {
         const targets = await everyWriterWriting(orchard, teams);
         // The worker's store pool while the handoffs run: how many callers wait for one of its connections.
         const sampler = setInterval(() => poolWaiting.push(orchard.pool.waitingCount), 50);
+        const profiling = await profileMainThread(`handoff-${concurrency}-r${round}`);
+        const statementsBefore = await storeStatements();
         const sent = await Promise.all(
           targets.map(async ({ teamId, taskId }) => {
             const t0 = Date.now();
@@ -123,6 +129,9 @@ export async function benchHandoff(report: Report): Promise<void> {
           orchard,
           sent.map((s) => s.receiptId),
         ).finally(() => clearInterval(sampler));
+        await profiling?.stop();
+        for (const [activity, n] of await storeStatements())
+          statements.set(activity, (statements.get(activity) ?? 0) + n - (statementsBefore.get(activity) ?? 0));
         const measured: { sent: (typeof sent)[number]; sample: Sample }[] = [];
         for (const s of sent) {
           const sample = await breakdown(orchard, s, settled.get(s.receiptId)!);
@@ -138,6 +147,16 @@ export async function benchHandoff(report: Report): Promise<void> {
       // Stop every team before the next level (and before the stack stops): nothing may be left dispatching.
       await Promise.all(teams.map(({ teamId }) => orchard.client.teamLifecycle(teamId, 'archive', { reason: 'bench done' }).catch(() => undefined)));
       recordLevel(report, slo, concurrency, samples, stopped);
+      const total = [...statements.values()].reduce((a, b) => a + b, 0);
+      const most = [...statements].sort((a, b) => b[1] - a[1]).slice(0, 4);
+      report.add({
+        section: SECTION,
+        name: `${concurrency} concurrent: store statements per handoff (while the round settled)`,
+        unit: 'count',
+        value: total / Math.max(1, samples.length),
+        n: samples.length,
+        note: most.map(([activity, n]) => `${activity} ${(n / Math.max(1, samples.length)).toFixed(1)}`).join(', '),
+      });
       report.samples(SECTION, `${concurrency} concurrent: store pool callers waiting for a connection (every 50 ms)`, poolWaiting, 'count', {
         note: `pool of ${orchard.pool.options.max}`,
       });
@@ -153,6 +172,42 @@ export async function benchHandoff(report: Report): Promise<void> {
 }
 
 type Orchard = BenchStack['orchard'];
+
+/** The worker's `orchard_store_queries_total` (it runs in this process), summed by activity type (or origin). */
+async function storeStatements(): Promise<Map<string, number>> {
+  const metric = metricsRegistry.getSingleMetric('orchard_store_queries_total');
+  const out = new Map<string, number>();
+  for (const v of metric ? (await metric.get()).values : []) {
+    const label = v.labels.activity !== 'none' ? String(v.labels.activity) : String(v.labels.origin);
+    out.set(label, (out.get(label) ?? 0) + v.value);
+  }
+  return out;
+}
+
+/**
+ * BENCH_HANDOFF_PROFILE=<dir>: a CPU profile of this process's main thread (where the worker's activities and the
+ * SDK's bridge run) while a round's handoffs settle, written as <dir>/<name>.cpuprofile (Chrome DevTools opens it).
+ */
+async function profileMainThread(name: string): Promise<{ stop: () => Promise<void> } | undefined> {
+  const dir = process.env.BENCH_HANDOFF_PROFILE;
+  if (!dir) return undefined;
+  const session = new Session();
+  session.connect();
+  const post = (method: string, params?: object) =>
+    new Promise<any>((done, fail) => session.post(method, params ?? {}, (err, answer) => (err ? fail(err) : done(answer))));
+  await post('Profiler.enable');
+  await post('Profiler.setSamplingInterval', { interval: 1000 });
+  await post('Profiler.start');
+  return {
+    stop: async () => {
+      const { profile } = await post('Profiler.stop');
+      session.disconnect();
+      mkdirSync(dir, { recursive: true });
+      writeFileSync(resolve(dir, `${name}.cpuprofile`), JSON.stringify(profile));
+      console.log(`handoff: main-thread CPU profile in ${resolve(dir, `${name}.cpuprofile`)}`);
+    },
+  };
+}
 
 /**
  * Every writer runs one of its tasks (a member takes its pending tasks in no fixed order) and its command has a live

@@ -337,8 +337,55 @@ function withSections(lines: readonly string[]): string[] {
   });
 }
 
+/**
+ * What a regular file's last read said, by how and path, beside the identity that read saw (the descriptor's fstat):
+ * a later snapshot takes it without opening the file when lstat shows the same identity and the file had settled
+ * before that read began (its ctime SETTLED_MS older). Every write to a file sets its ctime from the kernel's clock,
+ * which no unprivileged process can set (touch sets mtime, never ctime); so for a settled file an unchanged ctime,
+ * with device, inode, mode, size and mtime, means unchanged content. A file changed shortly before a read is read
+ * again every time: a write in the same clock tick as that change could leave its ctime as it was (git's "racy"
+ * index entries, the same rule). With a hundred worktrees on one repository a snapshot reads several hundred files,
+ * nearly all of them other sessions' and unchanged: one lstat each instead of open, fstat, read and close.
+ */
+const settledReads = new Map<string, { identity: string; state: EntryState }>();
+/** Far beyond the kernel's coarse clock tick and the lag between it and Date.now(). */
+const SETTLED_MS = 1000;
+const SETTLED_READS_MAX = 100_000;
+
+let openedFiles = 0;
+/** How many files snapshots have opened in this process (tests: a kept read opens none). */
+export function protectedFilesOpened(): number {
+  return openedFiles;
+}
+
+const identityOf = (stat: fs.Stats): string => `${stat.dev}:${stat.ino}:${stat.mode}:${stat.size}:${stat.mtimeMs}:${stat.ctimeMs}`;
+
+/** A kept read still true of `file` (lstat alone); `absent` when nothing is there; undefined when it must be read. */
+function keptState(file: string, how: 'ref' | 'text' | 'hash'): EntryState | 'absent' | undefined {
+  let stat: fs.Stats | undefined;
+  try {
+    stat = fs.lstatSync(file, { throwIfNoEntry: false });
+  } catch {
+    return undefined; // ENOTDIR, EACCES…: the open says what it is
+  }
+  if (stat === undefined) return 'absent';
+  const kept = settledReads.get(`${how}:${file}`);
+  return kept && stat.isFile() && kept.identity === identityOf(stat) ? kept.state : undefined;
+}
+
+/** Keeps a regular file's read for the next snapshots when the file had settled before the read began. */
+function keepRead(file: string, how: 'ref' | 'text' | 'hash', stat: fs.Stats, readBegan: number, state: EntryState): void {
+  if (!(stat.ctimeMs < readBegan - SETTLED_MS)) return;
+  if (settledReads.size >= SETTLED_READS_MAX) settledReads.clear();
+  settledReads.set(`${how}:${file}`, { identity: identityOf(stat), state });
+}
+
 /** The state of one path, never following a symlink at its end; undefined when it does not exist. */
 function fileState(file: string, how: 'ref' | 'text' | 'hash'): EntryState | undefined {
+  const kept = keptState(file, how);
+  if (kept === 'absent') return undefined;
+  if (kept !== undefined) return kept;
+  const readBegan = Date.now();
   let fd: number;
   try {
     fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
@@ -346,11 +393,14 @@ function fileState(file: string, how: 'ref' | 'text' | 'hash'): EntryState | und
     if (code(err) === 'ELOOP') return linkState(file);
     return absentOr(err);
   }
+  openedFiles++;
   try {
     const stat = fs.fstatSync(fd);
     if (stat.isDirectory()) return 'dir:';
     if (!stat.isFile()) return `other:${fileType(stat)}`;
-    return regularState(fd, stat, how);
+    const state = regularState(fd, stat, how);
+    keepRead(file, how, stat, readBegan, state);
+    return state;
   } catch (err) {
     return absentOr(err) ?? 'unreadable:ENOENT';
   } finally {
@@ -361,18 +411,27 @@ function fileState(file: string, how: 'ref' | 'text' | 'hash'): EntryState | und
 const buffer = Buffer.alloc(TEXT_LIMIT + 1);
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
-/** A loose ref the directory listing says is a regular file: read at most TEXT_LIMIT bytes without a stat. */
+/** A loose ref the directory listing says is a regular file: read at most TEXT_LIMIT bytes (or taken as kept). */
 function refFileState(file: string): EntryState {
+  const kept = keptState(file, 'ref');
+  if (kept === 'absent') return 'unreadable:ENOENT'; // removed since the listing, as the open below would say
+  if (kept !== undefined) return kept;
+  const readBegan = Date.now();
   let fd: number;
   try {
     fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
   } catch {
     return fileState(file, 'ref') ?? 'unreadable:ENOENT'; // replaced since the listing: describe what is there now
   }
+  openedFiles++;
   try {
+    const stat = fs.fstatSync(fd);
+    if (!stat.isFile()) return fileState(file, 'ref') ?? 'unreadable:ENOENT';
     const n = fs.readSync(fd, buffer, 0, buffer.length, 0);
     const text = n <= TEXT_LIMIT ? decode(buffer.subarray(0, n)) : undefined;
-    return text !== undefined ? refState(text) : regularState(fd, fs.fstatSync(fd), 'hash');
+    const state = text !== undefined ? refState(text) : regularState(fd, stat, 'hash');
+    keepRead(file, 'ref', stat, readBegan, state);
+    return state;
   } catch (err) {
     return `unreadable:${code(err) ?? 'error'}`;
   } finally {

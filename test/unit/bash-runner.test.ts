@@ -382,6 +382,26 @@ const misreports: Array<[string, string, Partial<RunBashInput>?]> = [
   ],
   ['the report names no pid namespace', 'true & p=$!; wait $p; setsid sleep 60 5>&- & echo "pid=$!"; printf \'{"child-pid": %s, "mnt-namespace": 1}\' $p >&5'],
 ];
+// The same misreports for a command stopped before it ended (a cancel): each left process must be killed all the same.
+for (const [name, script, extra] of misreports) {
+  test(`a cancelled sandbox's namespace report is checked before teardown trusts it: ${name}`, async (t) => {
+    const running = `${script}; sleep 30`;
+    const abort = new AbortController();
+    const r = await run(running, {
+      argv: ['bash', '-c', running, '--info-fd', '5'],
+      ...extra,
+      signal: abort.signal,
+      tickMs: 50,
+      // After the report is written (one case writes it 0.6 s after the pid).
+      onTick: ({ outputTail }) => void (/pid=\d+/.test(outputTail) && setTimeout(() => abort.abort(), 700)),
+    });
+    t.true(r.cancelled);
+    const pids = pidsIn(r.stdout);
+    t.is(pids.length, 1);
+    t.deepEqual(r.remaining, []);
+    for (const pid of pids) t.false(liveState(pid).live, `pid ${pid} outlived the command`);
+  });
+}
 for (const [name, script, extra] of misreports) {
   test(`a sandbox's namespace report is checked before teardown trusts it: ${name}`, async (t) => {
     const r = await run(script, { argv: ['bash', '-c', script, '--info-fd', '5'], ...extra });

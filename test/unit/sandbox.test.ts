@@ -14,7 +14,7 @@ import {
   type SandboxLayout,
 } from '../../activities/bash/sandbox';
 import { settleIsolated } from '../../activities/bash/isolated';
-import { fullScanCount } from '../../activities/bash/process-tree';
+import { fullScanCount, ProcessScanner } from '../../activities/bash/process-tree';
 import { NAMESPACE_INFO_FD, runBash } from '../../activities/bash/runner';
 import { isolatedBranch, markWorktreeIsolated } from '../../activities/git/backstop';
 import {
@@ -133,6 +133,40 @@ sandboxTest('through the runner, nothing a command leaves running outlives it, p
   t.deepEqual(left, [], 'a process of the command outlived it');
   t.is(fullScanCount(), scans, 'teardown scanned /proc');
   t.is(r.stdout, '3 open\n4 closed\n5 closed\n', 'the command holds the run tag, not the gate or the info fd');
+});
+
+sandboxTest('a command cancelled while it runs is torn down through its pid namespace, proven gone without a /proc scan', async (t) => {
+  const f = await fixture();
+  await prepareSandboxDirs(f.layout);
+  const token = `7${Date.now() % 100000}.${process.pid}`;
+  // pid 1 ignores SIGTERM, a background job and an escapee from its group and session outlive nothing.
+  const command =
+    `trap '' TERM; sleep ${token} & setsid env -i /bin/sh -c 'exec 3<&- ; exec sleep ${token}' </dev/null >/dev/null 2>&1 & ` + `echo ready; sleep ${token}`;
+  const argv = buildSandboxArgv(f.layout, command, { infoFd: NAMESPACE_INFO_FD });
+  const abort = new AbortController();
+  let scans = fullScanCount();
+  const r = await runBash({
+    command,
+    argv,
+    cwd: f.child,
+    env: f.env,
+    timeoutMs: 30_000,
+    maxOutputBytes: 64 * 1024,
+    // No shared scanner: any full scan counted after the abort is the teardown's.
+    scanner: new ProcessScanner(600_000),
+    tickMs: 50,
+    onTick: ({ outputTail }) => {
+      if (!outputTail.includes('ready') || abort.signal.aborted) return;
+      scans = fullScanCount();
+      abort.abort();
+    },
+    signal: abort.signal,
+  });
+  t.true(r.cancelled);
+  t.deepEqual(r.remaining, []);
+  const left = readdirSync('/proc').filter((n) => /^\d+$/.test(n) && (readFileSafe(`/proc/${n}/cmdline`) ?? '').includes(token));
+  t.deepEqual(left, [], 'a process of the command outlived it');
+  t.is(fullScanCount(), scans, 'teardown scanned /proc');
 });
 
 function readFileSafe(file: string): string | undefined {

@@ -12,6 +12,7 @@ import {
   readlinkSync,
   realpathSync,
   rmSync,
+  statSync,
   symlinkSync,
   unlinkSync,
   writeFileSync,
@@ -19,7 +20,14 @@ import {
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import fc from 'fast-check';
-import { compareSnapshots, describeChanges, snapshotProtected, type ProtectedChange, type VerifyLayout } from '../../activities/bash/verify';
+import {
+  compareSnapshots,
+  describeChanges,
+  protectedFilesOpened,
+  snapshotProtected,
+  type ProtectedChange,
+  type VerifyLayout,
+} from '../../activities/bash/verify';
 import { ISOLATION_MARKER, markWorktreeIsolated } from '../../activities/git/backstop';
 import { WorkspaceError } from '../../activities/workspace/paths';
 import { gitIn as git } from '../helpers/git';
@@ -780,6 +788,42 @@ test('changes come grouped by kind (refs first), then by path', async (t) => {
   t.deepEqual(
     changes.map((c) => `${c.kind} ${c.path}`),
     ['ref refs/tags/a', 'ref refs/tags/b', `head ${f.common}/HEAD`, `config ${f.common}/config`, `repository ${f.common}/shallow`],
+  );
+});
+
+test('a settled file is not read again while unchanged, and a change in place that restores size and mtime is still seen', async (t) => {
+  const f = fixture();
+  // The fixture's files were just copied: a read keeps nothing until they are a second older than it.
+  await new Promise((resolve) => setTimeout(resolve, 1_300));
+  const opened = protectedFilesOpened();
+  const before = await snapshotProtected(f.layout);
+  const first = protectedFilesOpened() - opened;
+  t.deepEqual(compareSnapshots(before, await snapshotProtected(f.layout)), []);
+  const second = protectedFilesOpened() - opened - first;
+  t.true(second < first / 2, `the second snapshot opened ${second} files, the first ${first}`);
+
+  // What `touch -d` cannot hide: the same size, the old mtime, another content (a sibling's ref and a hook).
+  const ref = path.join(f.common, 'refs', 'heads', 'loose');
+  const hook = path.join(f.common, 'hooks', 'pre-commit');
+  const moved = sha(f, 'main');
+  for (const [file, text] of [
+    [ref, `${moved}\n`],
+    [hook, '#!/bin/sh\nexit 1\n'],
+  ] as const) {
+    const { size, mtimeMs } = statSync(file);
+    const times = path.join(f.base, 'times');
+    execFileSync('touch', ['-r', file, times]); // the exact (nanosecond) times, as `touch -r` puts them back
+    writeFileSync(file, text);
+    execFileSync('touch', ['-r', times, file]);
+    t.deepEqual([statSync(file).size, statSync(file).mtimeMs], [size, mtimeMs]);
+  }
+  const changes = compareSnapshots(before, await snapshotProtected(f.layout));
+  t.deepEqual(
+    changes.map((c) => [c.kind, c.path, c.change]),
+    [
+      ['ref', 'refs/heads/loose', 'modified'],
+      ['hooks', hook, 'modified'],
+    ],
   );
 });
 

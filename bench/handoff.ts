@@ -240,7 +240,10 @@ async function everyWriterWriting(
     );
     const waiting = targets.filter((t) => t.taskId === undefined);
     if (waiting.length === 0) return targets.map((t) => ({ ...t, taskId: t.taskId! }));
-    if (Date.now() > deadline) throw new Error(`bench: ${waiting.length} writers never started (${waiting[0].writer} of ${waiting[0].teamId})`);
+    if (Date.now() > deadline) {
+      await describeStuck(orchard, waiting[0].teamId);
+      throw new Error(`bench: ${waiting.length} writers never started (${waiting[0].writer} of ${waiting[0].teamId})`);
+    }
     await new Promise((r) => setTimeout(r, 250));
   }
 }
@@ -324,6 +327,26 @@ async function trace(orchard: Orchard, sent: { teamId: string; receiptId: string
   }
   console.log(`trace of ${sent.receiptId} (${sent.teamId}):`);
   for (const [at, what] of lines.sort((a, b) => a[0] - b[0]).filter(([at]) => at < 15_000)) console.log(`  ${String(at).padStart(6)} ms  ${what}`);
+}
+
+/** What a team that stopped dispatching is doing, as Temporal tells it: its status, pending activities, last events. */
+async function describeStuck(orchard: Orchard, teamId: string): Promise<void> {
+  const handle = orchard.client.temporal.workflow.getHandle(`team/${teamId}`);
+  const d = await handle.describe().catch((err: unknown) => ({ error: String(err) }));
+  if ('error' in d) return void console.log(`team/${teamId}: not described (${d.error})`);
+  console.log(`team/${teamId}: ${d.status.name}, run ${d.runId}, history ${d.historyLength} events`);
+  const task = d.raw.pendingWorkflowTask;
+  if (task) console.log(`  pending workflow task: state ${task.state}, attempt ${task.attempt}, started ${task.startedTime?.seconds ?? '-'}`);
+  for (const a of d.raw.pendingActivities ?? []) {
+    console.log(`  pending ${a.activityType?.name} attempt ${a.attempt} state ${a.state}${a.lastFailure ? `: ${a.lastFailure.message}` : ''}`);
+  }
+  const events = (await handle.fetchHistory()).events ?? [];
+  for (const e of events.slice(-25)) {
+    const type = (temporal.api.enums.v1.EventType[e.eventType ?? 0] ?? String(e.eventType)).replace(/^EVENT_TYPE_/, '');
+    const failure = e.workflowTaskFailedEventAttributes?.failure?.message ?? e.activityTaskFailedEventAttributes?.failure?.message ?? '';
+    const name = e.activityTaskScheduledEventAttributes?.activityType?.name ?? e.workflowExecutionSignaledEventAttributes?.signalName ?? '';
+    console.log(`  ${e.eventId} ${type} ${name} ${failure.slice(0, 300)}`);
+  }
 }
 
 function recordLevel(report: Report, slo: Figure, concurrency: number, samples: readonly Sample[], stopped: string | undefined): void {

@@ -241,7 +241,7 @@ async function everyWriterWriting(
     const waiting = targets.filter((t) => t.taskId === undefined);
     if (waiting.length === 0) return targets.map((t) => ({ ...t, taskId: t.taskId! }));
     if (Date.now() > deadline) {
-      await describeStuck(orchard, waiting[0].teamId);
+      for (const teamId of [...new Set(waiting.map((w) => w.teamId))]) await describeStuck(orchard, teamId);
       throw new Error(`bench: ${waiting.length} writers never started (${waiting[0].writer} of ${waiting[0].teamId})`);
     }
     await new Promise((r) => setTimeout(r, 250));
@@ -341,7 +341,7 @@ async function describeStuck(orchard: Orchard, teamId: string): Promise<void> {
     console.log(`  pending ${a.activityType?.name} attempt ${a.attempt} state ${a.state}${a.lastFailure ? `: ${a.lastFailure.message}` : ''}`);
   }
   const events = (await handle.fetchHistory()).events ?? [];
-  for (const e of events.slice(-25)) {
+  for (const e of events.slice(-8)) {
     const type = (temporal.api.enums.v1.EventType[e.eventType ?? 0] ?? String(e.eventType)).replace(/^EVENT_TYPE_/, '');
     const failure = e.workflowTaskFailedEventAttributes?.failure?.message ?? e.activityTaskFailedEventAttributes?.failure?.message ?? '';
     const name = e.activityTaskScheduledEventAttributes?.activityType?.name ?? e.workflowExecutionSignaledEventAttributes?.signalName ?? '';

@@ -128,6 +128,12 @@ export async function repositoryProblem(repo: string, options: { baseRef?: strin
 }
 
 /**
+ * What git says when another worktree of the same repository is half-written (its admin dir made, its `commondir` or
+ * `gitdir` not yet: seen with 100 sessions prepared at once) or a lock of the shared repository is held for a moment.
+ */
+const SIBLING_FAULT = /failed to read .*worktrees\/[^/]+\/(commondir|gitdir)|Unable to create '[^']*\.lock'|cannot lock ref/i;
+
+/**
  * Creates (or finds again) the session's worktree `<worktreeRoot>/<sessionId>` on branch `orchard/<sessionId>/work`.
  * Idempotent, because an activity retried after a worker crash must not fail on its own earlier success:
  * an existing worktree for that branch is returned with `created: false`, and an existing branch without a
@@ -228,6 +234,9 @@ export async function prepareWorktree(input: PrepareWorktreeInput): Promise<Prep
     // An overlapping attempt (a retried activity racing the first) may have created it: that is success too.
     const raced = await findExisting().catch(() => undefined);
     if (raced) return raced;
+    // Git tripping over another worktree of the repository being created or moved at the same moment is no verdict on
+    // this one: thrown as it is, the preparation is tried again (a branch `-b` made is found as the tip then).
+    if (SIBLING_FAULT.test(message(err))) throw new Error(`could not create ${worktree} on ${branch} (a sibling was being changed): ${message(err)}`);
     throw new WorkspaceError('worktree_create_failed', `could not create ${worktree} on ${branch}: ${message(err)}`);
   }
   return { worktree, branch, baseCommit, created: true };

@@ -13,7 +13,7 @@ import { makeRepo, testPool, uniqueId } from '../helpers/orchard';
  * worktree preparation fails retryably — Temporal asks again — and leaves nothing behind, not a typed refusal that
  * fails the session.
  */
-test('a git that answers nothing for HEAD fails the preparation retryably, not as a refusal, and leaves no lease', async (t) => {
+test.serial('a git that answers nothing for HEAD fails the preparation retryably, not as a refusal, and leaves no lease', async (t) => {
   const pool = await testPool(t);
   const bin = mkdtempSync(join(tmpdir(), 'orchard-quiet-git-'));
   const realGit = (process.env.PATH ?? '')
@@ -37,4 +37,42 @@ test('a git that answers nothing for HEAD fails the preparation retryably, not a
   t.false(existsSync(join(worktreeRoot, sessionId)));
   const { rows } = await pool.query(`SELECT state FROM worktree_leases WHERE host = $1`, [hostId]);
   t.true(rows.every((r) => r.state !== 'held'));
+});
+
+/**
+ * Another worktree of the same repository being added at the same moment: git scans every worktree's admin dir and
+ * dies on one that is half-written ("failed to read .git/worktrees/<other>/commondir: Success", seen at 100 sessions
+ * prepared at once: the member's task failed for good with `worktree_create_failed`). A fault, retried; the next
+ * attempt creates the worktree.
+ */
+test.serial("git dying on a sibling's half-written worktree admin dir fails the preparation retryably, and the retry creates the worktree", async (t) => {
+  const pool = await testPool(t);
+  const bin = mkdtempSync(join(tmpdir(), 'orchard-racing-git-'));
+  const realGit = (process.env.PATH ?? '')
+    .split(':')
+    .map((d) => join(d, 'git'))
+    .find((p) => existsSync(p))!;
+  const once = join(bin, 'failed-once');
+  // The first `worktree add` dies as git does when a sibling's admin dir has no commondir yet.
+  writeFileSync(
+    join(bin, 'git'),
+    `#!/bin/sh\nfor a in "$@"; do if [ "$a" = add ] && [ ! -e ${once} ]; then : > ${once}; ` +
+      `echo "fatal: failed to read .git/worktrees/sibling/commondir: Success" >&2; exit 128; fi; done\nexec ${realGit} "$@"\n`,
+  );
+  chmodSync(join(bin, 'git'), 0o755);
+  const repo = makeRepo();
+  const worktreeRoot = mkdtempSync(join(tmpdir(), 'orchard-racing-git-wt-'));
+  const hostId = uniqueId('racing-git-host');
+  const acts = createHostActivities({ pool, hostId, worktreeRoot, holderLiveness: async () => 'closed' });
+  const path = process.env.PATH;
+  process.env.PATH = `${bin}:${path}`;
+  t.teardown(() => void (process.env.PATH = path));
+  const sessionId = uniqueId('s');
+  const err = await t.throwsAsync(new MockActivityEnvironment().run(acts.prepareWorktree, { sessionId, repo, holder: 'h' }));
+  t.false(err instanceof ApplicationFailure && err.nonRetryable, `a fault, not a refusal: ${String(err)}`);
+  t.regex(String(err?.message), /commondir/);
+  // Temporal's retry: the same input again.
+  const prepared = (await new MockActivityEnvironment().run(acts.prepareWorktree, { sessionId, repo, holder: 'h' })) as { worktree: string };
+  t.is(prepared.worktree, join(worktreeRoot, sessionId));
+  t.true(existsSync(join(worktreeRoot, sessionId, '.git')));
 });

@@ -242,6 +242,7 @@ async function everyWriterWriting(
     if (waiting.length === 0) return targets.map((t) => ({ ...t, taskId: t.taskId! }));
     if (Date.now() > deadline) {
       for (const teamId of [...new Set(waiting.map((w) => w.teamId))]) await describeStuck(orchard, teamId);
+      for (const w of waiting.slice(0, 5)) await describeStuck(orchard, w.teamId, memberSessionId(w.teamId, w.writer));
       throw new Error(`bench: ${waiting.length} writers never started (${waiting[0].writer} of ${waiting[0].teamId})`);
     }
     await new Promise((r) => setTimeout(r, 250));
@@ -330,11 +331,11 @@ async function trace(orchard: Orchard, sent: { teamId: string; receiptId: string
 }
 
 /** What a team that stopped dispatching is doing, as Temporal tells it: its status, pending activities, last events. */
-async function describeStuck(orchard: Orchard, teamId: string): Promise<void> {
-  const handle = orchard.client.temporal.workflow.getHandle(`team/${teamId}`);
+async function describeStuck(orchard: Orchard, teamId: string, sessionId?: string): Promise<void> {
+  const handle = orchard.client.temporal.workflow.getHandle(sessionId ? `session/${sessionId}` : `team/${teamId}`);
   const d = await handle.describe().catch((err: unknown) => ({ error: String(err) }));
-  if ('error' in d) return void console.log(`team/${teamId}: not described (${d.error})`);
-  console.log(`team/${teamId}: ${d.status.name}, run ${d.runId}, history ${d.historyLength} events`);
+  if ('error' in d) return void console.log(`${handle.workflowId}: not described (${d.error})`);
+  console.log(`${handle.workflowId}: ${d.status.name}, run ${d.runId}, history ${d.historyLength} events`);
   const task = d.raw.pendingWorkflowTask;
   if (task) console.log(`  pending workflow task: state ${task.state}, attempt ${task.attempt}, started ${task.startedTime?.seconds ?? '-'}`);
   for (const a of d.raw.pendingActivities ?? []) {

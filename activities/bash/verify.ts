@@ -350,7 +350,9 @@ function withSections(lines: readonly string[]): string[] {
 const settledReads = new Map<string, { identity: string; state: EntryState }>();
 /** Far beyond the kernel's coarse clock tick and the lag between it and Date.now(). */
 const SETTLED_MS = 1000;
-const SETTLED_READS_MAX = 100_000;
+/** The kept reads' keys and states together (small text files are kept verbatim): past this, all are forgotten. */
+const SETTLED_READS_MAX_CHARS = 32 * 1024 * 1024;
+let settledChars = 0;
 
 let openedFiles = 0;
 /** How many files snapshots have opened in this process (tests: a kept read opens none). */
@@ -376,8 +378,15 @@ function keptState(file: string, how: 'ref' | 'text' | 'hash'): EntryState | 'ab
 /** Keeps a regular file's read for the next snapshots when the file had settled before the read began. */
 function keepRead(file: string, how: 'ref' | 'text' | 'hash', stat: fs.Stats, readBegan: number, state: EntryState): void {
   if (!(stat.ctimeMs < readBegan - SETTLED_MS)) return;
-  if (settledReads.size >= SETTLED_READS_MAX) settledReads.clear();
-  settledReads.set(`${how}:${file}`, { identity: identityOf(stat), state });
+  const key = `${how}:${file}`;
+  const kept = { identity: identityOf(stat), state };
+  const size = (entry: { identity: string; state: string } | undefined) => (entry ? key.length + entry.identity.length + entry.state.length : 0);
+  settledChars += size(kept) - size(settledReads.get(key));
+  if (settledChars > SETTLED_READS_MAX_CHARS) {
+    settledReads.clear();
+    settledChars = size(kept);
+  }
+  settledReads.set(key, kept);
 }
 
 /** The state of one path, never following a symlink at its end; undefined when it does not exist. */

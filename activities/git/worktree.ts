@@ -129,9 +129,11 @@ export async function repositoryProblem(repo: string, options: { baseRef?: strin
 
 /**
  * What git says when another worktree of the same repository is half-written (its admin dir made, its `commondir` or
- * `gitdir` not yet: seen with 100 sessions prepared at once) or a lock of the shared repository is held for a moment.
+ * `gitdir` not yet: seen with 100 sessions prepared at once) or a lock file of the shared repository is held for a
+ * moment ("Unable to create '….lock': File exists"). A ref that cannot be created for what it is (a D/F conflict:
+ * "cannot lock ref …: '…' exists") stays a refusal.
  */
-const SIBLING_FAULT = /failed to read .*worktrees\/[^/]+\/(commondir|gitdir)|Unable to create '[^']*\.lock'|cannot lock ref/i;
+const SIBLING_FAULT = /failed to read .*worktrees\/[^/]+\/(commondir|gitdir)|Unable to create '[^']*\.lock': File exists/i;
 
 /**
  * Creates (or finds again) the session's worktree `<worktreeRoot>/<sessionId>` on branch `orchard/<sessionId>/work`.

@@ -463,7 +463,7 @@ function ownGroupIds(): { pgid: number; sid: number } {
   return ownGroup;
 }
 
-function sendSignal(target: number, signal: NodeJS.Signals): void {
+export function sendSignal(target: number, signal: NodeJS.Signals): void {
   try {
     process.kill(target, signal);
   } catch {

@@ -13,6 +13,7 @@ import {
   ProcessScanner,
   readProcessSync,
   recordTree,
+  sendSignal,
   sharedProcessScanner,
   track,
   type ProcessTag,
@@ -527,10 +528,10 @@ async function stopNamespace(namespace: NamespaceInfo, pgid: number, tracked: Tr
   const root = info.root;
   const deadline = Date.now() + kill.timeoutMs;
   const signal = (sig: NodeJS.Signals) => {
-    sendTo(-pgid, sig);
+    sendSignal(-pgid, sig);
     for (const t of [...tracked.values(), ...('gone' in root ? [] : [root])]) {
       const now = readProcessSync(t.pid);
-      if (now && now.startTime === t.startTime && isLive(now)) sendTo(t.pid, sig);
+      if (now && now.startTime === t.startTime && isLive(now)) sendSignal(t.pid, sig);
     }
   };
   signal('SIGTERM');
@@ -544,14 +545,6 @@ async function stopNamespace(namespace: NamespaceInfo, pgid: number, tracked: Tr
       killed = true;
     }
     await delay(kill.pollMs);
-  }
-}
-
-function sendTo(target: number, signal: NodeJS.Signals): void {
-  try {
-    process.kill(target, signal);
-  } catch {
-    // ESRCH: gone already; anything else shows in the proof, which then fails and the caller scans
   }
 }
 

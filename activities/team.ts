@@ -41,6 +41,8 @@ import {
   cancelPendingTask,
   closureInputOf,
   fenceHandoff,
+  DispatchInFlight,
+  dispatchEnded,
   deliveredCertificate,
   issueCertificate,
   memberSessionOf,
@@ -99,8 +101,14 @@ export interface TeamActivityHooks {
   sessionLiveness?: (sessionId: string, answer: SessionLiveness) => SessionLiveness;
   /** Awaited as a yield begins; what it throws, the yield throws (stands for an old session that refuses to stop). */
   beforeYield?: (input: { sessionId: string; reason: string }) => Promise<void>;
+  /** Awaited as a dispatch is about to mark its task in progress (holds it while a pause or an archive fences). */
+  beforeStartTask?: (input: { teamId: string; taskId: string; executionId: string }) => Promise<void>;
   /** Awaited as a dispatch is about to create the Member's session (holds it while a test stops the worker). */
   beforeCreateSession?: (input: { teamId: string; taskId: string; sessionId: string }) => Promise<void>;
+  /** Awaited once a dispatch has ended, started or refused (its in-flight mark cleared). */
+  afterDispatch?: (input: { teamId: string; taskId: string; executionId: string }) => Promise<void>;
+  /** Awaited as an archive's board write begins, after its fences. */
+  beforeArchiveBoard?: (input: { teamId: string }) => Promise<void>;
   /**
    * Awaited as a fence begins, before its transaction (holds one while a test stops the workers, so that its answer
    * reaches the run's history beside another event's, in one workflow task).
@@ -110,6 +118,8 @@ export interface TeamActivityHooks {
   beforeMoveReceipt?: (input: { teamId: string; receiptId: string; to: ReceiptState }) => Promise<void>;
 }
 
+type DispatchInput = Parameters<TeamActivities['dispatchTask']>[0];
+
 /** The first run id of the execution chain that held the lease, when the holder says. */
 const chainOf = (lease: FencedLease | undefined): string | undefined => (lease?.holder ? parseLeaseHolder(lease.holder)?.firstRunId : undefined);
 
@@ -117,6 +127,9 @@ const chainOf = (lease: FencedLease | undefined): string | undefined => (lease?.
 function asFailure(err: unknown): unknown {
   return err instanceof TeamStoreRefusal ? orchardFailure(isErrorCode(err.code) ? err.code : 'invalid_input', err.message) : err;
 }
+
+/** How long one fence attempt waits for a dispatch of the fenced execution to hand its task over. */
+const FENCE_DISPATCH_WAIT_MS = 20_000;
 
 /** How long a yield waits for the old runtime to be quiescent before answering that it is not (unknown). */
 const YIELD_WAIT_MS = 60_000;
@@ -258,6 +271,34 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
     } finally {
       stop();
     }
+  }
+
+  /**
+   * The task's text goes to the owner's session (created on its first task: isolated, on its own worktree, reporting
+   * turn ends to the team). The request id is the execution id, so a retry hands it over once.
+   */
+  async function handOver(input: DispatchInput, sessionId: string, brief: string): Promise<{ sessionId: string; sessionTaskId: string }> {
+    const requestId = `${input.teamId}/${input.executionId}`;
+    await deps.hooks?.beforeCreateSession?.({ teamId: input.teamId, taskId: input.taskId, sessionId });
+    const created = await deps.temporal().createSession({
+      sessionId,
+      title: `${input.role} of team ${input.teamId}`,
+      agent: input.role.toLowerCase(),
+      repo: input.repo,
+      host: input.host,
+      parent: input.parent,
+      isolated: true,
+      team: { teamId: input.teamId, memberId: input.memberId },
+      model: input.model,
+      ...(input.budgetTokens !== undefined ? { budgetTokens: input.budgetTokens, fundedBy: input.parent } : {}),
+      requestId,
+      task: brief,
+    });
+    // Created or bound, the create update queued the task (once per request id). A send with the same request id
+    // would be the same Temporal update id, answered with the create's result, which has no top-level taskId.
+    if (created.task) return { sessionId, sessionTaskId: created.task.taskId };
+    const sent = await deps.temporal().send(sessionId, { task: brief, requestId, from: 'team' });
+    return { sessionId, sessionTaskId: sent.taskId };
   }
 
   /** A receipt's move, measured, answering the candidate when it may have closed the board (a release, a resolution). */
@@ -571,42 +612,43 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
       const sessionId = await memberSessionOf(deps.pool, input.teamId, input.memberId).catch((err: unknown) => {
         throw asFailure(err);
       });
-      // A refusal (the task moved on, or it is a replacement whose handoff is not released) is final: not retried.
-      const { revision } = await startTask(deps.pool, input.teamId, input.taskId, input.executionId, input.memberId).catch((err: unknown) => {
-        throw asFailure(err);
-      });
-      const brief = `Task ${task.taskId}: ${task.title}\n\n${task.description}`.trim();
-      const requestId = `${input.teamId}/${input.executionId}`;
-      await deps.hooks?.beforeCreateSession?.({ teamId: input.teamId, taskId: input.taskId, sessionId });
-      const created = await deps.temporal().createSession({
-        sessionId,
-        title: `${input.role} of team ${input.teamId}`,
-        agent: input.role.toLowerCase(),
-        repo: input.repo,
-        host: input.host,
-        parent: input.parent,
-        isolated: true,
-        team: { teamId: input.teamId, memberId: input.memberId },
-        model: input.model,
-        ...(input.budgetTokens !== undefined ? { budgetTokens: input.budgetTokens, fundedBy: input.parent } : {}),
-        requestId,
-        task: brief,
-      });
-      // Created or bound, the create update queued the task (once per request id). A send with the same request id
-      // would be the same Temporal update id, answered with the create's result, which has no top-level taskId.
-      if (created.task) return { revision, sessionId, sessionTaskId: created.task.taskId };
-      const sent = await deps.temporal().send(sessionId, { task: brief, requestId, from: 'team' });
-      return { revision, sessionId, sessionTaskId: sent.taskId };
+      const key = { teamId: input.teamId, taskId: input.taskId, executionId: input.executionId };
+      try {
+        await deps.hooks?.beforeStartTask?.(key);
+        // A refusal (the task moved on, this execution was fenced before it started, or it is a replacement whose
+        // handoff is not released) is final: not retried. Started, the task is marked in flight until the session has it.
+        const { revision } = await startTask(deps.pool, input.teamId, input.taskId, input.executionId, input.memberId, { handingOver: true }).catch(
+          (err: unknown) => {
+            throw asFailure(err);
+          },
+        );
+        try {
+          return { revision, ...(await handOver(input, sessionId, `Task ${task.taskId}: ${task.title}\n\n${task.description}`.trim())) };
+        } finally {
+          // Whatever became of the hand-over (given, refused, this attempt cancelled): a fence waiting on it goes on. A
+          // clear that fails fails the attempt, whose retry marks, hands over (once per request id) and clears again.
+          await dispatchEnded(deps.pool, input.teamId, input.taskId, input.executionId);
+        }
+      } finally {
+        await deps.hooks?.afterDispatch?.(key);
+      }
     },
 
     /** The fence transaction of a reassign (see `fenceHandoff`): committed before the old execution is asked to yield. */
     async fenceHandoff(input) {
       await deps.hooks?.beforeFence?.(input);
-      try {
-        const { result, revision } = await fenceHandoff(deps.pool, input.teamId, { ...input, namespace: deps.namespace ?? 'default' });
-        return { receipt: result, revision };
-      } catch (err) {
-        throw asFailure(err);
+      // A dispatch handing the task to the session is waited for (it takes a Temporal round trip): fenced once the
+      // session has the task, the yield stops the session it went to. Past the wait the attempt fails (a fault) and
+      // is retried.
+      const until = Date.now() + FENCE_DISPATCH_WAIT_MS;
+      for (;;) {
+        try {
+          const { result, revision } = await fenceHandoff(deps.pool, input.teamId, { ...input, namespace: deps.namespace ?? 'default' });
+          return { receipt: result, revision };
+        } catch (err) {
+          if (!(err instanceof DispatchInFlight) || Date.now() > until) throw asFailure(err);
+          await new Promise((r) => setTimeout(r, 50));
+        }
       }
     },
 
@@ -672,6 +714,7 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
 
     /** A user's archive, after its fences: every pending task cancelled citing the one event; the run marked archived. */
     async archiveBoard(input) {
+      await deps.hooks?.beforeArchiveBoard?.({ teamId: input.teamId });
       try {
         const { result, revision } = await archiveBoard(deps.pool, input.teamId, input);
         return { revision, cancelled: result.cancelled, ...(await candidateOf(input.teamId)) };

@@ -317,11 +317,31 @@ export async function approvePlan(pool: Pool, teamId: string, actor: Actor) {
  * A task execution began (system: the workflow started the Member's work). `owner`, when given, must be the task's
  * owner on the board (an execution never starts for an owner the task has since moved away from). A handoff's
  * replacement starts only once its receipt is released: while the old execution may still run, it is refused.
+ * `handingOver` marks the task's dispatch in flight (a fence waits for it) until `dispatchEnded`.
  */
-export async function startTask(pool: Pool, teamId: string, taskId: string, executionId: string, owner?: string) {
+export async function startTask(pool: Pool, teamId: string, taskId: string, executionId: string, owner?: string, options: { handingOver?: boolean } = {}) {
+  const inFlight = options.handingOver ? 'now()' : 'NULL';
   return commit(pool, teamId, { kind: 'system' }, 'task_start', async ({ c, revision }) => {
     const task = await requireTask(c, teamId, taskId);
-    if (task.status === 'in_progress') return { result: task };
+    // An execution fenced before it started (a pause, archive or reassign met its dispatch) never starts, also when
+    // a pause left its task pending for the same owner: that starts again under a new execution.
+    const fenced = await c.query(`SELECT receipt_id FROM team_handoff_receipts WHERE team_id = $1 AND old_task_id = $2 AND execution_id = $3`, [
+      teamId,
+      taskId,
+      executionId,
+    ]);
+    if (fenced.rows[0])
+      throw new TeamStoreRefusal(
+        'task_not_startable',
+        `execution ${executionId} of task ${taskId} was stopped by ${fenced.rows[0].receipt_id} before it started`,
+      );
+    if (task.status === 'in_progress') {
+      if (task.executionId !== undefined && task.executionId !== executionId)
+        throw new TeamStoreRefusal('task_not_startable', `task ${taskId} runs under execution ${task.executionId}`);
+      // A retried dispatch: in flight again until the session has the task.
+      await c.query(`UPDATE team_tasks SET dispatching_since = ${inFlight} WHERE team_id = $1 AND task_id = $2`, [teamId, taskId]);
+      return { result: task };
+    }
     if (task.status !== 'pending' || !task.owner)
       throw new TeamStoreRefusal('task_not_startable', `task ${taskId} is ${task.status}${task.owner ? '' : ' and has no owner'}`);
     if (owner !== undefined && owner !== task.owner) throw new TeamStoreRefusal('task_not_startable', `task ${taskId} is ${task.owner}'s now, not ${owner}'s`);
@@ -336,14 +356,29 @@ export async function startTask(pool: Pool, teamId: string, taskId: string, exec
         `task ${taskId} replaces fenced work: it starts once handoff ${receiptId} is released (it is ${state})`,
       );
     }
-    await c.query(`UPDATE team_tasks SET status = 'in_progress', updated_revision = $3, execution_id = $4 WHERE team_id = $1 AND task_id = $2`, [
-      teamId,
-      taskId,
-      revision,
-      executionId,
-    ]);
+    await c.query(
+      `UPDATE team_tasks SET status = 'in_progress', updated_revision = $3, execution_id = $4, dispatching_since = ${inFlight} WHERE team_id = $1 AND task_id = $2`,
+      [teamId, taskId, revision, executionId],
+    );
     return { result: { ...task, status: 'in_progress' as const }, fact: { kind: 'task_started', taskId, detail: { executionId } } };
   });
+}
+
+/** The execution's dispatch is over (the session has the task, or the hand-over gave up): a fence waits no more. */
+export async function dispatchEnded(pool: Pool, teamId: string, taskId: string, executionId: string): Promise<void> {
+  await pool.query(`UPDATE team_tasks SET dispatching_since = NULL WHERE team_id = $1 AND task_id = $2 AND execution_id = $3`, [teamId, taskId, executionId]);
+}
+
+/**
+ * A fence met its execution's dispatch handing the task to the session (a fault of timing, not a refusal: the fence
+ * is tried again). A mark older than this is a dispatch presumed lost and is fenced through.
+ */
+export class DispatchInFlight extends Error {
+  static readonly PRESUMED_LOST_MS = 60_000;
+  constructor(taskId: string, executionId: string) {
+    super(`execution ${executionId} of task ${taskId} is handing the task to its session`);
+    this.name = 'DispatchInFlight';
+  }
 }
 
 /**
@@ -795,10 +830,19 @@ export async function fenceHandoff(
       );
     }
     const task = await requireTask(c, teamId, input.oldTaskId);
-    if (task.status !== 'in_progress' || !task.owner)
+    // Running work, or work the run has started whose dispatch has not yet marked it in progress (still pending, under
+    // no execution): fenced now, that execution's start is refused.
+    const starting = task.status === 'pending' && task.executionId === undefined;
+    if ((task.status !== 'in_progress' && !starting) || !task.owner)
       throw new TeamStoreRefusal('task_not_in_progress', `task ${input.oldTaskId} is ${task.status}: only running work is handed off`);
     if (task.executionId !== undefined && task.executionId !== input.executionId)
       throw new TeamStoreRefusal('task_not_in_progress', `task ${input.oldTaskId} runs under execution ${task.executionId}, not ${input.executionId}`);
+    const inFlight = await c.query(`SELECT 1 FROM team_tasks WHERE team_id = $1 AND task_id = $2 AND dispatching_since > now() - make_interval(secs => $3)`, [
+      teamId,
+      input.oldTaskId,
+      DispatchInFlight.PRESUMED_LOST_MS / 1000,
+    ]);
+    if (inFlight.rows[0]) throw new DispatchInFlight(input.oldTaskId, input.executionId);
     const replacement = input.replacement;
     if ((input.kind === 'reassign') !== (replacement !== undefined))
       throw new TeamStoreRefusal('invalid_input', 'a reassign names its replacement; a cancel has none');
@@ -817,11 +861,10 @@ export async function fenceHandoff(
     }
     if (input.kind === 'pause') {
       // Paused, not cancelled: the task waits, pending, for the same owner (no new task state); a resume starts it again.
-      await c.query(`UPDATE team_tasks SET status = 'pending', execution_id = NULL, updated_revision = $3 WHERE team_id = $1 AND task_id = $2`, [
-        teamId,
-        input.oldTaskId,
-        revision,
-      ]);
+      await c.query(
+        `UPDATE team_tasks SET status = 'pending', execution_id = NULL, dispatching_since = NULL, updated_revision = $3 WHERE team_id = $1 AND task_id = $2`,
+        [teamId, input.oldTaskId, revision],
+      );
     } else {
       const cancel = { by: 'user', kind: input.kind, reason: input.reason, userEventId: input.eventId };
       await c.query(`UPDATE team_tasks SET status = 'cancelled', cancel = $3, updated_revision = $4 WHERE team_id = $1 AND task_id = $2`, [

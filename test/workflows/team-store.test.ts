@@ -6,6 +6,8 @@ import {
   assignTask,
   createTask,
   createTeamRun,
+  dispatchEnded,
+  DispatchInFlight,
   failTask,
   fenceHandoff,
   moveReceipt,
@@ -243,6 +245,53 @@ test('a paused task starts again under a new execution: the fenced execution can
     receipts.map((r) => r.execution_id),
     ['exec-4', 'exec-5'],
   );
+});
+
+test('a fence meets a dispatch: a task still pending for its execution is fenced and never starts; one being handed over is waited for', async (t) => {
+  const pool = await testPool(t);
+  const teamId = await team(pool);
+  await activateTeamRun(pool, teamId, 'run-a');
+  const fence = (taskId: string, executionId: string, kind: 'pause' | 'archive', eventId: string) =>
+    fenceHandoff(pool, teamId, {
+      eventId,
+      oldTaskId: taskId,
+      kind,
+      reason: 'hold',
+      sessionId: memberSessionId(teamId, 'implementer'),
+      executionId,
+      namespace: 'default',
+    });
+  // Paused before exec-1 marked it in progress: fenced; exec-1's start is refused, a resume's exec-2 starts it.
+  await createTask(pool, teamId, coordinator, { taskId: 'a', title: 'A', owner: 'implementer' });
+  t.like((await fence('a', 'exec-1', 'pause', 'pause-1')).result, { oldTaskId: 'a', executionId: 'exec-1', owner: 'implementer' });
+  await refusedWith(t, pool, teamId, 'task_not_startable', () => startTask(pool, teamId, 'a', 'exec-1', 'implementer', { handingOver: true }));
+  t.like((await readBoard(pool, teamId)).tasks[0], { status: 'pending', executionId: undefined });
+  await startTask(pool, teamId, 'a', 'exec-2', 'implementer');
+  t.like((await readBoard(pool, teamId)).tasks[0], { status: 'in_progress', executionId: 'exec-2' });
+  // A retry of exec-1's start, late, does not take the task over from exec-2.
+  await refusedWith(t, pool, teamId, 'task_not_startable', () => startTask(pool, teamId, 'a', 'exec-1', 'implementer', { handingOver: true }));
+
+  // Being handed over (marked in flight): the fence is a fault of timing (nothing written) until the dispatch ends.
+  await createTask(pool, teamId, coordinator, { taskId: 'b', title: 'B', owner: 'implementer' });
+  await startTask(pool, teamId, 'b', 'exec-3', 'implementer', { handingOver: true });
+  const before = await revision(pool, teamId);
+  await t.throwsAsync(fence('b', 'exec-3', 'archive', 'archive-1'), { instanceOf: DispatchInFlight });
+  t.is(await revision(pool, teamId), before);
+  t.is(Number((await pool.query(`SELECT count(*) AS n FROM team_handoff_receipts WHERE team_id = $1 AND old_task_id = 'b'`, [teamId])).rows[0].n), 0);
+  // Another execution's end clears nothing; its own does.
+  await dispatchEnded(pool, teamId, 'b', 'exec-9');
+  await t.throwsAsync(fence('b', 'exec-3', 'archive', 'archive-1'), { instanceOf: DispatchInFlight });
+  await dispatchEnded(pool, teamId, 'b', 'exec-3');
+  t.like((await fence('b', 'exec-3', 'archive', 'archive-1')).result, { oldTaskId: 'b', executionId: 'exec-3' });
+  t.like(
+    (await readBoard(pool, teamId)).tasks.find((x) => x.taskId === 'b'),
+    { status: 'cancelled' },
+  );
+  // A mark left by a dispatch that was lost long ago does not hold a fence for ever.
+  await createTask(pool, teamId, coordinator, { taskId: 'c', title: 'C', owner: 'implementer' });
+  await startTask(pool, teamId, 'c', 'exec-4', 'implementer', { handingOver: true });
+  await pool.query(`UPDATE team_tasks SET dispatching_since = now() - interval '1 hour' WHERE team_id = $1 AND task_id = 'c'`, [teamId]);
+  t.like((await fence('c', 'exec-4', 'archive', 'archive-1')).result, { oldTaskId: 'c' });
 });
 
 test("a yield's conditional release changes nothing once its handoff has settled (timed out); while it is driven, it releases", async (t) => {

@@ -51,6 +51,8 @@ export async function benchScale(report: Report): Promise<void> {
 
       const idle = await routeSamples(fleet, ids, routes, () => `tok-scale-${++seq}`);
       distribution(level, 'route, idle', idle.latencies, 'ms', `${routes} routes`);
+      distribution(level, "… idle: message → orchestrator's model request", idle.toOrchestrator);
+      distribution(level, "… idle: orchestrator's model request → child's model request", idle.dispatch);
       record(level, "orchestrator's model request, idle", { unit: 'bytes', value: idle.requestBytes });
       distribution(level, "orchestrator's model step, idle", idle.modelSteps, 'ms', 'activity started → completed');
       const after = await runFacts(fleet);
@@ -71,6 +73,8 @@ export async function benchScale(report: Report): Promise<void> {
       const idleIds = ids.filter((id) => !busy.includes(id));
       const active = await routeSamples(fleet, idleIds, routes, () => `tok-scale-${++seq}`);
       distribution(level, 'route, 10% busy', active.latencies, 'ms', `${busy.length} busy, ${routes} routes`);
+      distribution(level, "… 10% busy: message → orchestrator's model request", active.toOrchestrator);
+      distribution(level, "… 10% busy: orchestrator's model request → child's model request", active.dispatch);
       record(level, "orchestrator's model request, 10% busy", { unit: 'bytes', value: active.requestBytes });
       distribution(level, "orchestrator's model step, 10% busy", active.modelSteps, 'ms', 'activity started → completed');
       rosterFigures(level, await fleet.orchard.client.orchestratorStatus(fleet.orchestratorId), record, distribution, '10% busy');
@@ -93,8 +97,10 @@ async function routeSamples(
   ids: readonly string[],
   n: number,
   token: () => string,
-): Promise<{ latencies: number[]; requestBytes: number; modelSteps: number[] }> {
+): Promise<{ latencies: number[]; toOrchestrator: number[]; dispatch: number[]; requestBytes: number; modelSteps: number[] }> {
   const latencies: number[] = [];
+  const toOrchestrator: number[] = [];
+  const dispatch: number[] = [];
   let requestBytes = 0;
   const since = Date.now();
   for (let i = 0; i < n; i++) {
@@ -104,13 +110,15 @@ async function routeSamples(
     const started = fleet.orchestratorTurnStart(t);
     const t0 = performance.now();
     await fleet.orchard.client.message(fleet.orchestratorId, { text: `route ${t} to ${childId}` });
-    latencies.push((await arrived) - t0);
-    await started;
+    const [orchestrator, child] = [await started, await arrived];
+    latencies.push(child - t0);
+    toOrchestrator.push(orchestrator - t0);
+    dispatch.push(child - orchestrator);
     requestBytes = Math.max(requestBytes, fleet.lastOrchestratorRequestBytes());
     await fleet.manifestOf(t);
     await fleet.settled();
   }
-  return { latencies, requestBytes, modelSteps: await modelStepDurations(fleet, since) };
+  return { latencies, toOrchestrator, dispatch, requestBytes, modelSteps: await modelStepDurations(fleet, since) };
 }
 
 /**

@@ -9,7 +9,7 @@ import { Context } from '@temporalio/activity';
 export type AbortBinding = <T>(signal: AbortSignal, work: () => Promise<T>) => Promise<T>;
 
 /**
- * Runs `work` while heartbeating every second: its heartbeat timeout then notices a lost worker in seconds whatever
+ * Runs `work` while heartbeating (every second unless `everyMs` says): its heartbeat timeout then notices a lost worker in seconds whatever
  * the work waits on (Temporal, git, a process), and a cancellation (a cancel, a lost heartbeat, the worker shutting
  * down) reaches the attempt and, through `bind`, what it waits on. Outside an activity (a test calling the function
  * directly) it just runs the work.
@@ -34,11 +34,11 @@ async function heartbeating<T>(work: () => Promise<T>, options: { everyMs?: numb
  * The same activities, those named heartbeating while they run (their options give them a heartbeat timeout), with
  * their attempt's cancellation bound to what they wait on (`bind`).
  */
-export function withHeartbeats<A extends object, K extends keyof A & string>(activities: A, names: readonly K[], bind?: AbortBinding): A {
+export function withHeartbeats<A extends object, K extends keyof A & string>(activities: A, names: readonly K[], bind?: AbortBinding, everyMs?: number): A {
   const wrapped: Record<string, unknown> = { ...(activities as Record<string, unknown>) };
   for (const name of names) {
     const fn = activities[name] as unknown as (...args: unknown[]) => Promise<unknown>;
-    wrapped[name] = (...args: unknown[]) => heartbeating(() => fn(...args), { bind });
+    wrapped[name] = (...args: unknown[]) => heartbeating(() => fn(...args), { bind, everyMs });
   }
   return wrapped as A;
 }

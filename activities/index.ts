@@ -29,6 +29,7 @@ import { createOrchestratorActivities } from './orchestrator';
 import { createTeamActivities, createTeamHostActivities, type TeamActivityHooks } from './team';
 import type { VerifierDeps } from './git/verify-result';
 import { defaultBudgetFromEnv, limitsFromEnv } from './limits';
+import { setMaxListeners } from 'node:events';
 import { withHeartbeats, type AbortBinding } from './heartbeat';
 import { metrics } from './metrics';
 
@@ -105,7 +106,15 @@ export function createSharedActivities(deps: SharedActivityDeps): SharedActiviti
     // heartbeat timeout (workflows/activity-options.ts) notices a lost worker in seconds, and their cancellation
     // ends what they wait on in Temporal.
     ...withHeartbeats(orchestrator, ['createChild', 'sendToChild', 'inspectChildren', 'fundFromParent'], bind),
-    ...withHeartbeats(team, ['coordinatorTool', 'dispatchTask', 'settleExecution', 'yieldExecution', 'checkQuiescent', 'awaitTeamClosed'], bind),
+    // A running execution's watch on its team lasts as long as the execution: it beats every 10 s (its heartbeat timeout
+    // is 30 s), not every second, since each beat costs the server two state transitions. A cancel (the execution
+    // settled) reaches it with its next beat; the execution does not wait for that.
+    ...withHeartbeats(
+      withHeartbeats(team, ['coordinatorTool', 'dispatchTask', 'settleExecution', 'yieldExecution', 'checkQuiescent'], bind),
+      ['awaitTeamClosed'],
+      bind,
+      10_000,
+    ),
     /** Sessions from histories recorded before execution keys: the task becomes the user message of its turn. */
     async recordTask(input) {
       await appendEntry(deps.pool, { ...turnKeyOf(input), step: 0, ordinal: 0 }, { role: 'user', content: input.task }, { taskId: input.taskId });
@@ -311,8 +320,15 @@ function temporalOf(deps: TemporalDeps, what: string): () => TemporalPort {
 }
 
 /** Binds an activity attempt's cancellation to every Temporal call it makes through the worker's port. */
-function abortBindingOf(deps: TemporalDeps): AbortBinding | undefined {
+/** Binds an activity attempt's cancellation to every Temporal call its work makes (withHeartbeats' `bind`). */
+export function abortBindingOf(deps: Pick<SharedActivityDeps, 'temporal'>): AbortBinding | undefined {
   if (!deps.temporal) return undefined;
   const temporal = deps.temporal;
-  return (signal, work) => temporal().withAbortSignal(signal, work);
+  return (signal, work) => {
+    // The SDK adds an abort listener to the signal for every call it makes and never removes it: an activity that asks
+    // Temporal more than ten times (a yield polling a session's liveness) made Node warn of a leak on every attempt.
+    // The listeners go with the attempt's signal.
+    setMaxListeners(0, signal);
+    return temporal().withAbortSignal(signal, work);
+  };
 }

@@ -150,7 +150,8 @@ test('cancel during a model call aborts the request and closes the session', asy
   const view = await own.client.cancel(sessionId, 'too slow');
   t.is(view.status, 'closed');
   t.is(view.lastTurn?.outcome, 'cancelled');
-  await until(() => stub.abandoned === 1 || undefined);
+  // The abort reaches the call with its next heartbeat (every 10 s).
+  await until(() => stub.abandoned === 1 || undefined, 40_000, 'the model request aborted');
   const { rows } = await own.pool.query(`SELECT state FROM worktree_leases WHERE holder LIKE $1`, [`%session/${sessionId}@%`]);
   t.deepEqual(
     rows.map((r) => r.state),

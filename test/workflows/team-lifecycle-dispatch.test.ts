@@ -1,8 +1,9 @@
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
+import type { TeamActivityHooks } from '../../activities/team';
 import { readBoard } from '../../activities/store/team';
 import { memberSessionId } from '../../contract/member-session';
 import { gate } from '../helpers/fleet-model';
-import { startScriptedTeam, type Call } from '../helpers/team';
+import { startScriptedTeam, type Call, type Work } from '../helpers/team';
 
 const create = (taskId: string, owner: string): Call => ['task_create', { taskId, title: `Do ${taskId}`, description: `work on ${taskId}`, owner }];
 const APPROVE: Call = ['plan_approve', {}];
@@ -32,20 +33,26 @@ function holdOnce(taskId: string) {
   };
 }
 
-test('a pause before the dispatch marks its task in progress: the task stays pending, starts nowhere, and runs after the resume', async (t) => {
-  const start = holdOnce('a1');
+/** One implementer with task a1 (doing `work`), the plan approved; `dispatched` opens once a1's first dispatch has ended. */
+async function teamWithA1(t: ExecutionContext, work: Work, hooks: TeamActivityHooks) {
   const dispatched = gate();
   const h = await startScriptedTeam(t, {
     members: ['implementer'],
     plan: [create('a1', 'implementer'), APPROVE],
-    work: { a1: 'finish' },
+    work: { a1: work },
     teamHooks: {
-      beforeStartTask: start.hook,
+      ...hooks,
       afterDispatch: async (input) => {
         if (input.taskId === 'a1') dispatched.open();
       },
     },
   });
+  return { h, dispatched: dispatched.promise };
+}
+
+test('a pause before the dispatch marks its task in progress: the task stays pending, starts nowhere, and runs after the resume', async (t) => {
+  const start = holdOnce('a1');
+  const { h, dispatched } = await teamWithA1(t, 'finish', { beforeStartTask: start.hook });
   await start.arrived;
   const paused = await h.orchard.client.teamLifecycle(h.teamId, 'pause', { reason: 'hold on', requestId: 'p1' });
   t.deepEqual(
@@ -54,7 +61,7 @@ test('a pause before the dispatch marks its task in progress: the task stays pen
   );
   // The held dispatch goes on now: its start is refused, nothing reaches the Member.
   start.open();
-  await dispatched.promise;
+  await dispatched;
   t.is((await readBoard(h.orchard.pool, h.teamId)).tasks.find((x) => x.taskId === 'a1')?.status, 'pending');
   await h.until('the pause released', (v) => v.receipts.every((r) => r.state === 'released'));
   const implementer = memberSessionId(h.teamId, 'implementer');
@@ -75,26 +82,17 @@ test('a pause before the dispatch marks its task in progress: the task stays pen
 test('an archive before the dispatch marks its task in progress: the task ends cancelled, not in progress', async (t) => {
   const start = holdOnce('a1');
   const board = holdOnce('*');
-  const dispatched = gate();
-  const h = await startScriptedTeam(t, {
-    members: ['implementer'],
-    plan: [create('a1', 'implementer'), APPROVE],
-    work: { a1: 'gate' },
-    teamHooks: {
-      beforeStartTask: start.hook,
-      afterDispatch: async (input) => {
-        if (input.taskId === 'a1') dispatched.open();
-      },
-      // The archive's fences are done and its board write waits: the held start goes first.
-      beforeArchiveBoard: () => board.hook({ taskId: '*' }),
-    },
+  const { h, dispatched } = await teamWithA1(t, 'gate', {
+    beforeStartTask: start.hook,
+    // The archive's fences are done and its board write waits: the held start goes first.
+    beforeArchiveBoard: () => board.hook({ taskId: '*' }),
   });
   await start.arrived;
   const archived = h.orchard.client.teamLifecycle(h.teamId, 'archive', { reason: 'abandon', requestId: 'a1' });
   archived.catch(() => undefined);
   await board.arrived;
   start.open();
-  await dispatched.promise;
+  await dispatched;
   board.open();
   const answer = await archived;
   t.is(answer.state, 'archived');
@@ -108,19 +106,10 @@ test('an archive before the dispatch marks its task in progress: the task ends c
 test('a pause while the dispatch hands its task to the session: the fence waits for it, and the session it went to is stopped', async (t) => {
   const creating = holdOnce('a1');
   const fencing = gate();
-  const dispatched = gate();
-  const h = await startScriptedTeam(t, {
-    members: ['implementer'],
-    plan: [create('a1', 'implementer'), APPROVE],
-    work: { a1: 'gate' },
-    teamHooks: {
-      beforeCreateSession: creating.hook,
-      beforeFence: async (input) => {
-        if (input.oldTaskId === 'a1') fencing.open();
-      },
-      afterDispatch: async (input) => {
-        if (input.taskId === 'a1') dispatched.open();
-      },
+  const { h, dispatched } = await teamWithA1(t, 'gate', {
+    beforeCreateSession: creating.hook,
+    beforeFence: async (input) => {
+      if (input.oldTaskId === 'a1') fencing.open();
     },
   });
   await creating.arrived;
@@ -130,7 +119,7 @@ test('a pause while the dispatch hands its task to the session: the fence waits 
   // Time for a fence that would not wait to commit, and for its yield to find no session and release.
   await new Promise((r) => setTimeout(r, 1_000));
   creating.open();
-  await dispatched.promise;
+  await dispatched;
   t.deepEqual(
     (await paused).receipts.map((r) => [r.kind, r.oldTaskId]),
     [['pause', 'a1']],

@@ -9,9 +9,9 @@ import { Context } from '@temporalio/activity';
 export type AbortBinding = <T>(signal: AbortSignal, work: () => Promise<T>) => Promise<T>;
 
 /**
- * Runs `work` while heartbeating (every second unless `everyMs` says): its heartbeat timeout then notices a lost worker in seconds whatever
- * the work waits on (Temporal, git, a process), and a cancellation (a cancel, a lost heartbeat, the worker shutting
- * down) reaches the attempt and, through `bind`, what it waits on. Outside an activity (a test calling the function
+ * Runs `work` while heartbeating (every second unless `everyMs` says): its heartbeat timeout then notices a lost
+ * worker in seconds whatever the work waits on (Temporal, git, a process), and a cancellation (a cancel, a lost
+ * heartbeat, the worker shutting down) reaches the attempt and, through `bind`, what it waits on. Outside an activity (a test calling the function
  * directly) it just runs the work.
  */
 async function heartbeating<T>(work: () => Promise<T>, options: { everyMs?: number; bind?: AbortBinding } = {}): Promise<T> {

@@ -319,8 +319,7 @@ function temporalOf(deps: TemporalDeps, what: string): () => TemporalPort {
   };
 }
 
-/** Binds an activity attempt's cancellation to every Temporal call it makes through the worker's port. */
-/** Binds an activity attempt's cancellation to every Temporal call its work makes (withHeartbeats' `bind`). */
+/** Binds an activity attempt's cancellation to every Temporal call its work makes through the worker's port. */
 export function abortBindingOf(deps: Pick<SharedActivityDeps, 'temporal'>): AbortBinding | undefined {
   if (!deps.temporal) return undefined;
   const temporal = deps.temporal;

@@ -647,7 +647,7 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
           return { receipt: result, revision };
         } catch (err) {
           if (!(err instanceof DispatchInFlight) || Date.now() > until) throw asFailure(err);
-          await new Promise((r) => setTimeout(r, 50));
+          await new Promise((r) => setTimeout(r, 100));
         }
       }
     },

@@ -4,12 +4,13 @@ import { join, resolve } from 'node:path';
 import type { Pool } from 'pg';
 import { isErrorCode } from '../contract/errors';
 import { orchardFailure } from '../contract/failures';
+import { parseLeaseHolder } from '../contract/ids';
 import type { ModelSpec } from '../contract/messages';
 import { installRefBackstop, markWorktreeIsolated } from './git/backstop';
 import { prepareWorktree, repositoryProblem } from './git/worktree';
 import { loadScenario } from './model/scenario';
 import { ScriptedProvider } from './model/scripted';
-import { modelStep } from './model/step';
+import { modelCallKey, modelStep } from './model/step';
 import { ModelError, type ModelProvider } from './model/types';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
@@ -45,6 +46,10 @@ export interface SharedActivityDeps {
   namespace?: string;
   /** Test hooks that widen race windows in team activities (never set in production). */
   teamHooks?: TeamActivityHooks;
+  /** This process's running model calls (shared with its host activities, whose `stopCommands` pokes them). */
+  modelCalls?: RunningCalls;
+  /** How often a model call heartbeats (default MODEL_HEARTBEAT_MS; a test stretches it). */
+  modelHeartbeatMs?: number;
 }
 
 export interface HostActivityDeps {
@@ -75,6 +80,8 @@ export interface HostActivityDeps {
   namespace?: string;
   /** Test hooks of team activities (never set in production). */
   teamHooks?: TeamActivityHooks;
+  /** This process's running model calls (its shared activities'): `stopCommands` pokes a cancelled session's own. */
+  modelCalls?: RunningCalls;
 }
 
 export interface HostActivityHooks {
@@ -149,7 +156,7 @@ export function createSharedActivities(deps: SharedActivityDeps): SharedActiviti
       return { holdId: hold.holdId, command: hold.command, heldAt: hold.heldAt, resolvedAt: hold.resolvedAt!, resolvedBy: hold.resolvedBy! };
     },
     async modelStep(input) {
-      return modelStep(deps.pool, resolveProvider, input);
+      return modelStep(deps.pool, resolveProvider, input, { calls: deps.modelCalls, heartbeatMs: deps.modelHeartbeatMs });
     },
   };
 }
@@ -227,9 +234,14 @@ export function createHostActivities(deps: HostActivityDeps): HostActivities {
         input,
       );
     },
-    /** A cancelled session's running commands on this host, stopped at once (their tool calls end cancelled). */
+    /**
+     * A cancelled session's running commands on this host, stopped at once (their tool calls end cancelled); its model
+     * call, when this process runs it, asks for its cancellation at once. Elsewhere the call hears it with its next beat.
+     */
     async stopCommands(input) {
-      return running.stop(input.holder);
+      const chain = parseLeaseHolder(input.holder);
+      const calls = chain ? (deps.modelCalls?.stop(modelCallKey(chain.namespace, chain.workflowId)) ?? 0) : 0;
+      return running.stop(input.holder) + calls;
     },
     /** `orchard team merge` and `orchard team verify`: the team repository is on this host's disk. */
     ...withHeartbeats(createTeamHostActivities({ pool: deps.pool, verifier }), ['reverifyTeam'], abortBindingOf(deps)),

@@ -224,8 +224,9 @@ export interface WorktreeActivities {
   executeTool(input: ExecuteToolInput): Promise<ExecuteToolResult>;
   /**
    * The session is being cancelled: stops the commands its execution chain (`holder`) runs on this host now, so their
-   * tool calls end cancelled without waiting for the cancellation to reach them through a heartbeat. Answers how many
-   * it stopped (commands of another worker process are not seen here: the heartbeat still reaches those).
+   * tool calls end cancelled without waiting for the cancellation to reach them through a heartbeat, and pokes its
+   * model call when this process runs it (it heartbeats at once, so its cancellation arrives). Answers how many it
+   * stopped or poked (calls of another worker process are not seen here: their next heartbeat still reaches those).
    */
   stopCommands(input: { holder: string }): Promise<number>;
   /**

@@ -7,6 +7,7 @@ import { createHostActivities, createSharedActivities, type HostActivityHooks } 
 import type { TeamActivityHooks } from '../activities/team';
 import type { ModelProvider } from '../activities/model/types';
 import { describeSweep, sweepHost, type ReapOptions } from '../activities/bash/reaper';
+import { RunningCalls } from '../activities/tools/running-calls';
 import { hostTaskQueue } from '../contract/messages';
 import { defaultBudgetFromEnv, limitsFromEnv } from '../activities/limits';
 import { DEFAULT_SHUTDOWN_GRACE_SECONDS } from './config';
@@ -68,6 +69,8 @@ export interface OrchardWorkerOptions {
    * none.
    */
   dataConverter?: DataConverter;
+  /** How often a model call heartbeats (10 s by default); a test stretches it to show a cancel does not wait for it. */
+  modelHeartbeatMs?: number;
 }
 
 export interface OrchardWorkers {
@@ -121,6 +124,9 @@ export async function createOrchardWorkers(options: OrchardWorkerOptions): Promi
   const activityLimit = options.maxConcurrentActivities ? { maxConcurrentActivityTaskExecutions: options.maxConcurrentActivities } : {};
   // One client for the activities that ask Temporal about sessions and teams (liveness, cancels, sends).
   const orchard = new OrchardClient(options.client, { taskQueue: options.taskQueue, defaultHost: options.hostId });
+  // The model calls this process runs: a cancelled session's stop (a host activity) pokes its own, so the cancel does
+  // not wait for the call's next heartbeat.
+  const modelCalls = new RunningCalls();
   const hostWorker = await Worker.create({
     connection: options.connection,
     namespace: options.namespace,
@@ -141,6 +147,7 @@ export async function createOrchardWorkers(options: OrchardWorkerOptions): Promi
       temporal: () => orchard,
       namespace: options.namespace,
       teamHooks: options.teamHooks,
+      modelCalls,
     }),
     maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
     defaultHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
@@ -165,6 +172,8 @@ export async function createOrchardWorkers(options: OrchardWorkerOptions): Promi
           namespace: options.namespace,
           teamHooks: options.teamHooks,
           temporal: () => orchard,
+          modelCalls,
+          modelHeartbeatMs: options.modelHeartbeatMs,
         }),
         maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
         defaultHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,

@@ -15,6 +15,7 @@ import type { ModelStepInput, ModelStepResult } from '../../contract/activities'
 import { ModelError, type AssistantMessage, type ModelProvider, type ModelRequest, type ToolCall } from './types';
 import { reservationOf } from './reservation';
 import { DEFAULT_LIMITS, type ModelSpec } from '../../contract/messages';
+import type { RunningCalls } from '../tools/running-calls';
 
 export type ProviderResolver = (spec: ModelSpec) => Promise<ModelProvider>;
 
@@ -24,17 +25,30 @@ const TOOL_LABEL_CHARS = 100;
 /**
  * A model call heartbeats every 10 s: enough for its heartbeat timeout (30 s) to notice a lost worker, and each beat
  * costs the server two state transitions, so a fleet waiting on its model at one a second loaded it measurably (bench
- * scale: a route with 50 of 500 children in a model call went from 1.36x to 0.99x of 10 with this). A cancel reaches
- * the call with its next beat; the session closes at once regardless (the abort only stops the call).
+ * scale: a route with 50 of 500 children in a model call went from 1.36x to 0.99x of 10 with this). A cancel would
+ * reach the call only with its next beat, and the session's close waits for that: a cancelled session pokes its
+ * call (`ModelStepOptions.calls`), which beats at once and so hears its cancellation within a round trip.
  */
-const HEARTBEAT_MS = 10_000;
+const MODEL_HEARTBEAT_MS = 10_000;
+
+export interface ModelStepOptions {
+  /** This worker's running model calls: a cancelled session's `stopCommands` pokes its own (`modelCallKey`). */
+  calls?: RunningCalls;
+  /** How often the call heartbeats (MODEL_HEARTBEAT_MS). */
+  heartbeatMs?: number;
+}
+
+/** A model call's key among the running calls: its session's workflow (the holder's chain without its run). */
+export function modelCallKey(namespace: string, workflowId: string): string {
+  return `${namespace}/${workflowId}`;
+}
 
 /**
  * One model call of a turn. The answer is written to the transcript before the activity returns, and
  * a retried attempt that finds it there returns it without calling the model again (no double spend,
  * no divergent answer). The first step of a turn also opens it: the task's text becomes its user message.
  */
-export async function modelStep(pool: Pool, resolve: ProviderResolver, input: ModelStepInput): Promise<ModelStepResult> {
+export async function modelStep(pool: Pool, resolve: ProviderResolver, input: ModelStepInput, options: ModelStepOptions = {}): Promise<ModelStepResult> {
   const key = turnKeyOf(input);
   const recorded = await findAssistantMessage(pool, key.turnId, input.step);
   if (recorded) return withCharge(summarize(recorded, input.profile), await recordedCharge(pool, key.turnId, input.step));
@@ -58,9 +72,12 @@ export async function modelStep(pool: Pool, resolve: ProviderResolver, input: Mo
   }
   const context = Context.current();
   // Heartbeats carry cancellation to a long model call (and tell Temporal the worker lives); the signal aborts
-  // the HTTP request.
+  // the HTTP request. A poke (its session was cancelled) beats at once: the answer carries the cancellation.
   context.heartbeat();
-  const beat = setInterval(() => context.heartbeat(), HEARTBEAT_MS);
+  const beat = setInterval(() => context.heartbeat(), options.heartbeatMs ?? MODEL_HEARTBEAT_MS);
+  const { workflowNamespace, workflowExecution } = context.info;
+  const poked = workflowNamespace && workflowExecution ? options.calls?.enter(modelCallKey(workflowNamespace, workflowExecution.workflowId)) : undefined;
+  poked?.signal.addEventListener('abort', () => context.heartbeat());
   const started = performance.now();
   let response;
   try {
@@ -69,6 +86,7 @@ export async function modelStep(pool: Pool, resolve: ProviderResolver, input: Mo
     throw toFailure(err);
   } finally {
     clearInterval(beat);
+    poked?.done();
   }
   const message = withUniqueCallIds(response.message);
   // The charge is stored before the answer: a retry that finds the answer finds what it cost.

@@ -1,8 +1,9 @@
 /**
- * The tool calls this host worker runs now, by the lease holder (a session's execution chain) they run for. A
- * cancelled session stops its own at once through `stop`, instead of waiting for Temporal to deliver the activity's
- * cancellation with its next heartbeat (up to the heartbeat throttle, a second). What is stopped is told apart from
- * a lost lease or a worker shutting down: the tool call ends `cancelled`, as when the cancellation arrives.
+ * The calls this worker process runs now, by what they run for: its tool calls by lease holder (a session's execution
+ * chain), its model calls by workflow (`modelCallKey`). A cancelled session stops its own at once through `stop`,
+ * instead of waiting for Temporal to deliver the activity's cancellation with its next heartbeat. What is stopped is
+ * told apart from a lost lease or a worker shutting down: the tool call ends `cancelled`, as when the cancellation
+ * arrives; a model call asks for its cancellation at once (one heartbeat now).
  */
 export class RunningCalls {
   private readonly byHolder = new Map<string, Set<AbortController>>();

@@ -143,15 +143,20 @@ test('preparation failing while a cancel is pending still closes the session and
 test('cancel during a model call aborts the request and closes the session', async (t) => {
   const stub = await stubModel(t, [{ hang: true }]);
   const provider = new OpenAICompatibleProvider({ baseURL: stub.url, model: 'stub-model', timeoutMs: 120_000 });
-  const own = await startOrchard(t, { defaultProvider: provider });
+  // The call's next heartbeat after its first is 25 s away (its heartbeat timeout is 30 s): a cancel that waited for
+  // it would take that long.
+  const beatMs = 25_000;
+  const own = await startOrchard(t, { defaultProvider: provider, modelHeartbeatMs: beatMs });
   const sessionId = uniqueId('cancel-model');
   await own.client.createSession({ sessionId, title: 'model', repo: makeRepo(), task: 'think hard' });
   await stub.arrived(1);
+  const asked = Date.now();
   const view = await own.client.cancel(sessionId, 'too slow');
+  // Closed because the session poked its call, which then heard its cancellation: not on the call's next beat.
+  t.true(Date.now() - asked < beatMs / 2, `the cancel took ${Date.now() - asked} ms`);
   t.is(view.status, 'closed');
   t.is(view.lastTurn?.outcome, 'cancelled');
-  // The abort reaches the call with its next heartbeat (every 10 s).
-  await until(() => stub.abandoned === 1 || undefined, 40_000, 'the model request aborted');
+  await until(() => stub.abandoned === 1 || undefined, 20_000, 'the model request aborted');
   const { rows } = await own.pool.query(`SELECT state FROM worktree_leases WHERE holder LIKE $1`, [`%session/${sessionId}@%`]);
   t.deepEqual(
     rows.map((r) => r.state),

@@ -48,8 +48,8 @@ export interface SharedActivityDeps {
   teamHooks?: TeamActivityHooks;
   /** This process's running model calls (shared with its host activities, whose `stopCommands` pokes them). */
   modelCalls?: RunningCalls;
-  /** How often a model call heartbeats (default MODEL_HEARTBEAT_MS; a test stretches it). */
-  modelHeartbeatMs?: number;
+  /** How often a session's model call heartbeats (10 s by default; a test stretches it). */
+  sessionModelHeartbeatMs?: number;
 }
 
 export interface HostActivityDeps {
@@ -156,7 +156,7 @@ export function createSharedActivities(deps: SharedActivityDeps): SharedActiviti
       return { holdId: hold.holdId, command: hold.command, heldAt: hold.heldAt, resolvedAt: hold.resolvedAt!, resolvedBy: hold.resolvedBy! };
     },
     async modelStep(input) {
-      return modelStep(deps.pool, resolveProvider, input, { calls: deps.modelCalls, heartbeatMs: deps.modelHeartbeatMs });
+      return modelStep(deps.pool, resolveProvider, input, { calls: deps.modelCalls, sessionHeartbeatMs: deps.sessionModelHeartbeatMs });
     },
   };
 }

@@ -99,14 +99,18 @@ export async function benchHandoff(report: Report): Promise<void> {
       const stamp = Date.now().toString(36);
       const teams = writersOf.map((writers, i) => ({ teamId: `bench-h${concurrency}-${stamp}-${i}`, writers }));
       const repo = makeFixtureRepo(resolve(orchard.config.stateDir, `bench-h${concurrency}-${stamp}`));
-      for (const { teamId, writers } of teams) {
-        started.push(teamId);
+      // One team after another, each writing before the next starts: a hundred sessions preparing their worktrees in one
+      // repository and starting their commands at once overloaded this machine before any handoff (writers' command
+      // attempts lost on their heartbeat timeout, reported `unknown`). The handoffs themselves are still all at once.
+      for (const team of teams) {
+        started.push(team.teamId);
         await orchard.client.startTeam({
-          teamId,
+          teamId: team.teamId,
           repo,
           goal: 'Write logs',
-          members: [...writers.map((memberId) => ({ memberId, role: 'Writer' })), { memberId: 'other', role: 'Other' }],
+          members: [...team.writers.map((memberId) => ({ memberId, role: 'Writer' })), { memberId: 'other', role: 'Other' }],
         });
+        if (knob('HANDOFF_STAGGER', 1) > 0) await everyWriterWriting(orchard, [team]);
       }
       const samples: Sample[] = [];
       const poolWaiting: number[] = [];

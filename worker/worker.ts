@@ -69,8 +69,8 @@ export interface OrchardWorkerOptions {
    * none.
    */
   dataConverter?: DataConverter;
-  /** How often a model call heartbeats (10 s by default); a test stretches it to show a cancel does not wait for it. */
-  modelHeartbeatMs?: number;
+  /** How often a session's model call heartbeats (10 s by default); a test stretches it to show a cancel does not wait for it. */
+  sessionModelHeartbeatMs?: number;
 }
 
 export interface OrchardWorkers {
@@ -173,7 +173,7 @@ export async function createOrchardWorkers(options: OrchardWorkerOptions): Promi
           teamHooks: options.teamHooks,
           temporal: () => orchard,
           modelCalls,
-          modelHeartbeatMs: options.modelHeartbeatMs,
+          sessionModelHeartbeatMs: options.sessionModelHeartbeatMs,
         }),
         maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
         defaultHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,

@@ -34,8 +34,8 @@ export const STORE_LOCAL_OPTIONS: LocalActivityOptions = {
 export const STORE_OPTIONS: ActivityOptions = { startToCloseTimeout: '30 seconds', retry: RETRY_INFRASTRUCTURE };
 
 export const MODEL_ACTIVITY_OPTIONS: ActivityOptions = {
-  // A model call can be slow; the heartbeat (every second while waiting) is what delivers cancellation and tells
-  // Temporal the worker still lives.
+  // A model call can be slow; the heartbeat (every second, a session's every 10 s — its cancel pokes it to beat at
+  // once) is what delivers cancellation and tells Temporal the worker still lives.
   startToCloseTimeout: '10 minutes',
   heartbeatTimeout: '30 seconds',
   // 429/5xx/timeouts back off and retry; typed failures (malformed response, bad key) are non-retryable.

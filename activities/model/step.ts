@@ -23,19 +23,26 @@ const EXCERPT_CHARS = 280;
 /** A tool call's label: enough of the command to recognise it in the Web UI, small enough for history. */
 const TOOL_LABEL_CHARS = 100;
 /**
- * A model call heartbeats every 10 s: enough for its heartbeat timeout (30 s) to notice a lost worker, and each beat
- * costs the server two state transitions, so a fleet waiting on its model at one a second loaded it measurably (bench
- * scale: a route with 50 of 500 children in a model call went from 1.36x to 0.99x of 10 with this). A cancel would
- * reach the call only with its next beat, and the session's close waits for that: a cancelled session pokes its
- * call (`ModelStepOptions.calls`), which beats at once and so hears its cancellation within a round trip.
+ * A session's model call (a child's, a Member's) heartbeats every 10 s: enough for its heartbeat timeout (30 s) to
+ * notice a lost worker, and each beat costs the server two state transitions, so a fleet waiting on its model at one
+ * a second loaded it measurably (bench scale: a route with 50 of 500 children in a model call went from 1.36x to 0.99x
+ * of 10 with this). A cancel would reach the call only with its next beat, and the session's close waits for that: a
+ * cancelled session pokes its call (`ModelStepOptions.calls`), which beats at once and so hears its cancellation
+ * within a round trip.
  */
-const MODEL_HEARTBEAT_MS = 10_000;
+const SESSION_MODEL_HEARTBEAT_MS = 10_000;
+
+/**
+ * An orchestrator's or a Coordinator's model call beats every second: there is one of them per fleet or team, and
+ * nothing pokes it (its run is cancelled through Temporal), so its cancel, and the run's close, hears it within one.
+ */
+const RUN_MODEL_HEARTBEAT_MS = 1000;
 
 export interface ModelStepOptions {
   /** This worker's running model calls: a cancelled session's `stopCommands` pokes its own (`modelCallKey`). */
   calls?: RunningCalls;
-  /** How often the call heartbeats (MODEL_HEARTBEAT_MS). */
-  heartbeatMs?: number;
+  /** How often a session's call heartbeats (SESSION_MODEL_HEARTBEAT_MS); an orchestrator's or Coordinator's beats every second. */
+  sessionHeartbeatMs?: number;
 }
 
 /** A model call's key among the running calls: its session's workflow (the holder's chain without its run). */
@@ -74,7 +81,8 @@ export async function modelStep(pool: Pool, resolve: ProviderResolver, input: Mo
   // Heartbeats carry cancellation to a long model call (and tell Temporal the worker lives); the signal aborts
   // the HTTP request. A poke (its session was cancelled) beats at once: the answer carries the cancellation.
   context.heartbeat();
-  const beat = setInterval(() => context.heartbeat(), options.heartbeatMs ?? MODEL_HEARTBEAT_MS);
+  const sessionCall = input.profile === 'child' || input.profile === 'member';
+  const beat = setInterval(() => context.heartbeat(), sessionCall ? (options.sessionHeartbeatMs ?? SESSION_MODEL_HEARTBEAT_MS) : RUN_MODEL_HEARTBEAT_MS);
   const { workflowNamespace, workflowExecution } = context.info;
   const poked = workflowNamespace && workflowExecution ? options.calls?.enter(modelCallKey(workflowNamespace, workflowExecution.workflowId)) : undefined;
   poked?.signal.addEventListener('abort', () => context.heartbeat());

@@ -123,8 +123,8 @@ export async function startOrchard(
     temporalAddress?: string;
     /** The client's and the workers' data converter (payload encryption); the SDK's default when unset. */
     dataConverter?: DataConverter;
-    /** How often the workers' model calls heartbeat (the production default when unset). */
-    modelHeartbeatMs?: number;
+    /** How often the workers' sessions' model calls heartbeat (the production default when unset). */
+    sessionModelHeartbeatMs?: number;
   } = {},
 ): Promise<TestOrchard> {
   const env = { ...testStackEnv(), ...(options.temporalAddress ? { temporalAddress: options.temporalAddress, namespace: 'default' } : {}) };
@@ -171,7 +171,7 @@ export async function startOrchard(
       env: options.env,
       confinement: options.confinement ?? (await testConfinement()),
       dataConverter: options.dataConverter,
-      modelHeartbeatMs: options.modelHeartbeatMs,
+      sessionModelHeartbeatMs: options.sessionModelHeartbeatMs,
       // Teardown must not wait out the production grace period for a test's running command.
       shutdownGraceMs: hostOptions.shutdownGraceMs ?? 10_000,
       // A teardown that waits on an activity ignoring its cancellation fails the test instead of stalling the run.

@@ -1,4 +1,4 @@
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { OpenAICompatibleProvider } from '../../activities/model/openai';
 import { OrchardError } from '../../client/client';
 import { sessionWorkflowId, type SessionStatusView } from '../../contract/messages';
@@ -140,20 +140,26 @@ test('preparation failing while a cancel is pending still closes the session and
   );
 });
 
-test('cancel during a model call aborts the request and closes the session', async (t) => {
+/**
+ * A model that never answers its first request, on workers whose sessions' model calls beat every `BEAT_MS` (their
+ * heartbeat timeout is 30 s): a cancel that waited for a session's next beat would take that long.
+ */
+const BEAT_MS = 25_000;
+async function hangingModel(t: ExecutionContext) {
   const stub = await stubModel(t, [{ hang: true }]);
   const provider = new OpenAICompatibleProvider({ baseURL: stub.url, model: 'stub-model', timeoutMs: 120_000 });
-  // The call's next heartbeat after its first is 25 s away (its heartbeat timeout is 30 s): a cancel that waited for
-  // it would take that long.
-  const beatMs = 25_000;
-  const own = await startOrchard(t, { defaultProvider: provider, modelHeartbeatMs: beatMs });
+  return { stub, own: await startOrchard(t, { defaultProvider: provider, sessionModelHeartbeatMs: BEAT_MS }) };
+}
+
+test('cancel during a model call aborts the request and closes the session', async (t) => {
+  const { stub, own } = await hangingModel(t);
   const sessionId = uniqueId('cancel-model');
   await own.client.createSession({ sessionId, title: 'model', repo: makeRepo(), task: 'think hard' });
   await stub.arrived(1);
   const asked = Date.now();
   const view = await own.client.cancel(sessionId, 'too slow');
   // Closed because the session poked its call, which then heard its cancellation: not on the call's next beat.
-  t.true(Date.now() - asked < beatMs / 2, `the cancel took ${Date.now() - asked} ms`);
+  t.true(Date.now() - asked < BEAT_MS / 2, `the cancel took ${Date.now() - asked} ms`);
   t.is(view.status, 'closed');
   t.is(view.lastTurn?.outcome, 'cancelled');
   await until(() => stub.abandoned === 1 || undefined, 20_000, 'the model request aborted');
@@ -166,6 +172,20 @@ test('cancel during a model call aborts the request and closes the session', asy
     view.recentTasks?.map((r) => [r.taskId, r.state, r.outcome]),
     [['t1', 'cancelled', 'cancelled']],
   );
+});
+
+test("an orchestrator cancelled in a model call closes without waiting for a session's long beat", async (t) => {
+  // Nothing pokes an orchestrator's call: it must not beat on the sessions' long cadence.
+  const { stub, own } = await hangingModel(t);
+  const orchestratorId = uniqueId('cancel-orch');
+  await own.client.startOrchestrator({ orchestratorId, repo: makeRepo(), title: 'fleet' });
+  await own.client.message(orchestratorId, { text: 'plan the work' });
+  await stub.arrived(1);
+  const asked = Date.now();
+  const result = await own.client.cancelRun('orchestrator', orchestratorId, { reason: 'too slow' });
+  t.true(Date.now() - asked < BEAT_MS / 2, `the cancel took ${Date.now() - asked} ms`);
+  t.is(result.execution, 'CANCELLED');
+  await until(() => stub.abandoned === 1 || undefined, 20_000, 'the model request aborted');
 });
 
 test('two concurrent cancels during bash both return the closed session; queued sends end cancelled; later sends are refused', async (t) => {

@@ -2,6 +2,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector';
 import { resolve } from 'node:path';
 import { temporal } from '@temporalio/proto';
+import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { metricsRegistry } from '../activities/metrics';
 import { parseLeaseHolder } from '../contract/ids';
 import { memberSessionId } from '../contract/member-session';
@@ -340,12 +341,24 @@ async function describeStuck(orchard: Orchard, teamId: string, sessionId?: strin
   const d = await handle.describe().catch((err: unknown) => ({ error: String(err) }));
   if ('error' in d) return void console.log(`${handle.workflowId}: not described (${d.error})`);
   console.log(`${handle.workflowId}: ${d.status.name}, run ${d.runId}, history ${d.historyLength} events`);
+  if (!sessionId) {
+    // The run's own view: what it holds its receipts and executions to be, and what waits (the store says the rest).
+    const v = await orchard.client.teamStatus(teamId).catch((err: unknown) => ({ error: String(err) }));
+    if ('error' in v) console.log(`  status not read (${v.error})`);
+    else {
+      console.log(`  status ${v.status}, plan approved ${v.planApproved}, budget ${JSON.stringify(v.budget ?? null)}, waiting ${JSON.stringify(v.waiting)}`);
+      console.log(`  receipts ${v.receipts.map((r) => `${r.receiptId.replace(`handoff-${teamId}-`, '')}:${r.state}`).join(' ')}`);
+      console.log(`  executions ${v.executions.map((e) => `${e.taskId}/${e.memberId}:${e.state}`).join(' ')}`);
+    }
+  }
   const task = d.raw.pendingWorkflowTask;
   if (task) console.log(`  pending workflow task: state ${task.state}, attempt ${task.attempt}, started ${task.startedTime?.seconds ?? '-'}`);
   for (const a of d.raw.pendingActivities ?? []) {
     console.log(`  pending ${a.activityType?.name} attempt ${a.attempt} state ${a.state}${a.lastFailure ? `: ${a.lastFailure.message}` : ''}`);
   }
-  const events = (await handle.fetchHistory()).events ?? [];
+  const fetched = await handle.fetchHistory();
+  if (process.env.BENCH_HANDOFF_DUMP) writeFileSync(`${process.env.BENCH_HANDOFF_DUMP}/${handle.workflowId.replace(/\//g, '_')}.json`, historyToJSON(fetched));
+  const events = fetched.events ?? [];
   for (const e of events.slice(-8)) {
     const type = (temporal.api.enums.v1.EventType[e.eventType ?? 0] ?? String(e.eventType)).replace(/^EVENT_TYPE_/, '');
     const failure = e.workflowTaskFailedEventAttributes?.failure?.message ?? e.activityTaskFailedEventAttributes?.failure?.message ?? '';

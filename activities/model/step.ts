@@ -84,7 +84,9 @@ export async function modelStep(pool: Pool, resolve: ProviderResolver, input: Mo
   const sessionCall = input.profile === 'child' || input.profile === 'member';
   const beat = setInterval(() => context.heartbeat(), sessionCall ? (options.sessionHeartbeatMs ?? SESSION_MODEL_HEARTBEAT_MS) : RUN_MODEL_HEARTBEAT_MS);
   const { workflowNamespace, workflowExecution } = context.info;
-  const poked = workflowNamespace && workflowExecution ? options.calls?.enter(modelCallKey(workflowNamespace, workflowExecution.workflowId)) : undefined;
+  // Only a session's call is poked (its cancel's `stopCommands`); an orchestrator's or Coordinator's beats every second.
+  const poked =
+    sessionCall && workflowNamespace && workflowExecution ? options.calls?.enter(modelCallKey(workflowNamespace, workflowExecution.workflowId)) : undefined;
   poked?.signal.addEventListener('abort', () => context.heartbeat());
   const started = performance.now();
   let response;

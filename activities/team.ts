@@ -1,4 +1,5 @@
 import { Context } from '@temporalio/activity';
+import { CancelledFailure } from '@temporalio/common';
 import { createHash } from 'node:crypto';
 import type { Pool } from 'pg';
 import { isErrorCode, OrchardError } from '../contract/errors';
@@ -749,6 +750,10 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
       context.cancelled.catch(stop);
       try {
         return { closed: await deps.temporal().teamClosed(input.teamId, abort.signal) };
+      } catch (err) {
+        // Cancelled (its execution settled): reported as a cancellation, not as a failed long poll.
+        if (context.cancellationSignal.aborted) throw new CancelledFailure('the watch ended: its execution settled');
+        throw err;
       } finally {
         stop();
       }

@@ -72,6 +72,8 @@ export async function startScriptedTeam(
     temporalAddress?: string;
     /** The team's repository (a fresh one by default). */
     repo?: string;
+    /** Runs before the Coordinator's plain "noted" answer goes out, with the wake it answers (a test holds a turn here). */
+    beforeNoted?: (text: string) => Promise<void>;
   },
 ): Promise<TeamHarness> {
   // A team test that hangs (an update that never answers, say) fails on its own once it has made no assertion for
@@ -103,7 +105,10 @@ export async function startScriptedTeam(
       .map((m) => String(m.content));
     const match = /^script (\S+) /.exec(text);
     const script = match ? scripts.get(match[1]) : undefined;
-    if (!script) return final('noted');
+    if (!script) {
+      await options.beforeNoted?.(text);
+      return final('noted');
+    }
     if (results.length === 0) {
       await script.before?.();
       return calls(...script.list);

@@ -98,6 +98,8 @@ interface CarriedTeamState {
   readonly executions: readonly TaskExecutionView[];
   readonly wake: Wake;
   readonly dirty: boolean;
+  /** A task may have become startable (a release) since the last dispatch began (absent in state carried before). */
+  readonly dispatchDue?: boolean;
   readonly nextMessageSeq: number;
   readonly seenRequests: readonly (readonly [string, string])[];
   readonly turns: readonly CoordinatorTurnView[];
@@ -206,6 +208,9 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   let archiveDone = false;
   // A resume has paused work to dispatch; dispatches and Coordinator tool calls in flight (a pause waits them out).
   let resumeDue = false;
+  // A release has made a task startable since the last dispatch began: the main loop dispatches, whatever the
+  // Coordinator does with the event (a release is no fact for it to act on, and its turn may end without a tool).
+  let dispatchDue = carried?.dispatchDue ?? false;
   let dispatching = 0;
   let toolsInFlight = 0;
   const running = () => executions.filter((e) => e.state === 'running').length;
@@ -242,6 +247,9 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   // Members' session ids are the ones stored when the team first opened: `<team>__<member>` for teams started since
   // collision-free ids, `<team>-<member>` for older ones (openTeam answers the stored ids; the first write wins).
   const memberSessionIds = patched('team-member-session-ids-v2') ? ('v2' as const) : undefined;
+  // Runs before this change dispatched what a release freed only on the Coordinator's wake, just before its turn: a
+  // release landing in between (microtasks apart, in one workflow task) cleared its own wake and started nothing.
+  const dispatchWhenDue = patched('team-dispatch-when-due');
   let memberSessions: (readonly [string, string])[] = [...(carried?.memberSessions ?? [])];
   // The Coordinator spends from it; each Member's session budget is carved from it at its first dispatch (escrow).
   const budget = new Budget(carried?.budget ?? { limit: start.budgetTokens, spent: 0 });
@@ -1080,6 +1088,8 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   /** The old execution is gone: the replacement may start with its new owner. */
   function release(receiptId: string): void {
     const receipt = receipts.find((r) => r.receiptId === receiptId)!;
+    // The old owner is free, and the replacement (if any) may start.
+    dispatchDue = true;
     const next =
       receipt.newTaskId && receipt.newOwner && !userCancelled.includes(receipt.newTaskId) ? { taskId: receipt.newTaskId, owner: receipt.newOwner } : undefined;
     if (!next) return noteEvent(`handoff ${receiptId} released: the old execution of ${receipt.oldTaskId} is stopped`);
@@ -1280,6 +1290,8 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
 
   /** Starts every assigned task whose owner is free, once the plan is approved. One execution per member at a time. */
   async function dispatchReady(): Promise<void> {
+    // Whatever becomes startable from here on asks for another dispatch (this one may have passed its task already).
+    dispatchDue = false;
     if (!planApproved || paused || archived) return;
     dispatching += 1;
     try {
@@ -1578,10 +1590,12 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       (turnsThisRun > 0 && workflowInfo().historySize >= (limits.historyBudgetBytes * 3) / 4));
   // The Coordinator is due: a user message or a new fact, and neither a pause nor an archive in force.
   const coordinatorDue = () => !paused && !archived && !budget.exhausted && (userReady() || dirty);
+  // A release has freed a task since the last dispatch began.
+  const startable = () => dispatchWhenDue && dispatchDue;
   for (;;) {
-    await condition(() => coordinatorDue() || resumeDue || archiveDone || pendingEnds.length > 0 || pendingSettled.length > 0 || handOver());
+    await condition(() => coordinatorDue() || resumeDue || startable() || archiveDone || pendingEnds.length > 0 || pendingSettled.length > 0 || handOver());
     if (archiveDone) break;
-    const pending = coordinatorDue() || resumeDue || pendingEnds.length > 0 || pendingSettled.length > 0;
+    const pending = coordinatorDue() || resumeDue || startable() || pendingEnds.length > 0 || pendingSettled.length > 0;
     // A busy team still hands over when due: everything pending (wakes, ends, settlements) is carried to the next run.
     if (pending && handOver() && patched('team-continue-under-load')) break;
     if (pendingEnds.length > 0) {
@@ -1593,7 +1607,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       await dispatchReady();
       continue;
     }
-    if (resumeDue) {
+    if (resumeDue || startable()) {
       resumeDue = false;
       await dispatchReady();
       continue;
@@ -1624,6 +1638,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       executions,
       wake,
       dirty,
+      dispatchDue,
       nextMessageSeq,
       seenRequests,
       turns,

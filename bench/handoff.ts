@@ -357,7 +357,11 @@ async function describeStuck(orchard: Orchard, teamId: string, sessionId?: strin
     console.log(`  pending ${a.activityType?.name} attempt ${a.attempt} state ${a.state}${a.lastFailure ? `: ${a.lastFailure.message}` : ''}`);
   }
   const fetched = await handle.fetchHistory();
-  if (process.env.BENCH_HANDOFF_DUMP) writeFileSync(`${process.env.BENCH_HANDOFF_DUMP}/${handle.workflowId.replace(/\//g, '_')}.json`, historyToJSON(fetched));
+  const dump = process.env.BENCH_HANDOFF_DUMP;
+  if (dump) {
+    mkdirSync(dump, { recursive: true });
+    writeFileSync(resolve(dump, `${handle.workflowId.replace(/\//g, '_')}.json`), historyToJSON(fetched));
+  }
   const events = fetched.events ?? [];
   for (const e of events.slice(-8)) {
     const type = (temporal.api.enums.v1.EventType[e.eventType ?? 0] ?? String(e.eventType)).replace(/^EVENT_TYPE_/, '');

@@ -72,8 +72,8 @@ export async function startScriptedTeam(
     temporalAddress?: string;
     /** The team's repository (a fresh one by default). */
     repo?: string;
-    /** Runs before the Coordinator's plain "noted" answer goes out, with the wake it answers (a test holds a turn here). */
-    beforeNoted?: (text: string) => Promise<void>;
+    /** Runs before the Coordinator's plain "noted" answer goes out (a test holds a turn here). */
+    beforeNoted?: () => Promise<void>;
   },
 ): Promise<TeamHarness> {
   // A team test that hangs (an update that never answers, say) fails on its own once it has made no assertion for
@@ -106,7 +106,7 @@ export async function startScriptedTeam(
     const match = /^script (\S+) /.exec(text);
     const script = match ? scripts.get(match[1]) : undefined;
     if (!script) {
-      await options.beforeNoted?.(text);
+      await options.beforeNoted?.();
       return final('noted');
     }
     if (results.length === 0) {

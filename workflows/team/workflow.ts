@@ -98,7 +98,7 @@ interface CarriedTeamState {
   readonly executions: readonly TaskExecutionView[];
   readonly wake: Wake;
   readonly dirty: boolean;
-  /** A task may have become startable (a release) since the last dispatch began (absent in state carried before). */
+  /** A task may have become startable since the last dispatch began (absent in state carried before). */
   readonly dispatchDue?: boolean;
   readonly nextMessageSeq: number;
   readonly seenRequests: readonly (readonly [string, string])[];
@@ -206,11 +206,10 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   let paused = carried?.paused;
   let archived: { reason: string; eventId: string } | undefined;
   let archiveDone = false;
-  // A resume has paused work to dispatch; dispatches and Coordinator tool calls in flight (a pause waits them out).
-  let resumeDue = false;
-  // A release has made a task startable since the last dispatch began: the main loop dispatches, whatever the
-  // Coordinator does with the event (a release is no fact for it to act on, and its turn may end without a tool).
+  // A task may have become startable (a resume, a budget raise, a release) since the last dispatch began: the main loop
+  // dispatches, whatever the Coordinator does with the event (its turn may end without a tool call).
   let dispatchDue = carried?.dispatchDue ?? false;
+  // Dispatches and Coordinator tool calls in flight (a pause waits them out).
   let dispatching = 0;
   let toolsInFlight = 0;
   const running = () => executions.filter((e) => e.state === 'running').length;
@@ -249,13 +248,14 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   const memberSessionIds = patched('team-member-session-ids-v2') ? ('v2' as const) : undefined;
   // Runs before this change dispatched what a release freed only on the Coordinator's wake, just before its turn: a
   // release landing in between (microtasks apart, in one workflow task) cleared its own wake and started nothing.
+  // They replay that way: a release does not ask for a dispatch, and a dispatch does not answer a pending one.
   const dispatchWhenDue = patched('team-dispatch-when-due');
   let memberSessions: (readonly [string, string])[] = [...(carried?.memberSessions ?? [])];
   // The Coordinator spends from it; each Member's session budget is carved from it at its first dispatch (escrow).
   const budget = new Budget(carried?.budget ?? { limit: start.budgetTokens, spent: 0 });
   registerParentBudget(budget, 'team', (kind) => {
     // A raise may let a dispatch that waited for budget start; a Coordinator stopped by its budget is woken by it.
-    resumeDue = true;
+    dispatchDue = true;
     if (kind === 'limit' && turns.at(-1)?.outcome === 'budget_exhausted') {
       wake.events.push(`the user raised the token budget to ${budget.limit}: carry on`);
       dirty = true;
@@ -597,7 +597,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
 
   function resume(reason: string): TeamLifecycleResult {
     paused = undefined;
-    resumeDue = true;
+    dispatchDue = true;
     noteEvent(`the user resumed the team (${reason}): paused tasks start again with their owners`);
     publish();
     return { teamId: start.teamId, state: 'running', receipts: [], workRevision: knownRevision };
@@ -1089,7 +1089,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   function release(receiptId: string): void {
     const receipt = receipts.find((r) => r.receiptId === receiptId)!;
     // The old owner is free, and the replacement (if any) may start.
-    dispatchDue = true;
+    if (dispatchWhenDue) dispatchDue = true;
     const next =
       receipt.newTaskId && receipt.newOwner && !userCancelled.includes(receipt.newTaskId) ? { taskId: receipt.newTaskId, owner: receipt.newOwner } : undefined;
     if (!next) return noteEvent(`handoff ${receiptId} released: the old execution of ${receipt.oldTaskId} is stopped`);
@@ -1291,7 +1291,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   /** Starts every assigned task whose owner is free, once the plan is approved. One execution per member at a time. */
   async function dispatchReady(): Promise<void> {
     // Whatever becomes startable from here on asks for another dispatch (this one may have passed its task already).
-    dispatchDue = false;
+    if (dispatchWhenDue) dispatchDue = false;
     if (!planApproved || paused || archived) return;
     dispatching += 1;
     try {
@@ -1590,12 +1590,10 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       (turnsThisRun > 0 && workflowInfo().historySize >= (limits.historyBudgetBytes * 3) / 4));
   // The Coordinator is due: a user message or a new fact, and neither a pause nor an archive in force.
   const coordinatorDue = () => !paused && !archived && !budget.exhausted && (userReady() || dirty);
-  // A release has freed a task since the last dispatch began.
-  const startable = () => dispatchWhenDue && dispatchDue;
   for (;;) {
-    await condition(() => coordinatorDue() || resumeDue || startable() || archiveDone || pendingEnds.length > 0 || pendingSettled.length > 0 || handOver());
+    await condition(() => coordinatorDue() || dispatchDue || archiveDone || pendingEnds.length > 0 || pendingSettled.length > 0 || handOver());
     if (archiveDone) break;
-    const pending = coordinatorDue() || resumeDue || startable() || pendingEnds.length > 0 || pendingSettled.length > 0;
+    const pending = coordinatorDue() || dispatchDue || pendingEnds.length > 0 || pendingSettled.length > 0;
     // A busy team still hands over when due: everything pending (wakes, ends, settlements) is carried to the next run.
     if (pending && handOver() && patched('team-continue-under-load')) break;
     if (pendingEnds.length > 0) {
@@ -1607,8 +1605,8 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       await dispatchReady();
       continue;
     }
-    if (resumeDue || startable()) {
-      resumeDue = false;
+    if (dispatchDue) {
+      dispatchDue = false;
       await dispatchReady();
       continue;
     }

@@ -244,8 +244,10 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
   /**
    * The session closes after its cancel is answered (its close path tears its commands down and verifies them gone):
    * waited for here, heartbeating, so the workflow hears one answer. Its timers bound the wait. The chain's close is
-   * waited for as an event (a long poll), not polled for; what is left after it (process groups of another worker
-   * process, a lease) is checked every 100 ms.
+   * waited for as an event (a long poll), not polled for: nothing is checked until it closed (or the long poll failed,
+   * or the deadline came), since a runtime whose chain still runs is not quiescent and a proof before the deadline is
+   * only ever returned when it is. What is left after the close (process groups of another worker process, a lease)
+   * is checked every 100 ms.
    */
   async function quiescentOrDeadline(input: { sessionId: string; lease?: FencedLease }): Promise<Quiescence> {
     const context = Context.current();
@@ -263,11 +265,14 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
           .finally(() => (closed = true));
     const deadline = Date.now() + YIELD_WAIT_MS;
     try {
+      // Checked every second before this, while the chain still ran: at a hundred handoffs at once, a hundred
+      // describes of running workflows and their store queries each second, all answered "not yet".
+      if (!closed) await Promise.race([closing, context.sleep(Math.max(0, deadline - Date.now()))]);
       for (;;) {
         const proof = await quiescence(input);
         if (proof.quiescent || Date.now() > deadline) return proof;
         context.heartbeat();
-        await (closed ? context.sleep(100) : Promise.race([closing, context.sleep(1000)]));
+        await context.sleep(100);
       }
     } finally {
       stop();

@@ -1,4 +1,4 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector';
 import { resolve } from 'node:path';
 import { temporal } from '@temporalio/proto';
@@ -116,13 +116,26 @@ export async function benchHandoff(report: Report): Promise<void> {
       const samples: Sample[] = [];
       const poolWaiting: number[] = [];
       const statements = new Map<string, number>();
+      const work = new Map<string, number>();
+      const cpu = new Map<string, number>();
+      const idleCpu = new Map<string, number>();
+      let idleSpent = 0;
       let stopped: string | undefined;
       for (let round = 1; round <= rounds && stopped === undefined; round++) {
         const targets = await everyWriterWriting(orchard, teams);
+        // What the stack spends while every writer's command runs and nothing else happens: the floor under the round.
+        const idleMs = knob('HANDOFF_IDLE_MS', 3000);
+        if (idleMs > 0) {
+          const idleFrom = cpuTimes();
+          await new Promise((r) => setTimeout(r, idleMs));
+          for (const [name, ms] of cpuTimes()) idleCpu.set(name, (idleCpu.get(name) ?? 0) + ms - (idleFrom.get(name) ?? 0));
+          idleSpent += idleMs;
+        }
         // The worker's store pool while the handoffs run: how many callers wait for one of its connections.
         const sampler = setInterval(() => poolWaiting.push(orchard.pool.waitingCount), 50);
         const profiling = await profileMainThread(`handoff-${concurrency}-r${round}`);
         const statementsBefore = await storeStatements();
+        const cpuBefore = cpuTimes();
         const sent = await Promise.all(
           targets.map(async ({ teamId, taskId }) => {
             const t0 = Date.now();
@@ -134,7 +147,12 @@ export async function benchHandoff(report: Report): Promise<void> {
           orchard,
           sent.map((s) => s.receiptId),
         ).finally(() => clearInterval(sampler));
+        const window = { from: Math.min(...sent.map((s) => s.t0)), to: Date.now() };
+        const cpuAfter = cpuTimes();
+        for (const [name, ms] of cpuAfter) cpu.set(name, (cpu.get(name) ?? 0) + ms - (cpuBefore.get(name) ?? 0));
         await profiling?.stop();
+        const steps = await stepsIn(orchard, window);
+        for (const [name, n] of steps) work.set(name, (work.get(name) ?? 0) + n);
         for (const [activity, n] of await storeStatements())
           statements.set(activity, (statements.get(activity) ?? 0) + n - (statementsBefore.get(activity) ?? 0));
         const measured: { sent: (typeof sent)[number]; sample: Sample }[] = [];
@@ -162,6 +180,46 @@ export async function benchHandoff(report: Report): Promise<void> {
         n: samples.length,
         note: most.map(([activity, n]) => `${activity} ${(n / Math.max(1, samples.length)).toFixed(1)}`).join(', '),
       });
+      const cpuTotal = [...cpu.values()].reduce((a, b) => a + b, 0);
+      report.add({
+        section: SECTION,
+        name: `${concurrency} concurrent: CPU time per handoff (every process of the stack, while the round settled)`,
+        unit: 'ms',
+        value: cpuTotal / Math.max(1, samples.length),
+        n: samples.length,
+        note: [...cpu]
+          .sort((a, b) => b[1] - a[1])
+          .map(([name, ms]) => `${name} ${(ms / Math.max(1, samples.length)).toFixed(1)}`)
+          .join(', '),
+      });
+      if (idleSpent > 0) {
+        report.add({
+          section: SECTION,
+          name: `${concurrency} concurrent: CPU time per second before the round (every writer's command running, nothing else)`,
+          unit: 'ms',
+          value: ([...idleCpu.values()].reduce((a, b) => a + b, 0) * 1000) / idleSpent,
+          note: [...idleCpu]
+            .sort((a, b) => b[1] - a[1])
+            .map(([name, ms]) => `${name} ${((ms * 1000) / idleSpent).toFixed(0)}`)
+            .join(', '),
+        });
+      }
+      for (const kind of ['workflow tasks', 'activities', 'history events', 'search attribute upserts'] as const) {
+        const rows = [...work].filter(([name]) => name.startsWith(`${kind}:`));
+        const total = rows.reduce((a, [, n]) => a + n, 0);
+        report.add({
+          section: SECTION,
+          name: `${concurrency} concurrent: ${kind} per handoff (every workflow, while the round settled)`,
+          unit: 'count',
+          value: total / Math.max(1, samples.length),
+          n: samples.length,
+          note: rows
+            .sort((a, b) => b[1] - a[1])
+            .slice(0, 6)
+            .map(([name, n]) => `${name.slice(kind.length + 1)} ${(n / Math.max(1, samples.length)).toFixed(1)}`)
+            .join(', '),
+        });
+      }
       report.samples(SECTION, `${concurrency} concurrent: store pool callers waiting for a connection (every 50 ms)`, poolWaiting, 'count', {
         note: `pool of ${orchard.pool.options.max}`,
       });
@@ -185,6 +243,86 @@ async function storeStatements(): Promise<Map<string, number>> {
   for (const v of metric ? (await metric.get()).values : []) {
     const label = v.labels.activity !== 'none' ? String(v.labels.activity) : String(v.labels.origin);
     out.set(label, (out.get(label) ?? 0) + v.value);
+  }
+  return out;
+}
+
+/**
+ * CPU time (user + system, ms) so far of the stack's processes: this one (worker, client, stub: every thread), the
+ * processes it started and reaped (bash, bwrap, git: `cutime`), the Temporal dev server it runs, and PostgreSQL's
+ * processes (every one on the machine: the bench's database is the busy one).
+ */
+function cpuTimes(): Map<string, number> {
+  const tick = 1000 / 100;
+  const stat = (pid: string) => {
+    try {
+      const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+      return {
+        comm: text.slice(text.indexOf('(') + 1, text.lastIndexOf(')')),
+        ppid: Number(fields[1]),
+        own: Number(fields[11]) + Number(fields[12]),
+        reaped: Number(fields[13]) + Number(fields[14]),
+      };
+    } catch {
+      return undefined;
+    }
+  };
+  const self = stat('self')!;
+  const out = new Map<string, number>([
+    ['commands', self.reaped * tick],
+    ['temporal', 0],
+    ['postgres', 0],
+  ]);
+  // This process by thread: the main thread (activities, the client, the stub model), the workflow thread, the SDK
+  // core's threads (tokio), libuv's pool, V8's helpers.
+  for (const tid of readdirSync('/proc/self/task')) {
+    try {
+      const text = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
+      const comm = text.slice(text.indexOf('(') + 1, text.lastIndexOf(')'));
+      const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+      const name = `worker:${Number(tid) === process.pid ? 'main' : comm.replace(/[-\s]?\d+$/, '')}`;
+      out.set(name, (out.get(name) ?? 0) + (Number(fields[11]) + Number(fields[12])) * tick);
+    } catch {
+      // the thread ended
+    }
+  }
+  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    const s = stat(pid);
+    if (s?.comm === 'temporal' && s.ppid === process.pid) out.set('temporal', out.get('temporal')! + s.own * tick);
+    else if (s?.comm.startsWith('postgres')) out.set('postgres', out.get('postgres')! + s.own * tick);
+    else if (s && s.ppid === process.pid) out.set('commands', out.get('commands')! + s.own * tick);
+  }
+  return out;
+}
+
+/**
+ * The work every workflow of the stack did in a window, from their histories: workflow tasks completed, history events
+ * and search attribute upserts (each also a write of the visibility store) by workflow type, and activities scheduled
+ * by activity type. On a saturated machine this, not any one wait, sets the pace.
+ */
+async function stepsIn(orchard: Orchard, window: { from: number; to: number }): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  const count = (name: string) => out.set(name, (out.get(name) ?? 0) + 1);
+  const since = new Date(window.from).toISOString();
+  const workflows: { workflowId: string; runId: string; type: string }[] = [];
+  for await (const wf of orchard.client.temporal.workflow.list({ query: `ExecutionStatus = 'Running' OR CloseTime > '${since}'` })) {
+    workflows.push({ workflowId: wf.workflowId, runId: wf.runId, type: wf.type });
+  }
+  for (const wf of workflows) {
+    const history = await orchard.client.temporal.workflow
+      .getHandle(wf.workflowId, wf.runId)
+      .fetchHistory()
+      .catch(() => undefined);
+    for (const e of history?.events ?? []) {
+      const at = Number(e.eventTime?.seconds ?? 0) * 1000 + Math.round((e.eventTime?.nanos ?? 0) / 1e6);
+      if (at < window.from || at > window.to) continue;
+      count(`history events:${wf.type}`);
+      if (e.eventType === temporal.api.enums.v1.EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES) count(`search attribute upserts:${wf.type}`);
+      if (e.eventType === temporal.api.enums.v1.EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED) count(`workflow tasks:${wf.type}`);
+      const activity = e.activityTaskScheduledEventAttributes?.activityType?.name;
+      if (activity) count(`activities:${activity}`);
+    }
   }
   return out;
 }

@@ -4,7 +4,6 @@ import {
   condition,
   continueAsNew,
   log,
-  patched,
   proxyActivities,
   proxyLocalActivities,
   setCurrentDetails,
@@ -49,6 +48,7 @@ import { dispatchRequestId } from './session-call';
 import { topicKey } from './topic';
 import { Budget, type CarriedBudget } from '../budget';
 import { registerParentBudget } from '../parent-budget';
+import { patchEpoch } from '../patch-epoch';
 
 /** A message waiting for an orchestrator turn: a user's, or the manifest of child results that arrived. */
 interface QueuedMessage {
@@ -90,6 +90,8 @@ const DELIVERIES_KEPT = 200;
  * of them is the only authority on routing, and the roster built from it goes into every model request.
  */
 export async function orchestratorSession(input: OrchestratorWorkflowInput): Promise<OrchestratorStatusView> {
+  // Every patch below, as one marker for runs that begin on this code (workflows/patch-epoch.ts).
+  const since = patchEpoch('orchestrator-patches-2026-12');
   const { start, carried } = input;
   const info = workflowInfo();
   const ledger = new Ledger(carried?.ledger);
@@ -113,7 +115,7 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
   // overlap are resolved one activation at a time live but together on replay, which reorders the coroutines'
   // commands (a nondeterminism error). An activity's completion is a history event, delivered in the same workflow
   // task both times. Histories recorded before this patch keep local activities.
-  const storeActs = patched('orchestrator-store-activities')
+  const storeActs = since('orchestrator-store-activities')
     ? proxyActivities<SharedActivities>({ ...STORE_OPTIONS, summary: 'orchestrator store' })
     : proxyLocalActivities<SharedActivities>({ ...STORE_LOCAL_OPTIONS, summary: 'orchestrator store' });
   const model = proxyActivities<SharedActivities>({ ...MODEL_ACTIVITY_OPTIONS, summary: 'orchestrator' });
@@ -192,7 +194,7 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
   }
 
   async function accept(message: MessageInput): Promise<MessageResult> {
-    if (!patched('orchestrator-accept-reserved')) return acceptStoringFirst(message);
+    if (!since('orchestrator-accept-reserved')) return acceptStoringFirst(message);
     const requestId = message.requestId;
     if (requestId !== undefined && storing.includes(requestId)) await condition(() => !storing.includes(requestId));
     const seen = requestId === undefined ? undefined : seenRequests.find(([r]) => r === requestId);
@@ -307,7 +309,7 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
   /** Proposes a routing change (a token back), or applies one the user confirmed; anything else changes nothing. */
   function updateDescription(args: Record<string, unknown>): string {
     // Caps on routing metadata came with issue 18: a call recorded before them is judged as it was then.
-    const call = parseDescriptionCall(args, patched('orchestrator-field-caps') ? undefined : ROUTING_CAPS_BEFORE_ISSUE_18);
+    const call = parseDescriptionCall(args, since('orchestrator-field-caps') ? undefined : ROUTING_CAPS_BEFORE_ISSUE_18);
     if (!call.ok) return `error (${call.code}): ${call.message}`;
     const child = ledger.get(call.sessionID);
     if (!child) return `error (session_not_found): no child ${call.sessionID} in your roster; nothing was changed`;
@@ -408,7 +410,7 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
           },
         ]);
         // A create that failed for good (not a typed refusal the activity answers) leaves no phantom `running` row.
-        const created = patched('orchestrator-no-phantom-child')
+        const created = since('orchestrator-no-phantom-child')
           ? await creating.catch((err: unknown) => {
               ledger.remove(childId);
               budget.uncarve(childId);
@@ -522,7 +524,7 @@ export async function orchestratorSession(input: OrchestratorWorkflowInput): Pro
 
   publish();
   // The worker's default budget, for a chain started without one (read once, recorded in history).
-  if (!carried && start.budgetTokens === undefined && patched('budget-default')) {
+  if (!carried && start.budgetTokens === undefined && since('budget-default')) {
     const fallback = await storeActs.resolveDefaultBudget();
     if (fallback !== null) budget.setLimit(fallback);
     publish();

@@ -7,7 +7,6 @@ import {
   getExternalWorkflowHandle,
   isCancellation,
   log,
-  patched,
   proxyActivities,
   proxyLocalActivities,
   setCurrentDetails,
@@ -56,6 +55,7 @@ import { leaseHolder } from '../../contract/ids';
 import { SessionState, excerpt, isCurrentCarried, type NewTask, type QueuedTask, type SessionWorkflowInput } from './state';
 import { childSessionV1 } from './v1/workflow';
 import { sessionDetails } from '../current-details';
+import { patchEpoch } from '../patch-epoch';
 
 /**
  * One agent session in its own worktree: a turn per relayed task (model → tools → model … until the model
@@ -65,8 +65,10 @@ import { sessionDetails } from '../current-details';
  * uuid4), so a re-created session or a reset runs its new work, and a replay finds what it already did.
  */
 export async function childSession(input: SessionWorkflowInput): Promise<SessionStatusView> {
+  // Every patch below, as one marker for runs that begin on this code (workflows/patch-epoch.ts).
+  const since = patchEpoch('session-patches-2026-12');
   // Histories of sessions started before this code replay on the frozen code they ran.
-  if (!patched('session-v2')) return childSessionV1(input as Parameters<typeof childSessionV1>[0]);
+  if (!since('session-v2')) return childSessionV1(input as Parameters<typeof childSessionV1>[0]);
 
   const { create } = input;
   const state = new SessionState(create, input.carried, uuid4);
@@ -77,7 +79,7 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
   // local activities that overlap are resolved one activation at a time live but together on replay, which
   // reorders the coroutines' commands (a nondeterminism error). An activity's completion is a history event,
   // delivered in the same workflow task both times. Histories recorded before this patch keep local activities.
-  const storeAsActivities = patched('session-store-activities');
+  const storeAsActivities = since('session-store-activities');
   const storeActs = storeAsActivities
     ? proxyActivities<SharedActivities>({ ...STORE_OPTIONS, summary: 'session store' })
     : proxyLocalActivities<SharedActivities>({ ...STORE_LOCAL_OPTIONS, summary: 'session store' });
@@ -153,13 +155,7 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
       publish();
       // The turn's running command is stopped on its host at once: the activity's cancellation (requested above, so
       // it is recorded first) would reach it only with its next heartbeat. Runs before this change waited for that.
-      // Not awaited: it only hastens what the cancellation does anyway, so the close never waits for it (a host that is
-      // slow to take it, or an older worker without it, fails it once and is done).
-      if (stopping && patched('session-stop-commands-on-cancel')) {
-        void CancellationScope.nonCancellable(() => hostActs!.stop.stopCommands({ holder: state.worktree?.lease.holder ?? holder })).catch((err: unknown) =>
-          log.info('running commands not stopped at once; the cancellation reaches them with a heartbeat', { error: String(err) }),
-        );
-      }
+      if (stopping && since('session-stop-commands-on-cancel')) stopRunningCommands();
       // Not cut short by a Temporal cancellation of the workflow: that closes the session too, then this answers.
       await CancellationScope.nonCancellable(() => condition(() => state.finished));
       return state.view();
@@ -274,6 +270,18 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
     return state.budget.setProblem(limit);
   }
 
+  /**
+   * Stops the turn's running command on its host at once (a cancelled command activity learns of its cancellation only
+   * with its next heartbeat, and a quiet command beats every few seconds). Not awaited: it only hastens what the
+   * cancellation does anyway, so the close never waits for it (a host that is slow to take it, or an older worker
+   * without it, fails it once and is done).
+   */
+  function stopRunningCommands(): void {
+    void CancellationScope.nonCancellable(() => hostActs!.stop.stopCommands({ holder: state.worktree?.lease.holder ?? holder })).catch((err: unknown) =>
+      log.info('running commands not stopped at once; the cancellation reaches them with a heartbeat', { error: String(err) }),
+    );
+  }
+
   /** Why a task of `length` characters cannot be accepted now (also read by validators, so it writes nothing). */
   function refusal(length: number) {
     return state.refusalOf(length * textCopies, workflowInfo().historySize);
@@ -297,7 +305,7 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
       // The close may already have ended it while its row was still being inserted (that end then changed no row):
       // its end is written again now that the row exists.
       const ended =
-        state.endAdmittedLate(task.taskId, state.cancelRequested.reason) ?? (patched('session-late-store-ends') ? state.endedRecord(task.taskId) : undefined);
+        state.endAdmittedLate(task.taskId, state.cancelRequested.reason) ?? (since('session-late-store-ends') ? state.endedRecord(task.taskId) : undefined);
       if (ended) await recordEnds([ended]);
       publish();
       return { ...ack, status: sessionStatusOf(state.status, state.closed), taskState: 'cancelled' };
@@ -457,7 +465,7 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
    * parent that is gone does not stop the child: its work stands, and it stays routable by id.
    */
   async function notifyParent(ref: TurnRef): Promise<void> {
-    if (!create.parent || !patched('notify-parent')) return;
+    if (!create.parent || !since('notify-parent')) return;
     const notice: ChildTurnEnded = {
       childId: create.sessionId,
       turnId: ref.turnId!,
@@ -531,7 +539,7 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
 
   /** The session closed (cancelled or failed, maybe while idle): its orchestrator takes it off the roster. */
   async function notifyParentClosed(status: 'cancelled' | 'failed', reason: string, error?: { code: string; message: string }): Promise<void> {
-    if (!create.parent || !patched('notify-parent-close')) return;
+    if (!create.parent || !since('notify-parent-close')) return;
     const notice: ChildTurnEnded = {
       childId: create.sessionId,
       // One close per execution chain: a redelivered close notice counts once.
@@ -560,13 +568,20 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
     }
   }
 
+  // Cancelled through Temporal (the Web UI, `temporal workflow cancel`) while a command runs: stopped at once too, as
+  // a cancel update stops it. Runs before this change left it to the command's next heartbeat.
+  CancellationScope.current().cancelRequested.catch(() => {
+    if (turnScope !== undefined && hostActs !== undefined && !state.cancelRequested && since('session-stop-commands-on-workflow-cancel')) {
+      stopRunningCommands();
+    }
+  });
   publish();
   try {
     if (!isCurrentCarried(input.carried)) {
       // Resolved once per chain and recorded in history: a replay never reads the worker's environment.
       state.limits = await storeActs.resolveSessionLimits(create.limits);
       // The worker's default budget, for a chain started without one (read once, recorded in history).
-      if (create.budgetTokens === undefined && patched('budget-default')) {
+      if (create.budgetTokens === undefined && since('budget-default')) {
         const fallback = await storeActs.resolveDefaultBudget();
         if (fallback !== null) state.budget.setLimit(fallback);
       }
@@ -629,7 +644,7 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
       publish();
       const ref = await runTurn(next.task, next.turn, next.turnId);
       const ended = state.finishTurn(ref);
-      if (state.cancelRequested && patched('session-close-cancelled-turn-at-once')) {
+      if (state.cancelRequested && since('session-close-cancelled-turn-at-once')) {
         // Cancelled mid-turn (a handoff waits on this close): the turn's end, the queued tasks' ends and the lease's
         // release go out together, then the parent hears of the turn and of the close. Runs recorded before this
         // change stored the turn's end, told the parent, and only then closed, one step after another.

@@ -3,7 +3,6 @@ import {
   CancellationScope,
   condition,
   getExternalWorkflowHandle,
-  patched,
   proxyActivities,
   setCurrentDetails,
   setHandler,
@@ -23,6 +22,7 @@ import {
 } from '../../contract/messages';
 import { ORCHARD_HOST, ORCHARD_KIND, ORCHARD_PARENT, ORCHARD_STATUS } from '../../contract/search-attributes';
 import { executionDetails } from '../current-details';
+import { patchEpoch } from '../patch-epoch';
 
 /**
  * One task execution (`team/<team>/task/<task>/<execution>`, issue 9): a workflow of its own, started by the team
@@ -35,11 +35,13 @@ import { executionDetails } from '../current-details';
  * the task; any late end of the old execution is not evidence).
  */
 export async function teamTaskExecution(input: TaskExecutionInput): Promise<TaskExecutionSettled> {
+  // Every patch below, as one marker for runs that begin on this code (workflows/patch-epoch.ts).
+  const since = patchEpoch('execution-patches-2026-12');
   // Dispatch and settlement wait on Temporal and git: they heartbeat, and infrastructure faults are retried.
   const acts = proxyActivities<SharedActivities>({ ...DISPATCH_OPTIONS, summary: `task ${input.taskId}` });
   // Settling reads the Member's head in the team's repository: on its host's queue, waiting for that host (visible
   // as a scheduled activity) rather than reading the wrong disk. Runs before this change settled on the shared queue.
-  const settleOn = patched('team-git-on-host')
+  const settleOn = since('team-git-on-host')
     ? proxyActivities<HostActivities>({ ...DISPATCH_OPTIONS, taskQueue: hostTaskQueue(input.host), summary: `settle ${input.taskId} on ${input.host}` })
     : acts;
   const team = getExternalWorkflowHandle(teamWorkflowId(input.teamId));
@@ -100,7 +102,7 @@ export async function teamTaskExecution(input: TaskExecutionInput): Promise<Task
   // closes meanwhile (cancelled or terminated from outside) forwards nothing any more: a watch on it ends the wait.
   let end: ChildTurnEnded | undefined;
   let teamGone: string | undefined;
-  const watch = patched('execution-ends-with-team') ? new CancellationScope() : undefined;
+  const watch = since('execution-ends-with-team') ? new CancellationScope() : undefined;
   const watching = watch
     ? watch
         .run(() =>

@@ -12,7 +12,6 @@ import {
   log,
   proxyActivities,
   metricMeter,
-  patched,
   setCurrentDetails,
   setHandler,
   sleep,
@@ -80,6 +79,7 @@ import { teamTaskExecution } from './execution';
 import { legacyMemberSessionId } from '../../contract/member-session';
 import { announceReady, NO_CANDIDATE, takeAssessment, type Assessment, type CandidateState } from './candidate';
 import { teamOutcome } from './outcome';
+import { patchEpoch } from '../patch-epoch';
 
 /** Why the Coordinator is woken: what happened since its last turn, as short lines (the board has the rest). */
 interface Wake {
@@ -166,6 +166,8 @@ const keep = <T>(list: T[], max: number) => {
  * record and set a flag, and the loop below wakes once. Nothing here sleeps, polls or starts a timer.
  */
 export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView> {
+  // Every patch below, as one marker for runs that begin on this code (workflows/patch-epoch.ts).
+  const since = patchEpoch('team-patches-2026-12');
   const { start, carried } = input;
   const info = workflowInfo();
   const members: TeamMemberSpec[] = [...(start.members ?? DEFAULT_TEAM_MEMBERS)];
@@ -236,7 +238,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   const work = proxyActivities<SharedActivities>({ ...DISPATCH_OPTIONS, summary: 'team' });
   // …and certification builds the result branch in the team's repository: Coordinator tools run on its host's queue,
   // waiting for that host rather than reading another disk. Runs before this change ran them on the shared queue.
-  const toolsOn = patched('team-git-on-host')
+  const toolsOn = since('team-git-on-host')
     ? proxyActivities<HostActivities>({ ...DISPATCH_OPTIONS, taskQueue: hostTaskQueue(start.host), summary: `team on ${start.host}` })
     : work;
   // A yield heartbeats while it waits for the old runtime: a worker lost mid-handoff is noticed in seconds and
@@ -245,11 +247,11 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   const memberIds = members.map((m) => m.memberId);
   // Members' session ids are the ones stored when the team first opened: `<team>__<member>` for teams started since
   // collision-free ids, `<team>-<member>` for older ones (openTeam answers the stored ids; the first write wins).
-  const memberSessionIds = patched('team-member-session-ids-v2') ? ('v2' as const) : undefined;
+  const memberSessionIds = since('team-member-session-ids-v2') ? ('v2' as const) : undefined;
   // Runs before this change dispatched what a release freed only on the Coordinator's wake, just before its turn: a
   // release landing in between (microtasks apart, in one workflow task) cleared its own wake and started nothing.
   // They replay that way: a release does not ask for a dispatch, and a dispatch does not answer a pending one.
-  const dispatchWhenDue = patched('team-dispatch-when-due');
+  const dispatchWhenDue = since('team-dispatch-when-due');
   let memberSessions: (readonly [string, string])[] = [...(carried?.memberSessions ?? [])];
   // The Coordinator spends from it; each Member's session budget is carved from it at its first dispatch (escrow).
   const budget = new Budget(carried?.budget ?? { limit: start.budgetTokens, spent: 0 });
@@ -298,7 +300,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       // Forwarded at once, also while a Coordinator turn runs: a member's evidence is committed by its execution's
       // workflow, not held back by a slow model call (the main loop forwards only between turns). Runs recorded
       // before this change forwarded from the loop alone; they replay that way.
-      if (patched('team-forward-ends-at-once')) return forwardEnds();
+      if (since('team-forward-ends-at-once')) return forwardEnds();
     },
     { description: "A member session's turn ended (sent by the session)." },
   );
@@ -738,7 +740,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     userEventId = `${kind}-${uuid4()}`,
   ): Promise<ReceiptView> {
     // The handoff's clocks start when the user's request is accepted, not once the fence and its writes are done.
-    const clocks = patched('team-handoff-clocks-at-accept') ? startClocks() : undefined;
+    const clocks = since('team-handoff-clocks-at-accept') ? startClocks() : undefined;
     const fencing = asUpdateFailure(
       store.fenceHandoff({
         teamId: start.teamId,
@@ -768,7 +770,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     };
     // The yield is asked for as soon as the fence has committed: the execution workflow's cancel (a round trip through
     // the server, seconds when it is busy) is bookkeeping and goes beside it. Runs before this change cancelled first.
-    const yieldAtFence = patched('team-handoff-yield-at-fence');
+    const yieldAtFence = since('team-handoff-yield-at-fence');
     if (!yieldAtFence) await cancelExecution();
     const r = fenced.receipt;
     const receipt: HandoffState = {
@@ -809,7 +811,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   function assess(assessment: (Assessment & { board?: BoardOutcomeFacts }) | undefined): void {
     if (assessment) noteBoard(assessment.board, assessment.candidateRevision ?? assessment.revision);
     if (assessment?.candidate === undefined || certificate) return;
-    if (!patched('team-candidate-revision')) {
+    if (!since('team-candidate-revision')) {
       candidate = assessment.candidate as TeamStatusView['candidate'];
       if (candidate === 'ready') noteEvent(READY_STEER);
       return;
@@ -910,7 +912,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       // The yield moves the receipt itself (`yielding` as it asks, `released` once it has proven the old runtime
       // quiescent): a round trip through this workflow less on the way to the release. Runs before this change moved
       // it from here.
-      const movesInYield = patched('team-handoff-moves-in-yield');
+      const movesInYield = since('team-handoff-moves-in-yield');
       const yieldCall = yieldScope.run(() =>
         handoffActs.yieldExecution({
           sessionId: receipt.sessionId,
@@ -1049,7 +1051,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       const yieldCall = handoffActs.yieldExecution({ sessionId: receipt.sessionId, reason: `handoff ${receiptId}`, lease: receipt.lease });
       let outcome: 'released' | 'timeout' | 'unknown' | 'failed' | 'cancelled';
       let why: string | undefined;
-      if (patched('team-handoff-outcomes')) {
+      if (since('team-handoff-outcomes')) {
         // The yield answers quiescent, or fails for good (`failed`, at once); anything else waits for the timeout,
         // where one more check tells a runtime known to be still there (`timeout`) from one whose state nobody
         // could learn (`unknown`), and releases one that went quiet at the last moment.
@@ -1165,7 +1167,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
    * release on a failed store, so a retry is a first attempt and never a duplicate of nothing.
    */
   async function accept(message: MessageInput): Promise<MessageResult> {
-    if (!patched('team-accept-reserved')) return acceptStoringFirst(message);
+    if (!since('team-accept-reserved')) return acceptStoringFirst(message);
     const requestId = message.requestId;
     if (requestId !== undefined && storing.includes(requestId)) await condition(() => !storing.includes(requestId));
     const seen = requestId === undefined ? undefined : seenRequests.find(([r]) => r === requestId);
@@ -1278,7 +1280,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     const desired: SearchAttributeUpdatePair[] = [
       { key: ORCHARD_KIND, value: 'team' },
       // Runs recorded before outcomes upserted their activity status here; they replay that way.
-      { key: ORCHARD_STATUS, value: patched('team-outcome-status') ? v.outcome : v.status },
+      { key: ORCHARD_STATUS, value: since('team-outcome-status') ? v.outcome : v.status },
       { key: ORCHARD_HOST, value: start.host },
       ...(receipts.some((r) => r.sloMissed) ? [{ key: ORCHARD_HANDOFF_SLO_MISSED, value: true }] : []),
     ];
@@ -1318,7 +1320,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       // the Coordinator, or its re-creation, does not start it early. One the user cancelled never starts.
       const held = receipts.some((r) => r.newTaskId === next.taskId && r.state !== 'released');
       const cancelled = userCancelled.includes(next.taskId);
-      if ((held || cancelled) && patched('team-replacement-waits-for-release')) {
+      if ((held || cancelled) && since('team-replacement-waits-for-release')) {
         if (cancelled) assigned.splice(i, 1);
         else i++;
         continue;
@@ -1392,7 +1394,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       noteBoard(settled.board, settled.candidateRevision ?? settled.revision);
       if (settled.state === 'handed_off') {
         if (certificate || settled.candidate === undefined) continue;
-        if (patched('team-candidate-revision')) {
+        if (since('team-candidate-revision')) {
           take(settled);
           steerIfReady();
         } else candidate = settled.candidate as TeamStatusView['candidate'];
@@ -1553,7 +1555,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
       const waiting = assigned.findIndex((x) => x.taskId === a.taskId);
       if (waiting < 0) assigned.push(a);
       // Assigned again to another member before it started: it starts with its owner on the board.
-      else if (assigned[waiting].owner !== a.owner && patched('team-replacement-waits-for-release')) assigned[waiting] = a;
+      else if (assigned[waiting].owner !== a.owner && since('team-replacement-waits-for-release')) assigned[waiting] = a;
     }
     if (effects.planApproved) planApproved = true;
     if (effects.reply) {
@@ -1573,10 +1575,10 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
   }
   // A receipt whose driver had not settled when the last run ended is driven again (its clocks start anew).
   for (const r of receipts) {
-    if (!r.driven && (r.state === 'requested' || r.state === 'yielding') && patched('team-redrive-receipts')) startDriver(r.receiptId, startClocks());
+    if (!r.driven && (r.state === 'requested' || r.state === 'yielding') && since('team-redrive-receipts')) startDriver(r.receiptId, startClocks());
   }
   // The worker's default budget, for a chain started without one (read once, recorded in history).
-  if (!carried && start.budgetTokens === undefined && patched('budget-default')) {
+  if (!carried && start.budgetTokens === undefined && since('budget-default')) {
     const fallback = await store.resolveDefaultBudget();
     if (fallback !== null) budget.setLimit(fallback);
   }
@@ -1595,7 +1597,7 @@ export async function teamRun(input: TeamWorkflowInput): Promise<TeamStatusView>
     if (archiveDone) break;
     const pending = coordinatorDue() || dispatchDue || pendingEnds.length > 0 || pendingSettled.length > 0;
     // A busy team still hands over when due: everything pending (wakes, ends, settlements) is carried to the next run.
-    if (pending && handOver() && patched('team-continue-under-load')) break;
+    if (pending && handOver() && since('team-continue-under-load')) break;
     if (pendingEnds.length > 0) {
       await forwardEnds();
       continue;

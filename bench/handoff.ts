@@ -126,16 +126,16 @@ export async function benchHandoff(report: Report): Promise<void> {
         // What the stack spends while every writer's command runs and nothing else happens: the floor under the round.
         const idleMs = knob('HANDOFF_IDLE_MS', 3000);
         if (idleMs > 0) {
-          const idleFrom = cpuTimes();
+          const idleFrom = cpuSample();
           await new Promise((r) => setTimeout(r, idleMs));
-          for (const [name, ms] of cpuTimes()) idleCpu.set(name, (idleCpu.get(name) ?? 0) + ms - (idleFrom.get(name) ?? 0));
+          cpuSpent(idleFrom, cpuSample(), idleCpu);
           idleSpent += idleMs;
         }
         // The worker's store pool while the handoffs run: how many callers wait for one of its connections.
         const sampler = setInterval(() => poolWaiting.push(orchard.pool.waitingCount), 50);
         const profiling = await profileMainThread(`handoff-${concurrency}-r${round}`);
         const statementsBefore = await storeStatements();
-        const cpuBefore = cpuTimes();
+        const cpuBefore = cpuSample();
         const sent = await Promise.all(
           targets.map(async ({ teamId, taskId }) => {
             const t0 = Date.now();
@@ -148,8 +148,7 @@ export async function benchHandoff(report: Report): Promise<void> {
           sent.map((s) => s.receiptId),
         ).finally(() => clearInterval(sampler));
         const window = { from: Math.min(...sent.map((s) => s.t0)), to: Date.now() };
-        const cpuAfter = cpuTimes();
-        for (const [name, ms] of cpuAfter) cpu.set(name, (cpu.get(name) ?? 0) + ms - (cpuBefore.get(name) ?? 0));
+        cpuSpent(cpuBefore, cpuSample(), cpu);
         await profiling?.stop();
         const steps = await stepsIn(orchard, window);
         for (const [name, n] of steps) work.set(name, (work.get(name) ?? 0) + n);
@@ -248,52 +247,52 @@ async function storeStatements(): Promise<Map<string, number>> {
 }
 
 /**
- * CPU time (user + system, ms) so far of the stack's processes: this one (worker, client, stub: every thread), the
- * processes it started and reaped (bash, bwrap, git: `cutime`), the Temporal dev server it runs, and PostgreSQL's
- * processes (every one on the machine: the bench's database is the busy one).
+ * CPU time (user + system, ms) so far of the stack's processes, each keyed by process (or thread) and start time: this
+ * process by thread (`worker:main`: activities, the client and the stub model; the workflow thread; the SDK core's
+ * tokio threads; libuv's pool), the processes it started and reaped (bash, bwrap, git: `cutime`) or still runs, the
+ * Temporal dev server it runs, and PostgreSQL's processes (every one on the machine: the bench's database is the busy one).
  */
-function cpuTimes(): Map<string, number> {
+function cpuSample(): Map<string, { group: string; ms: number }> {
   const tick = 1000 / 100;
-  const stat = (pid: string) => {
+  const out = new Map<string, { group: string; ms: number }>();
+  const read = (path: string) => {
     try {
-      const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const text = readFileSync(path, 'utf8');
       const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
       return {
         comm: text.slice(text.indexOf('(') + 1, text.lastIndexOf(')')),
         ppid: Number(fields[1]),
-        own: Number(fields[11]) + Number(fields[12]),
-        reaped: Number(fields[13]) + Number(fields[14]),
+        own: (Number(fields[11]) + Number(fields[12])) * tick,
+        reaped: (Number(fields[13]) + Number(fields[14])) * tick,
+        started: fields[19],
       };
     } catch {
-      return undefined;
+      return undefined; // it ended meanwhile
     }
   };
-  const self = stat('self')!;
-  const out = new Map<string, number>([
-    ['commands', self.reaped * tick],
-    ['temporal', 0],
-    ['postgres', 0],
-  ]);
-  // This process by thread: the main thread (activities, the client, the stub model), the workflow thread, the SDK
-  // core's threads (tokio), libuv's pool, V8's helpers.
+  out.set('reaped', { group: 'commands', ms: read('/proc/self/stat')!.reaped });
   for (const tid of readdirSync('/proc/self/task')) {
-    try {
-      const text = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
-      const comm = text.slice(text.indexOf('(') + 1, text.lastIndexOf(')'));
-      const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
-      const name = `worker:${Number(tid) === process.pid ? 'main' : comm.replace(/[-\s]?\d+$/, '')}`;
-      out.set(name, (out.get(name) ?? 0) + (Number(fields[11]) + Number(fields[12])) * tick);
-    } catch {
-      // the thread ended
-    }
+    const t = read(`/proc/self/task/${tid}/stat`);
+    if (t) out.set(`thread ${tid}@${t.started}`, { group: `worker:${Number(tid) === process.pid ? 'main' : t.comm.replace(/[-\s]?\d+$/, '')}`, ms: t.own });
   }
-  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
-    const s = stat(pid);
-    if (s?.comm === 'temporal' && s.ppid === process.pid) out.set('temporal', out.get('temporal')! + s.own * tick);
-    else if (s?.comm.startsWith('postgres')) out.set('postgres', out.get('postgres')! + s.own * tick);
-    else if (s && s.ppid === process.pid) out.set('commands', out.get('commands')! + s.own * tick);
+  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p) && Number(p) !== process.pid)) {
+    const p = read(`/proc/${pid}/stat`);
+    const group =
+      p?.comm === 'temporal' && p.ppid === process.pid
+        ? 'temporal'
+        : p?.comm.startsWith('postgres')
+          ? 'postgres'
+          : p?.ppid === process.pid
+            ? 'commands'
+            : undefined;
+    if (group) out.set(`process ${pid}@${p!.started}`, { group, ms: p!.own });
   }
   return out;
+}
+
+/** What each group spent between two samples (a process that ended in between counts until the last sample that saw it). */
+function cpuSpent(before: ReturnType<typeof cpuSample>, after: ReturnType<typeof cpuSample>, into: Map<string, number>): void {
+  for (const [key, { group, ms }] of after) into.set(group, (into.get(group) ?? 0) + ms - (before.get(key)?.ms ?? 0));
 }
 
 /**

@@ -570,7 +570,7 @@ export async function childSession(input: SessionWorkflowInput): Promise<Session
 
   // Cancelled through Temporal (the Web UI, `temporal workflow cancel`) while a command runs: stopped at once too, as
   // a cancel update stops it. Runs before this change left it to the command's next heartbeat.
-  CancellationScope.current().cancelRequested.catch(() => {
+  void CancellationScope.current().cancelRequested.catch(() => {
     if (turnScope !== undefined && hostActs !== undefined && !state.cancelRequested && since('session-stop-commands-on-workflow-cancel')) {
       stopRunningCommands();
     }

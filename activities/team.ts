@@ -134,6 +134,8 @@ const FENCE_DISPATCH_WAIT_MS = 20_000;
 
 /** How long a yield waits for the old runtime to be quiescent before answering that it is not (unknown). */
 const YIELD_WAIT_MS = 60_000;
+/** While the old chain still runs, how often its yield checks anyway (the close itself is waited for as an event). */
+const CLOSE_BACKSTOP_MS = 5_000;
 
 function boardView(board: BoardSnapshot) {
   return {
@@ -244,10 +246,10 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
   /**
    * The session closes after its cancel is answered (its close path tears its commands down and verifies them gone):
    * waited for here, heartbeating, so the workflow hears one answer. Its timers bound the wait. The chain's close is
-   * waited for as an event (a long poll), not polled for: nothing is checked until it closed (or the long poll failed,
-   * or the deadline came), since a runtime whose chain still runs is not quiescent and a proof before the deadline is
-   * only ever returned when it is. What is left after the close (process groups of another worker process, a lease)
-   * is checked every 100 ms.
+   * waited for as an event (a long poll), not polled for: until it closed (or the long poll failed) the runtime is
+   * checked only every 5 s, a backstop for a long poll that hangs, since a runtime whose chain still runs is not
+   * quiescent and a proof before the deadline is only ever returned when it is. What is left after the close (process
+   * groups of another worker process, a lease) is checked every 100 ms.
    */
   async function quiescentOrDeadline(input: { sessionId: string; lease?: FencedLease }): Promise<Quiescence> {
     const context = Context.current();
@@ -265,14 +267,15 @@ export function createTeamActivities(deps: TeamActivityDeps): TeamActivities {
           .finally(() => (closed = true));
     const deadline = Date.now() + YIELD_WAIT_MS;
     try {
-      // Checked every second before this, while the chain still ran: at a hundred handoffs at once, a hundred
-      // describes of running workflows and their store queries each second, all answered "not yet".
-      if (!closed) await Promise.race([closing, context.sleep(Math.max(0, deadline - Date.now()))]);
       for (;;) {
+        // While the chain runs, its close is the event waited for; a check every CLOSE_BACKSTOP_MS only covers a long
+        // poll that hangs. Checked every second before this: at a hundred handoffs at once, a hundred describes of
+        // running workflows and their store queries each second, all answered "not yet".
+        if (!closed) await Promise.race([closing, context.sleep(Math.max(0, Math.min(CLOSE_BACKSTOP_MS, deadline - Date.now())))]);
         const proof = await quiescence(input);
         if (proof.quiescent || Date.now() > deadline) return proof;
         context.heartbeat();
-        await context.sleep(100);
+        if (closed) await context.sleep(100);
       }
     } finally {
       stop();

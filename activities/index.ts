@@ -16,6 +16,7 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { resolveLimits } from '../contract/messages';
 import { CommandSlots, DEFAULT_MAX_COMMANDS } from './bash/command-slots';
+import { startSpawner } from './bash/spawner';
 import { reapWorktree, type ReapOptions } from './bash/reaper';
 import { acquireLease, releaseHolder, releaseLease, type HolderLiveness } from './store/leases';
 import { turnKeyOf } from './store/keys';
@@ -166,6 +167,8 @@ export const leaseKey = (hostId: string, worktree: string): string => `${hostId}
 
 /** Activities bound to the disk that holds a worktree. They run on `orchard-host-<hostId>`. */
 export function createHostActivities(deps: HostActivityDeps): HostActivities {
+  // Commands start from a small helper process: a fork of the worker itself blocks its event loop (bash/spawner.ts).
+  startSpawner();
   const maxOutputBytes = deps.maxOutputBytes ?? 64 * 1024;
   const commandSlots = new CommandSlots(deps.maxConcurrentCommands ?? DEFAULT_MAX_COMMANDS);
   const running = new RunningCalls();

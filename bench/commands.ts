@@ -8,6 +8,7 @@ import { decideCommand, loadBashParser } from '../activities/bash/guard';
 import { admitIsolated, prepareIsolated, settleIsolated, verifyIsolated } from '../activities/bash/isolated';
 import { fullScanCount, SHARED_SCAN_INTERVAL_MS } from '../activities/bash/process-tree';
 import { runBash } from '../activities/bash/runner';
+import { spawnCommand, startSpawner } from '../activities/bash/spawner';
 import { confinedSessionBranch } from '../activities/bash/sandbox';
 import { installRefBackstop, markWorktreeIsolated } from '../activities/git/backstop';
 import { BRANCH, CORPUS_ENTRIES, WORKTREE } from '../test/unit/guard-corpus';
@@ -23,6 +24,7 @@ import { benchVerify } from './verify';
 export async function benchCommands(report: Report): Promise<void> {
   await guardFigures(report);
   await confinedFigures(report);
+  await spawnFigures(report);
   await processScanFigures(report);
   await benchVerify(report);
 }
@@ -70,6 +72,7 @@ async function guardFigures(report: Report): Promise<void> {
  */
 async function confinedFigures(report: Report): Promise<void> {
   const rounds = knob('SANDBOX_ROUNDS', 40);
+  startSpawner(); // commands start as a worker's do (activities/bash/spawner.ts)
   const confinement = await resolveConfinement();
   if (confinement.mode !== 'sandbox') {
     report.skip('commands', `a confined command's cost: the sandbox is ${confinement.mode} here (${confinement.reason})`);
@@ -93,9 +96,10 @@ async function confinedFigures(report: Report): Promise<void> {
     const bare = (command: string) =>
       new Promise<number>((resolve, reject) => {
         const t0 = process.hrtime.bigint();
-        const child = spawn('bash', ['-c', command], { cwd: worktree, env, stdio: 'ignore' });
+        // Started as the runner's are (by the spawner), so the difference is the runner's and the sandbox's alone.
+        const child = spawnCommand({ file: 'bash', args: ['-c', command], cwd: worktree, env, detached: false, stdio: ['ignore'] });
         child.on('error', reject);
-        child.on('close', () => resolve(ms(process.hrtime.bigint() - t0)));
+        child.on('exit', () => resolve(ms(process.hrtime.bigint() - t0)));
       });
     const confined = async (command: string) => {
       const t0 = process.hrtime.bigint();
@@ -152,6 +156,43 @@ async function confinedFigures(report: Report): Promise<void> {
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * What starting a command costs a worker of a worker's size: `bash -c true` through the runner from a process holding
+ * BENCH_SPAWN_BALLAST_MB of touched memory, through the spawner beside a direct start (fork of the whole process on its
+ * event loop), each in a process of its own (bench/spawn-ballast.ts): the run's time and the longest stall of the event
+ * loop during it.
+ */
+async function spawnFigures(report: Report): Promise<void> {
+  const ballast = knob('SPAWN_BALLAST_MB', 500);
+  const measure = (spawner: boolean) =>
+    new Promise<{ total: number[]; stall: number[]; rssMb: number }>((resolve, reject) => {
+      const child = spawn(process.execPath, ['--import', 'tsx', join(__dirname, 'spawn-ballast.ts')], {
+        env: { ...process.env, BENCH_SPAWN_BALLAST_MB: String(ballast), ...(spawner ? {} : { ORCHARD_SPAWNER: 'off' }) },
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
+      let out = '';
+      child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+      child.on('error', reject);
+      child.on('close', (code) => (code === 0 ? resolve(JSON.parse(out.trim().split('\n').pop() ?? '{}')) : reject(new Error(`spawn-ballast exited ${code}`))));
+    });
+  const direct = await measure(false);
+  const helped = await measure(true);
+  const note = `a process of ${direct.rssMb} / ${helped.rssMb} MiB RSS`;
+  const base = report.samples(
+    'commands',
+    '`bash -c true` through the runner from a worker-sized process, started directly (fork of the process)',
+    direct.total,
+    'ms',
+    { note },
+  );
+  report.against(
+    report.samples('commands', '`bash -c true` through the runner from a worker-sized process, started by the spawner', helped.total, 'ms', { note }),
+    base,
+  );
+  const stalled = report.samples('commands', "longest event-loop stall during a command's run, started directly", direct.stall, 'ms', { note });
+  report.against(report.samples('commands', "longest event-loop stall during a command's run, started by the spawner", helped.stall, 'ms', { note }), stalled);
 }
 
 /**

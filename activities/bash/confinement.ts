@@ -1,4 +1,4 @@
-import { promises as fs } from 'node:fs';
+import { readFileSync, realpathSync } from 'node:fs';
 import * as path from 'node:path';
 import { buildSandboxArgv, prepareSandboxDirs, resolveSandboxLayout, sandboxAvailable, type SandboxLayout } from './sandbox';
 import { sessionQuarantineDir } from '../git/quarantine';
@@ -62,8 +62,14 @@ export async function isolatedLayout(input: {
   home?: string;
   hide?: readonly string[];
 }): Promise<SandboxLayout> {
-  const worktree = await fs.realpath(input.worktree);
-  const dotGit = await fs.readFile(path.join(worktree, '.git'), 'utf8').catch(() => undefined);
+  // Synchronous, as in resolveSandboxLayout: metadata calls on local disk, before every command.
+  const worktree = realpathSync.native(input.worktree);
+  let dotGit: string | undefined;
+  try {
+    dotGit = readFileSync(path.join(worktree, '.git'), 'utf8');
+  } catch {
+    dotGit = undefined;
+  }
   const match = dotGit?.match(/^gitdir: (.+)\n?$/);
   if (!match) throw new Error(`${worktree}/.git is not a linked worktree's gitdir file`);
   const commonDir = path.dirname(path.dirname(path.resolve(worktree, match[1])));

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { existsSync, promises as fs } from 'node:fs';
+import { existsSync, promises as fs, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import * as path from 'node:path';
 import { ISOLATED_BRANCH_ENV } from '../git/backstop';
@@ -166,8 +166,12 @@ function rebaseStateExists(adminDir: string): boolean {
 async function pinHead(layout: Pick<SandboxLayout, 'adminDir' | 'branch'>): Promise<ProtectedChange | undefined> {
   const file = path.join(layout.adminDir, 'HEAD');
   const own = `ref: refs/heads/${layout.branch}`;
-  const text = await fs.readFile(file, 'utf8').catch(() => undefined);
-  const value = text?.trim();
+  let value: string | undefined;
+  try {
+    value = readFileSync(file, 'utf8').trim(); // before and after every command: synchronous, as the snapshot's reads
+  } catch {
+    value = undefined;
+  }
   if (value === own || (value !== undefined && OBJECT_ID.test(value) && ownRebaseInProgress(layout.adminDir, layout.branch))) return undefined;
   const tmp = path.join(layout.adminDir, `HEAD.orchard-${randomUUID()}`);
   // `wx`: a name the child planted (a symlink out of the admin dir) is never written through.

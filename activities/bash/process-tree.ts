@@ -1,6 +1,7 @@
-import { closeSync, openSync, readdirSync, readFileSync, readlinkSync, rmSync, unlinkSync } from 'node:fs';
+import { closeSync, openSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { spawnerPid } from './spawner';
 
 /**
  * Linux /proc helpers to tear a command down and prove that nothing of it is alive (ARCHITECTURE, "Proving
@@ -293,29 +294,34 @@ export function fdLinksSync(pid: number, fds: number[]): string[] {
 }
 
 export interface ProcessTag {
-  /** Pass to the child as an inherited fd; every descendant that does not close it carries it. */
-  fd: number;
+  /** Where the tag is until `unlink`: the spawn opens it read-only for the child (spawner.ts), and nothing else. */
+  path: string;
   /** What /proc/<pid>/fd/<n> reads for a holder of the tag. */
   links: string[];
+  /** Once the child holds it: the name goes, the file lives on in the descriptors. */
+  unlink(): void;
   close(): void;
 }
 
 /**
- * A file descriptor that marks a command's processes: an unlinked, empty, read-only temp file unique to the run.
- * Known before the spawn, so unlike the stdout channel it cannot be missed when the leader exits at once. The
- * caller keeps `fd` open until teardown is over, so the file (and its link text) cannot be reused meanwhile.
+ * A file descriptor that marks a command's processes: an empty, read-only temp file unique to the run, unlinked once
+ * the child holds it. Known before the spawn, so unlike the stdout channel it cannot be missed when the leader exits
+ * at once. The caller keeps it open until teardown is over (`close`), so the file (and its link text) cannot be reused
+ * meanwhile.
  */
 export function openProcessTag(id: string): ProcessTag | undefined {
   const file = path.join(os.tmpdir(), `orchard-run-${id}`);
   try {
     closeSync(openSync(file, 'wx', 0o400));
     const fd = openSync(file, 'r');
-    unlinkSync(file);
     let closed = false;
+    const unlink = () => rmSync(file, { force: true });
     return {
-      fd,
+      path: file,
       links: [`${file} (deleted)`, file],
+      unlink,
       close: () => {
+        unlink();
         if (!closed) closeSync(fd);
         closed = true;
       },
@@ -351,8 +357,10 @@ export async function processesCarrying(marks: ProcessMarks, scan?: ProcessInfo[
   if (links.size === 0 && !envEntry) return [];
   const found: ProcessInfo[] = [];
   let scanned = 0;
+  const spawner = spawnerPid();
   for (const p of scan ?? (await listProcesses())) {
-    if (p.pid === process.pid || !isLive(p)) continue;
+    // The spawner holds the worker's ends of the command's pipes: the same pipe inodes, not the command's.
+    if (p.pid === process.pid || p.pid === spawner || !isLive(p)) continue;
     if (marks.startedSince !== undefined && p.startTime < marks.startedSince) continue;
     if (++scanned % 32 === 0) await yieldToEventLoop();
     if (envEntry && hasEnvEntry(p.pid, envEntry)) {

@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import type { Readable, Writable } from 'node:stream';
 import type { CommandSlots } from './command-slots';
@@ -19,6 +18,7 @@ import {
   type ProcessTag,
   type TrackedProcesses,
 } from './process-tree';
+import { spawnCommand } from './spawner';
 
 /**
  * Keeps at most `maxBytes` of a stream: the first half and the last half, with a marker line for what was
@@ -120,7 +120,8 @@ export interface RunBashInput {
   command: string;
   /**
    * The program that runs the command, when it is not plain `bash -c <command>`: a full argv that ends with the
-   * command (the sandbox's `bwrap … -- bash -c <command>`). Started behind the same gate, as the same process.
+   * command (the sandbox's `bwrap … -- bash -c <command>`). The gate goes right after its first `--`, so the sandbox is
+   * set up while the group is recorded and the command's own code still waits; without a `--`, in front of it.
    */
   argv?: readonly string[];
   /** The worktree. */
@@ -213,7 +214,11 @@ export const NAMESPACE_INFO_FD = 5;
  * gate closes without the line (onSpawn rejected, or this worker died), sh exits and no code of the command has run.
  */
 const GATE_SCRIPT = `read -r go <&${GATE_FD} && [ "$go" = 1 ] || exit 125; exec ${GATE_FD}<&-; exec bash -c "$1"`;
-/** The same gate in front of a given argv (`$@`): the sandbox replaces the gate process, keeping its group. */
+/**
+ * The same gate in front of a given argv (`$@`). In a sandbox's argv it runs inside, as the namespace's pid 1, after
+ * bwrap built the namespace (3-4 ms here, overlapping onSpawn's record) and before the command: bwrap passes the gate's
+ * descriptor on like any inherited one. Elsewhere it runs in front, and the program replaces it, keeping its group.
+ */
 const GATE_ARGV_SCRIPT = `read -r go <&${GATE_FD} && [ "$go" = 1 ] || exit 125; exec ${GATE_FD}<&-; exec "$@"`;
 /** What the worker writes to open the gate (a whole line: sh's `read` fails on a line without its newline). */
 const GATE_OPEN = '1\n';
@@ -300,27 +305,31 @@ interface Run {
 
 async function supervise(input: RunBashInput, run: Run): Promise<RunBashResult> {
   const { marker, tag, stdout, stderr, tail, kill, result } = run;
-  const gated = input.argv ? ['-c', GATE_ARGV_SCRIPT, 'sh', ...input.argv] : ['-c', GATE_SCRIPT, 'sh', input.command];
+  const gated = input.argv ? gatedArgv(input.argv) : ['/bin/sh', '-c', GATE_SCRIPT, 'sh', input.command];
   const reportsNamespace = input.argv !== undefined && asksForNamespaceInfo(input.argv);
-  const child = spawn('/bin/sh', gated, {
+  // Through the spawner (spawner.ts): a start from the worker itself would block its event loop for a fork of it.
+  const child = spawnCommand({
+    file: gated[0],
+    args: gated.slice(1),
     cwd: input.cwd,
     env: { ...input.env, [RUN_MARKER_ENV]: marker },
     detached: true, // setsid(): own session and process group, pgid = pid
     // fd 3 is the tag (openProcessTag): an empty read-only file the command can ignore. fd 4 is the gate. fd 5, when
     // the sandbox asks for it, is where bwrap reports its pid namespace (bwrap closes it before the command runs).
-    stdio: ['ignore', 'pipe', 'pipe', tag ? tag.fd : 'ignore', 'pipe', ...(reportsNamespace ? (['pipe'] as const) : [])],
+    stdio: ['ignore', 'pipe', 'pipe', tag ? { path: tag.path } : 'ignore', 'pipe', ...(reportsNamespace ? (['pipe'] as const) : [])],
   });
-  // Before anything else runs on the event loop: the leader's stdout/stderr channels and its identity. The
-  // leader waits at the gate, so it is there to be read.
-  const outputLinks = child.pid === undefined ? [] : fdLinksSync(child.pid, [1, 2]);
-  const leader = child.pid === undefined ? undefined : readProcessSync(child.pid);
   const spawnError = await new Promise<Error | undefined>((resolve) => {
     child.once('spawn', () => resolve(undefined));
-    child.once('error', (err) => resolve(err));
+    child.once('error', (err: Error) => resolve(err));
   });
+  tag?.unlink();
   if (spawnError || child.pid === undefined) {
     throw new Error(`could not start bash in ${input.cwd}: ${spawnError?.message ?? 'no pid'}`);
   }
+  // The leader's stdout/stderr channels and its identity: it waits at the gate (or, in a sandbox, bwrap builds the
+  // namespace before the gate), so it is there to be read unless it failed before the gate.
+  const outputLinks = fdLinksSync(child.pid, [1, 2]);
+  const leader = readProcessSync(child.pid);
   child.on('error', () => undefined); // e.g. a failed kill(): teardown goes through process-tree, not child.kill
   const pgid = child.pid;
   const out = child.stdout as Readable;
@@ -372,7 +381,8 @@ async function supervise(input: RunBashInput, run: Run): Promise<RunBashResult> 
     // Record, then open the gate: the command's own code runs only once its group is on record.
     let notStartedReason: string | undefined;
     if (!leader) {
-      notStartedReason = 'its process could not be identified in /proc';
+      const early = child.exitCode ?? child.signalCode;
+      notStartedReason = early !== null ? `it ended (${early}) before its gate opened` : 'its process could not be identified in /proc';
     } else {
       const info: SpawnInfo = { pgid, bootId: currentBootId(), startTime: leader.startTime, marker };
       const recorded = Promise.resolve()
@@ -441,6 +451,13 @@ async function supervise(input: RunBashInput, run: Run): Promise<RunBashResult> 
   }
 }
 
+/** `argv` with the gate after its first `--` (inside the sandbox), or in front of it when it has none. */
+function gatedArgv(argv: readonly string[]): string[] {
+  const gate = ['/bin/sh', '-c', GATE_ARGV_SCRIPT, 'sh'];
+  const end = argv.indexOf('--');
+  return end < 0 ? [...gate, ...argv] : [...argv.slice(0, end + 1), ...gate, ...argv.slice(end + 1)];
+}
+
 /** Whether `argv` (a sandbox's, before its `--`) asks for bwrap's info on NAMESPACE_INFO_FD. */
 function asksForNamespaceInfo(argv: readonly string[]): boolean {
   const end = argv.indexOf('--');
@@ -482,7 +499,7 @@ function readNamespaceInfo(stream: Readable): NamespaceInfo {
 
 /**
  * Whether a sandboxed command that ended on its own is proven gone without a /proc scan. Its processes are the leader
- * (the gate, then bwrap, which starts one process: the namespace's pid 1) and that pid 1 with its descendants, which can
+ * (bwrap, which starts one process: the namespace's pid 1, the gate and then the command) and that pid 1 with its descendants, which can
  * never leave the pid namespace (no capability, no user namespace of their own); and when a pid namespace's pid 1 exits,
  * the kernel kills every other process in it and waits until all are reaped before pid 1 becomes a zombie. So: the leader
  * has exited (this runner reaped it), no process is left in its group, every process the scanner tracked is gone, and

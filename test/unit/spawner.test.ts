@@ -1,0 +1,99 @@
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import test from 'ava';
+import { runBash } from '../../activities/bash/runner';
+import { spawnerPid, startSpawner } from '../../activities/bash/spawner';
+import { readProcessSync } from '../../activities/bash/process-tree';
+
+/**
+ * The worker's commands are started by its spawner (activities/bash/spawner.ts), a small process, so that a start
+ * does not fork the whole worker on its event loop. What that must not change: the command's group is still torn
+ * down, a dead spawner ends its commands as killed and the next command gets a new one, and a dead worker still takes
+ * its sandboxed commands with it.
+ */
+
+startSpawner(); // as a worker's host activities do
+
+const env = { PATH: process.env.PATH ?? '/usr/bin:/bin' };
+const run = (command: string, extra: Partial<Parameters<typeof runBash>[0]> = {}) =>
+  runBash({ command, cwd: '/tmp', env, timeoutMs: 60_000, maxOutputBytes: 10_000, ...extra });
+const alive = (pid: number) => {
+  const p = readProcessSync(pid);
+  return p !== undefined && p.state !== 'Z' && p.state !== 'X';
+};
+const until = async (what: string, check: () => boolean, ms = 10_000) => {
+  for (const end = Date.now() + ms; !check(); await new Promise((r) => setTimeout(r, 20))) {
+    if (Date.now() > end) throw new Error(`not within ${ms} ms: ${what}`);
+  }
+};
+
+test.serial('a command is started by the spawner, not by the worker', async (t) => {
+  const r = await run('echo $PPID');
+  t.is(r.exitCode, 0, r.stderr);
+  const parent = Number(r.stdout.trim());
+  t.not(parent, process.pid);
+  t.is(parent, spawnerPid() ?? -1);
+  t.regex(readFileSync(`/proc/${parent}/cmdline`, 'utf8'), /spawner-helper\.cjs/);
+});
+
+test.serial('a dead spawner ends its running commands as killed, with their groups torn down, and the next command gets a new one', async (t) => {
+  await run('true');
+  const first = spawnerPid();
+  if (first === undefined) return t.fail('no spawner runs');
+  let sleeper: number | undefined;
+  const result = run('sleep 60 & echo "pid=$!"; wait', {
+    tickMs: 50,
+    onTick: ({ outputTail }) => {
+      const m = outputTail.match(/pid=(\d+)/);
+      if (m && sleeper === undefined) {
+        sleeper = Number(m[1]);
+        process.kill(first, 'SIGKILL');
+      }
+    },
+  });
+  const r = await result;
+  t.is(r.signal, 'SIGKILL');
+  t.deepEqual(r.remaining, []);
+  t.truthy(sleeper);
+  t.false(alive(sleeper!), 'the command’s background process was torn down');
+  const next = await run('echo $PPID');
+  t.is(next.exitCode, 0, next.stderr);
+  t.not(spawnerPid(), first);
+  t.is(Number(next.stdout.trim()), spawnerPid() ?? -1);
+});
+
+test.serial('a dead worker takes its sandboxed command with it: the spawner exits, and bwrap with it', async (t) => {
+  const sandbox = [
+    'bwrap',
+    '--unshare-user',
+    '--unshare-pid',
+    '--as-pid-1',
+    '--die-with-parent',
+    '--ro-bind',
+    '/',
+    '/',
+    '--proc',
+    '/proc',
+    '--dev',
+    '/dev',
+    '--',
+  ];
+  const worker = spawn(process.execPath, ['--import', 'tsx', join(__dirname, '..', 'helpers', 'spawner-worker.ts'), ...sandbox, 'sleep', '60'], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  worker.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  await until('the sandboxed command runs', () => /running \d+/.test(out), 30_000);
+  const bwrap = Number(out.match(/running (\d+)/)![1]);
+  const helper = readProcessSync(bwrap)?.ppid;
+  if (helper === undefined) return t.fail('bwrap is gone already');
+  t.not(helper, worker.pid, 'the spawner, not the worker, started it');
+  const inside = readFileSync(`/proc/${bwrap}/task/${bwrap}/children`, 'utf8').trim().split(' ').map(Number);
+  t.is(inside.length, 1);
+
+  worker.kill('SIGKILL');
+  await until('the spawner exits', () => !alive(helper));
+  await until('bwrap and the command in its namespace are gone', () => !alive(bwrap) && inside.every((pid) => !alive(pid)));
+  t.pass();
+});

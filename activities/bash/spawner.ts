@@ -25,9 +25,11 @@ export interface CommandChild extends EventEmitter {
   readonly pid?: number;
   readonly exitCode: number | null;
   readonly signalCode: NodeJS.Signals | null;
+  readonly stdin: Writable | null;
   readonly stdout: Readable | null;
   readonly stderr: Readable | null;
   readonly stdio: ReadonlyArray<Readable | Writable | null | undefined>;
+  kill(signal?: NodeJS.Signals): boolean;
 }
 
 /**
@@ -36,8 +38,8 @@ export interface CommandChild extends EventEmitter {
  */
 type StdioSpec = 'ignore' | 'pipe' | { readonly path: string };
 
-/** Pipes the worker writes (the runner's gate); every other pipe is read. */
-const WRITABLE_FDS: ReadonlySet<number> = new Set([4]);
+/** Pipes the worker writes (stdin, the runner's gate); every other pipe is read. */
+const WRITABLE_FDS: ReadonlySet<number> = new Set([0, 4]);
 
 export interface SpawnRequest {
   readonly file: string;
@@ -45,7 +47,6 @@ export interface SpawnRequest {
   readonly cwd: string;
   readonly env: Record<string, string>;
   readonly detached: boolean;
-  /** Index 0 is never a pipe: commands get no stdin. */
   readonly stdio: readonly StdioSpec[];
 }
 
@@ -70,7 +71,7 @@ class HelperChild extends EventEmitter implements CommandChild {
   constructor(post: (message: object) => void, id: number, specs: readonly StdioSpec[]) {
     super();
     this.stdio = specs.map((spec, fd) => {
-      if (spec !== 'pipe' || fd === 0) return null;
+      if (spec !== 'pipe') return null;
       if (!WRITABLE_FDS.has(fd)) return new PassThrough();
       return new Writable({
         write: (chunk: Buffer, _encoding, done) => {
@@ -87,6 +88,10 @@ class HelperChild extends EventEmitter implements CommandChild {
         },
       });
     });
+  }
+
+  get stdin(): Writable | null {
+    return this.stdio[0] as Writable | null;
   }
 
   get stdout(): Readable | null {
@@ -122,6 +127,17 @@ class HelperChild extends EventEmitter implements CommandChild {
     }
   }
 
+  /** Signals the child itself (this worker may signal the helper's children: same user). */
+  kill(signal: NodeJS.Signals = 'SIGTERM'): boolean {
+    if (this.pid === undefined || this.exited) return false;
+    try {
+      process.kill(this.pid, signal);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
   /** The helper died: a child it ran ends as killed (the runner's teardown then looks in /proc for what is left). */
   lost(): void {
     if (this.pid === undefined) this.emit('error', new Error('the spawner helper exited before the command started'));
@@ -137,9 +153,24 @@ class HelperChild extends EventEmitter implements CommandChild {
     this.emit('exit', code, signal);
   }
 
+  /** Ends the read pipes; `close` follows once each has been read to its end (as ChildProcess's does). */
   private endStreams(): void {
-    for (const stream of this.stdio) if (stream instanceof PassThrough && !stream.writableEnded) stream.end();
+    if (this.closing) return;
+    this.closing = true;
+    const reads = this.stdio.filter((stream): stream is PassThrough => stream instanceof PassThrough);
+    let open = reads.length;
+    const closed = () => {
+      if (--open <= 0) this.emit('close', this.exitCode, this.signalCode);
+    };
+    if (open === 0) queueMicrotask(() => this.emit('close', this.exitCode, this.signalCode));
+    for (const stream of reads) {
+      if (stream.readableEnded) closed();
+      else stream.once('end', closed);
+      if (!stream.writableEnded) stream.end();
+    }
   }
+
+  private closing = false;
 }
 
 /** The helper process and the children it runs for this worker. */

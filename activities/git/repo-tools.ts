@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { spawnCommand } from '../bash/spawner';
 import * as path from 'node:path';
 import { sessionBranch, sessionIdProblem } from '../../contract/ids';
 import { buildCommandEnv } from '../bash/env';
@@ -136,9 +136,13 @@ function runGit(
   env?: Record<string, string>,
 ): Promise<{ code: number; out: BoundedOutput; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn('git', [...SAFE_CONFIG.flatMap((c) => ['-c', c]), ...args], {
+    // Through the worker's spawner when it runs one (activities/bash/spawner.ts): no fork of the whole worker.
+    const child = spawnCommand({
+      file: 'git',
+      args: [...SAFE_CONFIG.flatMap((c) => ['-c', c]), ...args],
       cwd: worktree,
       env: { ...toolEnv(worktree), ...env },
+      detached: false,
       stdio: [stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
     });
     // git may exit before reading all of it (a bad revision): that EPIPE is its answer, not ours to throw.
@@ -153,11 +157,11 @@ function runGit(
       timedOut = true;
       child.kill('SIGKILL');
     }, GIT_TIMEOUT_MS);
-    child.once('error', (e) => {
+    child.once('error', (e: Error) => {
       clearTimeout(timer);
       reject(new WorkspaceError('git_command_failed', `git ${args[0]} could not start: ${e.message}`));
     });
-    child.once('close', (code, signal) => {
+    child.once('close', (code: number | null, signal: NodeJS.Signals | null) => {
       clearTimeout(timer);
       const stderr = err.toString().trim();
       if (code !== null) return resolve({ code, out, stderr });

@@ -1,10 +1,13 @@
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
 import { runBash } from '../../activities/bash/runner';
 import { spawnerPid, startSpawner } from '../../activities/bash/spawner';
 import { readProcessSync } from '../../activities/bash/process-tree';
+import { git, gitStatus } from '../../activities/git/repo-tools';
+import { gitIn } from '../helpers/git';
 
 /**
  * The worker's commands are started by its spawner (activities/bash/spawner.ts), a small process, so that a start
@@ -96,4 +99,19 @@ test.serial('a dead worker takes its sandboxed command with it: the spawner exit
   await until('the spawner exits', () => !alive(helper));
   await until('bwrap and the command in its namespace are gone', () => !alive(bwrap) && inside.every((pid) => !alive(pid)));
   t.pass();
+});
+
+test.serial("the worker's own git calls go through the spawner too: output, stdin, an exit code it accepts, and one it does not", async (t) => {
+  const repo = mkdtempSync(join(tmpdir(), 'orchard-spawner-git-'));
+  t.teardown(() => rmSync(repo, { recursive: true, force: true }));
+  gitIn(repo, 'init', '-q', '-b', 'main');
+  writeFileSync(join(repo, 'a.txt'), 'a\n');
+  t.regex(await gitStatus(repo), /a\.txt/);
+  // `git hash-object --stdin`: what the worker writes is what git read.
+  t.is((await git(repo, ['hash-object', '--stdin'], [], 'hello\n')).trim(), 'ce013625030ba8dba906f756967f9e9ca394464a');
+  t.is((await git(repo, ['rev-parse', '--verify', '--quiet', 'nothing'], [1])).trim(), '');
+  await t.throwsAsync(git(repo, ['rev-parse', '--verify', 'nothing']), { message: /exited with 128/ });
+  // git's parent (field 4 of its stat, read by an alias's shell whose parent git is) is the spawner, not this worker.
+  const parent = Number((await git(repo, ['-c', "alias.parent=!cut -d' ' -f4 /proc/$PPID/stat", 'parent'])).trim());
+  t.is(parent, spawnerPid() ?? -1);
 });

@@ -19,9 +19,12 @@ const { closeSync, openSync } = require('node:fs');
 
 const children = new Map();
 
-function send(message) {
+/** Messages written to the channel's socket but not yet flushed, beyond which a command's output pipe is paused. */
+const BACKLOG = 16;
+
+function send(message, flushed) {
   // A failed send means the worker's channel is gone: 'disconnect' follows, and this process exits.
-  if (process.connected) process.send(message, () => undefined);
+  if (process.connected) process.send(message, () => flushed?.());
 }
 
 function start(id, request) {
@@ -54,7 +57,15 @@ function start(id, request) {
     if (spec !== 'pipe' || !stream) return;
     stream.on('error', () => undefined); // a write to a gate whose reader is gone: the worker sees the exit
     if (!stream.readable) return;
-    stream.on('data', (data) => send({ t: 'data', id, fd, data }));
+    // Backpressure, as the pipe gave it to the command before: a worker that reads slower than the command writes
+    // pauses the pipe here instead of growing this process's send queue.
+    let backlog = 0;
+    stream.on('data', (data) => {
+      if (++backlog > BACKLOG) stream.pause();
+      send({ t: 'data', id, fd, data }, () => {
+        if (--backlog === 0 && stream.isPaused()) stream.resume();
+      });
+    });
     stream.once('close', () => send({ t: 'closed', id, fd }));
   });
   child.once('exit', (code, signal) => send({ t: 'exit', id, code, signal }));

@@ -191,7 +191,14 @@ class Helper {
       for (const lost of this.children.values()) lost.lost();
       this.children.clear();
     });
-    child.on('error', () => undefined); // a failed send: its exit follows
+    child.on('error', () => {
+      // It could not start at all: this process spawns directly from now on. (A failed send: its exit follows.)
+      if (child.pid !== undefined) return;
+      if (helper === this) helper = undefined;
+      wanted = false;
+      for (const lost of this.children.values()) lost.lost();
+      this.children.clear();
+    });
     // An idle helper never keeps the worker alive (it exits when the channel closes); a command it runs does, as a
     // child of the worker's own would.
     child.unref();

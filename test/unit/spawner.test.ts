@@ -115,3 +115,22 @@ test.serial("the worker's own git calls go through the spawner too: output, stdi
   const parent = Number((await git(repo, ['-c', "alias.parent=!cut -d' ' -f4 /proc/$PPID/stat", 'parent'])).trim());
   t.is(parent, spawnerPid() ?? -1);
 });
+
+test.serial('a command that writes faster than the worker reads is held back by its pipe, not queued in the spawner', async (t) => {
+  let stalled = false;
+  const r = await run('head -c 300000000 /dev/zero; echo done >&2', {
+    maxOutputBytes: 64 * 1024,
+    tickMs: 20,
+    // The worker busy for 1.5 s while the command writes: whatever the spawner reads meanwhile waits in its memory.
+    onTick: ({ outputTail }) => {
+      if (stalled || outputTail.length === 0) return;
+      stalled = true;
+      for (const end = Date.now() + 1500; Date.now() < end;);
+    },
+  });
+  t.is(r.exitCode, 0, r.stderr);
+  t.true(r.stdoutTruncated);
+  // 300 MB went through; the spawner's peak memory stayed far below it (with the pause removed: 395 MB measured).
+  const peakKb = Number(readFileSync(`/proc/${spawnerPid()}/status`, 'utf8').match(/VmHWM:\s+(\d+)/)?.[1]);
+  t.true(peakKb < 180 * 1024, `the spawner's peak RSS was ${peakKb} kB`);
+});

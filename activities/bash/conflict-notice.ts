@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { runFileText } from './spawner';
 import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
 
@@ -84,11 +84,7 @@ function git(cwd: string, args: string[]): Promise<string> {
     GIT_OPTIONAL_LOCKS: '0',
   };
   const safe = ['-c', 'core.fsmonitor=false', '-c', 'core.hooksPath=/dev/null'];
-  return new Promise((resolve, reject) => {
-    execFile('git', [...safe, ...args], { cwd, env, timeout: GIT_TIMEOUT_MS, maxBuffer: 16 * 1024 * 1024 }, (err, stdout) =>
-      err ? reject(err) : resolve(stdout),
-    );
-  });
+  return runFileText('git', [...safe, ...args], { cwd, env, timeoutMs: GIT_TIMEOUT_MS, maxBuffer: 16 * 1024 * 1024 });
 }
 
 const MARKERS = ['rebase-merge', 'rebase-apply', 'MERGE_HEAD', 'CHERRY_PICK_HEAD', 'REVERT_HEAD'] as const;

@@ -1,9 +1,10 @@
-import { execFile, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, lstatSync, mkdirSync, promises as fs, readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { SESSION_BRANCH_PREFIX, sessionBranch, sessionIdProblem } from '../../contract/ids';
 import { isolatedBranch, markWorktreeIsolated } from '../git/backstop';
+import { FileRunError, runFile } from './spawner';
 
 /**
  * Layer 2 of confinement (docs/confinement.md): an isolated child's command runs under bubblewrap in its own
@@ -572,14 +573,11 @@ function message(err: unknown): string {
   return (err instanceof Error ? err.message : String(err)).trim();
 }
 
-function run(file: string, args: string[], env: NodeJS.ProcessEnv): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const options = { env: { PATH: process.env.PATH, ...env }, encoding: 'utf8' as const, timeout: 30_000 };
-    execFile(file, args, options, (err, stdout, stderr) => {
-      if (err) reject(new Error(`${file} ${args.join(' ')}: ${stderr.trim() || err.message}`));
-      else resolve(stdout);
-    });
-  });
+async function run(file: string, args: string[], env: NodeJS.ProcessEnv): Promise<string> {
+  const result = await runFile(file, args, { env: { PATH: process.env.PATH, ...env }, timeoutMs: 30_000 }).catch((err: FileRunError) => err);
+  if (result instanceof Error) throw new Error(`${file} ${args.join(' ')}: ${result.stderr.trim() || result.message}`);
+  if (result.code !== 0) throw new Error(`${file} ${args.join(' ')}: ${result.stderr.trim() || `exited with ${result.code}`}`);
+  return result.stdout;
 }
 
 function spawnCollect(

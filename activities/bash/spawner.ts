@@ -72,7 +72,17 @@ class HelperChild extends EventEmitter implements CommandChild {
     super();
     this.stdio = specs.map((spec, fd) => {
       if (spec !== 'pipe') return null;
-      if (!WRITABLE_FDS.has(fd)) return new PassThrough();
+      if (!WRITABLE_FDS.has(fd)) {
+        // Destroyed before the helper closed it (the runner gives up on a pipe an untracked process still holds): the
+        // helper stops reading it too, so its child can settle.
+        const stream: PassThrough = new PassThrough({
+          destroy: (err, done) => {
+            if (!stream.writableEnded) post({ t: 'destroy', id, fd });
+            done(err);
+          },
+        });
+        return stream;
+      }
       return new Writable({
         write: (chunk: Buffer, _encoding, done) => {
           post({ t: 'write', id, fd, data: chunk });
@@ -285,4 +295,82 @@ export function spawnCommand(request: SpawnRequest): CommandChild {
   } finally {
     for (const fd of opened) closeSync(fd);
   }
+}
+
+/** How a program run to its end by runFile went. */
+export interface FileRun {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** A run that did not give an exit code: could not start, killed, past its time or its output bound. */
+export class FileRunError extends Error {
+  constructor(
+    message: string,
+    readonly stderr = '',
+  ) {
+    super(message);
+    this.name = 'FileRunError';
+  }
+}
+
+/**
+ * Runs a program to its end through the spawner (the worker's git calls: execFile's job, without a fork of the worker)
+ * and resolves with its exit code and output, whatever the code. Rejects when it could not start, was killed by a
+ * signal, ran past `timeoutMs` (killed then) or wrote more than `maxBuffer` bytes to a stream (killed then).
+ */
+export function runFile(
+  file: string,
+  args: readonly string[],
+  options: { cwd?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number; maxBuffer?: number; stdin?: string } = {},
+): Promise<FileRun> {
+  const env = Object.fromEntries(Object.entries(options.env ?? process.env).filter((e): e is [string, string] => e[1] !== undefined));
+  const maxBuffer = options.maxBuffer ?? 1024 * 1024;
+  const what = `${file} ${args.slice(0, 2).join(' ')}`;
+  return new Promise((resolve, reject) => {
+    const child = spawnCommand({
+      file,
+      args,
+      cwd: options.cwd ?? process.cwd(),
+      env,
+      detached: false,
+      stdio: [options.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+    });
+    child.stdin?.on('error', () => undefined); // it may exit before reading all of it: its exit code says why
+    child.stdin?.end(options.stdin);
+    const chunks: [Buffer[], Buffer[]] = [[], []];
+    const sizes = [0, 0];
+    let stopped: string | undefined;
+    const stop = (why: string) => {
+      stopped ??= why;
+      child.kill('SIGKILL');
+    };
+    [child.stdout, child.stderr].forEach((stream, i) =>
+      stream?.on('data', (chunk: Buffer) => {
+        sizes[i] += chunk.length;
+        if (sizes[i] > maxBuffer) return stop(`wrote more than ${maxBuffer} bytes`);
+        chunks[i].push(chunk);
+      }),
+    );
+    const timer = options.timeoutMs === undefined ? undefined : setTimeout(() => stop(`ran past ${options.timeoutMs} ms`), options.timeoutMs);
+    child.once('error', (err: Error) => {
+      clearTimeout(timer);
+      reject(new FileRunError(`${what} could not start: ${err.message}`));
+    });
+    child.once('close', (code: number | null, signal: NodeJS.Signals | null) => {
+      clearTimeout(timer);
+      const [stdout, stderr] = chunks.map((c) => Buffer.concat(c).toString('utf8'));
+      if (stopped !== undefined) return reject(new FileRunError(`${what} ${stopped} and was killed`, stderr));
+      if (code === null) return reject(new FileRunError(`${what} was killed by ${signal ?? 'a signal'}`, stderr));
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** runFile that resolves with stdout on exit 0 and rejects otherwise, saying what git (or the program) said. */
+export async function runFileText(file: string, args: readonly string[], options: Parameters<typeof runFile>[2] = {}): Promise<string> {
+  const run = await runFile(file, args, options);
+  if (run.code === 0) return run.stdout;
+  throw new FileRunError(run.stderr.trim() || `${file} ${args.slice(0, 2).join(' ')} exited with ${run.code}`, run.stderr);
 }

@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { runFileText } from '../bash/spawner';
 import { randomUUID } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
@@ -121,17 +121,10 @@ function message(err: unknown): string {
  * ~/.gitconfig of the operator's, and the system config is off (bash/env.ts).
  */
 function git(cwd: string, args: string[]): Promise<string> {
-  return new Promise((resolve, reject) => {
-    execFile(
-      'git',
-      args,
-      {
-        cwd,
-        timeout: GIT_TIMEOUT_MS,
-        env: { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null', GIT_CONFIG_NOSYSTEM: '1', LC_ALL: 'C' },
-      },
-      (err, stdout, stderr) => (err ? reject(Object.assign(err, { stderr })) : resolve(stdout)),
-    );
+  return runFileText('git', args, {
+    cwd,
+    timeoutMs: GIT_TIMEOUT_MS,
+    env: { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null', GIT_CONFIG_NOSYSTEM: '1', LC_ALL: 'C' },
   });
 }
 

@@ -1,8 +1,7 @@
-import { execFile } from 'node:child_process';
+import { runFileText } from '../bash/spawner';
 import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
-import { promisify } from 'node:util';
 import { inflateSync } from 'node:zlib';
 
 /**
@@ -14,8 +13,6 @@ import { inflateSync } from 'node:zlib';
  * moved only when its content hashes to its name (a planted file under the name of an object someone will write
  * later would otherwise corrupt that object for everyone: git never rewrites an object it finds).
  */
-
-const run = promisify(execFile);
 
 /** Where a session's quarantine lives on the host: beside its worktree, like its private tmp. */
 export function sessionQuarantineDir(worktree: string, sessionId: string): string {
@@ -103,7 +100,7 @@ async function looseVerifies(file: string, name: string): Promise<boolean> {
 async function packVerifies(idx: string): Promise<boolean> {
   const format = path.basename(idx).length === 'pack-.idx'.length + 64 ? 'sha256' : 'sha1';
   try {
-    await run('git', ['verify-pack', `--object-format=${format}`, idx], {
+    await runFileText('git', ['verify-pack', `--object-format=${format}`, idx], {
       env: { ...process.env, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' },
       maxBuffer: 64 * 1024 * 1024,
     });

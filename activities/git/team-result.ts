@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { runFile } from '../bash/spawner';
 import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
 import { parseWorktreeList } from './worktree';
@@ -78,12 +78,7 @@ interface GitOutput {
 
 /** Runs git; resolves with its exit code (a spawn failure or a timeout rejects). */
 function run(cwd: string, args: string[], timeoutMs = GIT_TIMEOUT_MS): Promise<GitOutput> {
-  return new Promise((resolve, reject) => {
-    execFile('git', args, { cwd, env: gitEnv(), timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) => {
-      if (err && typeof (err as { code?: unknown }).code !== 'number') return reject(err);
-      resolve({ code: err ? Number((err as { code: number }).code) : 0, stdout, stderr });
-    });
-  });
+  return runFile('git', args, { cwd, env: gitEnv(), timeoutMs, maxBuffer: 16 * 1024 * 1024 });
 }
 
 async function must(cwd: string, args: string[]): Promise<string> {

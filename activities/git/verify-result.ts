@@ -1,18 +1,15 @@
-import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import { homedir } from 'node:os';
 import * as path from 'node:path';
-import { promisify } from 'node:util';
 import { OrchardError } from '../../contract/errors';
 import type { Confinement } from '../bash/confinement';
 import { sessionTmpDir } from '../bash/confinement';
 import type { CommandSlots } from '../bash/command-slots';
 import { buildCommandEnv, sessionHomeDir } from '../bash/env';
 import { NAMESPACE_INFO_FD, runBash } from '../bash/runner';
+import { runFileText } from '../bash/spawner';
 import { buildScratchSandboxArgv } from '../bash/sandbox';
-
-const run = promisify(execFile);
 
 /** What a verification ran, and what came of it (before it is stored: activities/store/team-verify.ts). */
 export interface VerificationRun {
@@ -55,7 +52,7 @@ export interface VerifyInput {
 
 const GIT_ENV = { GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null', GIT_TERMINAL_PROMPT: '0', LC_ALL: 'C' };
 const git = async (args: string[]) =>
-  (await run('git', args, { env: { ...GIT_ENV, PATH: process.env.PATH ?? '/usr/bin:/bin' }, maxBuffer: 16 << 20 })).stdout.trim();
+  (await runFileText('git', args, { env: { ...GIT_ENV, PATH: process.env.PATH ?? '/usr/bin:/bin' }, maxBuffer: 16 << 20 })).trim();
 /** The session id the scratch tree's HOME and tmp are named by (`<scratch>/.homes/verify`, `<scratch>/.tmp/verify`). */
 const SCRATCH_SESSION = 'verify';
 

@@ -1,6 +1,6 @@
 import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
-import { simpleGit, type SimpleGit } from 'simple-git';
+import { FileRunError, runFile } from '../bash/spawner';
 import { sessionBranch, sessionIdProblem } from '../../contract/ids';
 import { migrateSessionBranch } from '../bash/sandbox';
 import { sessionHomeDir } from '../bash/env';
@@ -53,6 +53,25 @@ export function parseWorktreeList(output: string): WorktreeEntry[] {
   return entries;
 }
 
+/** git in one directory: its stdout (see gitIn). */
+type Git = (args: string[]) => Promise<string>;
+
+/** A run of git past this is taken for hung and killed (git worktree add of a large checkout stays far below it). */
+const GIT_TIMEOUT_MS = 10 * 60_000;
+
+/**
+ * git in `dir`, started by the worker's spawner (activities/bash/spawner.ts): its stdout, unless it exited non-zero
+ * and said why on stderr (thrown, with that text as the message). A non-zero exit with nothing on stderr is an answer
+ * (`rev-parse --verify --quiet` of a name that resolves to nothing), as simple-git's `raw` had it before.
+ */
+function gitIn(dir: string): Git {
+  return async (args) => {
+    const run = await runFile('git', args, { cwd: dir, timeoutMs: GIT_TIMEOUT_MS, maxBuffer: Number.POSITIVE_INFINITY });
+    if (run.code !== 0 && run.stderr.length > 0) throw new FileRunError(run.stderr, run.stderr);
+    return run.stdout;
+  };
+}
+
 async function samePath(a: string, b: string): Promise<boolean> {
   const real = (p: string) => fs.realpath(p).catch(() => path.resolve(p));
   return (await real(a)) === (await real(b));
@@ -66,20 +85,20 @@ function message(err: unknown): string {
  * The commit a session branch was created from: the oldest entry of its reflog ("branch: Created from …"),
  * else its merge base with `fallbackRef`, else its tip.
  */
-async function branchBase(git: SimpleGit, ref: string, fallbackRef: string): Promise<string> {
+async function branchBase(git: Git, ref: string, fallbackRef: string): Promise<string> {
   try {
-    const reflog = (await git.raw(['reflog', 'show', '--format=%H', ref])).trim().split('\n').filter(Boolean);
+    const reflog = (await git(['reflog', 'show', '--format=%H', ref])).trim().split('\n').filter(Boolean);
     if (reflog.length > 0) return reflog[reflog.length - 1];
   } catch {
     // no reflog (core.logAllRefUpdates off, or expired)
   }
   try {
-    const base = (await git.raw(['merge-base', ref, fallbackRef])).trim();
+    const base = (await git(['merge-base', ref, fallbackRef])).trim();
     if (base) return base;
   } catch {
     // unrelated histories or a bad fallback
   }
-  return (await git.raw(['rev-parse', '--verify', `${ref}^{commit}`])).trim();
+  return (await git(['rev-parse', '--verify', `${ref}^{commit}`])).trim();
 }
 
 /**
@@ -91,9 +110,9 @@ async function branchBase(git: SimpleGit, ref: string, fallbackRef: string): Pro
 export async function repositoryProblem(repo: string, options: { baseRef?: string; sessionId?: string } = {}): Promise<WorkspaceError | undefined> {
   const stat = await fs.stat(repo).catch(() => undefined);
   if (!stat?.isDirectory()) return new WorkspaceError('repository_not_found', `${repo} is not a directory`);
-  const git = simpleGit({ baseDir: repo, timeout: { block: 120_000 } });
+  const git = gitIn(repo);
   try {
-    await git.raw(['rev-parse', '--git-dir']);
+    await git(['rev-parse', '--git-dir']);
   } catch (err) {
     // Only git's own verdict (`fatal: not a git repository`, `fatal: detected dubious ownership`) means "not one";
     // anything else (a process killed on a loaded machine, a spawn that failed) is a fault, thrown so that the caller
@@ -105,7 +124,7 @@ export async function repositoryProblem(repo: string, options: { baseRef?: strin
   // killed on a loaded machine ends with no output) or any other failure is a fault, thrown so that the caller
   // retries instead of refusing a repository that has commits.
   const commitOf = (ref: string) =>
-    git.raw(['rev-parse', '--verify', '--end-of-options', `${ref}^{commit}`]).then(
+    git(['rev-parse', '--verify', '--end-of-options', `${ref}^{commit}`]).then(
       (out) => {
         const hash = out.trim();
         if (!/^[0-9a-f]{40,64}$/.test(hash)) throw new Error(`git rev-parse --verify ${ref} answered ${JSON.stringify(hash)}, not a commit id`);
@@ -151,7 +170,7 @@ export async function prepareWorktree(input: PrepareWorktreeInput): Promise<Prep
   const repo = path.resolve(input.repo);
   const notRepository = await repositoryProblem(repo, { baseRef: input.baseRef, sessionId: input.sessionId });
   if (notRepository) throw notRepository;
-  const git = simpleGit({ baseDir: repo, timeout: { block: 120_000 } });
+  const git = gitIn(repo);
 
   const branch = sessionBranch(input.sessionId);
   const ref = `refs/heads/${branch}`;
@@ -162,7 +181,7 @@ export async function prepareWorktree(input: PrepareWorktreeInput): Promise<Prep
   await fs.mkdir(sessionHomeDir(worktree, input.sessionId), { recursive: true, mode: 0o700 });
 
   const findExisting = async (): Promise<PreparedWorktree | undefined> => {
-    const entries = parseWorktreeList(await git.raw(['worktree', 'list', '--porcelain', '-z']));
+    const entries = parseWorktreeList(await git(['worktree', 'list', '--porcelain', '-z']));
     let stale = false;
     for (const entry of entries) {
       const atPath = await samePath(entry.path, worktree);
@@ -182,7 +201,7 @@ export async function prepareWorktree(input: PrepareWorktreeInput): Promise<Prep
           : `${branch} is already checked out in another worktree (${entry.path})`,
       );
     }
-    if (stale) await git.raw(['worktree', 'prune']);
+    if (stale) await git(['worktree', 'prune']);
     return undefined;
   };
 
@@ -199,7 +218,7 @@ export async function prepareWorktree(input: PrepareWorktreeInput): Promise<Prep
   const resolve = async (rev: string): Promise<string> => {
     for (let attempt = 1; ; attempt++) {
       try {
-        return (await git.raw(['rev-parse', '--verify', '--quiet', rev])).trim();
+        return (await git(['rev-parse', '--verify', '--quiet', rev])).trim();
       } catch (err) {
         if (attempt >= 3) throw new WorkspaceError('worktree_create_failed', `git rev-parse ${rev} failed in ${repo}: ${message(err)}`);
         await new Promise((r) => setTimeout(r, 250 * attempt));
@@ -210,7 +229,7 @@ export async function prepareWorktree(input: PrepareWorktreeInput): Promise<Prep
   let baseCommit: string;
   try {
     if (tip) {
-      await git.raw(['worktree', 'add', worktree, branch]);
+      await git(['worktree', 'add', worktree, branch]);
       baseCommit = await branchBase(git, ref, fallbackRef);
     } else {
       baseCommit = await resolve(`${fallbackRef}^{commit}`);
@@ -229,7 +248,7 @@ export async function prepareWorktree(input: PrepareWorktreeInput): Promise<Prep
         );
       }
       // From the resolved commit, not the ref name: a remote-tracking base must not become the upstream.
-      await git.raw(['worktree', 'add', '--no-track', '-b', branch, worktree, baseCommit]);
+      await git(['worktree', 'add', '--no-track', '-b', branch, worktree, baseCommit]);
     }
   } catch (err) {
     if (err instanceof WorkspaceError) throw err;
@@ -260,17 +279,17 @@ export interface SessionDiff {
 
 /** The session's branch against its base, and what its worktree holds uncommitted; read on the host that has both. */
 export async function sessionDiff(input: { repo: string; branch: string; worktree?: string }): Promise<SessionDiff> {
-  const git = simpleGit({ baseDir: input.repo, timeout: { block: 120_000 } });
+  const git = gitIn(input.repo);
   const ref = `refs/heads/${input.branch}`;
-  const head = (await git.raw(['rev-parse', '--quiet', '--verify', `${ref}^{commit}`]).catch(() => '')).trim();
+  const head = (await git(['rev-parse', '--quiet', '--verify', `${ref}^{commit}`]).catch(() => '')).trim();
   if (!head) throw new WorkspaceError('branch_not_found', `${input.repo} has no branch ${input.branch}`);
   const base = await branchBase(git, ref, 'HEAD');
   const diffArgs = ['diff', '--no-color', '--no-ext-diff', '--no-textconv'];
-  const committed = await git.raw([...diffArgs, base, head]);
+  const committed = await git([...diffArgs, base, head]);
   const worktreeExists = input.worktree !== undefined && (await fs.stat(input.worktree).catch(() => undefined))?.isDirectory() === true;
   if (!worktreeExists) return { branch: input.branch, base, head, committed, untracked: [] };
-  const wt = simpleGit({ baseDir: input.worktree!, timeout: { block: 120_000 } });
-  const uncommitted = await wt.raw([...diffArgs, 'HEAD']);
-  const untracked = (await wt.raw(['ls-files', '--others', '--exclude-standard', '-z'])).split('\0').filter(Boolean);
+  const wt = gitIn(input.worktree!);
+  const uncommitted = await wt([...diffArgs, 'HEAD']);
+  const untracked = (await wt(['ls-files', '--others', '--exclude-standard', '-z'])).split('\0').filter(Boolean);
   return { branch: input.branch, base, head, committed, uncommitted, untracked };
 }

@@ -5,6 +5,11 @@ import * as path from 'node:path';
 import { buildCommandEnv, isForbiddenEnvName, sessionHomeDir } from '../../activities/bash/env';
 import { aliveInGroup, currentBootId, parseStat } from '../../activities/bash/process-tree';
 import { BoundedOutput, runBash, type RunBashInput, type SpawnInfo } from '../../activities/bash/runner';
+import { startSpawner } from '../../activities/bash/spawner';
+
+// Commands start as a worker's do, through its spawner (activities/bash/spawner.ts); ORCHARD_SPAWNER=off runs this
+// suite on the direct start.
+startSpawner();
 
 const root = mkdtempSync(path.join(tmpdir(), 'orchard-runner-'));
 test.after.always(() => rmSync(root, { recursive: true, force: true }));

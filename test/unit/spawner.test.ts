@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
 import { runBash } from '../../activities/bash/runner';
-import { spawnerPid, startSpawner } from '../../activities/bash/spawner';
+import { FileRunError, runFile, runFileText, spawnerPid, startSpawner } from '../../activities/bash/spawner';
 import { readProcessSync } from '../../activities/bash/process-tree';
 import { git, gitStatus } from '../../activities/git/repo-tools';
 import { gitIn } from '../helpers/git';
@@ -133,4 +133,13 @@ test.serial('a command that writes faster than the worker reads is held back by 
   // 300 MB went through; the spawner's peak memory stayed far below it (with the pause removed: 395 MB measured).
   const peakKb = Number(readFileSync(`/proc/${spawnerPid()}/status`, 'utf8').match(/VmHWM:\s+(\d+)/)?.[1]);
   t.true(peakKb < 180 * 1024, `the spawner's peak RSS was ${peakKb} kB`);
+});
+
+test.serial('runFile through the spawner: any exit code is an answer; past its time or its output bound, the program is killed and it rejects', async (t) => {
+  const parent = await runFile('sh', ['-c', 'cut -d" " -f4 /proc/$$/stat; echo err >&2; exit 3']);
+  t.deepEqual(parent, { code: 3, stdout: `${spawnerPid()}\n`, stderr: 'err\n' });
+  const slow = runFile('sh', ['-c', 'echo $$; exec sleep 30'], { timeoutMs: 300 });
+  await t.throwsAsync(slow, { instanceOf: FileRunError, message: /ran past 300 ms and was killed/ });
+  await t.throwsAsync(runFile('head', ['-c', '100000', '/dev/zero'], { maxBuffer: 1000 }), { message: /wrote more than 1000 bytes/ });
+  await t.throwsAsync(runFileText('git', ['rev-parse', '--verify', 'nothing'], { cwd: tmpdir() }), { instanceOf: FileRunError, message: /fatal/ });
 });

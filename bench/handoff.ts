@@ -4,6 +4,7 @@ import { resolve } from 'node:path';
 import { temporal } from '@temporalio/proto';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { metricsRegistry } from '../activities/metrics';
+import { spawnerPid } from '../activities/bash/spawner';
 import { parseLeaseHolder } from '../contract/ids';
 import { memberSessionId } from '../contract/member-session';
 import { makeFixtureRepo } from '../demos/fixture';
@@ -250,8 +251,9 @@ async function storeStatements(): Promise<Map<string, number>> {
 /**
  * CPU time (user + system, ms) so far of the stack's processes, each keyed by process (or thread) and start time: this
  * process by thread (`worker:main`: activities, the client and the stub model; the workflow thread; the SDK core's
- * tokio threads; libuv's pool), the processes it started and reaped (bash, bwrap, git: `cutime`) or still runs, the
- * Temporal dev server it runs, and PostgreSQL's processes (every one on the machine: the bench's database is the busy one).
+ * tokio threads; libuv's pool), its spawner, the processes either started and reaped (bash, bwrap, git: `cutime`) or
+ * still runs, the Temporal dev server it runs, and PostgreSQL's processes (every one on the machine: the bench's
+ * database is the busy one).
  */
 function cpuSample(): Map<string, { group: string; ms: number }> {
   const tick = 1000 / 100;
@@ -276,16 +278,21 @@ function cpuSample(): Map<string, { group: string; ms: number }> {
     const t = read(`/proc/self/task/${tid}/stat`);
     if (t) out.set(`thread ${tid}@${t.started}`, { group: `worker:${Number(tid) === process.pid ? 'main' : t.comm.replace(/[-\s]?\d+$/, '')}`, ms: t.own });
   }
+  // The worker's commands are the spawner's children (activities/bash/spawner.ts): what it reaped counts as commands too.
+  const spawner = spawnerPid();
   for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p) && Number(p) !== process.pid)) {
     const p = read(`/proc/${pid}/stat`);
+    if (p && Number(pid) === spawner) out.set(`spawner-reaped ${pid}@${p.started}`, { group: 'commands', ms: p.reaped });
     const group =
       p?.comm === 'temporal' && p.ppid === process.pid
         ? 'temporal'
         : p?.comm.startsWith('postgres')
           ? 'postgres'
-          : p?.ppid === process.pid
-            ? 'commands'
-            : undefined;
+          : Number(pid) === spawner
+            ? 'spawner'
+            : p?.ppid === process.pid || (spawner !== undefined && p?.ppid === spawner)
+              ? 'commands'
+              : undefined;
     if (group) out.set(`process ${pid}@${p!.started}`, { group, ms: p!.own });
   }
   return out;

@@ -315,7 +315,11 @@ export function openProcessTag(id: string): ProcessTag | undefined {
     closeSync(openSync(file, 'wx', 0o400));
     const fd = openSync(file, 'r');
     let closed = false;
-    const unlink = () => rmSync(file, { force: true });
+    let unlinked = false;
+    const unlink = () => {
+      if (!unlinked) rmSync(file, { force: true });
+      unlinked = true;
+    };
     return {
       path: file,
       links: [`${file} (deleted)`, file],

@@ -1,10 +1,9 @@
-import { spawn } from 'node:child_process';
 import { existsSync, lstatSync, mkdirSync, promises as fs, readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { SESSION_BRANCH_PREFIX, sessionBranch, sessionIdProblem } from '../../contract/ids';
 import { isolatedBranch, markWorktreeIsolated } from '../git/backstop';
-import { FileRunError, runFile } from './spawner';
+import { FileRunError, runFile, runFileText } from './spawner';
 
 /**
  * Layer 2 of confinement (docs/confinement.md): an isolated child's command runs under bubblewrap in its own
@@ -484,9 +483,12 @@ export async function sandboxAvailable(options: SandboxOptions = {}): Promise<Sa
       'grep -q "^CapEff:[[:space:]]*0*$" /proc/self/status || { echo "the command holds capabilities" >&2; exit 13; }',
     ].join('\n');
     const argv = buildSandboxArgv(layout, script, { bwrap });
-    const result = await spawnCollect(argv, { PATH: process.env.PATH ?? '/usr/bin:/bin' }, 10_000);
-    if (result.code !== 0) {
-      const detail = result.stderr.trim() || `exit ${result.code ?? result.signal}`;
+    // Killed or past its time, it rejects: a probe that did not end with an exit code did not confine either.
+    const result = await runFile(argv[0], argv.slice(1), { env: { PATH: process.env.PATH ?? '/usr/bin:/bin' }, timeoutMs: 10_000 }).catch(
+      (err: FileRunError) => err,
+    );
+    if (result instanceof Error || result.code !== 0) {
+      const detail = result.stderr.trim() || (result instanceof Error ? result.message : `exit ${result.code}`);
       return { ok: false, reason: `${bwrap} could not confine a command: ${detail}${hint(result.stderr)}` };
     }
     if ((await fs.readFile(path.join(layout.worktree, 'written'), 'utf8').catch(() => '')) !== 'ok\n') {
@@ -573,32 +575,8 @@ function message(err: unknown): string {
   return (err instanceof Error ? err.message : String(err)).trim();
 }
 
-async function run(file: string, args: string[], env: NodeJS.ProcessEnv): Promise<string> {
-  const result = await runFile(file, args, { env: { PATH: process.env.PATH, ...env }, timeoutMs: 30_000 }).catch((err: FileRunError) => err);
-  if (result instanceof Error) throw new Error(`${file} ${args.join(' ')}: ${result.stderr.trim() || result.message}`);
-  if (result.code !== 0) throw new Error(`${file} ${args.join(' ')}: ${result.stderr.trim() || `exited with ${result.code}`}`);
-  return result.stdout;
-}
-
-function spawnCollect(
-  argv: string[],
-  env: NodeJS.ProcessEnv,
-  timeoutMs: number,
-): Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(argv[0], argv.slice(1), { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.once('error', (err) => {
-      clearTimeout(timer);
-      reject(err);
-    });
-    child.once('close', (code, signal) => {
-      clearTimeout(timer);
-      resolve({ code, signal, stdout, stderr });
-    });
+function run(file: string, args: string[], env: NodeJS.ProcessEnv): Promise<string> {
+  return runFileText(file, args, { env: { PATH: process.env.PATH, ...env }, timeoutMs: 30_000 }).catch((err: FileRunError) => {
+    throw new Error(`${file} ${args.join(' ')}: ${err.stderr.trim() || err.message}`);
   });
 }

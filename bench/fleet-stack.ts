@@ -18,11 +18,22 @@ import { startBenchStack } from './stack';
  *
  * Tokens are `tok-<letters>-<digits>`, unique per measurement.
  */
-export interface Fleet {
-  readonly orchard: RunningOrchard;
-  readonly stub: ModelStub;
+/** One orchestrator of the fleet's stack. */
+export interface FleetOrchestrator {
   readonly orchestratorId: string;
   readonly workflowId: string;
+  /**
+   * Waits until the orchestrator has no turn running and nothing queued. Child results that arrived but are not yet
+   * queued do not show in its status: wait for their manifest (`manifestOf`) first.
+   */
+  settled(timeoutMs?: number): Promise<OrchestratorStatusView>;
+}
+
+export interface Fleet extends FleetOrchestrator {
+  readonly orchard: RunningOrchard;
+  readonly stub: ModelStub;
+  /** Another orchestrator on the same stack, played by the same stub (tokens are unique across orchestrators). */
+  addOrchestrator(title: string): Promise<FleetOrchestrator>;
   /** Resolves with `performance.now()` when the first child request carrying `token` reaches the stub. */
   childTurnStart(token: string): Promise<number>;
   /** Resolves with `performance.now()` when the orchestrator's first model request for a message naming `token` arrives. */
@@ -33,12 +44,7 @@ export interface Fleet {
   hold(held: (token: string) => boolean): { release(): void };
   /** Bytes of the last orchestrator request body the stub received. */
   lastOrchestratorRequestBytes(): number;
-  /**
-   * Waits until the orchestrator has no turn running and nothing queued. Child results that arrived but are not yet
-   * queued do not show in its status: wait for their manifest (`manifestOf`) first.
-   */
-  settled(timeoutMs?: number): Promise<OrchestratorStatusView>;
-  /** Cancels the orchestrator and every child (so no activity runs on), then stops the stack. */
+  /** Cancels every orchestrator and every child (so no activity runs on), then stops the stack. */
   stop(): Promise<void>;
 }
 
@@ -124,26 +130,31 @@ export async function startFleet(log: (line: string) => void = () => undefined):
 
   const bench = await startBenchStack(model, { modelTimeoutMs: 120_000, shutdownGraceSeconds: 5, log });
   const { orchard, stub } = bench;
-  const orchestratorId = `bench-${randomUUID().slice(0, 8)}`;
-  const workflowId = orchestratorWorkflowId(orchestratorId);
   const { client } = orchard;
-  await client.startOrchestrator({ orchestratorId, repo: bench.repo, title: 'bench fleet' });
-
-  const settled = async (timeoutMs = 300_000) => {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const v = await client.orchestratorStatus(orchestratorId);
-      if (v.status === 'idle' && v.queued === 0) return v;
-      if (Date.now() > deadline) throw new Error(`bench: orchestrator ${orchestratorId} not settled after ${timeoutMs} ms (${v.status}, ${v.queued} queued)`);
-      await new Promise((r) => setTimeout(r, 25));
-    }
+  const orchestrators: FleetOrchestrator[] = [];
+  const addOrchestrator = async (title: string): Promise<FleetOrchestrator> => {
+    const orchestratorId = `bench-${randomUUID().slice(0, 8)}`;
+    await client.startOrchestrator({ orchestratorId, repo: bench.repo, title });
+    const settled = async (timeoutMs = 300_000) => {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const v = await client.orchestratorStatus(orchestratorId);
+        if (v.status === 'idle' && v.queued === 0) return v;
+        if (Date.now() > deadline) throw new Error(`bench: orchestrator ${orchestratorId} not settled after ${timeoutMs} ms (${v.status}, ${v.queued} queued)`);
+        await new Promise((r) => setTimeout(r, 25));
+      }
+    };
+    const added = { orchestratorId, workflowId: orchestratorWorkflowId(orchestratorId), settled };
+    orchestrators.push(added);
+    return added;
   };
+  const first = await addOrchestrator('bench fleet');
 
   return {
     orchard,
     stub,
-    orchestratorId,
-    workflowId,
+    ...first,
+    addOrchestrator,
     childTurnStart: (token) => starts.wait(token),
     orchestratorTurnStart: (token) => turns.wait(token),
     manifestOf: (token) => manifests.wait(token).then(() => undefined),
@@ -160,21 +171,22 @@ export async function startFleet(log: (line: string) => void = () => undefined):
       };
     },
     lastOrchestratorRequestBytes: () => orchestratorBytes,
-    settled,
     // Up to 500 children to cancel: a longer bound than a section's own close.
-    stop: () => bench.stop(() => cancelFleet(orchard, orchestratorId, workflowId), 300_000),
+    stop: () => bench.stop(() => cancelFleet(orchard, orchestrators), 300_000),
   };
 }
 
-/** The orchestrator first (so no close notice starts a turn), then its children, a few at a time; each until closed. */
-async function cancelFleet(orchard: RunningOrchard, orchestratorId: string, workflowId: string): Promise<void> {
+/** The orchestrators first (so no close notice starts a turn), then their children, a few at a time; each until closed. */
+async function cancelFleet(orchard: RunningOrchard, orchestrators: readonly FleetOrchestrator[]): Promise<void> {
   const { client } = orchard;
   const temporal = client.temporal;
-  const children = (await client.orchestratorStatus(orchestratorId)).children.map((c) => c.childId);
-  const handle = temporal.workflow.getHandle(workflowId);
-  await handle.cancel();
-  await handle.result().catch(() => undefined);
-  const queue = [...children];
+  const queue: string[] = [];
+  for (const { orchestratorId, workflowId } of orchestrators) {
+    queue.push(...(await client.orchestratorStatus(orchestratorId)).children.map((c) => c.childId));
+    const handle = temporal.workflow.getHandle(workflowId);
+    await handle.cancel();
+    await handle.result().catch(() => undefined);
+  }
   const worker = async () => {
     for (let id = queue.shift(); id !== undefined; id = queue.shift()) {
       await client.cancel(id, 'bench finished').catch(() => undefined);

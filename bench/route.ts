@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { bundleWorkflowCode, NativeConnection, Worker } from '@temporalio/worker';
 import { nativeConnectionOptions } from '../worker/runtime';
-import { startFleet, type Fleet } from './fleet-stack';
+import { startFleet, type Fleet, type FleetOrchestrator } from './fleet-stack';
 import { benchNoop, noopUpdate } from './noop-workflow';
 import { knob, type Report } from './report';
 
@@ -125,11 +125,14 @@ export async function benchRoute(report: Report): Promise<void> {
   }
 }
 
-/** `spawn from to`: the orchestrator's model creates children [from, to) in one step; resolves when they are idle. */
-export async function spawn(fleet: Fleet, from: number, to: number): Promise<void> {
-  await fleet.orchard.client.message(fleet.orchestratorId, { text: `spawn ${from} ${to}` });
+/**
+ * `spawn from to`: the orchestrator's model creates children [from, to) in one step; resolves when they are idle.
+ * Child numbers are unique across the fleet's orchestrators (they name the children's tokens).
+ */
+export async function spawn(fleet: Fleet, from: number, to: number, orchestrator: FleetOrchestrator = fleet): Promise<void> {
+  await fleet.orchard.client.message(orchestrator.orchestratorId, { text: `spawn ${from} ${to}` });
   for (let i = from; i < to; i++) await fleet.manifestOf(`tok-w-${i}`);
-  await fleet.settled();
+  await orchestrator.settled();
 }
 
 const quiet = { log: () => undefined, trace: () => undefined, debug: () => undefined, info: () => undefined, warn: console.warn, error: console.error };

@@ -1,7 +1,7 @@
 import type { temporal } from '@temporalio/proto';
 import { renderRoster } from '../workflows/orchestrator/roster';
 import { DEFAULT_LIMITS, type OrchestratorStatusView } from '../contract/messages';
-import { startFleet, type Fleet } from './fleet-stack';
+import { startFleet, type Fleet, type FleetOrchestrator } from './fleet-stack';
 import { knob, type Figure, type Report } from './report';
 import { spawn } from './route';
 
@@ -11,7 +11,13 @@ import { spawn } from './route';
  * level, idle and then with 10% of the children busy in a turn (routed to by the orchestrator, their model's answer
  * held by the stub, so the roster lists them running): the route latency (as in the route section), the roster's
  * assembly, the orchestrator's carried state and its current run's history, and the process's RSS (the worker, the
- * client and the stub model share it). Each figure is recorded against the first level's.
+ * client and the stub model share it).
+ *
+ * Route figures are measured against a reference: a second orchestrator on the same stack with the first level's
+ * children (and as many of them busy, 10%), its routes alternating with the grown one's, so both see the same
+ * minutes of the machine (a load that changes over the section's minutes hits both) and the ratio is the cost of the
+ * fleet's size. At the first level the two are alike, and their ratio shows the measurement's own spread. The other
+ * figures are recorded against the first level's.
  */
 export async function benchScale(report: Report): Promise<void> {
   const levels = (process.env.BENCH_SCALE_CHILDREN ?? '10,100,500')
@@ -19,7 +25,7 @@ export async function benchScale(report: Report): Promise<void> {
     .map((x) => Number(x.trim()))
     .filter((n) => Number.isInteger(n) && n > 0)
     .sort((a, b) => a - b);
-  const routes = Math.max(1, knob('SCALE_ROUTES', 5));
+  const routes = Math.max(1, knob('SCALE_ROUTES', 10));
   const batch = Math.max(1, knob('SCALE_BATCH', 50));
   if (levels.length === 0) return report.skip('scale', 'BENCH_SCALE_CHILDREN names no level');
   const fleet = await startFleet();
@@ -33,14 +39,37 @@ export async function benchScale(report: Report): Promise<void> {
   const distribution: RecordSamples = (level, name, samples, unit = 'ms', note) =>
     againstFirst(name, report.samples('scale', `${name} @${level}`, samples, unit, note === undefined ? {} : { note }));
   try {
+    // The reference's children are numbered apart from the grown orchestrator's (their numbers name their tokens).
+    const referenceSize = levels[0];
+    const reference = await fleet.addOrchestrator('bench reference');
+    for (let n = 0; n < referenceSize; n = Math.min(referenceSize, n + batch)) {
+      await spawn(fleet, REFERENCE_BASE + n, REFERENCE_BASE + Math.min(referenceSize, n + batch), reference);
+    }
+    const referenceIds = (await fleet.orchard.client.orchestratorStatus(reference.orchestratorId)).children.map((c) => c.childId);
+    const paired = (level: number, when: string, grown: RouteSamples, ref: RouteSamples, note: string) => {
+      const pair = (name: string, a: number[], b: number[], unit: Figure['unit'] = 'ms', extra = '') => {
+        const referenceName = `${name}, reference (${referenceSize} children)`;
+        const base = report.samples('scale', `${referenceName} @${level}`, b, unit, { note: `alternating with @${level}${extra}` });
+        // Against its own first level: how the machine and the host's other workflows moved it between levels.
+        againstFirst(referenceName, base);
+        report.against(report.samples('scale', `${name} @${level}`, a, unit, { note: `${note}${extra}` }), base);
+      };
+      pair(`route, ${when}`, grown.latencies, ref.latencies);
+      pair(`… ${when}: message → orchestrator's model request`, grown.toOrchestrator, ref.toOrchestrator);
+      pair(`… ${when}: orchestrator's model request → child's model request`, grown.dispatch, ref.dispatch);
+      pair(`orchestrator's model step, ${when}`, grown.modelSteps, ref.modelSteps, 'ms', '; activity started → completed');
+      record(level, `orchestrator's model request, ${when}`, { unit: 'bytes', value: grown.requestBytes });
+    };
+
     let children = 0;
     let seq = 0;
     for (const level of levels) {
       const spawnStarted = performance.now();
       for (; children < level; children = Math.min(level, children + batch)) await spawn(fleet, children, Math.min(level, children + batch));
       console.log(`scale: ${level} children created in ${((performance.now() - spawnStarted) / 1000).toFixed(1)} s`);
-      // A fresh run of the orchestrator carries this level's ledger, and each level's run then sees the same turns.
-      await rollOver(fleet, () => `tok-filler-${++seq}`);
+      // A fresh run of each orchestrator carries its ledger, and each level's runs then see the same turns.
+      await rollOver(fleet, fleet, () => `tok-filler-${++seq}`);
+      await rollOver(fleet, reference, () => `tok-filler-${++seq}`);
       const status = await fleet.orchard.client.orchestratorStatus(fleet.orchestratorId);
       const ids = status.children.map((c) => c.childId);
       const note = `run ${status.runIndex}`;
@@ -49,14 +78,12 @@ export async function benchScale(report: Report): Promise<void> {
       record(level, 'status view (JSON)', { unit: 'bytes', value: Buffer.byteLength(JSON.stringify(status)) });
       rosterFigures(level, status, record, distribution);
 
-      const idle = await routeSamples(fleet, ids, routes, () => `tok-scale-${++seq}`);
-      distribution(level, 'route, idle', idle.latencies, 'ms', `${routes} routes`);
-      distribution(level, "… idle: message → orchestrator's model request", idle.toOrchestrator);
-      distribution(level, "… idle: orchestrator's model request → child's model request", idle.dispatch);
-      record(level, "orchestrator's model request, idle", { unit: 'bytes', value: idle.requestBytes });
-      distribution(level, "orchestrator's model step, idle", idle.modelSteps, 'ms', 'activity started → completed');
-      const after = await runFacts(fleet);
-      const routed = `${note}, after ${routes} routes`;
+      const token = () => `tok-scale-${++seq}`;
+      const idle = await pairedRouteSamples(fleet, { orchestrator: fleet, ids }, { orchestrator: reference, ids: referenceIds }, routes, token);
+      paired(level, 'idle', idle.grown, idle.reference, `${routes} routes`);
+      // The run the routes started in: one that continued as new during them is measured as it ended.
+      const after = await runFacts(fleet, facts.runId);
+      const routed = `${note}, after ${routes} routes${after.closed ? ' (continued as new during them)' : ''}`;
       record(level, "current run's history, events", { unit: 'count', value: after.events, note: routed });
       record(level, "current run's history, bytes", { unit: 'bytes', value: after.bytes, note: routed });
       const memory = process.memoryUsage();
@@ -64,61 +91,99 @@ export async function benchScale(report: Report): Promise<void> {
       record(level, 'process V8 heap used', { unit: 'MiB', value: memory.heapUsed / 2 ** 20 });
 
       // 10% busy: routed to by the orchestrator in one step (so its roster lists them running), their answers held.
-      const busy = ids.slice(ids.length - Math.max(1, Math.round(level / 10)));
-      const tokens = busy.map(() => `tok-busy-${++seq}`);
-      const held = fleet.hold((token) => tokens.includes(token));
-      await fleet.orchard.client.message(fleet.orchestratorId, { text: `fanout ${busy.map((id, i) => `${tokens[i]}:${id}`).join(' ')}` });
-      for (const token of tokens) await fleet.childTurnStart(token);
-      await fleet.settled();
-      const idleIds = ids.filter((id) => !busy.includes(id));
-      const active = await routeSamples(fleet, idleIds, routes, () => `tok-scale-${++seq}`);
-      distribution(level, 'route, 10% busy', active.latencies, 'ms', `${busy.length} busy, ${routes} routes`);
-      distribution(level, "… 10% busy: message → orchestrator's model request", active.toOrchestrator);
-      distribution(level, "… 10% busy: orchestrator's model request → child's model request", active.dispatch);
-      record(level, "orchestrator's model request, 10% busy", { unit: 'bytes', value: active.requestBytes });
-      distribution(level, "orchestrator's model step, 10% busy", active.modelSteps, 'ms', 'activity started → completed');
+      const busy = await makeBusy(fleet, fleet, ids, () => `tok-busy-${++seq}`);
+      const referenceBusy = await makeBusy(fleet, reference, referenceIds, () => `tok-busy-${++seq}`);
+      const active = await pairedRouteSamples(
+        fleet,
+        { orchestrator: fleet, ids: ids.filter((id) => !busy.ids.includes(id)) },
+        { orchestrator: reference, ids: referenceIds.filter((id) => !referenceBusy.ids.includes(id)) },
+        routes,
+        token,
+      );
+      paired(level, '10% busy', active.grown, active.reference, `${busy.ids.length} busy, ${routes} routes`);
       rosterFigures(level, await fleet.orchard.client.orchestratorStatus(fleet.orchestratorId), record, distribution, '10% busy');
-      held.release();
-      for (const token of tokens) await fleet.manifestOf(token);
-      await fleet.settled();
+      await busy.release();
+      await referenceBusy.release();
     }
   } finally {
     await fleet.stop();
   }
 }
 
+/** The reference orchestrator's first child number. */
+const REFERENCE_BASE = 1_000_000;
+
 type HistoryEvent = temporal.api.history.v1.IHistoryEvent;
 type RecordValue = (level: number, name: string, figure: Omit<Figure, 'section' | 'name'>) => void;
 type RecordSamples = (level: number, name: string, samples: number[], unit?: Figure['unit'], note?: string) => void;
+interface RouteSamples {
+  latencies: number[];
+  toOrchestrator: number[];
+  dispatch: number[];
+  requestBytes: number;
+  modelSteps: number[];
+}
+interface RouteTarget {
+  orchestrator: FleetOrchestrator;
+  ids: readonly string[];
+}
 
-/** Routes to children spread over the fleet, one at a time, each after the previous one settled. */
-async function routeSamples(
+/**
+ * 10% of `ids` (at least one) busy: routed to by the orchestrator in one step, so its roster lists them running, their
+ * model's answers held until `release`, which waits for their results to reach the orchestrator.
+ */
+async function makeBusy(fleet: Fleet, orchestrator: FleetOrchestrator, ids: readonly string[], token: () => string) {
+  const busy = ids.slice(ids.length - Math.max(1, Math.round(ids.length / 10)));
+  const tokens = busy.map(() => token());
+  const held = fleet.hold((t) => tokens.includes(t));
+  await fleet.orchard.client.message(orchestrator.orchestratorId, { text: `fanout ${busy.map((id, i) => `${tokens[i]}:${id}`).join(' ')}` });
+  for (const t of tokens) await fleet.childTurnStart(t);
+  await orchestrator.settled();
+  return {
+    ids: busy,
+    release: async () => {
+      held.release();
+      for (const t of tokens) await fleet.manifestOf(t);
+      await orchestrator.settled();
+    },
+  };
+}
+
+/**
+ * Routes through the grown orchestrator and the reference in turn (which goes first alternates), to children spread
+ * over each one's `ids`, one at a time, each after the previous one settled.
+ */
+async function pairedRouteSamples(
   fleet: Fleet,
-  ids: readonly string[],
+  grown: RouteTarget,
+  reference: RouteTarget,
   n: number,
   token: () => string,
-): Promise<{ latencies: number[]; toOrchestrator: number[]; dispatch: number[]; requestBytes: number; modelSteps: number[] }> {
-  const latencies: number[] = [];
-  const toOrchestrator: number[] = [];
-  const dispatch: number[] = [];
-  let requestBytes = 0;
+): Promise<{ grown: RouteSamples; reference: RouteSamples }> {
   const since = Date.now();
+  const samples = new Map<RouteTarget, RouteSamples>(
+    [grown, reference].map((t) => [t, { latencies: [], toOrchestrator: [], dispatch: [], requestBytes: 0, modelSteps: [] }]),
+  );
   for (let i = 0; i < n; i++) {
-    const t = token();
-    const childId = ids[Math.floor(((i + 0.5) * ids.length) / n)];
-    const arrived = fleet.childTurnStart(t);
-    const started = fleet.orchestratorTurnStart(t);
-    const t0 = performance.now();
-    await fleet.orchard.client.message(fleet.orchestratorId, { text: `route ${t} to ${childId}` });
-    const [orchestrator, child] = [await started, await arrived];
-    latencies.push(child - t0);
-    toOrchestrator.push(orchestrator - t0);
-    dispatch.push(child - orchestrator);
-    requestBytes = Math.max(requestBytes, fleet.lastOrchestratorRequestBytes());
-    await fleet.manifestOf(t);
-    await fleet.settled();
+    for (const target of i % 2 === 0 ? [reference, grown] : [grown, reference]) {
+      const into = samples.get(target)!;
+      const t = token();
+      const childId = target.ids[Math.floor(((i + 0.5) * target.ids.length) / n)];
+      const arrived = fleet.childTurnStart(t);
+      const started = fleet.orchestratorTurnStart(t);
+      const t0 = performance.now();
+      await fleet.orchard.client.message(target.orchestrator.orchestratorId, { text: `route ${t} to ${childId}` });
+      const [orchestrator, child] = [await started, await arrived];
+      into.latencies.push(child - t0);
+      into.toOrchestrator.push(orchestrator - t0);
+      into.dispatch.push(child - orchestrator);
+      into.requestBytes = Math.max(into.requestBytes, fleet.lastOrchestratorRequestBytes());
+      await fleet.manifestOf(t);
+      await target.orchestrator.settled();
+    }
   }
-  return { latencies, toOrchestrator, dispatch, requestBytes, modelSteps: await modelStepDurations(fleet, since) };
+  for (const [target, into] of samples) into.modelSteps = await modelStepDurations(fleet, target.orchestrator.workflowId, since);
+  return { grown: samples.get(grown)!, reference: samples.get(reference)! };
 }
 
 /**
@@ -126,12 +191,12 @@ async function routeSamples(
  * its runs since then (the chain is followed back through continue-as-new): the part of a route that reads the
  * conversation, sends the request and records the answer, without the waits for the server's task queues around it.
  */
-async function modelStepDurations(fleet: Fleet, since: number): Promise<number[]> {
+async function modelStepDurations(fleet: Fleet, workflowId: string, since: number): Promise<number[]> {
   const at = (e: { eventTime?: { seconds?: unknown; nanos?: number | null } | null }) =>
     Number(e.eventTime?.seconds ?? 0) * 1000 + (e.eventTime?.nanos ?? 0) / 1e6;
   const durations: number[] = [];
   for (let runId: string | undefined = undefined; ;) {
-    const history: { events?: HistoryEvent[] | null } = await fleet.orchard.client.temporal.workflow.getHandle(fleet.workflowId, runId).fetchHistory();
+    const history: { events?: HistoryEvent[] | null } = await fleet.orchard.client.temporal.workflow.getHandle(workflowId, runId).fetchHistory();
     const events = history.events ?? [];
     const steps = new Set<string>();
     const started = new Map<string, number>();
@@ -173,25 +238,32 @@ function rosterFigures(level: number, status: OrchestratorStatusView, record: Re
  * Sends the orchestrator messages its model only acknowledges until it has continued as new (it does after
  * `turnsPerRun` turns of a run): the new run starts from the carried state, with none of the turns before.
  */
-async function rollOver(fleet: Fleet, token: () => string): Promise<void> {
+async function rollOver(fleet: Fleet, orchestrator: FleetOrchestrator, token: () => string): Promise<void> {
   const { client } = fleet.orchard;
-  const before = (await client.orchestratorStatus(fleet.orchestratorId)).runIndex;
+  const { orchestratorId } = orchestrator;
+  const before = (await client.orchestratorStatus(orchestratorId)).runIndex;
   for (let i = 0; i <= 2 * DEFAULT_LIMITS.turnsPerRun; i++) {
     const t = token();
-    await client.message(fleet.orchestratorId, { text: `acknowledge ${t}` });
+    await client.message(orchestratorId, { text: `acknowledge ${t}` });
     await fleet.orchestratorTurnStart(t);
-    await fleet.settled();
-    if ((await client.orchestratorStatus(fleet.orchestratorId)).runIndex > before) return;
+    await orchestrator.settled();
+    if ((await client.orchestratorStatus(orchestratorId)).runIndex > before) return;
   }
-  throw new Error(`bench: orchestrator ${fleet.orchestratorId} did not continue as new after ${2 * DEFAULT_LIMITS.turnsPerRun + 1} turns`);
+  throw new Error(`bench: orchestrator ${orchestratorId} did not continue as new after ${2 * DEFAULT_LIMITS.turnsPerRun + 1} turns`);
 }
 
-/** The orchestrator's current run: the input it started with (the carried state), its history's events and bytes. */
-async function runFacts(fleet: Fleet): Promise<{ input: number; events: number; bytes: number }> {
+/** A run of the orchestrator (its current one by default): the input it started with (the carried state), its history's events and bytes. */
+async function runFacts(fleet: Fleet, runId?: string): Promise<{ runId: string; closed: boolean; input: number; events: number; bytes: number }> {
   const { temporal } = fleet.orchard.client;
-  const described = await temporal.workflow.getHandle(fleet.workflowId).describe();
+  const described = await temporal.workflow.getHandle(fleet.workflowId, runId).describe();
   const info = described.raw.workflowExecutionInfo;
   const history = await temporal.workflow.getHandle(fleet.workflowId, described.runId).fetchHistory();
   const input = (history.events?.[0]?.workflowExecutionStartedEventAttributes?.input?.payloads ?? []).reduce((n, p) => n + (p.data?.length ?? 0), 0);
-  return { input, events: Number(info?.historyLength ?? 0), bytes: Number(info?.historySizeBytes ?? 0) };
+  return {
+    runId: described.runId,
+    closed: described.status.name !== 'RUNNING',
+    input,
+    events: Number(info?.historyLength ?? 0),
+    bytes: Number(info?.historySizeBytes ?? 0),
+  };
 }

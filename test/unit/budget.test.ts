@@ -1,6 +1,9 @@
 import test from 'ava';
+import fc from 'fast-check';
 import { defaultBudgetFromEnv } from '../../activities/limits';
-import { reservationOf } from '../../activities/model/reservation';
+import { requestJsonBytes, reservationOf } from '../../activities/model/reservation';
+import type { ChatMessage } from '../../activities/model/types';
+import { TOOL_PROFILES } from '../../workflows/tools';
 import { budgetTokensProblem, setBudgetProblem } from '../../contract/messages';
 import { Budget, DEFAULT_CHILD_SHARE } from '../../workflows/budget';
 
@@ -62,6 +65,32 @@ test('a reservation bounds the request: its UTF-8 bytes, a template allowance pe
   t.true(small >= Buffer.byteLength(JSON.stringify(messages)));
   t.is(reservationOf({ messages, tools: [] }, 500), small + 500);
   t.true(reservationOf({ messages: [...messages, { role: 'user', content: 'more' }], tools: [] }, 0) > small);
+});
+
+test("a request's bytes, summed message by message (each measured once), are its whole JSON's, whatever the text", (t) => {
+  const text = fc.string({ unit: 'binary', maxLength: 40 });
+  const message: fc.Arbitrary<ChatMessage> = fc.oneof(
+    fc.record({ role: fc.constantFrom('system' as const, 'user' as const), content: text }),
+    fc.record({ role: fc.constant('tool' as const), tool_call_id: text, content: text }),
+    fc.record({
+      role: fc.constant('assistant' as const),
+      content: fc.option(text),
+      tool_calls: fc.array(fc.record({ id: text, type: fc.constant('function' as const), function: fc.record({ name: text, arguments: text }) }), {
+        maxLength: 3,
+      }),
+    }),
+  );
+  const profiles = Object.values(TOOL_PROFILES);
+  fc.assert(
+    fc.property(fc.array(message, { maxLength: 8 }), fc.nat(8), fc.nat(profiles.length - 1), (fresh, repeats, p) => {
+      // The same objects again (as an earlier turn's cached messages are on every later call), and new ones.
+      const messages = [...fresh, ...fresh.slice(0, repeats)];
+      const tools = profiles[p];
+      const whole = Buffer.byteLength(JSON.stringify({ messages, tools }), 'utf8');
+      return requestJsonBytes({ messages, tools }) === whole && requestJsonBytes({ messages, tools }) === whole;
+    }),
+  );
+  t.is(requestJsonBytes({ messages: [], tools: [] }), Buffer.byteLength(JSON.stringify({ messages: [], tools: [] })));
 });
 
 test('budgets are positive integers of tokens; setBudget needs a request id', (t) => {

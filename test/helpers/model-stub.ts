@@ -33,10 +33,11 @@ export async function stubModel(t: { teardown(fn: () => unknown): void }, replie
   };
   const open = new Set<ServerResponse>();
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
-    let raw = '';
-    req.on('data', (c) => (raw += c));
+    // Decoded once, whole: a chunk may end inside a multi-byte character.
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      stub.requests.push({ headers: req.headers, body: JSON.parse(raw) });
+      stub.requests.push({ headers: req.headers, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) });
       for (const w of waiters.filter((w) => stub.requests.length >= w.n)) w.resolve();
       const body = stub.requests[stub.requests.length - 1].body;
       void Promise.resolve(

@@ -4,6 +4,17 @@ import type { RunningOrchard } from '../worker/runtime';
 import { completion, type ModelStub, type Reply } from '../test/helpers/model-stub';
 import { startBenchStack } from './stack';
 
+/** One orchestrator of the fleet's stack. */
+export interface FleetOrchestrator {
+  readonly orchestratorId: string;
+  readonly workflowId: string;
+  /**
+   * Waits until the orchestrator has no turn running and nothing queued. Child results that arrived but are not yet
+   * queued do not show in its status: wait for their manifest (`manifestOf`) first.
+   */
+  settled(timeoutMs?: number): Promise<OrchestratorStatusView>;
+}
+
 /**
  * An orchestrator and its fleet on a bench stack of its own (bench/stack.ts), for the route and scale sections, with a
  * stub model that plays the orchestrator's model and its children's from the request bytes alone:
@@ -16,19 +27,8 @@ import { startBenchStack } from './stack';
  * - child requests answer `done <token>` at once, unless the token is held (`hold`), and report when the first
  *   request carrying a token arrives (`childTurnStart`): the child's turn start.
  *
- * Tokens are `tok-<letters>-<digits>`, unique per measurement.
+ * Tokens are `tok-<letters>-<digits>`, unique per measurement, and across the stack's orchestrators (`addOrchestrator`).
  */
-/** One orchestrator of the fleet's stack. */
-export interface FleetOrchestrator {
-  readonly orchestratorId: string;
-  readonly workflowId: string;
-  /**
-   * Waits until the orchestrator has no turn running and nothing queued. Child results that arrived but are not yet
-   * queued do not show in its status: wait for their manifest (`manifestOf`) first.
-   */
-  settled(timeoutMs?: number): Promise<OrchestratorStatusView>;
-}
-
 export interface Fleet extends FleetOrchestrator {
   readonly orchard: RunningOrchard;
   readonly stub: ModelStub;
